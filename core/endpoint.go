@@ -1,0 +1,274 @@
+package core
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/ucxx-go/ucxx-go/notifier"
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// epPhase is where an endpoint is in its life; it only moves forward.
+type epPhase uint8
+
+const (
+	phaseHandshake epPhase = iota // connected at the UCX level, exchanging tags
+	phaseReady                    // the application may use it
+	phaseClosing                  // ucp_ep_close_nbx issued
+	phaseClosed                   // closed; freed once its last request ends
+)
+
+// handshakeSize is one side's handshake message: its receive tag and a check word.
+const handshakeSize = 16
+
+// handshakeMagic makes the check word: a peer that is not ucxx-go (or a corrupted
+// message) fails the handshake instead of yielding a garbage tag.
+const handshakeMagic = 0x7563_7878_676f_2d31 // "ucxxgo-1"
+
+// defaultAcceptTimeout bounds the handshake of an accepted connection.
+const defaultAcceptTimeout = 10 * time.Second
+
+// endpoint is the engine's state for one connection. Its fields belong to the progress
+// thread, except failed, which application threads read.
+type endpoint struct {
+	handle  uint64
+	u       *ucxx.Endpoint
+	phase   epPhase
+	failed  atomic.Int64 // the status that ended it; StatusOK while usable
+	sendTag uint64       // the peer's receive tag: our messages carry it
+	recvTag uint64       // ours, chosen at random and told to the peer
+
+	hs              unsafe.Pointer // C memory: our handshake message, then the peer's
+	hsSent, hsRecvd bool
+
+	connectID uint64 // the application's Connect request, 0 once answered or for accepted
+	listener  uint64 // the listener that accepted it, 0 for connected
+	deadline  time.Time
+
+	closeID  uint64 // the application's CloseEndpoint request, 0 once answered
+	inflight int    // requests in the table that name this endpoint
+}
+
+func (e *Engine) newEndpoint(timeout time.Duration) *endpoint {
+	ep := &endpoint{handle: e.nextHandle.Add(1), recvTag: rand.Uint64(), deadline: time.Now().Add(timeout)}
+	e.endpoints[ep.handle] = ep
+	return ep
+}
+
+func (e *Engine) connect(s *submission) {
+	timeout := time.Duration(s.timeout)
+	if timeout <= 0 {
+		timeout = defaultAcceptTimeout
+	}
+	ep := e.newEndpoint(timeout)
+	ep.connectID = s.id
+	u, err := e.worker.Connect(s.text, s.port, ep.handle)
+	if err != nil {
+		delete(e.endpoints, ep.handle)
+		e.completeNow(s.id, ucxx.StatusOf(err), 0)
+		return
+	}
+	ep.u = u
+	e.startHandshake(ep)
+}
+
+// startHandshake sends our receive tag and receives the peer's, both at once, so the
+// exchange costs one one-way latency.
+func (e *Engine) startHandshake(ep *endpoint) {
+	ep.hs = ucxx.CAlloc(2 * handshakeSize)
+	out := unsafe.Slice((*byte)(ep.hs), handshakeSize)
+	binary.LittleEndian.PutUint64(out[0:], ep.recvTag)
+	binary.LittleEndian.PutUint64(out[8:], ep.recvTag^handshakeMagic)
+	e.timed = append(e.timed, ep)
+
+	send := e.requests.add(e.newID(), opTagSend, ep)
+	send.internal = stepHandshakeSend
+	if req, st := ep.u.StreamSend(ep.hs, handshakeSize, send.id); st == ucxx.StatusInProgress {
+		send.ucp = req
+	}
+	recv := e.requests.add(e.newID(), opTagRecv, ep)
+	recv.internal = stepHandshakeRecv
+	if req, st := ep.u.StreamRecv(unsafe.Add(ep.hs, handshakeSize), handshakeSize, recv.id); st == ucxx.StatusInProgress {
+		recv.ucp = req
+	}
+}
+
+// onInternal advances an endpoint when one of the engine's own requests ends.
+func (e *Engine) onInternal(r *request, st ucxx.Status) {
+	ep := r.ep
+	switch r.internal {
+	case stepHandshakeSend, stepHandshakeRecv:
+		if ep.phase != phaseHandshake {
+			return
+		}
+		if st != ucxx.StatusOK {
+			e.failHandshake(ep, st)
+			return
+		}
+		if r.internal == stepHandshakeSend {
+			ep.hsSent = true
+		} else {
+			in := unsafe.Slice((*byte)(unsafe.Add(ep.hs, handshakeSize)), handshakeSize)
+			tag := binary.LittleEndian.Uint64(in[0:])
+			if binary.LittleEndian.Uint64(in[8:]) != tag^handshakeMagic {
+				e.failHandshake(ep, ucxx.StatusIOError)
+				return
+			}
+			ep.sendTag = tag
+			ep.hsRecvd = true
+		}
+		if ep.hsSent && ep.hsRecvd {
+			e.handshakeDone(ep)
+		}
+	case stepClose:
+		e.closed(ep)
+	}
+}
+
+func (e *Engine) handshakeDone(ep *endpoint) {
+	ep.phase = phaseReady
+	e.epMu.Lock()
+	e.epState[ep.handle] = ep
+	e.epMu.Unlock()
+	if ep.connectID != 0 {
+		e.completeNow(ep.connectID, ucxx.StatusOK, ep.handle)
+		ep.connectID = 0
+	} else {
+		e.completeNow(EventListenerAccept|ep.listener, ucxx.StatusOK, ep.handle)
+	}
+}
+
+func (e *Engine) failHandshake(ep *endpoint, st ucxx.Status) {
+	if ep.connectID != 0 {
+		e.completeNow(ep.connectID, st, 0)
+		ep.connectID = 0
+	}
+	e.teardown(ep, st, true)
+}
+
+// onEndpointError handles UCX's error callback for an endpoint.
+func (e *Engine) onEndpointError(handle uint64, st ucxx.Status) {
+	ep := e.endpoints[handle]
+	if ep == nil || ep.phase >= phaseClosing {
+		return
+	}
+	if ep.phase == phaseHandshake {
+		e.failHandshake(ep, st)
+		return
+	}
+	e.completeNow(EventEndpointError|handle, st, 0)
+	e.teardown(ep, st, true)
+}
+
+// teardown stops an endpoint: no new work is accepted, receives in flight fail with
+// st (sends too when force is set, else they are flushed), and UCX closes it.
+func (e *Engine) teardown(ep *endpoint, st ucxx.Status, force bool) {
+	if ep.phase >= phaseClosing {
+		return
+	}
+	if st == ucxx.StatusOK {
+		st = ucxx.StatusCanceled
+	}
+	ep.failed.Store(int64(st))
+	e.epMu.Lock()
+	delete(e.epState, ep.handle)
+	e.epMu.Unlock()
+	for _, r := range e.requests.byID {
+		if r.ep != ep || r.internal != notInternal || r.canceled || (!force && r.op == opTagSend) {
+			continue
+		}
+		r.canceled, r.override = true, st
+		e.worker.Cancel(r.ucp)
+	}
+	ep.phase = phaseClosing
+	r := e.requests.add(e.newID(), opCloseEndpoint, ep)
+	r.internal = stepClose
+	if req, s := ep.u.Close(force, r.id); s == ucxx.StatusInProgress {
+		r.ucp = req
+	}
+}
+
+// closed runs when UCX finished closing the endpoint.
+func (e *Engine) closed(ep *endpoint) {
+	ep.phase = phaseClosed
+	if ep.closeID != 0 {
+		e.completeNow(ep.closeID, ucxx.StatusOK, 0)
+		ep.closeID = 0
+	}
+	delete(e.endpoints, ep.handle)
+	e.maybeFree(ep)
+}
+
+// maybeFree releases an endpoint's C memory once it is closed and its last request
+// has ended (UCX may still write a cancelled handshake receive until then).
+func (e *Engine) maybeFree(ep *endpoint) {
+	if ep.phase == phaseClosed && ep.inflight == 0 && ep.hs != nil {
+		ucxx.CFree(ep.hs)
+		ep.hs = nil
+	}
+}
+
+func (e *Engine) closeEndpoint(s *submission) {
+	ep := e.endpoints[s.ep]
+	if ep == nil || ep.phase >= phaseClosing {
+		// Closing twice, or after a failure: the close still completes.
+		if ep != nil && ep.phase == phaseClosing && ep.closeID == 0 {
+			ep.closeID = s.id
+			ep.deadline = time.Now().Add(time.Duration(s.timeout))
+			e.timed = append(e.timed, ep)
+			return
+		}
+		e.completeNow(s.id, ucxx.StatusOK, 0)
+		return
+	}
+	ep.closeID = s.id
+	ep.deadline = time.Now().Add(time.Duration(s.timeout))
+	e.timed = append(e.timed, ep)
+	e.teardown(ep, ucxx.StatusCanceled, false)
+}
+
+func (e *Engine) abortEndpoint(s *submission) {
+	if ep := e.endpoints[s.ep]; ep != nil {
+		e.teardown(ep, ucxx.StatusCanceled, true)
+	}
+}
+
+// checkDeadlines fails handshakes and answers closes that took too long.
+func (e *Engine) checkDeadlines(now time.Time) {
+	keep := e.timed[:0]
+	for _, ep := range e.timed {
+		switch {
+		case ep.phase == phaseHandshake && now.After(ep.deadline):
+			e.failHandshake(ep, ucxx.StatusTimedOut)
+		case ep.phase == phaseHandshake:
+			keep = append(keep, ep)
+		case ep.closeID != 0 && now.After(ep.deadline):
+			// UCX goes on closing in the background; the application has waited enough.
+			e.completeNow(ep.closeID, ucxx.StatusOK, 0)
+			ep.closeID = 0
+		case ep.closeID != 0:
+			keep = append(keep, ep)
+		}
+	}
+	clear(e.timed[len(keep):])
+	e.timed = keep
+}
+
+// nextDeadline is the earliest deadline pending, or the zero time.
+func (e *Engine) nextDeadline() time.Time {
+	var d time.Time
+	for _, ep := range e.timed {
+		if d.IsZero() || ep.deadline.Before(d) {
+			d = ep.deadline
+		}
+	}
+	return d
+}
+
+// completeNow reports a completion that has no UCX request behind it.
+func (e *Engine) completeNow(id uint64, st ucxx.Status, length uint64) {
+	e.pending = append(e.pending, notifier.Completion{ID: id, Status: int64(st), Length: length})
+}

@@ -1,0 +1,338 @@
+// Package core is ucxx-go's progress engine: one UCP worker driven by one goroutine
+// locked to its OS thread, which makes every ucp_* call on that worker. Application
+// threads never touch UCX: they queue submissions into the delayed-submission pool and
+// read completions from a notifier.Queue.
+//
+// An Engine knows nothing of Python. Request ids it returns are reported back in the
+// queue's completions; endpoint and listener events use the Event* id spaces.
+package core
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/ucxx-go/ucxx-go/notifier"
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// ProgressMode selects how the progress thread waits for work.
+type ProgressMode int
+
+const (
+	// Blocking arms the worker and sleeps in epoll on its event fd and the wake
+	// eventfd: an idle engine costs no CPU. The default.
+	Blocking ProgressMode = iota
+	// Polling spins on ucp_worker_progress: lowest latency, one core kept busy.
+	Polling
+)
+
+// Options configure an Engine. The zero value is usable: blocking progress, delayed
+// submission on, UCX's own configuration.
+type Options struct {
+	UCXOptions    map[string]string // UCX settings without the UCX_ prefix, e.g. {"TLS": "tcp"}
+	Mode          ProgressMode
+	NoDelayedSubmission bool // dispatch each submission before the call returns
+	QueueCapacity int     // completion ring entries; default 65536
+}
+
+// Event id spaces: completions whose ID has one of these bits set are events, the
+// rest of the ID naming the endpoint or listener.
+const (
+	// EventEndpointError: the endpoint failed (Status says why) or its peer went away.
+	EventEndpointError uint64 = 1 << 63
+	// EventListenerAccept: a connection to the listener completed its handshake;
+	// Length is the new endpoint's handle (Status is 0).
+	EventListenerAccept uint64 = 1 << 62
+	eventMask                  = EventEndpointError | EventListenerAccept
+)
+
+// Errors returned by the submission methods.
+var (
+	// ErrEngineClosed: the engine was shut down.
+	ErrEngineClosed = fmt.Errorf("core: engine closed: %w", ucxx.ErrClosed)
+	// ErrEndpointClosed: the endpoint was closed or aborted, or never existed.
+	ErrEndpointClosed = fmt.Errorf("core: endpoint closed: %w", ucxx.ErrClosed)
+	// ErrListenerClosed: the listener was closed, or never existed.
+	ErrListenerClosed = fmt.Errorf("core: listener closed: %w", ucxx.ErrClosed)
+)
+
+// Engine is a UCP context and worker with their progress thread.
+type Engine struct {
+	opts  Options
+	queue *notifier.Queue
+	pool  pool
+
+	nextID     atomic.Uint64 // request ids, from 1
+	nextHandle atomic.Uint64 // endpoint and listener handles, from 1
+
+	// epState lets application threads refuse work for a dead endpoint at once.
+	epMu    sync.RWMutex // guards epState
+	epState map[uint64]*endpoint
+
+	closing atomic.Bool
+	done    chan struct{} // closed when the progress thread has exited
+
+	// Owned by the progress thread.
+	ctx       *ucxx.Context
+	worker    *ucxx.Worker
+	requests  requestTable
+	endpoints map[uint64]*endpoint
+	listeners map[uint64]*listener
+	pending   []notifier.Completion // completions not yet in the ring (ring full)
+	events    []ucxx.Event          // scratch copy of the worker's events
+	spare     []submission
+	timed     []*endpoint // endpoints with a handshake or close deadline
+	epfd      int
+	stopping  bool
+	stopDone  chan error
+	stopBy    time.Time
+}
+
+// New creates the context and worker on a new progress thread and starts it.
+//
+// Errors: the *ucxx.Error of context or worker creation (an unknown UCX option, say),
+// or a system error creating the queue or eventfds.
+func New(opts Options) (*Engine, error) {
+	if opts.QueueCapacity == 0 {
+		opts.QueueCapacity = 1 << 16
+	}
+	q, err := notifier.New(opts.QueueCapacity)
+	if err != nil {
+		return nil, err
+	}
+	wakeFD, _, errno := syscall.RawSyscall(syscall.SYS_EVENTFD2, 0, 0x800|0x80000, 0)
+	if errno != 0 {
+		q.Free()
+		return nil, fmt.Errorf("core: eventfd: %w", errno)
+	}
+	e := &Engine{
+		opts:      opts,
+		queue:     q,
+		pool:      pool{wakeFD: int(wakeFD)},
+		epState:   make(map[uint64]*endpoint),
+		done:      make(chan struct{}),
+		requests:  newRequestTable(),
+		endpoints: make(map[uint64]*endpoint),
+		listeners: make(map[uint64]*listener),
+		epfd:      -1,
+	}
+	started := make(chan error, 1)
+	go e.run(started)
+	if err := <-started; err != nil {
+		<-e.done
+		syscall.Close(e.pool.wakeFD)
+		q.Free()
+		return nil, err
+	}
+	return e, nil
+}
+
+// Queue is the completion queue the application reads.
+func (e *Engine) Queue() *notifier.Queue { return e.queue }
+
+// DelayedSubmission reports whether submissions are batched by the progress thread.
+func (e *Engine) DelayedSubmission() bool { return !e.opts.NoDelayedSubmission }
+
+// Mode reports the progress mode.
+func (e *Engine) Mode() ProgressMode { return e.opts.Mode }
+
+func (e *Engine) submit(s submission) error {
+	if e.closing.Load() {
+		return ErrEngineClosed
+	}
+	if e.opts.NoDelayedSubmission && s.op != opCall {
+		s.posted = make(chan bool)
+		e.pool.push(s)
+		select {
+		case <-s.posted:
+		case <-e.done:
+		}
+		return nil
+	}
+	e.pool.push(s)
+	return nil
+}
+
+// onThread runs f on the progress thread and waits for it: for setup and teardown
+// calls that must touch UCX (listeners, queries), never for data transfers.
+func (e *Engine) onThread(f func()) error {
+	ran := make(chan struct{})
+	if err := e.submit(submission{op: opCall, call: func() { f(); close(ran) }}); err != nil {
+		return err
+	}
+	select {
+	case <-ran:
+		return nil
+	case <-e.done:
+		select {
+		case <-ran:
+			return nil
+		default:
+			return ErrEngineClosed
+		}
+	}
+}
+
+func (e *Engine) newID() uint64 { return e.nextID.Add(1) }
+
+// liveEndpoint returns the endpoint if application work may still be queued on it.
+func (e *Engine) liveEndpoint(h uint64) (*endpoint, error) {
+	e.epMu.RLock()
+	ep := e.epState[h]
+	e.epMu.RUnlock()
+	if ep == nil {
+		return nil, ErrEndpointClosed
+	}
+	if st := ucxx.Status(ep.failed.Load()); st != ucxx.StatusOK {
+		return nil, &ucxx.Error{Op: "Endpoint", Status: st}
+	}
+	return ep, nil
+}
+
+// TagSend queues a send of size bytes at addr with tag on endpoint ep and returns the
+// request id its completion will carry. The memory must stay valid until then.
+//
+// Errors: ErrEngineClosed, ErrEndpointClosed, or the endpoint's failure as *ucxx.Error.
+func (e *Engine) TagSend(ep uint64, addr uintptr, size uint64, tag uint64, memType int) (uint64, error) {
+	if _, err := e.liveEndpoint(ep); err != nil {
+		return 0, err
+	}
+	id := e.newID()
+	return id, e.submit(submission{op: opTagSend, id: id, ep: ep, addr: addr, size: size, tag: tag, memType: memType})
+}
+
+// TagRecv queues a receive into size bytes at addr of the next message matching tag
+// under mask. ep ties the receive to an endpoint (0 for none): it fails when that
+// endpoint fails or closes.
+//
+// Errors: as TagSend.
+func (e *Engine) TagRecv(ep uint64, addr uintptr, size uint64, tag, mask uint64, memType int) (uint64, error) {
+	if ep != 0 {
+		if _, err := e.liveEndpoint(ep); err != nil {
+			return 0, err
+		}
+	}
+	id := e.newID()
+	return id, e.submit(submission{op: opTagRecv, id: id, ep: ep, addr: addr, size: size, tag: tag, mask: mask, memType: memType})
+}
+
+// Cancel asks for request id to be cancelled. It completes with StatusCanceled, or
+// normally if it finished first; either way exactly one completion is reported.
+func (e *Engine) Cancel(id uint64) error { return e.submit(submission{op: opCancel, id: id}) }
+
+// Connect queues a connection to a listener at ip:port and returns the request id.
+// Its completion's Length is the new endpoint's handle once the connection and the
+// tag handshake succeed, or it fails (StatusTimedOut after timeout).
+func (e *Engine) Connect(ip string, port int, timeout time.Duration) (uint64, error) {
+	if port <= 0 || port > 65535 {
+		return 0, &ucxx.Error{Op: "Connect", Status: ucxx.StatusInvalidParam}
+	}
+	id := e.newID()
+	return id, e.submit(submission{op: opConnect, id: id, text: ip, port: port, timeout: int64(timeout)})
+}
+
+// CloseEndpoint queues a graceful close: pending receives are cancelled, sends are
+// flushed, and the completion comes within timeout whatever the peer does.
+func (e *Engine) CloseEndpoint(ep uint64, timeout time.Duration) (uint64, error) {
+	id := e.newID()
+	return id, e.submit(submission{op: opCloseEndpoint, id: id, ep: ep, timeout: int64(timeout)})
+}
+
+// AbortEndpoint closes an endpoint at once: everything in flight on it fails with
+// StatusCanceled. It reports no completion of its own.
+func (e *Engine) AbortEndpoint(ep uint64) error {
+	return e.submit(submission{op: opAbortEndpoint, ep: ep})
+}
+
+// EndpointInfo describes a connected endpoint: the tag its messages are sent with, the
+// tag it receives on, and the local and remote socket addresses.
+func (e *Engine) EndpointInfo(h uint64) (info EndpointInfo, err error) {
+	err = e.onThread(func() {
+		ep := e.endpoints[h]
+		if ep == nil {
+			err = ErrEndpointClosed
+			return
+		}
+		info = EndpointInfo{SendTag: ep.sendTag, RecvTag: ep.recvTag}
+		if ep.u != nil {
+			info.Local, info.Remote, _ = ep.u.Sockaddrs()
+		}
+	})
+	return info, err
+}
+
+// EndpointInfo is what EndpointInfo reports.
+type EndpointInfo struct {
+	SendTag, RecvTag uint64
+	Local, Remote    string
+}
+
+// Listen starts a listener on ip:port (port 0: any free port) and returns its handle
+// and port. Accepted connections are reported as EventListenerAccept completions.
+func (e *Engine) Listen(ip string, port int) (handle uint64, boundPort int, err error) {
+	handle = e.nextHandle.Add(1)
+	if cerr := e.onThread(func() { boundPort, err = e.listen(handle, ip, port) }); cerr != nil {
+		return 0, 0, cerr
+	}
+	return handle, boundPort, err
+}
+
+// CloseListener stops a listener; connections it already accepted stay open.
+func (e *Engine) CloseListener(handle uint64) error {
+	var err error
+	if cerr := e.onThread(func() { err = e.closeListener(handle) }); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// WorkerAddress returns the worker's packed UCX address.
+func (e *Engine) WorkerAddress() (addr []byte, err error) {
+	if cerr := e.onThread(func() { addr, err = e.worker.Address() }); cerr != nil {
+		return nil, cerr
+	}
+	return addr, err
+}
+
+// Stats are counters for tests and diagnosis.
+type Stats struct {
+	InFlight, Endpoints, Listeners int
+}
+
+// Stats returns the engine's counters, read on the progress thread.
+func (e *Engine) Stats() (s Stats, err error) {
+	err = e.onThread(func() {
+		s = Stats{InFlight: e.requests.len(), Endpoints: len(e.endpoints), Listeners: len(e.listeners)}
+	})
+	return s, err
+}
+
+// ErrShutdownTimeout: Shutdown gave up waiting; the progress thread is left to finish.
+var ErrShutdownTimeout = errors.New("core: shutdown did not finish in time")
+
+// Shutdown stops accepting work, aborts every endpoint and listener, waits (up to
+// timeout) for requests in flight to end, destroys the worker and context, and closes
+// the queue so its consumer wakes with notifier.Closed. The queue's memory stays valid
+// until FreeQueue.
+func (e *Engine) Shutdown(timeout time.Duration) error {
+	stopped := make(chan error, 1)
+	if !e.closing.CompareAndSwap(false, true) {
+		return ErrEngineClosed
+	}
+	e.pool.push(submission{op: opCall, call: func() { e.beginStop(time.Now().Add(timeout), stopped) }})
+	select {
+	case err := <-stopped:
+		<-e.done
+		syscall.Close(e.pool.wakeFD)
+		return err
+	case <-time.After(timeout + time.Second):
+		return ErrShutdownTimeout
+	}
+}
+
+// FreeQueue releases the completion queue after Shutdown, once its consumer stopped.
+func (e *Engine) FreeQueue() { e.queue.Free() }

@@ -1,0 +1,53 @@
+package core
+
+import (
+	"unsafe"
+
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// listener is an engine-owned UCX listener; it belongs to the progress thread.
+type listener struct {
+	handle uint64
+	u      *ucxx.Listener
+}
+
+func (e *Engine) listen(handle uint64, ip string, port int) (int, error) {
+	u, err := e.worker.Listen(ip, port, handle)
+	if err != nil {
+		return 0, err
+	}
+	e.listeners[handle] = &listener{handle: handle, u: u}
+	return u.Port, nil
+}
+
+func (e *Engine) closeListener(handle uint64) error {
+	l := e.listeners[handle]
+	if l == nil {
+		return ErrListenerClosed
+	}
+	l.u.Close()
+	delete(e.listeners, handle)
+	return nil
+}
+
+// accept turns a connection request into an endpoint and starts its handshake.
+func (e *Engine) accept(handle uint64, conn unsafe.Pointer) {
+	l := e.listeners[handle]
+	if l == nil {
+		return
+	}
+	if e.stopping {
+		l.u.Reject(conn)
+		return
+	}
+	ep := e.newEndpoint(defaultAcceptTimeout)
+	ep.listener = handle
+	u, err := e.worker.AcceptEndpoint(conn, ep.handle)
+	if err != nil {
+		delete(e.endpoints, ep.handle)
+		return
+	}
+	ep.u = u
+	e.startHandshake(ep)
+}

@@ -1,0 +1,297 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// idleWake bounds a blocking sleep with nothing scheduled: a safety net that costs
+// nothing measurable (one wake-up a second), not a mechanism anything relies on.
+const idleWake = time.Second
+
+// maxProgressPasses bounds back-to-back ucp_worker_progress calls, so submissions
+// and completions are handled between passes under sustained traffic.
+const maxProgressPasses = 64
+
+// run is the progress thread. It owns the worker from creation to destruction.
+func (e *Engine) run(started chan<- error) {
+	// Never unlocked: if the loop ends early UCX may have left thread-bound state, and
+	// a locked goroutine that returns takes its thread with it.
+	runtime.LockOSThread()
+	defer close(e.done)
+	if err := e.setup(); err != nil {
+		started <- err
+		return
+	}
+	started <- nil
+	var evs [2]syscall.EpollEvent
+	for {
+		e.dispatch()
+		e.progress()
+		if e.stopping && e.finishStop() {
+			return
+		}
+		if e.opts.Mode == Polling {
+			continue
+		}
+		e.sleep(evs[:])
+	}
+}
+
+func (e *Engine) setup() (err error) {
+	if e.ctx, err = ucxx.NewContext(e.opts.UCXOptions); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			e.teardownWorker()
+		}
+	}()
+	if e.worker, err = e.ctx.NewWorker(false); err != nil {
+		return err
+	}
+	e.worker.AttachEvents()
+	if e.opts.Mode == Polling {
+		return nil
+	}
+	efd, err := e.worker.EventFD()
+	if err != nil {
+		return err
+	}
+	if e.epfd, err = syscall.EpollCreate1(syscall.EPOLL_CLOEXEC); err != nil {
+		return fmt.Errorf("core: epoll create: %w", err)
+	}
+	for _, fd := range []int{efd, e.pool.wakeFD} {
+		ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(fd)}
+		if err = syscall.EpollCtl(e.epfd, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
+			return fmt.Errorf("core: epoll add: %w", err)
+		}
+	}
+	return nil
+}
+
+func (e *Engine) teardownWorker() {
+	if e.epfd >= 0 {
+		syscall.Close(e.epfd)
+		e.epfd = -1
+	}
+	if e.worker != nil {
+		e.worker.Close()
+		e.worker = nil
+	}
+	if e.ctx != nil {
+		e.ctx.Close()
+		e.ctx = nil
+	}
+}
+
+// dispatch takes every queued submission and issues it, in order.
+func (e *Engine) dispatch() {
+	batch := e.pool.swap(e.spare)
+	for i := range batch {
+		s := &batch[i]
+		e.dispatchOne(s)
+		if s.posted != nil {
+			close(s.posted)
+		}
+		batch[i] = submission{} // drop references (closures, strings) held by the slot
+	}
+	e.spare = batch
+	if len(batch) > 0 {
+		e.drainEvents()
+	}
+}
+
+func (e *Engine) dispatchOne(s *submission) {
+	switch s.op {
+	case opTagSend:
+		ep := e.endpoints[s.ep]
+		if ep == nil || ep.phase != phaseReady {
+			e.completeNow(s.id, endpointStatus(ep), 0)
+			return
+		}
+		r := e.requests.add(s.id, opTagSend, ep)
+		if req, st := ep.u.TagSend(s.addr, s.size, s.tag, s.memType, s.id); st == ucxx.StatusInProgress {
+			r.ucp = req
+		}
+	case opTagRecv:
+		var ep *endpoint
+		if s.ep != 0 {
+			if ep = e.endpoints[s.ep]; ep == nil || ep.phase != phaseReady {
+				e.completeNow(s.id, endpointStatus(ep), 0)
+				return
+			}
+		}
+		r := e.requests.add(s.id, opTagRecv, ep)
+		if req, st := e.worker.TagRecv(s.addr, s.size, s.tag, s.mask, s.memType, s.id); st == ucxx.StatusInProgress {
+			r.ucp = req
+		}
+	case opCancel:
+		if r := e.requests.get(s.id); r != nil && !r.canceled && r.internal == notInternal {
+			r.canceled = true
+			e.worker.Cancel(r.ucp)
+		}
+	case opConnect:
+		e.connect(s)
+	case opCloseEndpoint:
+		e.closeEndpoint(s)
+	case opAbortEndpoint:
+		e.abortEndpoint(s)
+	case opCall:
+		s.call()
+	}
+}
+
+// endpointStatus is the status work on a gone or unusable endpoint fails with.
+func endpointStatus(ep *endpoint) ucxx.Status {
+	if ep != nil {
+		if st := ucxx.Status(ep.failed.Load()); st != ucxx.StatusOK {
+			return st
+		}
+	}
+	return ucxx.StatusCanceled
+}
+
+// progress runs the worker until it is idle, handles what UCX reported, and hands
+// completions to the queue.
+func (e *Engine) progress() {
+	for i := 0; i < maxProgressPasses && e.worker.Progress(); i++ {
+	}
+	e.drainEvents()
+	if len(e.timed) > 0 {
+		e.checkDeadlines(time.Now())
+	}
+	e.flush()
+}
+
+// drainEvents handles the worker's events. Handling one can issue UCX calls that add
+// events (a handshake step, a close), so it copies the batch out first and repeats
+// until none are left.
+func (e *Engine) drainEvents() {
+	for {
+		evs := e.worker.Events()
+		if len(evs) == 0 {
+			return
+		}
+		e.events = append(e.events[:0], evs...)
+		e.worker.ResetEvents()
+		for i := range e.events {
+			ev := &e.events[i]
+			switch ev.Kind {
+			case ucxx.EventCompletion:
+				e.onCompletion(ev)
+			case ucxx.EventEpError:
+				e.onEndpointError(ev.ID, ev.Status)
+			case ucxx.EventConnRequest:
+				e.accept(ev.ID, ev.Ptr)
+			}
+		}
+	}
+}
+
+func (e *Engine) onCompletion(ev *ucxx.Event) {
+	ucxx.FreeRequest(ev.Ptr)
+	r := e.requests.remove(ev.ID)
+	if r == nil {
+		return
+	}
+	st := ev.Status
+	if r.override != ucxx.StatusOK && st != ucxx.StatusOK {
+		st = r.override
+	}
+	if r.internal != notInternal {
+		e.onInternal(r, st)
+	} else {
+		e.completeNow(r.id, st, ev.Length)
+		e.pending[len(e.pending)-1].Tag = ev.Tag
+	}
+	if r.ep != nil {
+		e.maybeFree(r.ep)
+	}
+	e.requests.recycle(r)
+}
+
+// flush moves pending completions into the queue and wakes its consumer once. What
+// does not fit stays pending for the next pass (the consumer is then awake).
+func (e *Engine) flush() {
+	if len(e.pending) == 0 {
+		return
+	}
+	n := e.queue.Push(e.pending)
+	rest := copy(e.pending, e.pending[n:])
+	e.pending = e.pending[:rest]
+	e.queue.Notify()
+}
+
+// sleep arms the worker and waits in epoll for UCX, a submission or a deadline.
+func (e *Engine) sleep(evs []syscall.EpollEvent) {
+	if !e.pool.prepareSleep() {
+		return
+	}
+	defer e.pool.awake()
+	if armed, err := e.worker.Arm(); err != nil || !armed {
+		return
+	}
+	timeout := idleWake
+	switch {
+	case len(e.pending) > 0 || e.stopping:
+		timeout = time.Millisecond // the queue is full, or shutdown is waiting on requests
+	case len(e.timed) > 0:
+		if d := time.Until(e.nextDeadline()); d < timeout {
+			timeout = max(d, time.Millisecond)
+		}
+	}
+	n, err := syscall.EpollWait(e.epfd, evs, int((timeout+time.Millisecond-1)/time.Millisecond))
+	if err != nil && !errors.Is(err, syscall.EINTR) {
+		return
+	}
+	for i := 0; i < n; i++ {
+		if int(evs[i].Fd) == e.pool.wakeFD {
+			e.pool.drainWake()
+		}
+	}
+}
+
+// beginStop starts shutdown on the progress thread: listeners go, endpoints are
+// aborted, every request still in flight is cancelled.
+func (e *Engine) beginStop(deadline time.Time, done chan error) {
+	e.stopping, e.stopBy, e.stopDone = true, deadline, done
+	for h := range e.listeners {
+		e.closeListener(h)
+	}
+	for _, ep := range e.endpoints {
+		if ep.phase == phaseHandshake {
+			e.failHandshake(ep, ucxx.StatusCanceled)
+		} else {
+			e.teardown(ep, ucxx.StatusCanceled, true)
+		}
+	}
+	for _, r := range e.requests.byID {
+		if !r.canceled && r.internal == notInternal {
+			r.canceled = true
+			e.worker.Cancel(r.ucp)
+		}
+	}
+}
+
+// finishStop ends the loop once nothing is in flight or the deadline passed: the
+// worker and context are destroyed and the queue is closed.
+func (e *Engine) finishStop() bool {
+	if e.requests.len() > 0 && time.Now().Before(e.stopBy) {
+		return false
+	}
+	var err error
+	if n := e.requests.len(); n > 0 {
+		err = fmt.Errorf("core: %d requests still in flight at shutdown", n)
+	}
+	e.flush()
+	e.teardownWorker()
+	e.queue.Close()
+	e.stopDone <- err
+	return true
+}

@@ -1,0 +1,84 @@
+package core
+
+import (
+	"unsafe"
+
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// request is one operation in flight: dispatched to UCX and not yet completed.
+type request struct {
+	id       uint64
+	op       opKind
+	ep       *endpoint      // nil for worker-level operations
+	ucp      unsafe.Pointer // the UCP request while UCX runs it; nil for an immediate end
+	canceled bool           // ucp_request_cancel was already called
+	// override replaces UCX's status when the request was cancelled on the
+	// application's behalf: the endpoint's error, so a receive pending when the peer
+	// dies fails with ConnectionReset rather than Canceled.
+	override ucxx.Status
+	// internal requests belong to the engine (handshake, close); their completion
+	// drives an endpoint's state instead of reaching the application.
+	internal  internalStep
+	userValue uint64 // what the application's completion reports as Length, if set
+}
+
+// internalStep says what an engine-owned request was for.
+type internalStep uint8
+
+const (
+	notInternal internalStep = iota
+	stepHandshakeSend
+	stepHandshakeRecv
+	stepClose
+)
+
+// requestTable maps request ids to requests in flight. It belongs to the progress
+// thread. Requests are recycled through a free list, and Go maps reuse their space
+// after deletes, so steady-state traffic allocates nothing here.
+type requestTable struct {
+	byID map[uint64]*request
+	free []*request
+}
+
+func newRequestTable() requestTable {
+	return requestTable{byID: make(map[uint64]*request, 1024)}
+}
+
+func (t *requestTable) add(id uint64, op opKind, ep *endpoint) *request {
+	var r *request
+	if n := len(t.free); n > 0 {
+		r = t.free[n-1]
+		t.free = t.free[:n-1]
+	} else {
+		r = new(request)
+	}
+	*r = request{id: id, op: op, ep: ep}
+	t.byID[id] = r
+	if ep != nil {
+		ep.inflight++
+	}
+	return r
+}
+
+func (t *requestTable) get(id uint64) *request { return t.byID[id] }
+
+// remove takes a completed request out of the table; the caller recycles it.
+func (t *requestTable) remove(id uint64) *request {
+	r, ok := t.byID[id]
+	if !ok {
+		return nil
+	}
+	delete(t.byID, id)
+	if r.ep != nil {
+		r.ep.inflight--
+	}
+	return r
+}
+
+func (t *requestTable) recycle(r *request) {
+	*r = request{}
+	t.free = append(t.free, r)
+}
+
+func (t *requestTable) len() int { return len(t.byID) }

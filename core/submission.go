@@ -1,0 +1,105 @@
+package core
+
+import (
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+)
+
+// opKind is what a submission asks the progress thread to do.
+type opKind uint8
+
+const (
+	opTagSend opKind = iota + 1
+	opTagRecv
+	opCancel
+	opConnect
+	opCloseEndpoint
+	opAbortEndpoint
+	opCall // run a function on the progress thread (setup and teardown, not the hot path)
+)
+
+// submission is one application request waiting for the progress thread. It is a
+// value, so queueing one allocates nothing once the pool's slices have grown.
+type submission struct {
+	op      opKind
+	id      uint64 // request id the completion will carry
+	ep      uint64 // endpoint handle
+	addr    uintptr
+	size    uint64
+	tag     uint64
+	mask    uint64
+	memType int
+	timeout int64     // nanoseconds, for connect and close
+	text    string    // connect: the peer's IP
+	port    int       // connect: the peer's port
+	call    func()    // opCall
+	posted  chan bool // set when delayed submission is off: closed once posted
+}
+
+// pool is the delayed-submission pool: application threads append, the progress thread
+// takes everything in one swap and dispatches it as a batch (one wake-up, one pass, many
+// operations).
+//
+// Wake-up protocol: before sleeping, the progress thread sets sleeping and then looks at
+// the pool once more; a submitter appends and then clears sleeping, writing the wake
+// eventfd only if it was the one to clear it. Either the progress thread sees the new
+// item, or the submitter sees sleeping set and wakes it: never neither. While the
+// progress thread is busy, submitting costs no system call.
+type pool struct {
+	mu       sync.Mutex // guards items
+	items    []submission
+	sleeping atomic.Uint32
+	wakeFD   int
+}
+
+func (p *pool) push(s submission) {
+	p.mu.Lock()
+	p.items = append(p.items, s)
+	p.mu.Unlock()
+	if p.sleeping.CompareAndSwap(1, 0) {
+		p.kick()
+	}
+}
+
+func (p *pool) kick() {
+	one := uint64(1)
+	syscall.Write(p.wakeFD, (*[8]byte)(unsafe.Pointer(&one))[:])
+}
+
+// swap takes every queued submission, handing spare over as the new queue, so the
+// two slices alternate and neither is reallocated in steady state.
+func (p *pool) swap(spare []submission) []submission {
+	p.mu.Lock()
+	batch := p.items
+	p.items = spare[:0]
+	p.mu.Unlock()
+	return batch
+}
+
+func (p *pool) empty() bool {
+	p.mu.Lock()
+	n := len(p.items)
+	p.mu.Unlock()
+	return n == 0
+}
+
+// prepareSleep announces that the progress thread is about to sleep and reports
+// whether it may: false when work arrived meanwhile.
+func (p *pool) prepareSleep() bool {
+	p.sleeping.Store(1) // an atomic swap on amd64: ordered before the check below
+	if !p.empty() {
+		p.sleeping.Store(0)
+		return false
+	}
+	return true
+}
+
+func (p *pool) awake() { p.sleeping.Store(0) }
+
+// drainWake empties the wake eventfd's counter.
+func (p *pool) drainWake() {
+	var buf [8]byte
+	syscall.Read(p.wakeFD, buf[:])
+}

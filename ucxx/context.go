@@ -1,0 +1,61 @@
+package ucxx
+
+// #include <stdlib.h>
+// #include "shim.h"
+import "C"
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"unsafe"
+)
+
+// Context is a UCP context (ucp_context_h) with tag, stream, active message, RMA and
+// wake-up features.
+type Context struct {
+	h C.ucp_context_h
+}
+
+// NewContext reads UCX's configuration from the environment, applies options (keys
+// without the UCX_ prefix, e.g. "TLS": "tcp,self"), and creates a context.
+//
+// Errors: *Error with StatusNoElem-like statuses for an unknown option key or value,
+// or the status of ucp_init.
+func NewContext(options map[string]string) (*Context, error) {
+	var cfg *C.ucp_config_t
+	if st := Status(C.ucp_config_read(nil, nil, &cfg)); st != StatusOK {
+		return nil, st.Err("ucp_config_read")
+	}
+	defer C.ucp_config_release(cfg)
+	keys := make([]string, 0, len(options))
+	for k := range options {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		ck, cv := C.CString(strings.TrimPrefix(k, "UCX_")), C.CString(options[k])
+		st := Status(C.ucp_config_modify(cfg, ck, cv))
+		C.free(unsafe.Pointer(ck))
+		C.free(unsafe.Pointer(cv))
+		if st != StatusOK {
+			return nil, &Error{Op: fmt.Sprintf("ucp_config_modify(%s=%s)", k, options[k]), Status: st}
+		}
+	}
+	c := &Context{}
+	if st := Status(C.ucxx_context_create(cfg, &c.h)); st != StatusOK {
+		return nil, st.Err("ucp_init")
+	}
+	return c, nil
+}
+
+// Close releases the context. Every worker of it must be closed first.
+func (c *Context) Close() {
+	if c.h != nil {
+		C.ucp_cleanup(c.h)
+		c.h = nil
+	}
+}
+
+// Version returns the version of the loaded libucp, e.g. "1.22.0".
+func Version() string { return C.GoString(C.ucp_get_version_string()) }

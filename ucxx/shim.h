@@ -1,0 +1,79 @@
+// C side of package ucxx: UCX callbacks and the event buffer they fill.
+//
+// UCX invokes callbacks on the thread that calls ucp_worker_progress or a ucp_*_nbx
+// function. In ucxx-go that is always the worker's progress thread, so every callback
+// appends to that thread's event buffer without locking, and Go drains the buffer after
+// each call. No callback enters Go: a cgo callback from C would cost more than the
+// operation and would need the Go runtime on UCX's stack.
+#ifndef UCXX_SHIM_H
+#define UCXX_SHIM_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <ucp/api/ucp.h>
+
+enum ucxx_event_kind {
+    UCXX_EVENT_COMPLETION = 1, // id: request id; status, length, tag: the result
+    UCXX_EVENT_EP_ERROR = 2,   // id: endpoint handle; status: the error
+    UCXX_EVENT_CONN_REQUEST = 3, // id: listener handle; ptr: ucp_conn_request_h
+};
+
+typedef struct ucxx_event {
+    uint64_t kind;
+    uint64_t id;
+    int64_t status;
+    uint64_t length;
+    uint64_t tag;
+    void *ptr; // the UCP request to free after draining, or the connection request
+} ucxx_event_t;
+
+// A growable array owned by one progress thread. It grows by doubling and never
+// shrinks, so it stops allocating once it has seen the largest burst.
+typedef struct ucxx_events {
+    ucxx_event_t *items;
+    size_t len;
+    size_t cap;
+} ucxx_events_t;
+
+// ucxx_events_attach makes events the calling thread's event buffer. The progress
+// thread calls it once, before any other call here.
+void ucxx_events_attach(ucxx_events_t *events);
+ucxx_events_t *ucxx_events_new(void);
+void ucxx_events_free(ucxx_events_t *events);
+
+ucs_status_t ucxx_context_create(ucp_config_t *config, ucp_context_h *out);
+ucs_status_t ucxx_worker_create(ucp_context_h ctx, int multi_thread, ucp_worker_h *out);
+
+ucs_status_t ucxx_listener_create(ucp_worker_h w, const struct sockaddr *addr, socklen_t len,
+                                  uint64_t handle, ucp_listener_h *out);
+// ucxx_listener_port returns the port the listener is bound to, or -1.
+int ucxx_listener_port(ucp_listener_h l);
+
+// Endpoints carry their handle as the error handler's argument, so an error event
+// names the endpoint without a lookup by pointer.
+ucs_status_t ucxx_ep_create_from_conn(ucp_worker_h w, ucp_conn_request_h req, uint64_t handle,
+                                      ucp_ep_h *out);
+ucs_status_t ucxx_ep_create_to_sockaddr(ucp_worker_h w, const struct sockaddr *addr,
+                                        socklen_t len, uint64_t handle, ucp_ep_h *out);
+ucs_status_t ucxx_ep_create_to_address(ucp_worker_h w, const ucp_address_t *addr,
+                                       uint64_t handle, ucp_ep_h *out);
+// ucxx_ep_sockaddrs writes the local and remote "ip:port" of a sockaddr endpoint.
+ucs_status_t ucxx_ep_sockaddrs(ucp_ep_h ep, char *local, size_t llen, char *remote, size_t rlen);
+
+// Operations. Each returns UCS_INPROGRESS with *req set while the operation runs (its
+// completion event comes from a callback), or appends the completion event itself and
+// returns its status when the operation ended at once.
+ucs_status_t ucxx_tag_send(ucp_ep_h ep, uintptr_t buf, size_t len, ucp_tag_t tag,
+                           uint64_t id, int memtype, void **req);
+ucs_status_t ucxx_tag_recv(ucp_worker_h w, uintptr_t buf, size_t len, ucp_tag_t tag,
+                           ucp_tag_t mask, uint64_t id, int memtype, void **req);
+ucs_status_t ucxx_stream_send(ucp_ep_h ep, const void *buf, size_t len, uint64_t id, void **req);
+ucs_status_t ucxx_stream_recv(ucp_ep_h ep, void *buf, size_t len, uint64_t id, void **req);
+ucs_status_t ucxx_ep_close(ucp_ep_h ep, int force, uint64_t id, void **req);
+
+
+
+// ucxx_sockaddr_fill parses a numeric IPv4 or IPv6 address ("" is the IPv4 wildcard)
+// and port into *ss. It returns 0, or -1 when ip is not a numeric address.
+int ucxx_sockaddr_fill(const char *ip, int port, struct sockaddr_storage *ss, socklen_t *len);
+#endif

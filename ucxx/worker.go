@@ -1,0 +1,126 @@
+package ucxx
+
+// #include <stdlib.h>
+// #include "shim.h"
+import "C"
+
+import (
+	"unsafe"
+)
+
+// Worker is a UCP worker (ucp_worker_h) with its event buffer. Every method must be
+// called from the one thread that progresses it, after AttachEvents on that thread.
+type Worker struct {
+	h      C.ucp_worker_h
+	events *C.ucxx_events_t
+}
+
+// Event kinds, as written by the C callbacks.
+const (
+	EventCompletion  = uint64(C.UCXX_EVENT_COMPLETION)
+	EventEpError     = uint64(C.UCXX_EVENT_EP_ERROR)
+	EventConnRequest = uint64(C.UCXX_EVENT_CONN_REQUEST)
+)
+
+// Event mirrors ucxx_event_t: a completion, an endpoint error or a connection request.
+type Event struct {
+	Kind   uint64
+	ID     uint64 // request id, endpoint handle or listener handle, by Kind
+	Status Status
+	Length uint64
+	Tag    uint64
+	Ptr    unsafe.Pointer // C memory: the request to free, or the connection request
+}
+
+// NewWorker creates a worker. multiThread selects UCS_THREAD_MODE_MULTI; the engine
+// uses single-thread mode because only its progress thread touches the worker.
+func (c *Context) NewWorker(multiThread bool) (*Worker, error) {
+	w := &Worker{events: C.ucxx_events_new()}
+	mt := C.int(0)
+	if multiThread {
+		mt = 1
+	}
+	if st := Status(C.ucxx_worker_create(c.h, mt, &w.h)); st != StatusOK {
+		C.ucxx_events_free(w.events)
+		return nil, st.Err("ucp_worker_create")
+	}
+	return w, nil
+}
+
+// AttachEvents makes this worker's event buffer the calling thread's. The progress
+// thread calls it once; callbacks on any other thread would crash.
+func (w *Worker) AttachEvents() { C.ucxx_events_attach(w.events) }
+
+// Events returns the events gathered since the last ResetEvents. The slice views C
+// memory and is valid until the next call into UCX.
+func (w *Worker) Events() []Event {
+	n := int(w.events.len)
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*Event)(unsafe.Pointer(w.events.items)), n)
+}
+
+// ResetEvents empties the event buffer, keeping its memory.
+func (w *Worker) ResetEvents() { w.events.len = 0 }
+
+// Progress runs one ucp_worker_progress pass and reports whether it did anything.
+func (w *Worker) Progress() bool { return C.ucp_worker_progress(w.h) != 0 }
+
+// EventFD returns the worker's event file descriptor, for epoll after Arm.
+func (w *Worker) EventFD() (int, error) {
+	var fd C.int
+	if st := Status(C.ucp_worker_get_efd(w.h, &fd)); st != StatusOK {
+		return -1, st.Err("ucp_worker_get_efd")
+	}
+	return int(fd), nil
+}
+
+// Arm arms the worker's event fd. It returns false when events are already pending
+// (UCS_ERR_BUSY): the caller must progress again instead of sleeping.
+func (w *Worker) Arm() (bool, error) {
+	st := Status(C.ucp_worker_arm(w.h))
+	switch st {
+	case StatusOK:
+		return true, nil
+	case StatusBusy:
+		return false, nil
+	}
+	return false, st.Err("ucp_worker_arm")
+}
+
+// Address returns the worker's packed UCX address.
+func (w *Worker) Address() ([]byte, error) {
+	var addr *C.ucp_address_t
+	var n C.size_t
+	if st := Status(C.ucp_worker_get_address(w.h, &addr, &n)); st != StatusOK {
+		return nil, st.Err("ucp_worker_get_address")
+	}
+	defer C.ucp_worker_release_address(w.h, addr)
+	return C.GoBytes(unsafe.Pointer(addr), C.int(n)), nil
+}
+
+// Cancel asks UCX to cancel a request. A request that already completed is left as it
+// is; a cancelled one completes with StatusCanceled through its callback.
+func (w *Worker) Cancel(req unsafe.Pointer) {
+	if req != nil {
+		C.ucp_request_cancel(w.h, req)
+	}
+}
+
+// FreeRequest returns a request to UCX after its completion event was drained.
+func FreeRequest(req unsafe.Pointer) {
+	if req != nil {
+		C.ucp_request_free(req)
+	}
+}
+
+// Close destroys the worker. Endpoints and listeners must be closed first.
+func (w *Worker) Close() {
+	if w.h != nil {
+		C.ucp_worker_destroy(w.h)
+		w.h = nil
+	}
+	C.ucxx_events_free(w.events)
+	w.events = nil
+}
