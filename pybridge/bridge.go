@@ -1,0 +1,156 @@
+// Package pybridge is the surface gopy turns into the CPython extension
+// ucxx_go._pybridge: flat functions over integer handles and scalars.
+//
+// Rules every function here follows, because of how gopy binds them:
+//   - it returns (T, error): a function returning only error leaks its message;
+//   - it recovers panics into errors: a Go panic would abort the Python process;
+//   - buffers cross as address + length: gopy copies []byte, we never copy payloads;
+//   - errors carry a machine-readable prefix, "[ucs <status>] " or "[closed] ", that the
+//     Python side maps to its UCXError classes (see python/ucxx_go/_errors.py);
+//   - several small results travel as one space-separated string, since a Go struct or
+//     slice returned through gopy costs a call per field or element.
+//
+// One engine per process, started by Start and stopped by Stop, as in UCXX's asyncio
+// API (one context and worker).
+package pybridge
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/ucxx-go/ucxx-go/core"
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+var engine atomic.Pointer[core.Engine]
+
+// errNotStarted is returned by everything but Start and Version before Start.
+var errNotStarted = fmt.Errorf("ucxx-go is not initialised: %w", ucxx.ErrClosed)
+
+// bridgeError gives err the prefix Python maps to an exception class.
+func bridgeError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, ucxx.ErrClosed) {
+		return fmt.Errorf("[closed] %v", err)
+	}
+	return fmt.Errorf("[ucs %d] %v", int64(ucxx.StatusOf(err)), err)
+}
+
+// guard turns a panic into an error and prefixes whatever error is returned.
+func guard(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("[ucs %d] ucxx-go internal error: %v", int64(ucxx.StatusIOError), r)
+		return
+	}
+	*err = bridgeError(*err)
+}
+
+func current() (*core.Engine, error) {
+	e := engine.Load()
+	if e == nil {
+		return nil, errNotStarted
+	}
+	return e, nil
+}
+
+// Start creates the engine. options is a JSON object of UCX settings without the UCX_
+// prefix; mode is "blocking" or "polling". It returns "ring_address ring_size
+// eventfd" for the completion queue that Python reads in place.
+func Start(options string, mode string, delayedSubmission bool) (res string, err error) {
+	defer guard(&err)
+	opts := core.Options{NoDelayedSubmission: !delayedSubmission}
+	if options != "" {
+		if err := json.Unmarshal([]byte(options), &opts.UCXOptions); err != nil {
+			return "", &ucxx.Error{Op: "Start: options are not a JSON object of strings", Status: ucxx.StatusInvalidParam}
+		}
+	}
+	switch mode {
+	case "blocking", "":
+		opts.Mode = core.Blocking
+	case "polling":
+		opts.Mode = core.Polling
+	default:
+		return "", &ucxx.Error{Op: fmt.Sprintf("Start: unknown progress mode %q", mode), Status: ucxx.StatusInvalidParam}
+	}
+	if engine.Load() != nil {
+		return "", &ucxx.Error{Op: "Start: already started", Status: ucxx.StatusAlreadyExists}
+	}
+	e, err := core.New(opts)
+	if err != nil {
+		return "", err
+	}
+	if !engine.CompareAndSwap(nil, e) {
+		e.Shutdown(time.Second)
+		e.FreeQueue()
+		return "", &ucxx.Error{Op: "Start: already started", Status: ucxx.StatusAlreadyExists}
+	}
+	q := e.Queue()
+	return fmt.Sprintf("%d %d %d", q.Address(), q.Size(), q.FD()), nil
+}
+
+// Stop shuts the engine down within timeoutMs: endpoints are aborted, requests
+// cancelled, the queue closed (its waiters wake). The queue's memory stays mapped
+// until FreeQueue, so a reader still draining it is safe.
+func Stop(timeoutMs int64) (ok bool, err error) {
+	defer guard(&err)
+	e := engine.Load()
+	if e == nil {
+		return false, nil
+	}
+	err = e.Shutdown(time.Duration(timeoutMs) * time.Millisecond)
+	engine.CompareAndSwap(e, nil)
+	stopped.Store(e)
+	return err == nil, err
+}
+
+// stopped is the engine whose queue FreeQueue releases.
+var stopped atomic.Pointer[core.Engine]
+
+// FreeQueue unmaps the queue of the engine last stopped, once Python stopped reading.
+func FreeQueue() (ok bool, err error) {
+	defer guard(&err)
+	if e := stopped.Swap(nil); e != nil {
+		e.FreeQueue()
+	}
+	return true, nil
+}
+
+// Version returns the version of the loaded UCX library.
+func Version() (v string, err error) {
+	defer guard(&err)
+	return ucxx.Version(), nil
+}
+
+// Settings returns "progress_mode delayed_submission" of the running engine.
+func Settings() (s string, err error) {
+	defer guard(&err)
+	e, err := current()
+	if err != nil {
+		return "", err
+	}
+	mode := "blocking"
+	if e.Mode() == core.Polling {
+		mode = "polling"
+	}
+	return fmt.Sprintf("%s %t", mode, e.DelayedSubmission()), nil
+}
+
+// GPUInfo returns a JSON list of the machine's NVIDIA GPUs, "[]" when there are none
+// (no driver included).
+func GPUInfo() (res string, err error) {
+	defer guard(&err)
+	gpus, err := core.GPUs()
+	if errors.Is(err, core.ErrNoGPU) {
+		return "[]", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(gpus)
+	return string(b), err
+}

@@ -1,0 +1,107 @@
+package pybridge
+
+import (
+	"encoding/hex"
+	"fmt"
+	"time"
+)
+
+// Listen starts a listener on ip:port (port 0: any) and returns "handle port".
+func Listen(ip string, port int) (res string, err error) {
+	defer guard(&err)
+	e, err := current()
+	if err != nil {
+		return "", err
+	}
+	h, p, err := e.Listen(ip, port)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d %d", h, p), nil
+}
+
+// CloseListener stops a listener.
+func CloseListener(h uint64) (ok bool, err error) {
+	defer guard(&err)
+	e, err := current()
+	if err != nil {
+		return false, err
+	}
+	return true, e.CloseListener(h)
+}
+
+// Connect queues a connection to ip:port; the completion's length is the endpoint handle.
+func Connect(ip string, port int, timeoutMs int64) (id uint64, err error) {
+	defer guard(&err)
+	e, err := current()
+	if err != nil {
+		return 0, err
+	}
+	return e.Connect(ip, port, time.Duration(timeoutMs)*time.Millisecond)
+}
+
+// EndpointInfo returns "send_tag recv_tag local_addr remote_addr" ("-" for an unknown address).
+func EndpointInfo(h uint64) (res string, err error) {
+	defer guard(&err)
+	e, err := current()
+	if err != nil {
+		return "", err
+	}
+	info, err := e.EndpointInfo(h)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d %d %s %s", info.SendTag, info.RecvTag, dash(info.Local), dash(info.Remote)), nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// CloseEndpoint queues a graceful close bounded by timeoutMs; returns the request id.
+func CloseEndpoint(h uint64, timeoutMs int64) (id uint64, err error) {
+	defer guard(&err)
+	e, err := current()
+	if err != nil {
+		return 0, err
+	}
+	return e.CloseEndpoint(h, time.Duration(timeoutMs)*time.Millisecond)
+}
+
+// AbortEndpoint closes an endpoint at once, failing what is in flight on it.
+func AbortEndpoint(h uint64) (ok bool, err error) {
+	defer guard(&err)
+	e, err := current()
+	if err != nil {
+		return false, err
+	}
+	return true, e.AbortEndpoint(h)
+}
+
+// WorkerAddress returns the worker's UCX address, hex-encoded.
+func WorkerAddress() (addr string, err error) {
+	defer guard(&err)
+	e, err := current()
+	if err != nil {
+		return "", err
+	}
+	b, err := e.WorkerAddress()
+	return hex.EncodeToString(b), err
+}
+
+// Stats returns "in_flight endpoints listeners" of the engine, for tests.
+func Stats() (res string, err error) {
+	defer guard(&err)
+	e, err := current()
+	if err != nil {
+		return "", err
+	}
+	s, err := e.Stats()
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d %d %d", s.InFlight, s.Endpoints, s.Listeners), nil
+}

@@ -1,0 +1,50 @@
+package pybridge
+
+import "time"
+
+// TagSend queues a send of n bytes at addr with tag on endpoint ep and returns the
+// request id. The caller keeps the memory alive until the completion.
+func TagSend(ep uint64, addr uintptr, n uint64, tag uint64, memType int) (id uint64, err error) {
+	defer guard(&err)
+	e, err := current()
+	if err != nil {
+		return 0, err
+	}
+	return e.TagSend(ep, addr, n, tag, memType)
+}
+
+// TagRecv queues a receive of up to n bytes into addr matching tag under mask; ep
+// (0 for none) is the endpoint whose failure fails it.
+func TagRecv(ep uint64, addr uintptr, n uint64, tag uint64, mask uint64, memType int) (id uint64, err error) {
+	defer guard(&err)
+	e, err := current()
+	if err != nil {
+		return 0, err
+	}
+	return e.TagRecv(ep, addr, n, tag, mask, memType)
+}
+
+// Cancel asks for a request to be cancelled; its completion still comes.
+func Cancel(id uint64) (ok bool, err error) {
+	defer guard(&err)
+	e, err := current()
+	if err != nil {
+		return false, err
+	}
+	return true, e.Cancel(id)
+}
+
+// NotifierWait blocks, without the GIL, until completions are ready (1), the timeout
+// passes (0) or the engine stopped (2).
+func NotifierWait(timeoutMs int64) (r int, err error) {
+	defer guard(&err)
+	e := engine.Load()
+	if e == nil {
+		e = stopped.Load()
+	}
+	if e == nil {
+		return 2, nil
+	}
+	res, err := e.Queue().Wait(time.Duration(timeoutMs) * time.Millisecond)
+	return int(res), err
+}
