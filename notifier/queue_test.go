@@ -320,7 +320,7 @@ func TestCloseAfterFree(t *testing.T) {
 
 func TestConcurrentProducerConsumer(t *testing.T) {
 	const n = 200000
-	q := newTestQueue(t, 256)
+	q := newTestQueue(t, 1024)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -355,7 +355,7 @@ func TestConcurrentProducerConsumer(t *testing.T) {
 	}()
 	go func() { // consumer: sleeps in Wait, drains the ring on each Ready
 		defer wg.Done()
-		dst := make([]Completion, 100)
+		dst := make([]Completion, 300)
 		next := uint64(0)
 		for next < n {
 			r, err := q.Wait(-1)

@@ -1,1 +1,141 @@
-"""placeholder"""
+"""ucxx_go: asyncio messaging over UCX with a Go core, compatible with RAPIDS UCXX's asyncio API.
+
+    import asyncio, numpy as np, ucxx_go
+
+    async def main():
+        async def handler(ep):
+            buf = np.empty(1 << 20, dtype="u1")
+            await ep.recv(buf)
+            await ep.send(buf)
+            await ep.close()
+
+        listener = ucxx_go.create_listener(handler)
+        ep = await ucxx_go.create_endpoint("127.0.0.1", listener.port)
+        msg = np.arange(1 << 20, dtype="u1")
+        out = np.empty_like(msg)
+        await ep.send(msg)
+        await ep.recv(out)
+        await ep.close()
+        listener.close()
+
+    asyncio.run(main())
+"""
+
+import asyncio
+import ipaddress
+import json
+import socket
+
+from . import _context, exceptions
+from ._bridge import call, ext
+from ._context import init, reset
+from ._endpoint import Endpoint
+from ._listener import Listener
+from .exceptions import *  # noqa: F401,F403
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "init", "reset", "create_listener", "create_endpoint", "get_ucx_version", "info",
+    "Endpoint", "Listener", "progress_mode", "exceptions",
+] + exceptions.__all__
+
+
+def create_listener(callback_func, port=None, endpoint_error_handling=True, connect_timeout=5.0, ip=""):
+    """Listen for connections; ``callback_func(endpoint)`` (plain or async) runs for each.
+
+    Parameters
+    ----------
+    callback_func : callable
+        Called with each connected Endpoint; a coroutine function runs as a task. An
+        exception it raises is logged, and the listener goes on.
+    port : int, optional
+        The port to bind; any free port when None or 0.
+    ip : str
+        The address to bind; all interfaces when empty.
+
+    Raises
+    ------
+    TypeError
+        ``callback_func`` is not callable.
+    UCXError
+        The port is taken (UCXBusyError) or UCX could not listen.
+    """
+    return Listener(_context.get(), callback_func, ip, int(port or 0))
+
+
+async def _resolve(host):
+    try:
+        ipaddress.ip_address(host)
+        return host
+    except ValueError:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        if not infos:
+            raise OSError(f"cannot resolve {host!r}")
+        return infos[0][4][0]
+
+
+async def create_endpoint(ip_address, port, endpoint_error_handling=True, connect_timeout=None):
+    """Connect to a listener and return the Endpoint once the tag handshake is done.
+
+    Raises
+    ------
+    UCXTimedOutError
+        No connection within ``connect_timeout`` seconds (default: init's, 5 s).
+    UCXError
+        Another subclass for why UCX could not connect (nobody listening, say).
+    """
+    ctx = _context.get()
+    if connect_timeout is None:
+        connect_timeout = ctx.connect_timeout
+    ip = await _resolve(ip_address)
+    rid = call(ext.pybridge_Connect, ip, int(port), int(connect_timeout * 1000))
+    ctx.loop()
+    try:
+        handle = await ctx.wait(rid, None, "create_endpoint")
+    except asyncio.CancelledError:
+        # The connection may still complete in Go: abort it when it does.
+        ctx.pending[rid] = (_AbortOnConnect(handle_ctx=ctx), None, "create_endpoint")
+        raise
+    return Endpoint._from_handle(ctx, handle)
+
+
+class _AbortOnConnect:
+    """Stands in for the Future of a cancelled create_endpoint: aborts what arrives."""
+
+    def __init__(self, handle_ctx):
+        self._ctx = handle_ctx
+
+    def done(self):
+        return False
+
+    def set_result(self, handle):
+        if not self._ctx.closed:
+            call(ext.pybridge_AbortEndpoint, handle)
+
+    def set_exception(self, exc):
+        pass
+
+
+def get_ucx_version():
+    """UCX's version as a tuple of ints, e.g. (1, 22, 0). Needs no init."""
+    return tuple(int(x) for x in call(ext.pybridge_Version).split(".")[:3])
+
+
+def progress_mode():
+    """The progress mode of the running context (UCXX's names)."""
+    return _context.get().progress_mode
+
+
+def info():
+    """A dict describing the running context and the machine's GPUs."""
+    ctx = _context.get()
+    mode, delayed = call(ext.pybridge_Settings).split()
+    return {
+        "ucx_version": call(ext.pybridge_Version),
+        "progress_mode": ctx.progress_mode,
+        "engine_wait": mode,
+        "delayed_submission": delayed == "true",
+        "completion_mode": ctx.completions.mode,
+        "gpus": json.loads(call(ext.pybridge_GPUInfo)),
+    }

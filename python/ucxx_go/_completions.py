@@ -1,0 +1,205 @@
+"""Completions: reading the Go core's completion ring and resolving Futures.
+
+The progress thread writes (id, status, length, tag) entries into a ring in memory
+that this module reads in place (layout: notifier/queue.go), so a whole batch of
+completions costs no call into Go. Two ways bring the event loop to the ring:
+
+- "thread" (the default): a notifier thread blocks in Go (GIL released) until the
+  ring has entries, then schedules one drain on the loop;
+- "reader": the ring's eventfd is registered with loop.add_reader, so the loop wakes
+  by itself, with no thread hop.
+
+Either way drains run on the event loop's thread, which is also where requests are
+registered, so a completion can never be read before its Future is registered.
+"""
+
+import asyncio
+import ctypes
+import logging
+import os
+import threading
+
+from ._bridge import ext
+from .exceptions import exception_for_status
+
+logger = logging.getLogger("ucxx_go")
+
+# Word indexes (u64) into the ring: see notifier/queue.go.
+_HEAD, _TAIL, _WAKE, _CLOSED, _CAPACITY, _ENTRIES = 0, 8, 16, 24, 32, 64
+
+# Event ids: see core/engine.go.
+EVENT_ENDPOINT_ERROR = 1 << 63
+EVENT_LISTENER_ACCEPT = 1 << 62
+_EVENT_MASK = EVENT_ENDPOINT_ERROR | EVENT_LISTENER_ACCEPT
+_SIGN = 1 << 63
+_WRAP = 1 << 64
+
+_WAIT_READY, _WAIT_CLOSED = 1, 2
+
+MODES = ("thread", "reader")
+
+_PyBUF_WRITE = 0x200
+_from_memory = ctypes.pythonapi.PyMemoryView_FromMemory
+_from_memory.restype = ctypes.py_object
+_from_memory.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int)
+
+
+def _memory_view(address, size):
+    """A writable byte memoryview of memory Go mapped (not owned by Python)."""
+    return _from_memory(address, size, _PyBUF_WRITE)
+
+
+class Completions:
+    """The ring, the pending requests, and the delivery mode that drains one into the other."""
+
+    def __init__(self, address, size, fd, mode, on_event):
+        if mode not in MODES:
+            raise ValueError(f"completion mode must be one of {MODES}, got {mode!r}")
+        self._words = _memory_view(address, size).cast("Q")
+        self._mask = self._words[_CAPACITY] - 1
+        self._fd = fd
+        self.mode = mode
+        self._on_event = on_event
+        # request id -> (future, what to keep alive until Go is done, operation name)
+        self.pending = {}
+        self._loop = None
+        self._scheduled = False
+        self._thread = None
+        self._stopped = False
+
+    # -- binding to an event loop ----------------------------------------------------
+
+    def bind(self, loop):
+        """Deliver to `loop` from now on (the first loop, or a new one after asyncio.run)."""
+        if loop is self._loop:
+            return
+        old, self._loop = self._loop, loop
+        if self.mode == "reader":
+            if old is not None and not old.is_closed():
+                try:
+                    old.remove_reader(self._fd)
+                except (RuntimeError, ValueError):
+                    pass
+            loop.add_reader(self._fd, self._on_readable)
+        elif self._thread is None:
+            self._thread = threading.Thread(target=self._notifier, name="ucxx_go-notifier", daemon=True)
+            self._thread.start()
+        self._scheduled = False
+        # Entries may have arrived while no loop was bound.
+        loop.call_soon(self.drain)
+
+    @property
+    def loop(self):
+        return self._loop
+
+    # -- delivery modes --------------------------------------------------------------
+
+    def _notifier(self):
+        """The notifier thread: wait in Go without the GIL, then have the loop drain."""
+        wait = ext.pybridge_NotifierWait
+        while True:
+            try:
+                r = wait(1000)
+            except RuntimeError:
+                r = _WAIT_CLOSED
+            loop = self._loop
+            if r == _WAIT_CLOSED:
+                self._call_soon(loop, self.drain)
+                return
+            if r == _WAIT_READY and not self._scheduled and loop is not None:
+                self._scheduled = True
+                self._call_soon(loop, self._scheduled_drain)
+
+    @staticmethod
+    def _call_soon(loop, fn):
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(fn)
+            except RuntimeError:
+                pass  # the loop closed; the next bound loop drains
+
+    def _scheduled_drain(self):
+        self._scheduled = False
+        self.drain()
+
+    def _on_readable(self):
+        # Clear the wake flag, then read the eventfd: the read (a system call) orders
+        # the clearing store before the loads of head below. See notifier/queue.go.
+        self._words[_WAKE] = 0
+        try:
+            os.read(self._fd, 8)
+        except BlockingIOError:
+            pass
+        self.drain()
+
+    # -- draining --------------------------------------------------------------------
+
+    def drain(self):
+        """Resolve the Future of every completion in the ring."""
+        if self._stopped:
+            return
+        w = self._words
+        mask = self._mask
+        pending = self.pending
+        tail = w[_TAIL]
+        while True:
+            head = w[_HEAD]
+            if tail == head:
+                break
+            while tail != head:
+                i = _ENTRIES + ((tail & mask) << 2)
+                rid, status, length = w[i], w[i + 1], w[i + 2]
+                tail += 1
+                if rid & _EVENT_MASK:
+                    self._event(rid, status, length)
+                    continue
+                entry = pending.pop(rid, None)
+                if entry is None:
+                    continue
+                fut = entry[0]
+                if fut.done():
+                    continue  # cancelled: the buffer is released now that Go is done with it
+                try:
+                    if status == 0:
+                        fut.set_result(length)
+                    else:
+                        status = status - _WRAP if status & _SIGN else status
+                        fut.set_exception(exception_for_status(status, entry[2]))
+                except RuntimeError:
+                    pass  # the Future's loop is closed
+            w[_TAIL] = tail
+
+    def _event(self, rid, status, length):
+        status = status - _WRAP if status & _SIGN else status
+        try:
+            self._on_event(rid, status, length)
+        except Exception:  # an event handler must not stop the drain
+            logger.exception("ucxx_go: error handling event %#x", rid)
+
+    def stop(self):
+        """Final drain after the engine stopped; later drains do nothing."""
+        if self.mode == "reader" and self._loop is not None and not self._loop.is_closed():
+            try:
+                self._loop.remove_reader(self._fd)
+            except (RuntimeError, ValueError):
+                pass
+        try:
+            self.drain()
+        finally:
+            self._stopped = True
+        for fut, _keep, _ in self.pending.values():
+            if not fut.done():
+                try:
+                    fut.set_exception(exception_for_status(-16, "ucxx_go was reset"))
+                except RuntimeError:
+                    pass
+        self.pending.clear()
+
+    def join(self, timeout):
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def release(self):
+        """Drop the view of the ring before Go unmaps it."""
+        self._words.release()
+        self._words = None

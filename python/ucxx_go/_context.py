@@ -1,0 +1,225 @@
+"""The process's ucxx_go context: one Go engine (UCP context, worker, progress thread),
+its completion queue, and the endpoints and listeners made from it.
+
+UCXX's asyncio API has one implicit context, created on first use or by init(), and
+torn down by reset(); so does ucxx_go.
+"""
+
+import asyncio
+import atexit
+import json
+import os
+import threading
+import weakref
+
+from . import _completions
+from ._bridge import call, ext, translate
+from .exceptions import UCXError
+
+# UCXX's progress modes, and what each means for ucxx_go's progress engine. Our
+# progress thread always owns the worker (no mode lets the application thread call
+# UCX); what the mode picks is how that thread waits.
+PROGRESS_MODES = {
+    "thread": "blocking",  # UCXX's default: progress thread waiting on events
+    "blocking": "blocking",  # UCXX: the application progresses on events; ours: the same wait
+    "thread-polling": "polling",  # progress thread spinning
+    "polling": "polling",  # UCXX: the application polls; ours: the progress thread spins
+}
+
+_lock = threading.Lock()
+_context = None
+
+
+def _env_flag(name, default):
+    v = os.environ.get(name)
+    if v is None or v == "":
+        return default
+    return v.strip().lower() not in ("0", "false", "no", "off")
+
+
+class Context:
+    """The running engine. Use the module functions rather than this class."""
+
+    def __init__(self, options, progress_mode, delayed_submission, completion_mode, connect_timeout):
+        self.progress_mode = progress_mode
+        self.connect_timeout = connect_timeout
+        engine_mode = PROGRESS_MODES[progress_mode]
+        res = call(ext.pybridge_Start, json.dumps(options), engine_mode, delayed_submission)
+        address, size, fd = (int(x) for x in res.split())
+        self.delayed_submission = delayed_submission
+        self.completions = _completions.Completions(address, size, fd, completion_mode, self._on_event)
+        self.pending = self.completions.pending
+        self.endpoints = weakref.WeakValueDictionary()  # handle -> Endpoint
+        self.listeners = {}  # handle -> Listener (a listener lives until closed)
+        self.closed = False
+
+    # -- requests --------------------------------------------------------------------
+
+    def loop(self):
+        loop = asyncio.get_running_loop()
+        if loop is not self.completions.loop:
+            self.completions.bind(loop)
+        return loop
+
+    async def wait(self, rid, keep, where):
+        """Await request `rid`'s completion; keep `keep` alive until Go is done with it.
+
+        Cancelling the awaiting task cancels the UCX request. The Future is cancelled at
+        once, but `keep` stays referenced until the request's completion arrives, since
+        until then UCX may still be writing into the buffer.
+        """
+        fut = self.loop().create_future()
+        self.pending[rid] = (fut, keep, where)
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            if rid in self.pending and not self.closed:
+                try:
+                    ext.pybridge_Cancel(rid)
+                except RuntimeError:
+                    pass
+            raise
+
+    # -- events ------------------------------------------------------------------------
+
+    def _on_event(self, rid, status, value):
+        if rid & _completions.EVENT_ENDPOINT_ERROR:
+            ep = self.endpoints.get(rid & ~_completions.EVENT_ENDPOINT_ERROR)
+            if ep is not None:
+                ep._on_error(status)
+        elif rid & _completions.EVENT_LISTENER_ACCEPT:
+            listener = self.listeners.get(rid & ~_completions.EVENT_LISTENER_ACCEPT)
+            if listener is None:
+                call(ext.pybridge_AbortEndpoint, value)
+                return
+            listener._on_accept(value)
+
+    # -- teardown ----------------------------------------------------------------------
+
+    def live_objects(self):
+        eps = [ep for ep in list(self.endpoints.values()) if not ep.closed]
+        return eps, [lst for lst in self.listeners.values() if not lst.closed]
+
+    def shutdown(self, timeout=5.0):
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            ext.pybridge_Stop(int(timeout * 1000))
+        except RuntimeError as e:
+            raise translate(e) from None
+        finally:
+            self.completions.join(timeout)
+            self.completions.stop()
+            self.completions.release()
+            ext.pybridge_FreeQueue()
+
+
+def init(
+    options=None,
+    env_takes_precedence=False,
+    progress_mode=None,
+    enable_delayed_submission=None,
+    enable_python_future=None,
+    connect_timeout=None,
+    completion_mode=None,
+):
+    """Initialise ucxx_go's UCX context and progress engine.
+
+    Optional: every API function initialises with defaults on first use.
+
+    Parameters
+    ----------
+    options : dict
+        UCX configuration, keys without the ``UCX_`` prefix, e.g. ``{"TLS": "tcp"}``.
+    env_takes_precedence : bool
+        Drop options whose ``UCX_<KEY>`` environment variable is set.
+    progress_mode : str
+        UCXX's names: "thread" (default), "thread-polling", "blocking", "polling"; also
+        ``UCXPY_PROGRESS_MODE``. ucxx_go's progress thread always owns the worker;
+        "thread" and "blocking" make it sleep on UCX events, "thread-polling" and
+        "polling" make it spin.
+    enable_delayed_submission : bool
+        Batch submissions on the progress thread (default on; ``UCXPY_ENABLE_DELAYED_SUBMISSION``).
+        Off, each call waits until the progress thread has posted the operation.
+    enable_python_future : bool
+        Accepted for UCXX compatibility: completions always resolve asyncio Futures.
+    connect_timeout : float
+        Seconds create_endpoint waits for the connection and handshake (default 5).
+    completion_mode : str
+        "thread" (a notifier thread, default) or "reader" (the event loop watches the
+        completion queue's eventfd); also ``UCXGO_COMPLETION_MODE``.
+
+    Raises
+    ------
+    RuntimeError
+        Already initialised (call reset() first).
+    UCXConfigError
+        UCX rejected an option.
+    """
+    global _context
+    with _lock:
+        if _context is not None:
+            raise RuntimeError("ucxx_go is already initialised; call ucxx_go.reset() first")
+        options = {str(k).removeprefix("UCX_"): str(v) for k, v in (options or {}).items()}
+        if env_takes_precedence:
+            options = {k: v for k, v in options.items() if f"UCX_{k}" not in os.environ}
+        if progress_mode is None:
+            progress_mode = os.environ.get("UCXPY_PROGRESS_MODE", "thread")
+        if progress_mode not in PROGRESS_MODES:
+            raise ValueError(f"progress_mode must be one of {sorted(PROGRESS_MODES)}, got {progress_mode!r}")
+        if enable_delayed_submission is None:
+            enable_delayed_submission = _env_flag("UCXPY_ENABLE_DELAYED_SUBMISSION", True)
+        if completion_mode is None:
+            completion_mode = os.environ.get("UCXGO_COMPLETION_MODE", "thread")
+        if connect_timeout is None:
+            connect_timeout = float(os.environ.get("UCXPY_CONNECT_TIMEOUT", 5.0))
+        _context = Context(options, progress_mode, bool(enable_delayed_submission), completion_mode, connect_timeout)
+
+
+def get():
+    """The running context, initialised with defaults if needed."""
+    ctx = _context
+    if ctx is None:
+        try:
+            init()
+        except RuntimeError:
+            pass  # initialised by another thread meanwhile
+        ctx = _context
+    return ctx
+
+
+def reset():
+    """Stop the progress engine and drop the context, as UCXX's reset().
+
+    Raises
+    ------
+    UCXError
+        Endpoints or listeners are still open; close them first.
+    """
+    global _context
+    with _lock:
+        ctx = _context
+        if ctx is None:
+            return
+        eps, listeners = ctx.live_objects()
+        if eps or listeners:
+            raise UCXError(
+                "Trying to reset UCX but not all Endpoints and/or Listeners are closed(). "
+                f"Open: {len(eps)} endpoint(s), {len(listeners)} listener(s)"
+            )
+        _context = None
+    ctx.shutdown()
+
+
+def _at_exit():
+    global _context
+    ctx, _context = _context, None
+    if ctx is not None:
+        try:
+            ctx.shutdown(timeout=1.0)
+        except Exception:
+            pass
+
+
+atexit.register(_at_exit)

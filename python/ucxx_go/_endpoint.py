@@ -1,0 +1,225 @@
+"""Endpoint: one connection, with UCXX's asyncio API."""
+
+import asyncio
+import logging
+import struct
+import weakref
+
+from . import _context, _tags
+from ._bridge import call, ext, translate
+from ._buffers import MEMORY_HOST, host_buffer
+from .exceptions import UCXCloseError, UCXError, exception_for_status
+
+logger = logging.getLogger("ucxx_go")
+
+_FULL_MASK = (1 << 64) - 1
+_tag_send = ext.pybridge_TagSend
+_tag_recv = ext.pybridge_TagRecv
+
+
+def _abort_handle(ctx, handle):
+    """The finalizer of an Endpoint dropped without close(): abort it in Go."""
+    if not ctx.closed:
+        try:
+            ext.pybridge_AbortEndpoint(handle)
+        except RuntimeError:
+            pass
+
+
+class Endpoint:
+    """A connection to a peer, made by create_endpoint() or given to a listener's handler.
+
+    Messages are matched by tag: each side picked a random tag at connection time and
+    told it to the other; ``send`` uses the peer's, ``recv`` our own. A user ``tag``
+    is mixed into those (see ``send``).
+    """
+
+    def __init__(self, ctx, handle, info):
+        send_tag, recv_tag, local, remote = info.split()
+        self._ctx = ctx
+        self._handle = handle
+        self._send_tag = int(send_tag)
+        self._recv_tag = int(recv_tag)
+        self._local = None if local == "-" else local
+        self._remote = None if remote == "-" else remote
+        self._closed = False
+        self._error = None  # the UCS status that broke the connection
+        self._close_cb = None
+        self._close_task = None
+        ctx.endpoints[handle] = self
+        self._finalizer = weakref.finalize(self, _abort_handle, ctx, handle)
+
+    @classmethod
+    def _from_handle(cls, ctx, handle):
+        return cls(ctx, handle, call(ext.pybridge_EndpointInfo, handle))
+
+    # -- state -------------------------------------------------------------------------
+
+    @property
+    def uid(self):
+        """An id unique among this process's endpoints."""
+        return self._handle
+
+    @property
+    def closed(self):
+        """True once close() or abort() was called."""
+        return self._closed
+
+    @property
+    def alive(self):
+        """True while the endpoint is open and its peer has not gone away."""
+        return not self._closed and self._error is None
+
+    @property
+    def local_address(self):
+        """"ip:port" of our end of the connection, when UCX knows it."""
+        return self._local
+
+    @property
+    def peer_address(self):
+        """"ip:port" of the peer's end of the connection, when UCX knows it."""
+        return self._remote
+
+    def __repr__(self):
+        state = "closed" if self._closed else ("broken" if self._error is not None else "open")
+        return f"<ucxx_go.Endpoint {self._handle} {state} {self._local}->{self._remote}>"
+
+    def _check(self, op):
+        if self._closed:
+            raise UCXCloseError(f"Endpoint.{op}: the endpoint is closed")
+        if self._error is not None:
+            raise exception_for_status(self._error, f"Endpoint.{op}: the connection failed")
+
+    # -- transfers ---------------------------------------------------------------------
+
+    async def send(self, buffer, tag=None, force_tag=False):
+        """Send a host buffer to the peer.
+
+        Parameters
+        ----------
+        buffer : buffer-protocol object
+            Contiguous; not copied, and kept referenced until the send ends.
+        tag : int, str, bytes or tuple, optional
+            Mixed into the endpoint's tag; the peer's ``recv`` must pass the same tag.
+        force_tag : bool
+            Use ``tag`` (an int) as the UCX tag itself.
+
+        Raises
+        ------
+        TypeError, ValueError
+            ``buffer`` has no buffer protocol or is not contiguous (nothing is sent).
+        UCXCloseError
+            The endpoint is closed.
+        UCXError
+            A subclass for the UCS status the send failed with, e.g.
+            UCXConnectionResetError when the peer went away, UCXCanceledError when the
+            endpoint was closed meanwhile.
+        """
+        self._check("send")
+        addr, n, keep = host_buffer(buffer, writable=False)
+        t = self._send_tag if tag is None else _tags.mix(self._send_tag, tag, force_tag)
+        ctx = self._ctx
+        try:
+            rid = _tag_send(self._handle, addr, n, t, MEMORY_HOST)
+        except RuntimeError as e:
+            raise translate(e) from None
+        await ctx.wait(rid, (buffer, keep), "Endpoint.send")
+
+    async def recv(self, buffer, tag=None, force_tag=False):
+        """Receive the next message with this tag into a writable host buffer.
+
+        A message shorter than the buffer fills its start; the return value is the
+        number of bytes received.
+
+        Raises
+        ------
+        TypeError, ValueError
+            ``buffer`` is read-only, has no buffer protocol or is not contiguous.
+        UCXMessageTruncatedError
+            The message was larger than the buffer.
+        UCXCloseError, UCXError
+            As for ``send``; a peer that dies fails a pending ``recv`` promptly.
+        """
+        self._check("recv")
+        addr, n, keep = host_buffer(buffer, writable=True)
+        t = self._recv_tag if tag is None else _tags.mix(self._recv_tag, tag, force_tag)
+        ctx = self._ctx
+        try:
+            rid = _tag_recv(self._handle, addr, n, t, _FULL_MASK, MEMORY_HOST)
+        except RuntimeError as e:
+            raise translate(e) from None
+        return await ctx.wait(rid, (buffer, keep), "Endpoint.recv")
+
+    async def send_obj(self, obj, tag=None):
+        """Send a bytes-like object with its size first, for ``recv_obj``."""
+        mv = memoryview(obj)
+        await asyncio.gather(self.send(struct.pack("<Q", mv.nbytes), tag=tag), self.send(mv, tag=tag))
+
+    async def recv_obj(self, tag=None, allocator=bytearray):
+        """Receive an object sent with ``send_obj``, into ``allocator(size)``."""
+        size = bytearray(8)
+        await self.recv(size, tag=tag)
+        (n,) = struct.unpack("<Q", size)
+        obj = allocator(n)
+        await self.recv(obj, tag=tag)
+        return obj
+
+    # -- closing -----------------------------------------------------------------------
+
+    def set_close_callback(self, callback, cb_args=(), cb_kwargs=None):
+        """Call ``callback(*cb_args, **cb_kwargs)`` once, when the endpoint closes or breaks."""
+        self._close_cb = (callback, tuple(cb_args), dict(cb_kwargs or {}))
+
+    def _run_close_callback(self):
+        cb, self._close_cb = self._close_cb, None
+        if cb is not None:
+            try:
+                cb[0](*cb[1], **cb[2])
+            except Exception:
+                logger.exception("ucxx_go: endpoint close callback raised")
+
+    def _on_error(self, status):
+        if self._error is None:
+            self._error = status
+        self._run_close_callback()
+
+    def abort(self):
+        """Close at once: everything in flight fails with UCXCanceledError. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._finalizer.detach()
+        if not self._ctx.closed:
+            try:
+                ext.pybridge_AbortEndpoint(self._handle)
+            except RuntimeError:
+                pass
+        self._run_close_callback()
+
+    async def close(self, timeout=5.0):
+        """Close gracefully: pending receives are cancelled, sends flushed to the peer.
+
+        Finishes within ``timeout`` seconds whatever the peer does; a second call waits
+        for the first; cancelling the caller does not stop the close.
+        """
+        if self._close_task is None:
+            if self._closed:
+                return
+            self._closed = True
+            self._finalizer.detach()
+            self._close_task = asyncio.ensure_future(self._close(timeout))
+        await asyncio.shield(self._close_task)
+
+    async def _close(self, timeout):
+        ctx = self._ctx
+        try:
+            if not ctx.closed:
+                try:
+                    rid = ext.pybridge_CloseEndpoint(self._handle, int(timeout * 1000))
+                except RuntimeError as e:
+                    raise translate(e) from None
+                await ctx.wait(rid, None, "Endpoint.close")
+        except UCXError:
+            pass  # the connection is gone either way
+        finally:
+            self._run_close_callback()

@@ -1,0 +1,90 @@
+"""Listener: accepts connections and hands each to the user's handler as an Endpoint."""
+
+import asyncio
+import inspect
+import logging
+
+from ._bridge import call, ext
+from ._endpoint import Endpoint
+
+logger = logging.getLogger("ucxx_go")
+
+
+class Listener:
+    """A listening socket address; create with create_listener()."""
+
+    def __init__(self, ctx, handler, ip, port):
+        if not callable(handler):
+            raise TypeError(f"the listener's handler must be callable, got {type(handler).__name__}")
+        res = call(ext.pybridge_Listen, ip, port)
+        handle, bound = (int(x) for x in res.split())
+        self._ctx = ctx
+        self._handler = handler
+        self._handle = handle
+        self._ip = ip or "0.0.0.0"
+        self._port = bound
+        self._closed = False
+        self._tasks = set()
+        self._active = set()
+        ctx.listeners[handle] = self
+        # Accepts are delivered on the event loop; bind one now if this is called inside
+        # one (UCXX's create_listener is synchronous but called from async code).
+        try:
+            ctx.loop()
+        except RuntimeError:
+            pass
+
+    @property
+    def port(self):
+        return self._port
+
+    @property
+    def ip(self):
+        return self._ip
+
+    @property
+    def closed(self):
+        return self._closed
+
+    @property
+    def active_clients(self):
+        """How many endpoints this listener accepted that are still open."""
+        return sum(1 for ep in list(self._active) if ep.alive)
+
+    def _on_accept(self, handle):
+        ep = Endpoint._from_handle(self._ctx, handle)
+        self._active.add(ep)
+        ep_close_cb = lambda: self._active.discard(ep)  # noqa: E731
+        ep.set_close_callback(ep_close_cb)
+        if self._closed:
+            ep.abort()
+            return
+        try:
+            result = self._handler(ep)
+        except Exception:
+            logger.exception("Uncaught listener callback error")
+            return
+        if inspect.isawaitable(result):
+            task = asyncio.ensure_future(result)
+            self._tasks.add(task)
+            task.add_done_callback(self._handler_done)
+
+    def _handler_done(self, task):
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("Uncaught listener callback error", exc_info=task.exception())
+
+    def close(self):
+        """Stop accepting connections. Endpoints already accepted stay open."""
+        if self._closed:
+            return
+        self._closed = True
+        self._ctx.listeners.pop(self._handle, None)
+        if not self._ctx.closed:
+            try:
+                ext.pybridge_CloseListener(self._handle)
+            except RuntimeError:
+                pass
+
+    def __repr__(self):
+        return f"<ucxx_go.Listener {self._ip}:{self._port}{' closed' if self._closed else ''}>"

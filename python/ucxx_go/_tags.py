@@ -1,0 +1,52 @@
+"""Tags: UCXX's per-endpoint tags, and a user tag mixed into them deterministically.
+
+UCXX mixes a user's tag into the endpoint's tag with Python's hash(), which is salted
+per process for str and bytes: string tags then only match across processes that
+share PYTHONHASHSEED. We hash a stable encoding instead (BLAKE2b), so the same tag
+matches in every process.
+"""
+
+import hashlib
+import struct
+
+MASK64 = (1 << 64) - 1
+_cache = {}
+
+
+def _encode(tag):
+    if isinstance(tag, bool):
+        raise TypeError("a tag must be an int, str, bytes or a tuple of those, not bool")
+    if isinstance(tag, int):
+        return b"i" + tag.to_bytes(16, "little", signed=True)
+    if isinstance(tag, str):
+        return b"s" + tag.encode()
+    if isinstance(tag, (bytes, bytearray)):
+        return b"b" + bytes(tag)
+    if isinstance(tag, tuple):
+        return b"t" + b"".join(struct.pack("<I", len(p)) + p for p in map(_encode, tag))
+    raise TypeError(f"a tag must be an int, str, bytes or a tuple of those, not {type(tag).__name__}")
+
+
+def mix(base, tag, force_tag):
+    """The 64-bit UCX tag for user tag `tag` on an endpoint whose own tag is `base`.
+
+    None means the endpoint's tag; with force_tag an int is used as it is (as in UCXX),
+    other tags are hashed alone.
+    """
+    if tag is None:
+        return base
+    if force_tag:
+        if isinstance(tag, int) and not isinstance(tag, bool):
+            if not 0 <= tag <= MASK64:
+                raise ValueError(f"a forced tag must fit in 64 bits, got {tag}")
+            return tag
+        base = 0
+    key = (base, tag)
+    t = _cache.get(key)
+    if t is None:
+        digest = hashlib.blake2b(base.to_bytes(8, "little") + _encode(tag), digest_size=8).digest()
+        t = int.from_bytes(digest, "little")
+        if len(_cache) > 4096:
+            _cache.clear()
+        _cache[key] = t
+    return t

@@ -1,0 +1,103 @@
+"""The UCXError family, with RAPIDS UCXX's names: one subclass per UCS status.
+
+Every failure ucxx_go reports is a UCXError. Match the subclass to tell a peer that
+went away (UCXConnectionResetError, UCXEndpointTimeoutError, ...) from work we
+cancelled (UCXCanceledError) and from use after close (UCXCloseError).
+"""
+
+__all__ = [
+    "UCXError", "UCXNoMessageError", "UCXNoResourceError", "UCXIOError", "UCXNoMemoryError",
+    "UCXInvalidParamError", "UCXUnreachableError", "UCXInvalidAddrError",
+    "UCXNotImplementedError", "UCXMessageTruncatedError", "UCXNoProgressError",
+    "UCXBufferTooSmallError", "UCXNoElemError", "UCXSomeConnectsFailedError",
+    "UCXNoDeviceError", "UCXBusyError", "UCXCanceledError", "UCXShmemSegmentError",
+    "UCXAlreadyExistsError", "UCXOutOfRangeError", "UCXTimedOutError",
+    "UCXExceedsLimitError", "UCXUnsupportedError", "UCXRejectedError",
+    "UCXNotConnectedError", "UCXConnectionResetError", "UCXFirstLinkFailureError",
+    "UCXLastLinkFailureError", "UCXFirstEndpointFailureError", "UCXEndpointTimeoutError",
+    "UCXLastEndpointFailureError", "UCXCloseError", "UCXConfigError", "UCXCanceled",
+    "UCXMsgTruncated", "exception_for_status",
+]
+
+
+class UCXError(Exception):
+    """Base class of every ucxx_go error. `status` is the UCS status, when there is one."""
+
+    status = None
+
+
+def _make(name, status, doc):
+    cls = type(name, (UCXError,), {"__doc__": doc, "status": status})
+    globals()[name] = cls
+    return cls
+
+
+# (class name, UCS status, UCX's description)
+_STATUSES = [
+    ("UCXNoMessageError", -1, "No pending message"),
+    ("UCXNoResourceError", -2, "No resources are available to initiate the operation"),
+    ("UCXIOError", -3, "Input/output error"),
+    ("UCXNoMemoryError", -4, "Out of memory"),
+    ("UCXInvalidParamError", -5, "Invalid parameter"),
+    ("UCXUnreachableError", -6, "Destination is unreachable"),
+    ("UCXInvalidAddrError", -7, "Address not valid"),
+    ("UCXNotImplementedError", -8, "Function not implemented"),
+    ("UCXMessageTruncatedError", -9, "Message truncated"),
+    ("UCXNoProgressError", -10, "No progress"),
+    ("UCXBufferTooSmallError", -11, "Provided buffer is too small"),
+    ("UCXNoElemError", -12, "No such element"),
+    ("UCXSomeConnectsFailedError", -13, "Failed to connect some of the requested endpoints"),
+    ("UCXNoDeviceError", -14, "No such device"),
+    ("UCXBusyError", -15, "Device is busy"),
+    ("UCXCanceledError", -16, "Request canceled"),
+    ("UCXShmemSegmentError", -17, "Shared memory error"),
+    ("UCXAlreadyExistsError", -18, "Element already exists"),
+    ("UCXOutOfRangeError", -19, "Index out of range"),
+    ("UCXTimedOutError", -20, "Operation timed out"),
+    ("UCXExceedsLimitError", -21, "User-defined limit was reached"),
+    ("UCXUnsupportedError", -22, "Unsupported operation"),
+    ("UCXRejectedError", -23, "Operation rejected by remote peer"),
+    ("UCXNotConnectedError", -24, "Endpoint is not connected"),
+    ("UCXConnectionResetError", -25, "Connection reset by remote peer"),
+    ("UCXFirstLinkFailureError", -40, "First link failure"),
+    ("UCXLastLinkFailureError", -59, "Last link failure"),
+    ("UCXFirstEndpointFailureError", -60, "First endpoint failure"),
+    ("UCXEndpointTimeoutError", -80, "Endpoint timeout"),
+    ("UCXLastEndpointFailureError", -89, "Last endpoint failure"),
+]
+
+_BY_STATUS = {status: _make(name, status, text) for name, status, text in _STATUSES}
+_TEXT = {status: text for _, status, text in _STATUSES}
+
+
+class UCXCloseError(UCXError):
+    """The endpoint or listener was closed, or ucxx_go was reset, before the call."""
+
+
+class UCXConfigError(UCXError):
+    """A UCX configuration option or value was rejected."""
+
+
+# UCXX's aliases.
+UCXCanceled = UCXCanceledError  # noqa: F821 (made by _make above)
+UCXMsgTruncated = UCXMessageTruncatedError  # noqa: F821
+
+
+def exception_for_status(status, where=""):
+    """Return the UCXError instance for a UCS status, with `where` as context.
+
+    Statuses inside UCX's link and endpoint failure ranges map to the class of the
+    range's first code, as UCX's own status checks do.
+    """
+    cls = _BY_STATUS.get(status)
+    if cls is None:
+        if -59 <= status <= -40:
+            cls = _BY_STATUS[-40]
+        elif -89 <= status <= -60:
+            cls = _BY_STATUS[-60]
+        else:
+            cls = UCXError
+    text = _TEXT.get(status, f"UCS status {status}")
+    exc = cls(f"{where}: {text}" if where else text)
+    exc.status = status
+    return exc
