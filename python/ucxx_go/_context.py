@@ -47,7 +47,12 @@ class Context:
         res = call(ext.pybridge_Start, json.dumps(options), engine_mode, delayed_submission)
         address, size, fd = (int(x) for x in res.split())
         self.delayed_submission = delayed_submission
-        self.completions = _completions.Completions(address, size, fd, completion_mode, self._on_event)
+        try:
+            self.completions = _completions.Completions(address, size, fd, completion_mode, self._on_event)
+        except BaseException:
+            ext.pybridge_Stop(1000)
+            ext.pybridge_FreeQueue()
+            raise
         self.pending = self.completions.pending
         self.endpoints = weakref.WeakValueDictionary()  # handle -> Endpoint
         self.listeners = {}  # handle -> Listener (a listener lives until closed)
@@ -172,6 +177,8 @@ def init(
             enable_delayed_submission = _env_flag("UCXPY_ENABLE_DELAYED_SUBMISSION", True)
         if completion_mode is None:
             completion_mode = os.environ.get("UCXGO_COMPLETION_MODE", "thread")
+        if completion_mode not in _completions.MODES:
+            raise ValueError(f"completion_mode must be one of {_completions.MODES}, got {completion_mode!r}")
         if connect_timeout is None:
             connect_timeout = float(os.environ.get("UCXPY_CONNECT_TIMEOUT", 5.0))
         _context = Context(options, progress_mode, bool(enable_delayed_submission), completion_mode, connect_timeout)

@@ -3,6 +3,7 @@
 import asyncio
 import inspect
 import logging
+import weakref
 
 from ._bridge import call, ext
 from ._endpoint import Endpoint
@@ -25,7 +26,7 @@ class Listener:
         self._port = bound
         self._closed = False
         self._tasks = set()
-        self._active = set()
+        self._active = weakref.WeakSet()  # accepted endpoints, not kept alive by us
         ctx.listeners[handle] = self
         # Accepts are delivered on the event loop; bind one now if this is called inside
         # one (UCXX's create_listener is synchronous but called from async code).
@@ -54,8 +55,6 @@ class Listener:
     def _on_accept(self, handle):
         ep = Endpoint._from_handle(self._ctx, handle)
         self._active.add(ep)
-        ep_close_cb = lambda: self._active.discard(ep)  # noqa: E731
-        ep.set_close_callback(ep_close_cb)
         if self._closed:
             ep.abort()
             return

@@ -1,0 +1,104 @@
+"""Peer processes for the multi-process tests: targets for multiprocessing's "spawn".
+
+Each target runs in a fresh interpreter, so it keeps UCX on loopback before it imports
+ucxx_go, bounds everything it awaits, and reports through the queues it is given. A
+target's exit code is what the parent asserts: 0 when it did its part.
+"""
+
+import os
+
+os.environ.setdefault("UCX_NET_DEVICES", "lo")
+
+import asyncio  # noqa: E402
+import struct  # noqa: E402
+
+# Every await in a peer is bounded by this: a peer whose parent is gone must not linger.
+DEADLINE = 30.0
+
+
+async def _echo_messages(ep, count):
+    """Echo `count` messages, each announced by its 8-byte little-endian size."""
+    import numpy as np
+
+    for _ in range(count):
+        size = np.empty(1, dtype="<u8")
+        await ep.recv(size)
+        buf = np.empty(int(size[0]), dtype="u1")
+        await ep.recv(buf)
+        await ep.send(buf)
+    await ep.close()
+
+
+def echo_server(port_queue, connections, messages):
+    """Listen, put the port on `port_queue`, echo `messages` messages on each of
+    `connections` connections, then exit 0."""
+    import ucxx_go
+
+    async def main():
+        done = asyncio.Queue()
+        failures = []
+
+        async def handler(ep):
+            try:
+                await _echo_messages(ep, messages)
+            except BaseException as e:
+                failures.append(e)
+                ep.abort()
+                raise
+            finally:
+                done.put_nowait(None)
+
+        listener = ucxx_go.create_listener(handler)
+        port_queue.put(listener.port)
+        try:
+            for _ in range(connections):
+                await asyncio.wait_for(done.get(), DEADLINE)
+        finally:
+            listener.close()
+        if failures:
+            raise failures[0]
+
+    asyncio.run(main())
+    ucxx_go.reset()
+
+
+def connect_and_hang(port, ready_queue):
+    """Connect to `port`, say so on `ready_queue`, then wait until killed."""
+    import ucxx_go
+
+    async def main():
+        ep = await asyncio.wait_for(ucxx_go.create_endpoint("127.0.0.1", port), DEADLINE)
+        ready_queue.put(ep.local_address)
+        # Never set: the parent kills this process while it waits (the deadline only
+        # bounds a peer whose parent went away).
+        await asyncio.wait_for(asyncio.Event().wait(), DEADLINE)
+
+    asyncio.run(main())
+
+
+def send_tagged(port, report_queue, tag, payload, decoy):
+    """Connect to `port`, send `decoy` with a tag other than `tag` and then `payload`
+    with `tag`; wait for the parent's 1-byte acknowledgement, close, exit 0.
+
+    Puts hash(tag) on `report_queue` first, so the parent can check that this process's
+    string hashing differs from its own.
+    """
+    import ucxx_go
+
+    report_queue.put(hash(tag))
+
+    async def main():
+        ep = await asyncio.wait_for(ucxx_go.create_endpoint("127.0.0.1", port), DEADLINE)
+        await asyncio.wait_for(ep.send(decoy, tag=(tag, "not-this-one")), DEADLINE)
+        await asyncio.wait_for(ep.send(payload, tag=tag), DEADLINE)
+        ack = bytearray(1)
+        await asyncio.wait_for(ep.recv(ack), DEADLINE)
+        await asyncio.wait_for(ep.close(), DEADLINE)
+
+    asyncio.run(main())
+    ucxx_go.reset()
+
+
+def pack_size(n):
+    """The 8-byte size header of the echo protocol."""
+    return struct.pack("<Q", n)

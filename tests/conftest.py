@@ -1,0 +1,42 @@
+"""Shared set-up: UCX on loopback only, and a clean ucxx_go context around every test."""
+
+import gc
+import os
+
+# Before ucxx_go (and UCX) is imported: UCX's TCP must never leave the machine.
+os.environ.setdefault("UCX_NET_DEVICES", "lo")
+
+import pytest  # noqa: E402
+
+import ucxx_go  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def fresh_context():
+    """Each test starts without a context and must leave nothing open behind."""
+    ucxx_go.reset()
+    yield
+    gc.collect()  # endpoints a test dropped are aborted by their finalizers
+    ucxx_go.reset()
+
+
+@pytest.fixture
+def echo_listener():
+    """A listener whose handler echoes one message of the size it is told, then closes.
+
+    Protocol: the client sends 8 bytes (little-endian size), then the message; the
+    server sends the message back.
+    """
+    import numpy as np
+
+    async def handler(ep):
+        size = np.empty(1, dtype="<u8")
+        await ep.recv(size)
+        buf = np.empty(int(size[0]), dtype="u1")
+        await ep.recv(buf)
+        await ep.send(buf)
+        await ep.close()
+
+    listener = ucxx_go.create_listener(handler)
+    yield listener
+    listener.close()

@@ -1,0 +1,71 @@
+"""Many operations in flight on one endpoint: matching by tag, ordering on one tag."""
+
+import asyncio
+
+import numpy as np
+
+import ucxx_go
+
+
+async def connected_pair():
+    """A client endpoint and the server's endpoint for the same connection."""
+    server_ep = asyncio.get_running_loop().create_future()
+    listener = ucxx_go.create_listener(lambda ep: server_ep.set_result(ep))
+    client = await ucxx_go.create_endpoint("127.0.0.1", listener.port)
+    server = await asyncio.wait_for(server_ep, 10)
+    return listener, client, server
+
+
+async def test_thousand_concurrent_tagged_messages():
+    listener, client, server = await connected_pair()
+    n = 1000
+    outs = [np.empty(16, dtype="<u8") for _ in range(n)]
+    recvs = [asyncio.ensure_future(server.recv(outs[i], tag=i)) for i in range(n)]
+    # Send in reverse order: only the tags can put each message in its buffer.
+    sends = [asyncio.ensure_future(client.send(np.full(16, i, dtype="<u8"), tag=i)) for i in reversed(range(n))]
+    await asyncio.wait_for(asyncio.gather(*sends, *recvs), 30)
+    for i, out in enumerate(outs):
+        assert (out == i).all(), f"message {i} landed in the wrong buffer"
+    await client.close()
+    await server.close()
+    listener.close()
+
+
+async def test_order_is_kept_on_one_tag():
+    listener, client, server = await connected_pair()
+    n = 500
+    outs = [np.empty(4, dtype="<u8") for _ in range(n)]
+    recvs = [asyncio.ensure_future(server.recv(o)) for o in outs]
+    sends = [asyncio.ensure_future(client.send(np.full(4, i, dtype="<u8"))) for i in range(n)]
+    await asyncio.wait_for(asyncio.gather(*sends, *recvs), 30)
+    assert [int(o[0]) for o in outs] == list(range(n))
+    await client.close()
+    await server.close()
+    listener.close()
+
+
+async def test_both_directions_at_once():
+    listener, client, server = await connected_pair()
+    a, b = np.arange(1 << 18, dtype="u1"), np.arange(1 << 18, dtype="u1")[::-1].copy()
+    ra, rb = np.empty_like(a), np.empty_like(b)
+    await asyncio.wait_for(
+        asyncio.gather(client.send(a), server.send(b), server.recv(ra), client.recv(rb)), 20
+    )
+    assert (ra == a).all() and (rb == b).all()
+    await client.close()
+    await server.close()
+    listener.close()
+
+
+async def test_many_endpoints_to_one_listener():
+    accepted = []
+    listener = ucxx_go.create_listener(accepted.append)
+    eps = await asyncio.wait_for(
+        asyncio.gather(*(ucxx_go.create_endpoint("127.0.0.1", listener.port) for _ in range(50))), 30
+    )
+    assert len({ep.uid for ep in eps}) == 50
+    for ep in eps:
+        await ep.close()
+    for ep in accepted:
+        await ep.close()
+    listener.close()

@@ -1,0 +1,86 @@
+"""Every progress, submission and completion mode carries the same traffic."""
+
+import asyncio
+
+import numpy as np
+import pytest
+
+import ucxx_go
+
+MODES = [
+    dict(),
+    dict(enable_delayed_submission=False),
+    dict(progress_mode="thread-polling"),
+    dict(progress_mode="polling"),
+    dict(progress_mode="blocking"),
+    dict(completion_mode="reader"),
+    dict(completion_mode="reader", enable_delayed_submission=False),
+]
+
+
+@pytest.mark.parametrize("kwargs", MODES, ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items()) or "default")
+async def test_mode_echo(kwargs):
+    ucxx_go.init(**kwargs)
+    info = ucxx_go.info()
+    if "enable_delayed_submission" in kwargs:
+        assert info["delayed_submission"] is kwargs["enable_delayed_submission"]
+    if "completion_mode" in kwargs:
+        assert info["completion_mode"] == kwargs["completion_mode"]
+    if "polling" in kwargs.get("progress_mode", ""):
+        assert info["engine_wait"] == "polling"
+
+    async def handler(ep):
+        buf = np.empty(1 << 16, dtype="u1")
+        for _ in range(20):
+            await ep.recv(buf)
+            await ep.send(buf)
+        await ep.close()
+
+    listener = ucxx_go.create_listener(handler)
+    ep = await ucxx_go.create_endpoint("127.0.0.1", listener.port)
+    out = np.empty(1 << 16, dtype="u1")
+    for i in range(20):
+        msg = np.full(1 << 16, i, dtype="u1")
+        await asyncio.wait_for(ep.send(msg), 10)
+        await asyncio.wait_for(ep.recv(out), 10)
+        assert (out == i).all()
+    await ep.close()
+    listener.close()
+
+
+def test_environment_selects_modes(monkeypatch):
+    monkeypatch.setenv("UCXPY_ENABLE_DELAYED_SUBMISSION", "0")
+    monkeypatch.setenv("UCXPY_PROGRESS_MODE", "thread-polling")
+    monkeypatch.setenv("UCXGO_COMPLETION_MODE", "reader")
+    ucxx_go.init()
+    info = ucxx_go.info()
+    assert info["delayed_submission"] is False
+    assert info["engine_wait"] == "polling"
+    assert info["completion_mode"] == "reader"
+    assert ucxx_go.progress_mode() == "thread-polling"
+
+
+def test_bad_modes_are_refused():
+    with pytest.raises(ValueError):
+        ucxx_go.init(progress_mode="warp-speed")
+    with pytest.raises(ValueError):
+        ucxx_go.init(completion_mode="carrier-pigeon")
+    ucxx_go.init()  # a refused init left nothing behind
+
+
+async def test_new_event_loop_after_reset_free_use():
+    """A context used from one asyncio.run and then another (pytest's loops) keeps working."""
+    async def handler(ep):
+        buf = bytearray(5)
+        await ep.recv(buf)
+        await ep.send(buf)
+        await ep.close()
+
+    listener = ucxx_go.create_listener(handler)
+    ep = await ucxx_go.create_endpoint("127.0.0.1", listener.port)
+    await ep.send(b"hello")
+    out = bytearray(5)
+    await asyncio.wait_for(ep.recv(out), 10)
+    assert out == b"hello"
+    await ep.close()
+    listener.close()

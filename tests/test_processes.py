@@ -1,0 +1,147 @@
+"""Peers in other OS processes: echo across processes, a peer killed mid-recv, and
+string tags that must match whatever each process's PYTHONHASHSEED.
+
+Peers are spawned (never forked: UCX state does not survive a fork) from targets in
+_peers.py; ports travel through multiprocessing queues; every peer is joined with a
+timeout and its exit code asserted.
+"""
+
+import asyncio
+import multiprocessing
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+import ucxx_go
+
+import _peers  # tests/ is on sys.path: conftest.py's directory, rootdir "prepend" import mode
+
+TIMEOUT = 10.0  # bound on any await a bug could leave hanging
+STARTUP = 30.0  # a spawned interpreter imports numpy and ucxx_go before it answers
+
+mp = multiprocessing.get_context("spawn")
+
+
+@pytest.fixture
+def processes():
+    """Processes started by the test; any still running at the end are killed."""
+    started = []
+    yield started
+    for p in started:
+        if p.is_alive():
+            p.kill()
+        p.join(TIMEOUT)
+
+
+def start(processes, target, *args):
+    p = mp.Process(target=target, args=args, daemon=True)
+    p.start()
+    processes.append(p)
+    return p
+
+
+async def queue_get(q, timeout=STARTUP):
+    """Get from a multiprocessing queue without blocking the event loop."""
+    return await asyncio.get_running_loop().run_in_executor(None, q.get, True, timeout)
+
+
+async def join(p, timeout=TIMEOUT):
+    await asyncio.get_running_loop().run_in_executor(None, p.join, timeout)
+    assert not p.is_alive(), f"{p.name} did not exit within {timeout} s"
+
+
+async def test_echo_with_server_process(processes):
+    connections, sizes = 3, (1 << 10, 4 << 20)
+    port_queue = mp.Queue()
+    server = start(processes, _peers.echo_server, port_queue, connections, len(sizes))
+    port = await queue_get(port_queue)
+    rng = np.random.default_rng(7)
+    for i in range(connections):
+        ep = await asyncio.wait_for(ucxx_go.create_endpoint("127.0.0.1", port), TIMEOUT)
+        try:
+            for size in sizes:
+                msg = rng.integers(0, 256, size, dtype="u1")
+                out = np.zeros_like(msg)
+                await asyncio.wait_for(ep.send(np.array([size], dtype="<u8")), TIMEOUT)
+                await asyncio.wait_for(ep.send(msg), TIMEOUT)
+                n = await asyncio.wait_for(ep.recv(out), TIMEOUT)
+                assert n == size
+                np.testing.assert_array_equal(out, msg, err_msg=f"connection {i}, {size} bytes")
+        finally:
+            await asyncio.wait_for(ep.close(), TIMEOUT)
+    await join(server)
+    assert server.exitcode == 0
+
+
+async def test_peer_killed_during_recv(processes):
+    accepted = asyncio.Queue()
+    kept = []
+
+    def handler(ep):
+        kept.append(ep)
+        accepted.put_nowait(ep)
+
+    listener = ucxx_go.create_listener(handler)
+    try:
+        ready = mp.Queue()
+        peer = start(processes, _peers.connect_and_hang, listener.port, ready)
+        await queue_get(ready)
+        ep = await asyncio.wait_for(accepted.get(), TIMEOUT)
+        calls = []
+        ep.set_close_callback(calls.append, cb_args=("peer gone",))
+        recv = asyncio.ensure_future(ep.recv(bytearray(64)))
+        await asyncio.sleep(0)  # the recv is posted before the peer dies
+        assert not recv.done()
+        t0 = time.monotonic()
+        peer.kill()
+        with pytest.raises(ucxx_go.UCXError) as info:
+            await asyncio.wait_for(recv, 5.0)
+        elapsed = time.monotonic() - t0
+        assert elapsed < 5.0, f"the pending recv failed {elapsed:.2f} s after the peer was killed"
+        assert not isinstance(info.value, ucxx_go.UCXCloseError), "broken by the peer, not closed by us"
+        assert not ep.alive
+        assert calls == [("peer gone",)]
+        await join(peer)
+        assert peer.exitcode == -signal.SIGKILL
+        await asyncio.wait_for(ep.close(), TIMEOUT)
+    finally:
+        for ep in kept:
+            ep.abort()
+        listener.close()
+
+
+async def test_string_tags_match_across_hash_seeds(processes, monkeypatch):
+    parent_seed = os.environ.get("PYTHONHASHSEED")
+    child_seed = "12345" if parent_seed != "12345" else "54321"
+    accepted = asyncio.Queue()
+    kept = []
+
+    def handler(ep):
+        kept.append(ep)
+        accepted.put_nowait(ep)
+
+    listener = ucxx_go.create_listener(handler)
+    try:
+        report = mp.Queue()
+        payload, decoy = b"the frames payload", b"a decoy with another tag"
+        # The spawned interpreter inherits the environment at start().
+        monkeypatch.setenv("PYTHONHASHSEED", child_seed)
+        peer = start(processes, _peers.send_tagged, listener.port, report, "frames", payload, decoy)
+        monkeypatch.undo()
+        child_hash = await queue_get(report)
+        assert child_hash != hash("frames"), "the peer hashes strings as we do: the test proves nothing"
+        ep = await asyncio.wait_for(accepted.get(), TIMEOUT)
+        buf = bytearray(64)
+        n = await asyncio.wait_for(ep.recv(buf, tag="frames"), TIMEOUT)
+        assert bytes(buf[:n]) == payload
+        await asyncio.wait_for(ep.send(b"!"), TIMEOUT)
+        await join(peer)
+        assert peer.exitcode == 0
+        await asyncio.wait_for(ep.close(), TIMEOUT)
+    finally:
+        for ep in kept:
+            ep.abort()
+        listener.close()
