@@ -47,19 +47,20 @@ func exchange(t *testing.T, from *Engine, fromEP uint64, fc *collector, to *Engi
 	runtime.KeepAlive(buf)
 }
 
-// noCompletion fails if id completed (again): everything the queue holds is read first.
+// noCompletion fails if a completion for id is waiting: everything the queue holds is
+// read first. After a wait for id, it checks that id completed only once.
 func noCompletion(t *testing.T, c *collector, id uint64) {
 	t.Helper()
 	for n := c.q.Pop(c.buf[:]); n > 0; n = c.q.Pop(c.buf[:]) {
 		for _, comp := range c.buf[:n] {
 			if comp.ID == id {
-				t.Fatalf("request %#x completed a second time: %+v", id, comp)
+				t.Fatalf("unexpected completion for %#x: %+v", id, comp)
 			}
 			c.got[comp.ID] = comp
 		}
 	}
 	if comp, ok := c.got[id]; ok {
-		t.Fatalf("request %#x completed a second time: %+v", id, comp)
+		t.Fatalf("unexpected completion for %#x: %+v", id, comp)
 	}
 }
 
@@ -194,9 +195,9 @@ func freePort(t *testing.T, e *Engine) int {
 	return port
 }
 
-// waitNoEndpoints waits until e has freed every endpoint: a close runs in the
-// background, so this polls, for a bounded time.
-func waitNoEndpoints(t *testing.T, e *Engine) {
+// waitIdle waits until e has freed every endpoint and has no request in flight: a
+// close runs in the background, so this polls, for a bounded time.
+func waitIdle(t *testing.T, e *Engine) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Second)
 	for {
@@ -204,11 +205,11 @@ func waitNoEndpoints(t *testing.T, e *Engine) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s.Endpoints == 0 {
+		if s.Endpoints == 0 && s.InFlight == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d endpoints still open after 2 s", s.Endpoints)
+			t.Fatalf("after 2 s: %+v; want no endpoints and nothing in flight", s)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -230,16 +231,26 @@ func TestConnectNoListener(t *testing.T) {
 		t.Fatalf("connect to a closed port succeeded: %+v", comp)
 	}
 	t.Logf("connect failed after %v with status %d (%v)", time.Since(start).Round(time.Millisecond), comp.Status, ucxx.Status(comp.Status))
-	waitNoEndpoints(t, e)
+	waitIdle(t, e)
 }
 
-func TestConnectInvalidPort(t *testing.T) {
+func TestConnectInvalidAddress(t *testing.T) {
 	e := newTestEngine(t, Options{})
+	c := newCollector(t, e)
 	for _, port := range []int{0, -1, 65536} {
 		if _, err := e.Connect("127.0.0.1", port, time.Second); ucxx.StatusOf(err) != ucxx.StatusInvalidParam {
 			t.Errorf("Connect(port %d) = %v; want StatusInvalidParam", port, err)
 		}
 	}
+	// An address that does not parse fails in its completion.
+	id, err := e.Connect("not-an-ip", 4000, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if comp := c.wait(id, 2*time.Second); comp.Status != int64(ucxx.StatusInvalidParam) {
+		t.Fatalf("Connect(not-an-ip): %+v; want status %d", comp, ucxx.StatusInvalidParam)
+	}
+	waitIdle(t, e)
 }
 
 // TestConnectTimeout connects to a listener whose engine cannot answer: its progress
@@ -267,7 +278,7 @@ func TestConnectTimeout(t *testing.T) {
 	if elapsed < timeout {
 		t.Fatalf("timed out after %v, before its %v deadline", elapsed, timeout)
 	}
-	waitNoEndpoints(t, client)
+	waitIdle(t, client)
 
 	// Once the server runs again, both engines still connect.
 	release()
@@ -305,7 +316,7 @@ func TestRecvFailsWhenPeerShutsDown(t *testing.T) {
 	if _, err := client.TagSend(cep, addr(buf), 8, 0, 0); err == nil {
 		t.Fatal("send on the failed endpoint was accepted")
 	}
-	waitNoEndpoints(t, client)
+	waitIdle(t, client)
 	runtime.KeepAlive(buf)
 }
 
@@ -331,7 +342,7 @@ func TestAbortEndpointCancelsRecv(t *testing.T) {
 	if ev := sc.wait(EventEndpointError|sep, 5*time.Second); ev.Status == 0 {
 		t.Fatalf("peer's endpoint error event with status 0: %+v", ev)
 	}
-	waitNoEndpoints(t, client)
+	waitIdle(t, client)
 	noCompletion(t, cc, EventEndpointError|cep) // aborted by us: not an error event
 	runtime.KeepAlive(buf)
 }
@@ -554,4 +565,149 @@ func TestManyEndpoints(t *testing.T) {
 	runtime.KeepAlive(sbufs)
 	runtime.KeepAlive(cmsgs)
 	runtime.KeepAlive(smsgs)
+}
+
+// TestQueueFullBackpressure runs 300 messages into a server whose completion ring holds
+// 4: completions that do not fit wait in the engine and all arrive, in order of
+// completion, as the consumer drains the ring.
+func TestQueueFullBackpressure(t *testing.T) {
+	client, server := newTestEngine(t, Options{}), newTestEngine(t, Options{QueueCapacity: 4})
+	cep, sep, cc, sc := pair(t, client, server)
+	tag := endpointInfo(t, server, sep).RecvTag
+	const n = 300
+	bufs, msgs := make([][]byte, n), make([][]byte, n)
+	rids, sids := make([]uint64, n), make([]uint64, n)
+	var err error
+	for i := range n {
+		bufs[i], msgs[i] = make([]byte, 8), binary.LittleEndian.AppendUint64(nil, uint64(i))
+		if rids[i], err = server.TagRecv(sep, addr(bufs[i]), 8, tag, ^uint64(0), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		if sids[i], err = client.TagSend(cep, addr(msgs[i]), 8, tag, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		if c := cc.wait(sids[i], 5*time.Second); c.Status != 0 {
+			t.Fatalf("send %d: status %d", i, c.Status)
+		}
+		if c := sc.wait(rids[i], 5*time.Second); c.Status != 0 || !bytes.Equal(bufs[i], msgs[i]) {
+			t.Fatalf("recv %d: %+v, payload %x", i, c, bufs[i])
+		}
+	}
+	runtime.KeepAlive(bufs)
+	runtime.KeepAlive(msgs)
+}
+
+// TestShutdownDeliversEveryCompletion: completions that did not fit in a full ring
+// must still reach a consumer that keeps draining until notifier.Closed.
+func TestShutdownDeliversEveryCompletion(t *testing.T) {
+	e := newTestEngine(t, Options{QueueCapacity: 2})
+	q := e.Queue()
+	const n = 16
+	buf := make([]byte, 64)
+	want := make(map[uint64]bool, n)
+	for i := range n {
+		id, err := e.TagRecv(0, addr(buf), uint64(len(buf)), uint64(i), ^uint64(0), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[id] = true
+	}
+	if _, err := e.Stats(); err != nil { // every receive is posted
+		t.Fatal(err)
+	}
+	// The consumer drains until Closed, as the Python side does.
+	seen := make(chan map[uint64]bool, 1)
+	go func() {
+		got := make(map[uint64]bool)
+		var dst [8]notifier.Completion
+		for {
+			r, err := q.Wait(-1)
+			for m := q.Pop(dst[:]); m > 0; m = q.Pop(dst[:]) {
+				for _, c := range dst[:m] {
+					got[c.ID] = true
+				}
+			}
+			if r == notifier.Closed || err != nil {
+				seen <- got
+				return
+			}
+		}
+	}()
+	if err := e.Shutdown(2 * time.Second); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	var got map[uint64]bool
+	select {
+	case got = <-seen:
+	case <-time.After(2 * time.Second):
+		t.Fatal("consumer did not see Closed")
+	}
+	for id := range want {
+		if !got[id] {
+			t.Errorf("request %#x: no completion before the queue closed", id)
+		}
+	}
+	runtime.KeepAlive(buf)
+}
+
+// TestCloseEndpointPeerStalled closes an endpoint with a rendezvous send in flight
+// while the peer's progress thread is held: the graceful close cannot finish, but its
+// completion comes at the close timeout.
+func TestCloseEndpointPeerStalled(t *testing.T) {
+	client, server := newTestEngine(t, Options{}), newTestEngine(t, Options{})
+	cep, _, cc, _ := pair(t, client, server)
+	release := holdProgress(t, server)
+	msg := make([]byte, 1<<20)
+	sid, err := client.TagSend(cep, addr(msg), uint64(len(msg)), endpointInfo(t, client, cep).SendTag, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const timeout = 200 * time.Millisecond
+	start := time.Now()
+	cid, err := client.CloseEndpoint(cep, timeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cc.wait(cid, 2*time.Second); c.Status != 0 {
+		t.Fatalf("close: %+v; want status 0", c)
+	}
+	t.Logf("close answered after %v", time.Since(start).Round(time.Millisecond))
+	if _, err := client.TagSend(cep, addr(msg), 8, 0, 0); !errors.Is(err, ErrEndpointClosed) {
+		t.Fatalf("send after close: %v; want ErrEndpointClosed", err)
+	}
+	// Once the peer runs again the send ends one way or the other, and nothing leaks.
+	release()
+	c := cc.wait(sid, 5*time.Second)
+	t.Logf("send in flight at close: status %d (%v)", c.Status, ucxx.Status(c.Status))
+	waitIdle(t, client)
+	runtime.KeepAlive(msg)
+}
+
+func TestListenErrors(t *testing.T) {
+	e := newTestEngine(t, Options{})
+	lh, port, err := e.Listen("127.0.0.1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.Listen("127.0.0.1", port); ucxx.StatusOf(err) == ucxx.StatusOK {
+		t.Fatalf("second Listen on port %d: %v; want a UCX error", port, err)
+	} else {
+		t.Logf("second Listen: %v", err)
+	}
+	if _, _, err := e.Listen("not-an-ip", 0); ucxx.StatusOf(err) != ucxx.StatusInvalidParam {
+		t.Fatalf("Listen(not-an-ip): %v; want StatusInvalidParam", err)
+	}
+	if s, err := e.Stats(); err != nil || s.Listeners != 1 {
+		t.Fatalf("Stats = %+v, %v; want the one good listener", s, err)
+	}
+	if err := e.CloseListener(lh); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CloseListener(lh); !errors.Is(err, ErrListenerClosed) {
+		t.Fatalf("second CloseListener: %v; want ErrListenerClosed", err)
+	}
 }

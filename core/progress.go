@@ -228,8 +228,13 @@ func (e *Engine) flush() {
 	e.queue.Notify()
 }
 
-// sleep arms the worker and waits in epoll for UCX, a submission or a deadline.
+// sleep arms the worker and waits in epoll for UCX, a submission or a deadline,
+// after polling for SpinBeforeSleep: on a busy connection the next message usually
+// comes sooner than a sleep and a wake-up would take.
 func (e *Engine) sleep(evs []syscall.EpollEvent) {
+	if e.spin() {
+		return
+	}
 	if !e.pool.prepareSleep() {
 		return
 	}
@@ -253,6 +258,23 @@ func (e *Engine) sleep(evs []syscall.EpollEvent) {
 	for i := 0; i < n; i++ {
 		if int(evs[i].Fd) == e.pool.wakeFD {
 			e.pool.drainWake()
+		}
+	}
+}
+
+// spin polls the pool and the worker until either has work (true) or the spin
+// time is over (false).
+func (e *Engine) spin() bool {
+	if e.opts.SpinBeforeSleep <= 0 || e.stopping {
+		return false
+	}
+	deadline := time.Now().Add(e.opts.SpinBeforeSleep)
+	for {
+		if !e.pool.empty() || e.worker.Progress() || len(e.worker.Events()) > 0 {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
 		}
 	}
 }
@@ -282,14 +304,16 @@ func (e *Engine) beginStop(deadline time.Time, done chan error) {
 // finishStop ends the loop once nothing is in flight or the deadline passed: the
 // worker and context are destroyed and the queue is closed.
 func (e *Engine) finishStop() bool {
-	if e.requests.len() > 0 && time.Now().Before(e.stopBy) {
+	// Completions waiting for room in the queue count as in flight: their consumer
+	// has not seen them yet.
+	if (e.requests.len() > 0 || len(e.pending) > 0) && time.Now().Before(e.stopBy) {
 		return false
 	}
-	var err error
-	if n := e.requests.len(); n > 0 {
-		err = fmt.Errorf("core: %d requests still in flight at shutdown", n)
-	}
 	e.flush()
+	var err error
+	if n, p := e.requests.len(), len(e.pending); n > 0 || p > 0 {
+		err = fmt.Errorf("core: %d requests in flight and %d completions undelivered at shutdown", n, p)
+	}
 	e.teardownWorker()
 	e.queue.Close()
 	e.stopDone <- err

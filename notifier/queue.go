@@ -251,6 +251,9 @@ func (q *Queue) Wait(timeout time.Duration) (WaitResult, error) {
 // Close marks the queue closed and wakes every waiter; entries already pushed stay
 // readable. A second Close returns ErrClosed.
 func (q *Queue) Close() error {
+	if q.freed.Load() {
+		return ErrClosed
+	}
 	if !atomic.CompareAndSwapUint32(q.closed, 0, 1) {
 		return ErrClosed
 	}

@@ -18,6 +18,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -63,7 +65,7 @@ func current() (*core.Engine, error) {
 // eventfd" for the completion queue that Python reads in place.
 func Start(options string, mode string, delayedSubmission bool) (res string, err error) {
 	defer guard(&err)
-	opts := core.Options{NoDelayedSubmission: !delayedSubmission}
+	opts := core.Options{NoDelayedSubmission: !delayedSubmission, SpinBeforeSleep: spinFromEnv()}
 	if options != "" {
 		if err := json.Unmarshal([]byte(options), &opts.UCXOptions); err != nil {
 			return "", &ucxx.Error{Op: "Start: options are not a JSON object of strings", Status: ucxx.StatusInvalidParam}
@@ -91,6 +93,20 @@ func Start(options string, mode string, delayedSubmission bool) (res string, err
 	}
 	q := e.Queue()
 	return fmt.Sprintf("%d %d %d", q.Address(), q.Size(), q.FD()), nil
+}
+
+// spinFromEnv reads UCXGO_SPIN_US, the progress thread's polling time before it sleeps
+// (microseconds); unset or 0 leaves it off, core's default.
+func spinFromEnv() time.Duration {
+	v, ok := os.LookupEnv("UCXGO_SPIN_US")
+	if !ok || v == "" {
+		return 0
+	}
+	us, err := strconv.Atoi(v)
+	if err != nil || us <= 0 {
+		return 0
+	}
+	return time.Duration(us) * time.Microsecond
 }
 
 // Stop shuts the engine down within timeoutMs: endpoints are aborted, requests

@@ -1,5 +1,17 @@
 package ucxx
 
+// The out-parameter for the request is Go stack memory lent for the call only, and the
+// shim never calls back into Go: the noescape and nocallback directives say so, which
+// keeps it on the stack (no allocation per operation).
+
+// #cgo noescape ucxx_tag_send
+// #cgo nocallback ucxx_tag_send
+// #cgo noescape ucxx_tag_recv
+// #cgo nocallback ucxx_tag_recv
+// #cgo noescape ucxx_stream_send
+// #cgo nocallback ucxx_stream_send
+// #cgo noescape ucxx_stream_recv
+// #cgo nocallback ucxx_stream_recv
 // #include "shim.h"
 import "C"
 
