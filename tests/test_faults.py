@@ -19,18 +19,35 @@ from ucxx_go import _endpoint
 TIMEOUT = 10.0  # bound on any await that a bug could leave hanging
 
 
+def engine_stats():
+    """What the Go engine holds: (requests in flight, endpoints, listeners)."""
+    return tuple(int(x) for x in ucxx_go._bridge.ext.pybridge_Stats().split())
+
+
 def in_flight():
     """The number of requests the Go engine holds."""
-    return int(ucxx_go._bridge.ext.pybridge_Stats().split()[0])
+    return engine_stats()[0]
+
+
+async def wait_stats(in_flight=None, endpoints=None, listeners=None, limit=2.0):
+    """Wait until the engine holds what is expected (Go-side state: nothing to await).
+
+    None leaves a count unchecked.
+    """
+    want = (in_flight, endpoints, listeners)
+    deadline = time.monotonic() + limit
+    while True:
+        got = engine_stats()
+        if all(w is None or w == g for w, g in zip(want, got)):
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"the engine holds (in flight, endpoints, listeners) = {got}, expected {want}")
+        await asyncio.sleep(0.01)
 
 
 async def wait_in_flight(expected, limit=2.0):
-    """Wait until the engine holds `expected` requests (Go-side state: nothing to await)."""
-    deadline = time.monotonic() + limit
-    while in_flight() != expected:
-        if time.monotonic() > deadline:
-            pytest.fail(f"the engine holds {in_flight()} requests, expected {expected}")
-        await asyncio.sleep(0.01)
+    """Wait until the engine holds `expected` requests."""
+    await wait_stats(in_flight=expected, limit=limit)
 
 
 class Server:
@@ -133,7 +150,7 @@ async def test_strided_buffer_is_refused(pair, no_submission, op):
     strided = np.arange(32, dtype="u1")[::2]
     with pytest.raises(ValueError, match="contiguous"):
         await asyncio.wait_for(getattr(client, op)(strided), TIMEOUT)
-    # A 2-D slice whose rows are not adjacent, and a Fortran-ordered view of a C array.
+    # A 2-D slice whose rows are not adjacent in memory.
     with pytest.raises(ValueError, match="contiguous"):
         await asyncio.wait_for(getattr(client, op)(np.zeros((4, 8), dtype="u1")[:, :4]), TIMEOUT)
     no_submission.undo()
@@ -197,6 +214,21 @@ async def test_operations_on_closed_endpoint(pair, no_submission, how):
     await asyncio.wait_for(client.close(), 1.0)
     assert client.closed and not client.alive
     assert calls == ["closed"]
+
+
+@pytest.mark.parametrize("how", ["close", "abort"])
+async def test_close_fails_pending_recv(pair, how):
+    client, _ = pair
+    task = asyncio.ensure_future(client.recv(bytearray(16)))
+    await asyncio.sleep(0)
+    await wait_in_flight(1)
+    if how == "close":
+        await asyncio.wait_for(client.close(), TIMEOUT)
+    else:
+        client.abort()
+    with pytest.raises(ucxx_go.UCXCanceledError):
+        await asyncio.wait_for(task, 5.0)
+    await wait_in_flight(0)
 
 
 async def test_concurrent_closes_both_finish(pair):
@@ -275,7 +307,9 @@ async def test_reset_with_open_listener():
     with pytest.raises(ucxx_go.UCXError, match="not all Endpoints and/or Listeners are closed"):
         ucxx_go.reset()
     assert not listener.closed
+    await wait_stats(listeners=1)
     listener.close()
+    await wait_stats(listeners=0)
     listener.close()  # harmless
     ucxx_go.reset()
     ucxx_go.init()
@@ -296,7 +330,22 @@ async def test_connect_to_port_without_listener():
     with pytest.raises(ucxx_go.UCXError):
         await asyncio.wait_for(ucxx_go.create_endpoint("127.0.0.1", port, connect_timeout=2), TIMEOUT)
     assert time.monotonic() - t0 < 2.0 + 1.0
-    await wait_in_flight(0)
+    # The failed connection left nothing behind in the engine.
+    await wait_stats(in_flight=0, endpoints=0, listeners=0)
+
+
+async def test_cancelled_connects_leave_nothing_open(server):
+    """create_endpoint cancelled at any point: a connection that completes later is aborted."""
+    for delay in (0, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05):
+        try:
+            ep = await asyncio.wait_for(ucxx_go.create_endpoint("127.0.0.1", server.listener.port), delay)
+        except TimeoutError:
+            continue
+        await asyncio.wait_for(ep.close(), TIMEOUT)
+    # Every connection the server saw is broken by its client, and the engine drops it.
+    await wait_stats(in_flight=0, endpoints=0, listeners=1, limit=5.0)
+    for ep in server.endpoints:
+        assert not ep.alive
 
 
 # -- 10, 13: the peer goes away ------------------------------------------------------------
@@ -343,6 +392,7 @@ async def test_dropped_endpoint_is_aborted(server):
         await asyncio.wait_for(task, 5.0)
     assert time.monotonic() - t0 < 5.0
     assert not srv.alive
+    await wait_stats(in_flight=0, endpoints=0)  # both are gone from the engine: aborted, and broken
     # The dropped endpoint counts as closed: reset is not refused because of it.
     await asyncio.wait_for(srv.close(), TIMEOUT)
     server.listener.close()

@@ -48,6 +48,15 @@ async def queue_get(q, timeout=STARTUP):
     return await asyncio.get_running_loop().run_in_executor(None, q.get, True, timeout)
 
 
+async def wait_in_flight(expected, limit=2.0):
+    """Wait until the Go engine holds `expected` requests (Go-side state: nothing to await)."""
+    deadline = time.monotonic() + limit
+    while (got := int(ucxx_go._bridge.ext.pybridge_Stats().split()[0])) != expected:
+        if time.monotonic() > deadline:
+            pytest.fail(f"the engine holds {got} requests, expected {expected}")
+        await asyncio.sleep(0.01)
+
+
 async def join(p, timeout=TIMEOUT):
     await asyncio.get_running_loop().run_in_executor(None, p.join, timeout)
     assert not p.is_alive(), f"{p.name} did not exit within {timeout} s"
@@ -91,9 +100,16 @@ async def test_peer_killed_during_recv(processes):
         await queue_get(ready)
         ep = await asyncio.wait_for(accepted.get(), TIMEOUT)
         calls = []
-        ep.set_close_callback(calls.append, cb_args=("peer gone",))
+        called = asyncio.Event()
+
+        def on_close(*args):
+            calls.append(args)
+            called.set()
+
+        ep.set_close_callback(on_close, cb_args=("peer gone",))
         recv = asyncio.ensure_future(ep.recv(bytearray(64)))
         await asyncio.sleep(0)  # the recv is posted before the peer dies
+        await wait_in_flight(1)
         assert not recv.done()
         t0 = time.monotonic()
         peer.kill()
@@ -102,11 +118,12 @@ async def test_peer_killed_during_recv(processes):
         elapsed = time.monotonic() - t0
         assert elapsed < 5.0, f"the pending recv failed {elapsed:.2f} s after the peer was killed"
         assert not isinstance(info.value, ucxx_go.UCXCloseError), "broken by the peer, not closed by us"
+        await asyncio.wait_for(called.wait(), 5.0)
         assert not ep.alive
-        assert calls == [("peer gone",)]
         await join(peer)
         assert peer.exitcode == -signal.SIGKILL
         await asyncio.wait_for(ep.close(), TIMEOUT)
+        assert calls == [("peer gone",)]
     finally:
         for ep in kept:
             ep.abort()
