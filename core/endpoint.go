@@ -172,10 +172,9 @@ func (e *Engine) teardown(ep *endpoint, st ucxx.Status, force bool) {
 	if st == ucxx.StatusOK {
 		st = ucxx.StatusCanceled
 	}
+	// The endpoint stays visible to application threads until UCX has closed it, so
+	// work submitted meanwhile fails with this status rather than a bare "closed".
 	ep.failed.Store(int64(st))
-	e.epMu.Lock()
-	delete(e.epState, ep.handle)
-	e.epMu.Unlock()
 	for _, r := range e.requests.byID {
 		if r.ep != ep || r.internal != notInternal || r.canceled || (!force && r.op == opTagSend) {
 			continue
@@ -199,6 +198,9 @@ func (e *Engine) closed(ep *endpoint) {
 		ep.closeID = 0
 	}
 	delete(e.endpoints, ep.handle)
+	e.epMu.Lock()
+	delete(e.epState, ep.handle)
+	e.epMu.Unlock()
 	e.maybeFree(ep)
 }
 

@@ -194,10 +194,14 @@ func (e *Engine) liveEndpoint(h uint64) (*endpoint, error) {
 	if ep == nil {
 		return nil, ErrEndpointClosed
 	}
-	if st := ucxx.Status(ep.failed.Load()); st != ucxx.StatusOK {
+	switch st := ucxx.Status(ep.failed.Load()); st {
+	case ucxx.StatusOK:
+		return ep, nil
+	case ucxx.StatusCanceled: // closed or aborted by the application
+		return nil, ErrEndpointClosed
+	default: // broken: say how
 		return nil, &ucxx.Error{Op: "Endpoint", Status: st}
 	}
-	return ep, nil
 }
 
 // TagSend queues a send of size bytes at addr with tag on endpoint ep and returns the

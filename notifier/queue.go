@@ -14,10 +14,12 @@
 //	byte 512: entries  capacity × Completion (32 bytes each)
 //
 // Wake-ups are coalesced: the producer writes the eventfd only when it turns wake from
-// 0 to 1, and the consumer clears wake before it reads head. The clearing store must
-// be ordered before the load of head (a full fence): Wait clears it with an atomic
-// swap; a consumer that reads the eventfd itself relies on that read, a system call,
-// being a full barrier, and clears wake before it.
+// 0 to 1. The consumer first empties the eventfd, then clears wake, then reads head.
+// Both orders matter. Clearing wake before emptying the eventfd can consume a kick
+// whose wake is then left set: no later push kicks again, and the consumer sleeps
+// forever. And the clearing store must be ordered before the load of head (a full
+// fence), or a push between them goes unseen and unkicked. Wait and ConsumeWake do
+// both; a consumer in another language calls ConsumeWake rather than doing it itself.
 package notifier
 
 import (
@@ -246,6 +248,17 @@ func (q *Queue) Wait(timeout time.Duration) (WaitResult, error) {
 		atomic.SwapUint32(q.wake, 0)
 		return Ready, nil
 	}
+}
+
+// ConsumeWake empties the eventfd and clears the pending wake-up, in the order the
+// protocol needs, for a consumer that watches FD() itself (an event loop). It reports
+// whether a wake-up was pending. Call it before draining.
+func (q *Queue) ConsumeWake() bool {
+	var buf [8]byte
+	n, _ := syscall.Read(q.efd, buf[:])
+	// A swap, not a plain store: it orders the clear before the caller's load of head.
+	atomic.SwapUint32(q.wake, 0)
+	return n == 8
 }
 
 // Close marks the queue closed and wakes every waiter; entries already pushed stay

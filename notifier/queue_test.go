@@ -469,3 +469,42 @@ func BenchmarkChanPushPop(b *testing.B) {
 		}
 	}
 }
+
+// TestConsumeWakeKeepsLaterKicks: after a consumer acknowledges a wake-up with
+// ConsumeWake, the next push must kick the eventfd again. Clearing the wake flag
+// before emptying the eventfd (the order a consumer might naively pick) loses this
+// kick when a push lands in between, and the consumer then sleeps forever.
+func TestConsumeWakeKeepsLaterKicks(t *testing.T) {
+	q, err := New(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Free()
+	buf := make([]Completion, 8)
+	for round := 0; round < 100; round++ {
+		q.Push([]Completion{{ID: uint64(round)}})
+		q.Notify()
+		if !q.ConsumeWake() {
+			t.Fatalf("round %d: no wake-up pending after Push+Notify", round)
+		}
+		if n := q.Pop(buf); n != 1 || buf[0].ID != uint64(round) {
+			t.Fatalf("round %d: popped %d entries", round, n)
+		}
+	}
+	// The interleaving that loses a wake-up when the flag is cleared first: a push and
+	// its kick land after the clear and before the eventfd is emptied.
+	q.Push([]Completion{{ID: 1000}})
+	q.Notify() // wake 0->1, kick
+	if !q.ConsumeWake() {
+		t.Fatal("no wake-up pending")
+	}
+	q.Pop(buf)
+	q.Push([]Completion{{ID: 1001}})
+	q.Notify()
+	if r, _ := q.Wait(time.Second); r != Ready {
+		t.Fatalf("Wait after ConsumeWake and a new push = %v; want Ready", r)
+	}
+	if q.Pending() != 1 {
+		t.Fatalf("pending = %d; want 1", q.Pending())
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -82,6 +83,7 @@ func Start(options string, mode string, delayedSubmission bool) (res string, err
 	if engine.Load() != nil {
 		return "", &ucxx.Error{Op: "Start: already started", Status: ucxx.StatusAlreadyExists}
 	}
+	raiseGOMAXPROCS()
 	e, err := core.New(opts)
 	if err != nil {
 		return "", err
@@ -93,6 +95,19 @@ func Start(options string, mode string, delayedSubmission bool) (res string, err
 	}
 	q := e.Queue()
 	return fmt.Sprintf("%d %d %d", q.Address(), q.Size(), q.FD()), nil
+}
+
+// minProcs is the fewest Go Ps the extension runs with. Python threads enter Go
+// through cgo and must find a free P; with GOMAXPROCS at 2 (the core count here) they
+// often wait for the progress thread's P to be handed back, and 8-byte round trips
+// took 1.2-2x longer (benchmarks/foundation.md). Idle Ps cost almost nothing.
+const minProcs = 8
+
+// raiseGOMAXPROCS applies minProcs unless the user chose GOMAXPROCS.
+func raiseGOMAXPROCS() {
+	if _, set := os.LookupEnv("GOMAXPROCS"); !set && runtime.GOMAXPROCS(0) < minProcs {
+		runtime.GOMAXPROCS(minProcs)
+	}
 }
 
 // spinFromEnv reads UCXGO_SPIN_US, the progress thread's polling time before it sleeps

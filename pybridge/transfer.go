@@ -34,6 +34,20 @@ func Cancel(id uint64) (ok bool, err error) {
 	return true, e.Cancel(id)
 }
 
+// ConsumeWake acknowledges a wake-up of the completion queue's eventfd, for an event
+// loop that watches it: one call per wake-up, before draining the ring.
+func ConsumeWake() (pending bool, err error) {
+	defer guard(&err)
+	e := engine.Load()
+	if e == nil {
+		e = stopped.Load()
+	}
+	if e == nil {
+		return false, nil
+	}
+	return e.Queue().ConsumeWake(), nil
+}
+
 // NotifierWait blocks, without the GIL, until completions are ready (1), the timeout
 // passes (0) or the engine stopped (2).
 func NotifierWait(timeoutMs int64) (r int, err error) {

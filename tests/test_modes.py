@@ -84,3 +84,28 @@ async def test_new_event_loop_after_reset_free_use():
     assert out == b"hello"
     await ep.close()
     listener.close()
+
+
+@pytest.mark.parametrize("completion_mode", ["reader", "thread"])
+@pytest.mark.parametrize("progress_mode", ["thread", "thread-polling"])
+async def test_many_small_round_trips(progress_mode, completion_mode):
+    """Request/response traffic is where a lost wake-up hangs: each side waits for the
+    other's one message. 500 round trips in each mode, each bounded in time."""
+    ucxx_go.init(progress_mode=progress_mode, completion_mode=completion_mode)
+
+    async def handler(ep):
+        buf = bytearray(8)
+        for _ in range(500):
+            await ep.recv(buf)
+            await ep.send(buf)
+        await ep.close()
+
+    listener = ucxx_go.create_listener(handler)
+    ep = await ucxx_go.create_endpoint("127.0.0.1", listener.port)
+    out = bytearray(8)
+    for i in range(500):
+        await asyncio.wait_for(ep.send(i.to_bytes(8, "little")), 5)
+        await asyncio.wait_for(ep.recv(out), 5)
+        assert int.from_bytes(out, "little") == i
+    await ep.close()
+    listener.close()

@@ -4,10 +4,10 @@ The progress thread writes (id, status, length, tag) entries into a ring in memo
 that this module reads in place (layout: notifier/queue.go), so a whole batch of
 completions costs no call into Go. Two ways bring the event loop to the ring:
 
-- "thread" (the default): a notifier thread blocks in Go (GIL released) until the
-  ring has entries, then schedules one drain on the loop;
-- "reader": the ring's eventfd is registered with loop.add_reader, so the loop wakes
-  by itself, with no thread hop.
+- "reader" (the default): the ring's eventfd is registered with loop.add_reader, so
+  the loop wakes by itself, with no thread hop;
+- "thread" (UCXX's design): a notifier thread blocks in Go (GIL released) until the
+  ring has entries, then schedules one drain on the loop.
 
 Either way drains run on the event loop's thread, which is also where requests are
 registered, so a completion can never be read before its Future is registered.
@@ -16,7 +16,6 @@ registered, so a completion can never be read before its Future is registered.
 import asyncio
 import ctypes
 import logging
-import os
 import threading
 
 from ._bridge import ext
@@ -25,7 +24,7 @@ from .exceptions import exception_for_status
 logger = logging.getLogger("ucxx_go")
 
 # Word indexes (u64) into the ring: see notifier/queue.go.
-_HEAD, _TAIL, _WAKE, _CLOSED, _CAPACITY, _ENTRIES = 0, 8, 16, 24, 32, 64
+_HEAD, _TAIL, _CAPACITY, _ENTRIES = 0, 8, 32, 64
 
 # Event ids: see core/engine.go.
 EVENT_ENDPOINT_ERROR = 1 << 63
@@ -123,13 +122,13 @@ class Completions:
         self.drain()
 
     def _on_readable(self):
-        # Clear the wake flag, then read the eventfd: the read (a system call) orders
-        # the clearing store before the loads of head below. See notifier/queue.go.
-        self._words[_WAKE] = 0
+        # Go empties the eventfd and then clears the wake flag with a full fence: the
+        # order the wake-up protocol needs, which Python cannot express (see
+        # notifier/queue.go). One call per wake-up, however many completions it drains.
         try:
-            os.read(self._fd, 8)
-        except BlockingIOError:
-            pass
+            ext.pybridge_ConsumeWake()
+        except RuntimeError:
+            return
         self.drain()
 
     # -- draining --------------------------------------------------------------------

@@ -152,8 +152,9 @@ def init(
     connect_timeout : float
         Seconds create_endpoint waits for the connection and handshake (default 5).
     completion_mode : str
-        "thread" (a notifier thread, default) or "reader" (the event loop watches the
-        completion queue's eventfd); also ``UCXGO_COMPLETION_MODE``.
+        "reader" (default: the event loop watches the completion queue's eventfd) or
+        "thread" (a notifier thread wakes the loop, as in UCXX); also
+        ``UCXGO_COMPLETION_MODE``. Reader mode measured faster (benchmarks/foundation.md).
 
     Raises
     ------
@@ -176,7 +177,7 @@ def init(
         if enable_delayed_submission is None:
             enable_delayed_submission = _env_flag("UCXPY_ENABLE_DELAYED_SUBMISSION", True)
         if completion_mode is None:
-            completion_mode = os.environ.get("UCXGO_COMPLETION_MODE", "thread")
+            completion_mode = os.environ.get("UCXGO_COMPLETION_MODE", "reader")
         if completion_mode not in _completions.MODES:
             raise ValueError(f"completion_mode must be one of {_completions.MODES}, got {completion_mode!r}")
         if connect_timeout is None:
