@@ -1,0 +1,30 @@
+# Development tasks. `make test` is the README's test command and what CI runs.
+# The Python used is .venv's if there is one, else python3 from PATH; it must have
+# ucxx-go installed (pip install '.[test]'), which also brings the libucx wheel that
+# the Go tests link against.
+PYTHON ?= $(shell [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)
+export UCX_NET_DEVICES ?= lo
+# Bounded fuzzing of the decoders in CI (seconds per target).
+FUZZTIME ?= 10s
+
+.PHONY: test test-go test-py ucx demo clean
+
+test: test-go test-py
+
+# .ucx points at the libucx wheel's headers and libraries, for cgo (see ucxx/cgo.go).
+ucx:
+	@dir=$$($(PYTHON) -c 'import libucx, os; print(os.path.dirname(os.path.abspath(libucx.__file__)))') && \
+	  ln -sfn "$$dir" .ucx && echo ".ucx -> $$dir"
+
+test-go: ucx
+	go vet ./...
+	go test -race -count=1 ./...
+
+test-py:
+	$(PYTHON) -m pytest -q -p no:cacheprovider tests
+
+demo:
+	$(PYTHON) -m ucxx_go.demo
+
+clean:
+	rm -rf build .ucx *.egg-info
