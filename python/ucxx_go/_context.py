@@ -73,7 +73,8 @@ class Context:
         once, but `keep` stays referenced until the request's completion arrives, since
         until then UCX may still be writing into the buffer.
         """
-        fut = self.loop().create_future()
+        self.loop()
+        fut = self.completions.future()
         self.pending[rid] = (fut, keep, where)
         try:
             return await fut
