@@ -39,7 +39,7 @@ type endpoint struct {
 	phase   epPhase
 	failed  atomic.Int64 // the status that ended it; StatusOK while usable
 	sendTag uint64       // the peer's receive tag: our messages carry it
-	recvTag uint64       // ours, chosen at random and told to the peer
+	recvTag uint64       // ours, chosen at random (bit 63 clear) and told to the peer
 
 	hs              unsafe.Pointer // C memory: our handshake message, then the peer's
 	hsSent, hsRecvd bool
@@ -53,7 +53,7 @@ type endpoint struct {
 }
 
 func (e *Engine) newEndpoint(timeout time.Duration) *endpoint {
-	ep := &endpoint{handle: e.nextHandle.Add(1), recvTag: rand.Uint64(), deadline: time.Now().Add(timeout)}
+	ep := &endpoint{handle: e.nextHandle.Add(1), recvTag: rand.Uint64() &^ MultiTagBit, deadline: time.Now().Add(timeout)}
 	e.endpoints[ep.handle] = ep
 	return ep
 }
@@ -96,10 +96,16 @@ func (e *Engine) startHandshake(ep *endpoint) {
 	}
 }
 
-// onInternal advances an endpoint when one of the engine's own requests ends.
-func (e *Engine) onInternal(r *request, st ucxx.Status) {
+// onInternal advances an endpoint or a multi-buffer op when one of the engine's own
+// requests ends.
+func (e *Engine) onInternal(r *request, st ucxx.Status, length uint64) {
 	ep := r.ep
 	switch r.internal {
+	case stepMultiPart:
+		e.onMultiPart(r, st)
+	case stepMultiHeader:
+		e.onMultiHeader(r, st, length)
+	case stepMultiDiscard:
 	case stepHandshakeSend, stepHandshakeRecv:
 		if ep.phase != phaseHandshake {
 			return
@@ -176,11 +182,14 @@ func (e *Engine) teardown(ep *endpoint, st ucxx.Status, force bool) {
 	// work submitted meanwhile fails with this status rather than a bare "closed".
 	ep.failed.Store(int64(st))
 	for _, r := range e.requests.byID {
-		if r.ep != ep || r.internal != notInternal || r.canceled || (!force && r.op == opTagSend) {
+		if r.ep != ep || r.canceled || (!force && r.op == opTagSend) {
 			continue
 		}
-		r.canceled, r.override = true, st
-		e.worker.Cancel(r.ucp)
+		switch r.internal {
+		case notInternal, stepMultiPart, stepMultiHeader, stepMultiDiscard:
+			r.canceled, r.override = true, st
+			e.worker.Cancel(r.ucp)
+		}
 	}
 	ep.phase = phaseClosing
 	r := e.requests.add(e.newID(), opCloseEndpoint, ep)

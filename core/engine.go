@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/ucxx-go/ucxx-go/notifier"
 	"github.com/ucxx-go/ucxx-go/ucxx"
 )
@@ -43,7 +45,15 @@ type Options struct {
 	// takes the core the peer needs, and 8-byte round trips got 2-3x slower
 	// (benchmarks/foundation.md).
 	SpinBeforeSleep time.Duration
+	// Limits bound what a peer may announce in a multi-buffer message.
+	Limits Limits
+	// MaxOutstandingBytes bounds the bytes of multi-buffer messages being received at
+	// once; a message waits for room. Default 16 GiB.
+	MaxOutstandingBytes int64
 }
+
+// DefaultMaxOutstandingBytes is the default Options.MaxOutstandingBytes.
+const DefaultMaxOutstandingBytes = 16 << 30
 
 // Event id spaces: completions whose ID has one of these bits set are events, the
 // rest of the ID naming the endpoint or listener.
@@ -92,6 +102,12 @@ type Engine struct {
 	events    []ucxx.Event          // scratch copy of the worker's events
 	spare     []submission
 	timed     []*endpoint // endpoints with a handshake or close deadline
+	multiRecv map[multiKey]*multiQueue
+	// outstanding bounds the bytes of multi-buffer receives in flight; only the
+	// progress thread uses it, with TryAcquire (it never blocks), and waiting holds
+	// the messages that wait for room, in arrival order.
+	outstanding *semaphore.Weighted
+	waiting     []*multiOp
 	epfd      int
 	stopping  bool
 	stopDone  chan error
@@ -106,6 +122,10 @@ func New(opts Options) (*Engine, error) {
 	if opts.QueueCapacity == 0 {
 		opts.QueueCapacity = 1 << 16
 	}
+	if opts.MaxOutstandingBytes <= 0 {
+		opts.MaxOutstandingBytes = DefaultMaxOutstandingBytes
+	}
+	opts.Limits = opts.Limits.withDefaults()
 
 	q, err := notifier.New(opts.QueueCapacity)
 	if err != nil {
@@ -125,8 +145,10 @@ func New(opts Options) (*Engine, error) {
 		requests:  newRequestTable(),
 		endpoints: make(map[uint64]*endpoint),
 		listeners: make(map[uint64]*listener),
+		multiRecv: make(map[multiKey]*multiQueue),
 		epfd:      -1,
 	}
+	e.outstanding = semaphore.NewWeighted(opts.MaxOutstandingBytes)
 	started := make(chan error, 1)
 	go e.run(started)
 	if err := <-started; err != nil {

@@ -132,10 +132,20 @@ func (e *Engine) dispatchOne(s *submission) {
 			r.ucp = req
 		}
 	case opCancel:
-		if r := e.requests.get(s.id); r != nil && !r.canceled && r.internal == notInternal {
+		r := e.requests.get(s.id)
+		switch {
+		case r == nil || r.canceled:
+		case r.internal == notInternal:
 			r.canceled = true
 			e.worker.Cancel(r.ucp)
+		case r.internal == stepMultiWhole:
+			r.canceled = true
+			e.cancelMulti(r.multi)
 		}
+	case opSendMulti:
+		e.sendMulti(s)
+	case opRecvMulti:
+		e.recvMulti(s)
 	case opConnect:
 		e.connect(s)
 	case opCloseEndpoint:
@@ -205,7 +215,7 @@ func (e *Engine) onCompletion(ev *ucxx.Event) {
 		st = r.override
 	}
 	if r.internal != notInternal {
-		e.onInternal(r, st)
+		e.onInternal(r, st, ev.Length)
 	} else {
 		e.completeNow(r.id, st, ev.Length)
 		e.pending[len(e.pending)-1].Tag = ev.Tag

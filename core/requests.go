@@ -19,8 +19,8 @@ type request struct {
 	override ucxx.Status
 	// internal requests belong to the engine (handshake, close); their completion
 	// drives an endpoint's state instead of reaching the application.
-	internal  internalStep
-	userValue uint64 // what the application's completion reports as Length, if set
+	internal internalStep
+	multi    *multiOp // the multi-buffer message this request is part of, or stands for
 }
 
 // internalStep says what an engine-owned request was for.
@@ -31,6 +31,10 @@ const (
 	stepHandshakeSend
 	stepHandshakeRecv
 	stepClose
+	stepMultiPart   // a header or frame of a multi-buffer send, or a frame of a receive
+	stepMultiHeader // a header of a multi-buffer receive
+	stepMultiWhole  // stands for a whole multi-buffer operation (no UCX request), for Cancel
+	stepMultiDiscard // consumes and drops one message of a rejected multi-buffer message
 )
 
 // requestTable maps request ids to requests in flight. It belongs to the progress

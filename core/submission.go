@@ -18,6 +18,8 @@ const (
 	opCloseEndpoint
 	opAbortEndpoint
 	opCall // run a function on the progress thread (setup and teardown, not the hot path)
+	opSendMulti
+	opRecvMulti
 )
 
 // submission is one application request waiting for the progress thread. It is a
@@ -35,6 +37,7 @@ type submission struct {
 	text    string    // connect: the peer's IP
 	port    int       // connect: the peer's port
 	call    func()    // opCall
+	multi   *multiOp  // opSendMulti, opRecvMulti
 	posted  chan bool // set when delayed submission is off: closed once posted
 }
 

@@ -62,11 +62,26 @@ func current() (*core.Engine, error) {
 }
 
 // Start creates the engine. options is a JSON object of UCX settings without the UCX_
-// prefix; mode is "blocking" or "polling". It returns "ring_address ring_size
-// eventfd" for the completion queue that Python reads in place.
-func Start(options string, mode string, delayedSubmission bool) (res string, err error) {
+// prefix; mode is "blocking" or "polling"; limits is a JSON object with any of
+// max_frames, max_frame_bytes, max_message_bytes, max_outstanding_bytes (0 or absent:
+// the default). It returns "ring_address ring_size eventfd" for the completion queue
+// that Python reads in place.
+func Start(options string, mode string, delayedSubmission bool, limits string) (res string, err error) {
 	defer guard(&err)
 	opts := core.Options{NoDelayedSubmission: !delayedSubmission, SpinBeforeSleep: spinFromEnv()}
+	if limits != "" {
+		var l struct {
+			MaxFrames           uint64 `json:"max_frames"`
+			MaxFrameBytes       uint64 `json:"max_frame_bytes"`
+			MaxMessageBytes     uint64 `json:"max_message_bytes"`
+			MaxOutstandingBytes int64  `json:"max_outstanding_bytes"`
+		}
+		if err := json.Unmarshal([]byte(limits), &l); err != nil {
+			return "", &ucxx.Error{Op: "Start: limits are not a JSON object of integers", Status: ucxx.StatusInvalidParam}
+		}
+		opts.Limits = core.Limits{MaxFrames: l.MaxFrames, MaxFrameBytes: l.MaxFrameBytes, MaxMessageBytes: l.MaxMessageBytes}
+		opts.MaxOutstandingBytes = l.MaxOutstandingBytes
+	}
 	if options != "" {
 		if err := json.Unmarshal([]byte(options), &opts.UCXOptions); err != nil {
 			return "", &ucxx.Error{Op: "Start: options are not a JSON object of strings", Status: ucxx.StatusInvalidParam}

@@ -24,6 +24,28 @@ func TagRecv(ep uint64, addr uintptr, n uint64, tag uint64, mask uint64, memType
 	return e.TagRecv(ep, addr, n, tag, mask, memType)
 }
 
+// SendMulti queues a multi-buffer send of count frames whose descriptors (address,
+// size, memory type: three little-endian u64 each) are at desc, read during the call.
+func SendMulti(ep uint64, desc uintptr, count int, tag uint64) (id uint64, err error) {
+	defer guard(&err)
+	e, err := current()
+	if err != nil {
+		return 0, err
+	}
+	return e.SendMulti(ep, desc, count, tag)
+}
+
+// RecvMulti queues a multi-buffer receive; its completion's length is the address of
+// the message's block (core.blockLayout), which the caller frees with free().
+func RecvMulti(ep uint64, tag uint64) (id uint64, err error) {
+	defer guard(&err)
+	e, err := current()
+	if err != nil {
+		return 0, err
+	}
+	return e.RecvMulti(ep, tag)
+}
+
 // Cancel asks for a request to be cancelled; its completion still comes.
 func Cancel(id uint64) (ok bool, err error) {
 	defer guard(&err)

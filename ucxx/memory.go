@@ -1,6 +1,9 @@
 package ucxx
 
 // #include <stdlib.h>
+// #include <string.h>
+// #include <stdint.h>
+// static void *uintptr_to_pointer(uintptr_t p) { return (void *)p; }
 import "C"
 
 import "unsafe"
@@ -9,5 +12,23 @@ import "unsafe"
 // calls (the connection handshake's). Free them with CFree.
 func CAlloc(n int) unsafe.Pointer { return C.calloc(1, C.size_t(n)) }
 
-// CFree frees memory from CAlloc.
+// CMalloc allocates n bytes of C memory, not zeroed: receive buffers that UCX fills.
+// It returns nil when memory runs out. The C allocator is the process's malloc, so
+// a consumer in another language may release the memory with its free().
+func CMalloc(n uint64) unsafe.Pointer {
+	if n == 0 {
+		n = 1
+	}
+	return C.malloc(C.size_t(n))
+}
+
+// CFree frees memory from CAlloc or CMalloc.
 func CFree(p unsafe.Pointer) { C.free(p) }
+
+// CopyFrom copies len(dst) bytes from src, an address of memory Go does not manage
+// (a descriptor array a Python caller lent for the duration of a call).
+func CopyFrom(dst []byte, src uintptr) {
+	if len(dst) > 0 {
+		C.memcpy(unsafe.Pointer(&dst[0]), C.uintptr_to_pointer(C.uintptr_t(src)), C.size_t(len(dst)))
+	}
+}

@@ -26,6 +26,8 @@ PROGRESS_MODES = {
     "polling": "polling",  # UCXX: the application polls; ours: the progress thread spins
 }
 
+LIMIT_KEYS = ("max_frames", "max_frame_bytes", "max_message_bytes", "max_outstanding_bytes")
+
 _lock = threading.Lock()
 _context = None
 
@@ -40,11 +42,12 @@ def _env_flag(name, default):
 class Context:
     """The running engine. Use the module functions rather than this class."""
 
-    def __init__(self, options, progress_mode, delayed_submission, completion_mode, connect_timeout):
+    def __init__(self, options, progress_mode, delayed_submission, completion_mode, connect_timeout, limits):
         self.progress_mode = progress_mode
         self.connect_timeout = connect_timeout
+        self.limits = limits
         engine_mode = PROGRESS_MODES[progress_mode]
-        res = call(ext.pybridge_Start, json.dumps(options), engine_mode, delayed_submission)
+        res = call(ext.pybridge_Start, json.dumps(options), engine_mode, delayed_submission, json.dumps(limits))
         address, size, fd = (int(x) for x in res.split())
         self.delayed_submission = delayed_submission
         try:
@@ -129,6 +132,7 @@ def init(
     enable_python_future=None,
     connect_timeout=None,
     completion_mode=None,
+    multi_buffer_limits=None,
 ):
     """Initialise ucxx_go's UCX context and progress engine.
 
@@ -152,6 +156,12 @@ def init(
         Accepted for UCXX compatibility: completions always resolve asyncio Futures.
     connect_timeout : float
         Seconds create_endpoint waits for the connection and handshake (default 5).
+    multi_buffer_limits : dict
+        Bounds on what a peer may announce to ``recv_multi``: ``max_frames`` (default
+        100000 frames per message), ``max_frame_bytes`` (64 GiB), ``max_message_bytes``
+        (128 GiB), ``max_outstanding_bytes`` (16 GiB being received at once; a message
+        waits for room). Also ``UCXGO_MAX_FRAMES``, ``UCXGO_MAX_FRAME_BYTES``,
+        ``UCXGO_MAX_MESSAGE_BYTES``, ``UCXGO_MAX_OUTSTANDING_BYTES``.
     completion_mode : str
         "reader" (default: the event loop watches the completion queue's eventfd) or
         "thread" (a notifier thread wakes the loop, as in UCXX); also
@@ -183,7 +193,18 @@ def init(
             raise ValueError(f"completion_mode must be one of {_completions.MODES}, got {completion_mode!r}")
         if connect_timeout is None:
             connect_timeout = float(os.environ.get("UCXPY_CONNECT_TIMEOUT", 5.0))
-        _context = Context(options, progress_mode, bool(enable_delayed_submission), completion_mode, connect_timeout)
+        limits = {}
+        for key in LIMIT_KEYS:
+            env = os.environ.get(f"UCXGO_{key.upper()}")
+            if env:
+                limits[key] = int(env)
+        for key, value in (multi_buffer_limits or {}).items():
+            if key not in LIMIT_KEYS:
+                raise ValueError(f"unknown multi-buffer limit {key!r}; known: {LIMIT_KEYS}")
+            if int(value) < 0:
+                raise ValueError(f"multi-buffer limit {key} must be positive, got {value}")
+            limits[key] = int(value)
+        _context = Context(options, progress_mode, bool(enable_delayed_submission), completion_mode, connect_timeout, limits)
 
 
 def get():

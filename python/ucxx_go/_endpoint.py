@@ -1,5 +1,6 @@
 """Endpoint: one connection, with UCXX's asyncio API."""
 
+import array
 import asyncio
 import logging
 import struct
@@ -8,6 +9,7 @@ import weakref
 from . import _context, _tags
 from ._bridge import call, ext, translate
 from ._buffers import MEMORY_HOST, host_buffer
+from ._frames import frames_from_block
 from .exceptions import UCXCloseError, UCXError, exception_for_status
 
 logger = logging.getLogger("ucxx_go")
@@ -15,6 +17,10 @@ logger = logging.getLogger("ucxx_go")
 _FULL_MASK = (1 << 64) - 1
 _tag_send = ext.pybridge_TagSend
 _tag_recv = ext.pybridge_TagRecv
+_send_multi = ext.pybridge_SendMulti
+_recv_multi = ext.pybridge_RecvMulti
+# A header's frame memory types (core.MemHost).
+_FRAME_HOST = 0
 
 
 def _abort_handle(ctx, handle):
@@ -149,6 +155,58 @@ class Endpoint:
         except RuntimeError as e:
             raise translate(e) from None
         return await ctx.wait(rid, (buffer, keep), "Endpoint.recv")
+
+    async def send_multi(self, buffers, tag=None, force_tag=False):
+        """Send several host buffers as one message, for the peer's ``recv_multi``.
+
+        One call into the Go core and one completion for the whole message, however
+        many frames (none included). A ``send`` on the same tag never interleaves with it.
+
+        Raises
+        ------
+        TypeError, ValueError
+            A buffer has no buffer protocol or is not contiguous (nothing is sent).
+        UCXCloseError, UCXError
+            As for ``send``.
+        """
+        self._check("send_multi")
+        keep = []
+        desc = array.array("Q")
+        for b in buffers:
+            addr, n, mv = host_buffer(b, writable=False)
+            desc.extend((addr, n, _FRAME_HOST))
+            keep.append((b, mv))
+        t = self._send_tag if tag is None else _tags.mix(self._send_tag, tag, force_tag)
+        count = len(keep)
+        try:
+            rid = _send_multi(self._handle, desc.buffer_info()[0] if count else 0, count, t)
+        except RuntimeError as e:
+            raise translate(e) from None
+        await self._ctx.wait(rid, keep, "Endpoint.send_multi")
+
+    async def recv_multi(self, tag=None, force_tag=False):
+        """Receive a message sent with ``send_multi``: a list of writable numpy uint8
+        arrays, one per frame, allocated here and freed when dropped.
+
+        Raises
+        ------
+        UCXExceedsLimitError
+            The peer announced more frames or bytes than this process's limits allow
+            (``init(multi_buffer_limits=...)``); the message is dropped, the
+            connection stays usable.
+        UCXIOError
+            The peer sent a malformed header.
+        UCXCloseError, UCXError
+            As for ``recv``.
+        """
+        self._check("recv_multi")
+        t = self._recv_tag if tag is None else _tags.mix(self._recv_tag, tag, force_tag)
+        try:
+            rid = _recv_multi(self._handle, t)
+        except RuntimeError as e:
+            raise translate(e) from None
+        address = await self._ctx.wait(rid, None, "Endpoint.recv_multi")
+        return frames_from_block(address)
 
     async def send_obj(self, obj, tag=None):
         """Send a bytes-like object with its size first, for ``recv_obj``."""

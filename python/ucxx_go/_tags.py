@@ -10,6 +10,9 @@ import hashlib
 import struct
 
 MASK64 = (1 << 64) - 1
+# Bit 63 marks multi-buffer traffic (core.MultiTagBit): tags mixed from user tags keep
+# it clear, so a plain message can never match a multi-buffer receive or vice versa.
+MASK63 = MASK64 >> 1
 _cache = {}
 
 
@@ -45,7 +48,7 @@ def mix(base, tag, force_tag):
     t = _cache.get(key)
     if t is None:
         digest = hashlib.blake2b(base.to_bytes(8, "little") + _encode(tag), digest_size=8).digest()
-        t = int.from_bytes(digest, "little")
+        t = int.from_bytes(digest, "little") & MASK63
         if len(_cache) > 4096:
             _cache.clear()
         _cache[key] = t

@@ -1,0 +1,524 @@
+package core
+
+import (
+	"encoding/binary"
+	"errors"
+	"sync"
+	"unsafe"
+
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// Multi-buffer messages (send_multi / recv_multi): one application call and one
+// completion for any number of frames.
+//
+// On the wire a message is its headers and then its frames, each a tag message of its
+// own, all on the endpoint's tag with MultiTagBit set (multiheader.go has the header
+// layout). Plain sends never set that bit, so a plain send and a multi-buffer message
+// on the same user tag can never match each other's receives.
+//
+// The sender posts every header and frame of a message in one pass of the progress
+// thread, so UCX's per-endpoint ordering keeps messages whole. The receiver learns
+// frame count, sizes and types from the headers, allocates one block of C memory for
+// the message, and posts all frame receives at once. Receives of the same endpoint and
+// tag run one after another: the next message's header receive is posted only after
+// the current message's frame receives, and UCX matches receives in posting order.
+//
+// Peer-announced sizes are untrusted: Limits bound frames, bytes per frame and bytes
+// per message (a violation fails the message; its frames are consumed and dropped so
+// the stream stays in step), and a weighted semaphore bounds the bytes being received
+// at once on the worker (a message waits for room; one that can never fit fails).
+
+// MultiTagBit marks the tags of multi-buffer traffic. Endpoint tags and tags mixed
+// from user tags keep it clear.
+const MultiTagBit uint64 = 1 << 63
+
+// Frame describes one buffer of a multi-buffer send: three little-endian u64 words
+// (address, size, memory type: MemHost or MemCUDA), as the descriptor array a caller
+// passes to SendMulti holds them.
+type Frame struct {
+	Addr    uint64
+	Size    uint64
+	MemType uint64
+}
+
+// FrameDescriptorSize is the size of one Frame in a descriptor array.
+const FrameDescriptorSize = 24
+
+// The block a multi-buffer receive completes with (its address is the completion's
+// Length): a record, then the frames. All words little-endian u64:
+//
+//	word 0: frame count n
+//	word 1: size of the whole block in bytes
+//	words 2+3i, 3+3i, 4+3i: frame i's offset in the block, size, memory type
+//
+// Frames start 64-byte aligned and never overlap. The block is one C malloc: the
+// consumer frees it with free() once it is done with every frame.
+const blockAlign = 64
+
+func blockLayout(sizes []uint64) (recordSize, total uint64) {
+	recordSize = uint64(8 * (2 + 3*len(sizes)))
+	total = alignUp(recordSize)
+	for _, s := range sizes {
+		total = alignUp(total + s)
+	}
+	return recordSize, total
+}
+
+func alignUp(n uint64) uint64 { return (n + blockAlign - 1) &^ (blockAlign - 1) }
+
+// multiOp is one multi-buffer send or receive in flight. Ops are recycled.
+type multiOp struct {
+	id    uint64 // the application's request id
+	recv  bool
+	ep    *endpoint
+	tag   uint64 // with MultiTagBit
+	whole *request
+
+	// send
+	raw    []byte // the caller's descriptors, copied in
+	frames []Frame
+	sizes  []uint64
+	types  []uint8
+	lens   []int
+
+	headers    unsafe.Pointer // C memory for header buffers, headersCap bytes
+	headersCap int
+
+	parts     []uint64 // ids of this op's UCX requests (cancellation looks them up)
+	remaining int      // parts not yet completed
+	status    ucxx.Status
+
+	// receive
+	dec        MessageDecoder
+	headersFed int
+	gotHeader  bool // part of the message arrived: cancelling now would break the stream
+	abandoned  bool // cancelled after gotHeader: the message is received, then dropped
+	block      unsafe.Pointer
+	blockSize  uint64
+	reserved   int64 // bytes held in the outstanding-bytes semaphore
+	queue      *multiQueue
+}
+
+var multiOps = sync.Pool{New: func() any { return new(multiOp) }}
+
+func getMultiOp() *multiOp { return multiOps.Get().(*multiOp) }
+
+func (e *Engine) putMultiOp(op *multiOp) {
+	keep := multiOp{raw: op.raw[:0], frames: op.frames[:0], sizes: op.sizes[:0], types: op.types[:0],
+		lens: op.lens[:0], parts: op.parts[:0], headers: op.headers, headersCap: op.headersCap, dec: op.dec}
+	keep.dec.Reset()
+	*op = keep
+	multiOps.Put(op)
+}
+
+// ensureHeaders makes the op's C header memory at least n bytes.
+func (op *multiOp) ensureHeaders(n int) {
+	if op.headersCap >= n {
+		return
+	}
+	if op.headers != nil {
+		ucxx.CFree(op.headers)
+	}
+	op.headers = ucxx.CAlloc(n)
+	op.headersCap = n
+}
+
+// multiKey names the stream of multi-buffer receives of one endpoint and tag.
+type multiKey struct{ ep, tag uint64 }
+
+// multiQueue holds the receives of one stream, the first active. A stream the peer
+// broke (a header we could not parse) is poisoned: its receives fail from then on.
+type multiQueue struct {
+	key      multiKey
+	ops      []*multiOp
+	poisoned ucxx.Status
+}
+
+// ErrBadDescriptors: SendMulti's descriptor array is malformed.
+var ErrBadDescriptors = &ucxx.Error{Op: "SendMulti: frame descriptors", Status: ucxx.StatusInvalidParam}
+
+// SendMulti queues a multi-buffer send of count frames described at desc (count
+// Frames, FrameDescriptorSize bytes each, read during this call) and returns the
+// request id of its one completion. The frames' memory must stay valid until then.
+//
+// Errors: ErrEngineClosed, ErrEndpointClosed, the endpoint's failure, ErrBadDescriptors.
+func (e *Engine) SendMulti(ep uint64, desc uintptr, count int, tag uint64) (uint64, error) {
+	if _, err := e.liveEndpoint(ep); err != nil {
+		return 0, err
+	}
+	if count < 0 || (count > 0 && desc == 0) {
+		return 0, ErrBadDescriptors
+	}
+	op := getMultiOp()
+	n := count * FrameDescriptorSize
+	if cap(op.raw) < n {
+		op.raw = make([]byte, n)
+	}
+	op.raw = op.raw[:n]
+	ucxx.CopyFrom(op.raw, desc)
+	for i := 0; i < count; i++ {
+		w := op.raw[i*FrameDescriptorSize:]
+		f := Frame{binary.LittleEndian.Uint64(w), binary.LittleEndian.Uint64(w[8:]), binary.LittleEndian.Uint64(w[16:])}
+		if f.MemType > uint64(MemCUDA) || (f.Addr == 0 && f.Size != 0) {
+			e.putMultiOp(op)
+			return 0, ErrBadDescriptors
+		}
+		op.frames = append(op.frames, f)
+	}
+	// A local, not op.id, after submit: the progress thread may finish and recycle op
+	// before this function returns (Go may read op.id after the call).
+	id := e.newID()
+	op.id = id
+	return id, e.submit(submission{op: opSendMulti, id: id, ep: ep, tag: tag, multi: op})
+}
+
+// RecvMulti queues a multi-buffer receive on endpoint ep and tag. Its completion's
+// Length is the address of the message's block (see blockLayout); the receiver owns
+// the block and frees it with free().
+func (e *Engine) RecvMulti(ep uint64, tag uint64) (uint64, error) {
+	if _, err := e.liveEndpoint(ep); err != nil {
+		return 0, err
+	}
+	op := getMultiOp()
+	op.recv = true
+	id := e.newID()
+	op.id = id
+	return id, e.submit(submission{op: opRecvMulti, id: id, ep: ep, tag: tag, multi: op})
+}
+
+// ucsMemType maps a header's memory type to UCX's.
+func ucsMemType(t uint64) int {
+	if t == uint64(MemCUDA) {
+		return 2 // UCS_MEMORY_TYPE_CUDA
+	}
+	return 0 // UCS_MEMORY_TYPE_HOST
+}
+
+func (e *Engine) beginMulti(s *submission) (*endpoint, bool) {
+	op := s.multi
+	ep := e.endpoints[s.ep]
+	if ep == nil || ep.phase != phaseReady {
+		e.completeNow(s.id, endpointStatus(ep), 0)
+		e.putMultiOp(op)
+		return nil, false
+	}
+	op.ep, op.tag = ep, s.tag|MultiTagBit
+	op.whole = e.requests.add(op.id, s.op, ep)
+	op.whole.internal, op.whole.multi = stepMultiWhole, op
+	return ep, true
+}
+
+func (e *Engine) sendMulti(s *submission) {
+	ep, ok := e.beginMulti(s)
+	if !ok {
+		return
+	}
+	op := s.multi
+	for _, f := range op.frames {
+		op.sizes = append(op.sizes, f.Size)
+		op.types = append(op.types, uint8(f.MemType))
+	}
+	nh := HeaderCount(len(op.frames))
+	op.ensureHeaders(nh * MaxHeaderSize)
+	op.lens = EncodeHeaders(unsafe.Slice((*byte)(op.headers), nh*MaxHeaderSize), op.sizes, op.types, op.lens[:0])
+	op.remaining = len(op.lens) + len(op.frames)
+	for i, n := range op.lens {
+		r := e.part(op, opTagSend, stepMultiPart)
+		addr := uintptr(op.headers) + uintptr(i*MaxHeaderSize)
+		if req, st := ep.u.TagSend(addr, uint64(n), op.tag, 0, r.id); st == ucxx.StatusInProgress {
+			r.ucp = req
+		}
+	}
+	for _, f := range op.frames {
+		r := e.part(op, opTagSend, stepMultiPart)
+		if req, st := ep.u.TagSend(uintptr(f.Addr), f.Size, op.tag, ucsMemType(f.MemType), r.id); st == ucxx.StatusInProgress {
+			r.ucp = req
+		}
+	}
+}
+
+// part registers one UCX request of a multi-buffer op.
+func (e *Engine) part(op *multiOp, kind opKind, step internalStep) *request {
+	r := e.requests.add(e.newID(), kind, op.ep)
+	r.internal, r.multi = step, op
+	op.parts = append(op.parts, r.id)
+	return r
+}
+
+func (e *Engine) recvMulti(s *submission) {
+	if _, ok := e.beginMulti(s); !ok {
+		return
+	}
+	op := s.multi
+	key := multiKey{s.ep, op.tag}
+	q := e.multiRecv[key]
+	if q == nil {
+		q = &multiQueue{key: key}
+		e.multiRecv[key] = q
+	}
+	op.queue = q
+	q.ops = append(q.ops, op)
+	if len(q.ops) == 1 {
+		e.startRecvMulti(q)
+	}
+}
+
+// startRecvMulti starts the first receive of a stream, failing those that cannot run.
+func (e *Engine) startRecvMulti(q *multiQueue) {
+	for len(q.ops) > 0 {
+		op := q.ops[0]
+		st := q.poisoned
+		if st == ucxx.StatusOK && op.ep.phase != phaseReady {
+			st = endpointStatus(op.ep)
+		}
+		if st == ucxx.StatusOK {
+			op.dec.Reset()
+			op.dec.Limits = e.opts.Limits
+			op.ensureHeaders(MaxHeaderSize)
+			e.postHeaderRecv(op)
+			return
+		}
+		q.ops = q.ops[1:]
+		op.status = st
+		e.finishMulti(op)
+	}
+	delete(e.multiRecv, q.key)
+}
+
+// advance moves a stream on once its first receive has posted everything it needs.
+func (e *Engine) advance(q *multiQueue) {
+	q.ops[0] = nil
+	q.ops = q.ops[1:]
+	e.startRecvMulti(q)
+}
+
+func (e *Engine) postHeaderRecv(op *multiOp) {
+	r := e.part(op, opTagRecv, stepMultiHeader)
+	op.remaining++
+	if req, st := e.worker.TagRecv(uintptr(op.headers), MaxHeaderSize, op.tag, ^uint64(0), 0, r.id); st == ucxx.StatusInProgress {
+		r.ucp = req
+	}
+}
+
+// onMultiHeader handles a received header.
+func (e *Engine) onMultiHeader(r *request, st ucxx.Status, length uint64) {
+	op := r.multi
+	op.remaining--
+	q := op.queue
+	if st != ucxx.StatusOK {
+		if st == ucxx.StatusMessageTruncated {
+			// A "header" longer than any header: the peer is not speaking our format,
+			// and where its message ends is unknown.
+			q.poisoned = ucxx.StatusIOError
+			st = ucxx.StatusIOError
+		}
+		op.status = st
+		q.ops = q.ops[1:]
+		e.finishMulti(op)
+		e.startRecvMulti(q)
+		return
+	}
+	op.gotHeader = true
+	op.headersFed++
+	done, err := op.dec.Feed(unsafe.Slice((*byte)(op.headers), length))
+	if err != nil {
+		e.rejectMessage(op, err)
+		return
+	}
+	if !done {
+		e.postHeaderRecv(op)
+		return
+	}
+	e.admit(op)
+}
+
+// rejectMessage fails a message whose headers broke a limit or the format. Its
+// remaining headers and frames are consumed and dropped when the header said how many
+// there are; otherwise the stream is poisoned.
+func (e *Engine) rejectMessage(op *multiOp, err error) {
+	q := op.queue
+	op.status = ucxx.StatusIOError
+	if errors.Is(err, ErrLimit) {
+		op.status = ucxx.StatusExceedsLimit
+	}
+	if total, ok := op.dec.Discardable(); ok {
+		e.discard(op, uint64(HeaderCount(int(total))-op.headersFed)+total)
+	} else {
+		q.poisoned = op.status
+	}
+	q.ops = q.ops[1:]
+	e.finishMulti(op)
+	e.startRecvMulti(q)
+}
+
+// discard consumes n messages of an op's stream: a receive into no memory takes the
+// next message and drops it (UCX reports it truncated).
+func (e *Engine) discard(op *multiOp, n uint64) {
+	for ; n > 0; n-- {
+		r := e.requests.add(e.newID(), opTagRecv, op.ep)
+		r.internal = stepMultiDiscard
+		if req, st := e.worker.TagRecv(0, 0, op.tag, ^uint64(0), 0, r.id); st == ucxx.StatusInProgress {
+			r.ucp = req
+		}
+	}
+}
+
+// admit reserves room for a fully described message, or makes it wait for room.
+func (e *Engine) admit(op *multiOp) {
+	_, size := blockLayout(op.dec.Sizes)
+	if size > uint64(e.opts.MaxOutstandingBytes) {
+		e.rejectWhole(op, ucxx.StatusExceedsLimit)
+		return
+	}
+	if len(e.waiting) > 0 || !e.outstanding.TryAcquire(int64(size)) {
+		e.waiting = append(e.waiting, op)
+		return
+	}
+	op.reserved = int64(size)
+	e.receiveFrames(op)
+}
+
+// rejectWhole fails a fully described message and drops its frames.
+func (e *Engine) rejectWhole(op *multiOp, st ucxx.Status) {
+	q := op.queue
+	op.status = st
+	e.discard(op, uint64(len(op.dec.Sizes)))
+	q.ops = q.ops[1:]
+	e.finishMulti(op)
+	e.startRecvMulti(q)
+}
+
+// admitWaiting lets waiting messages in, in arrival order, as room frees up.
+func (e *Engine) admitWaiting() {
+	for len(e.waiting) > 0 {
+		op := e.waiting[0]
+		_, size := blockLayout(op.dec.Sizes)
+		if !e.outstanding.TryAcquire(int64(size)) {
+			return
+		}
+		e.waiting[0] = nil
+		e.waiting = e.waiting[1:]
+		op.reserved = int64(size)
+		e.receiveFrames(op)
+	}
+}
+
+// receiveFrames allocates the message's block and posts every frame receive.
+func (e *Engine) receiveFrames(op *multiOp) {
+	q := op.queue
+	if op.ep.phase != phaseReady {
+		op.status = endpointStatus(op.ep)
+		q.ops = q.ops[1:]
+		e.finishMulti(op)
+		e.startRecvMulti(q)
+		return
+	}
+	for _, t := range op.dec.Types {
+		if t != MemHost {
+			// CUDA frames need the GPU build; drop the message rather than the stream.
+			e.rejectWhole(op, ucxx.StatusUnsupported)
+			return
+		}
+	}
+	recordSize, size := blockLayout(op.dec.Sizes)
+	op.block, op.blockSize = ucxx.CMalloc(size), size
+	if op.block == nil {
+		e.rejectWhole(op, ucxx.StatusNoMemory)
+		return
+	}
+	rec := unsafe.Slice((*byte)(op.block), recordSize)
+	binary.LittleEndian.PutUint64(rec[0:], uint64(len(op.dec.Sizes)))
+	binary.LittleEndian.PutUint64(rec[8:], size)
+	off := alignUp(recordSize)
+	for i, sz := range op.dec.Sizes {
+		w := rec[16+24*i:]
+		binary.LittleEndian.PutUint64(w, off)
+		binary.LittleEndian.PutUint64(w[8:], sz)
+		binary.LittleEndian.PutUint64(w[16:], uint64(op.dec.Types[i]))
+		r := e.part(op, opTagRecv, stepMultiPart)
+		op.remaining++
+		if req, st := e.worker.TagRecv(uintptr(op.block)+uintptr(off), sz, op.tag, ^uint64(0), 0, r.id); st == ucxx.StatusInProgress {
+			r.ucp = req
+		}
+		off = alignUp(off + sz)
+	}
+	e.advance(q)
+	if op.remaining == 0 {
+		e.finishMulti(op)
+	}
+}
+
+// onMultiPart handles the end of one header or frame of a send, or frame of a receive.
+func (e *Engine) onMultiPart(r *request, st ucxx.Status) {
+	op := r.multi
+	op.remaining--
+	if st != ucxx.StatusOK && op.status == ucxx.StatusOK {
+		op.status = st
+	}
+	if op.remaining == 0 {
+		e.finishMulti(op)
+	}
+}
+
+// finishMulti reports a multi-buffer op's one completion and recycles it.
+func (e *Engine) finishMulti(op *multiOp) {
+	if op.reserved > 0 {
+		e.outstanding.Release(op.reserved)
+		op.reserved = 0
+		defer e.admitWaiting()
+	}
+	st := op.status
+	if op.abandoned && st == ucxx.StatusOK {
+		st = ucxx.StatusCanceled
+	}
+	var value uint64
+	if op.block != nil {
+		if st == ucxx.StatusOK {
+			value = uint64(uintptr(op.block)) // the application frees it now
+		} else {
+			ucxx.CFree(op.block)
+		}
+		op.block = nil
+	}
+	e.completeNow(op.id, st, value)
+	if w := e.requests.remove(op.id); w != nil {
+		if w.ep != nil {
+			e.maybeFree(w.ep)
+		}
+		e.requests.recycle(w)
+	}
+	e.putMultiOp(op)
+}
+
+// cancelMulti cancels a multi-buffer op as a whole, never half of it: a send that was
+// posted is delivered (its frames are on their way and the receiver expects them); a
+// receive that has seen none of its message is cancelled; one that has is received
+// and dropped, so the stream stays in step.
+func (e *Engine) cancelMulti(op *multiOp) {
+	if !op.recv {
+		return
+	}
+	q := op.queue
+	if op.gotHeader {
+		op.abandoned = true
+		return
+	}
+	if len(q.ops) > 0 && q.ops[0] != op {
+		for i, o := range q.ops {
+			if o == op {
+				q.ops = append(q.ops[:i], q.ops[i+1:]...)
+				break
+			}
+		}
+		op.status = ucxx.StatusCanceled
+		e.finishMulti(op)
+		return
+	}
+	for _, id := range op.parts {
+		if r := e.requests.get(id); r != nil && !r.canceled {
+			r.canceled = true
+			e.worker.Cancel(r.ucp)
+		}
+	}
+}
