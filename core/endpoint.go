@@ -50,6 +50,9 @@ type endpoint struct {
 
 	closeID  uint64 // the application's CloseEndpoint request, 0 once answered
 	inflight int    // requests in the table that name this endpoint
+
+	amReady   []unsafe.Pointer // active messages no am_recv asked for yet (blocks)
+	amWaiting []uint64         // am_recv requests waiting for a message, oldest first
 }
 
 func (e *Engine) newEndpoint(timeout time.Duration) *endpoint {
@@ -106,6 +109,8 @@ func (e *Engine) onInternal(r *request, st ucxx.Status, length uint64) {
 	case stepMultiHeader:
 		e.onMultiHeader(r, st, length)
 	case stepMultiDiscard:
+	case stepAMData:
+		e.onAMData(r, st)
 	case stepHandshakeSend, stepHandshakeRecv:
 		if ep.phase != phaseHandshake {
 			return
@@ -136,6 +141,7 @@ func (e *Engine) onInternal(r *request, st ucxx.Status, length uint64) {
 
 func (e *Engine) handshakeDone(ep *endpoint) {
 	ep.phase = phaseReady
+	e.amTags[ep.recvTag] = ep
 	e.epMu.Lock()
 	e.epState[ep.handle] = ep
 	e.epMu.Unlock()
@@ -190,6 +196,10 @@ func (e *Engine) teardown(ep *endpoint, st ucxx.Status, force bool) {
 			r.canceled, r.override = true, st
 			e.worker.Cancel(r.ucp)
 		}
+	}
+	e.dropAM(ep, st)
+	if e.amTags[ep.recvTag] == ep {
+		delete(e.amTags, ep.recvTag)
 	}
 	ep.phase = phaseClosing
 	r := e.requests.add(e.newID(), opCloseEndpoint, ep)

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sync/semaphore"
 
@@ -35,10 +36,10 @@ const (
 // Options configure an Engine. The zero value is usable: blocking progress, delayed
 // submission on, UCX's own configuration.
 type Options struct {
-	UCXOptions    map[string]string // UCX settings without the UCX_ prefix, e.g. {"TLS": "tcp"}
-	Mode          ProgressMode
+	UCXOptions          map[string]string // UCX settings without the UCX_ prefix, e.g. {"TLS": "tcp"}
+	Mode                ProgressMode
 	NoDelayedSubmission bool // dispatch each submission before the call returns
-	QueueCapacity int     // completion ring entries; default 65536
+	QueueCapacity       int  // completion ring entries; default 65536
 	// SpinBeforeSleep is how long a blocking-mode progress thread keeps polling after
 	// its last work before it arms the worker and sleeps, so a reply arriving within
 	// it costs no wake-up. Off (0) by default: on a 2-core machine the spinning thread
@@ -103,15 +104,17 @@ type Engine struct {
 	spare     []submission
 	timed     []*endpoint // endpoints with a handshake or close deadline
 	multiRecv map[multiKey]*multiQueue
+	amTags    map[uint64]*endpoint      // connection tag -> endpoint, for active messages
+	probed    map[uint64]unsafe.Pointer // handle -> message TagProbe removed
 	// outstanding bounds the bytes of multi-buffer receives in flight; only the
 	// progress thread uses it, with TryAcquire (it never blocks), and waiting holds
 	// the messages that wait for room, in arrival order.
 	outstanding *semaphore.Weighted
 	waiting     []*multiOp
-	epfd      int
-	stopping  bool
-	stopDone  chan error
-	stopBy    time.Time
+	epfd        int
+	stopping    bool
+	stopDone    chan error
+	stopBy      time.Time
 }
 
 // New creates the context and worker on a new progress thread and starts it.
@@ -146,6 +149,8 @@ func New(opts Options) (*Engine, error) {
 		endpoints: make(map[uint64]*endpoint),
 		listeners: make(map[uint64]*listener),
 		multiRecv: make(map[multiKey]*multiQueue),
+		amTags:    make(map[uint64]*endpoint),
+		probed:    make(map[uint64]unsafe.Pointer),
 		epfd:      -1,
 	}
 	e.outstanding = semaphore.NewWeighted(opts.MaxOutstandingBytes)

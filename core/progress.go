@@ -56,6 +56,9 @@ func (e *Engine) setup() (err error) {
 		return err
 	}
 	e.worker.AttachEvents()
+	if err = e.worker.RegisterAM(); err != nil {
+		return err
+	}
 	if e.opts.Mode == Polling {
 		return nil
 	}
@@ -141,11 +144,19 @@ func (e *Engine) dispatchOne(s *submission) {
 		case r.internal == stepMultiWhole:
 			r.canceled = true
 			e.cancelMulti(r.multi)
+		case r.internal == stepAMWait:
+			e.cancelAMRecv(r)
 		}
 	case opSendMulti:
 		e.sendMulti(s)
 	case opRecvMulti:
 		e.recvMulti(s)
+	case opAMSend:
+		e.amSend(s)
+	case opAMRecv:
+		e.amRecv(s)
+	case opRecvProbed:
+		e.recvProbed(s)
 	case opConnect:
 		e.connect(s)
 	case opCloseEndpoint:
@@ -199,6 +210,8 @@ func (e *Engine) drainEvents() {
 				e.onEndpointError(ev.ID, ev.Status)
 			case ucxx.EventConnRequest:
 				e.accept(ev.ID, ev.Ptr)
+			case ucxx.EventAM:
+				e.onAM(ev)
 			}
 		}
 	}

@@ -19,8 +19,10 @@ type request struct {
 	override ucxx.Status
 	// internal requests belong to the engine (handshake, close); their completion
 	// drives an endpoint's state instead of reaching the application.
-	internal internalStep
-	multi    *multiOp // the multi-buffer message this request is part of, or stands for
+	internal   internalStep
+	multi      *multiOp       // the multi-buffer message this request is part of, or stands for
+	data       unsafe.Pointer // stepAMData: the block the message is fetched into
+	userLength uint64         // stepAMData: the message's length
 }
 
 // internalStep says what an engine-owned request was for.
@@ -31,10 +33,12 @@ const (
 	stepHandshakeSend
 	stepHandshakeRecv
 	stepClose
-	stepMultiPart   // a header or frame of a multi-buffer send, or a frame of a receive
-	stepMultiHeader // a header of a multi-buffer receive
-	stepMultiWhole  // stands for a whole multi-buffer operation (no UCX request), for Cancel
+	stepMultiPart    // a header or frame of a multi-buffer send, or a frame of a receive
+	stepMultiHeader  // a header of a multi-buffer receive
+	stepMultiWhole   // stands for a whole multi-buffer operation (no UCX request), for Cancel
 	stepMultiDiscard // consumes and drops one message of a rejected multi-buffer message
+	stepAMWait       // an application's am_recv waiting for a message (no UCX request)
+	stepAMData       // fetching a rendezvous active message
 )
 
 // requestTable maps request ids to requests in flight. It belongs to the progress

@@ -20,6 +20,9 @@ const (
 	opCall // run a function on the progress thread (setup and teardown, not the hot path)
 	opSendMulti
 	opRecvMulti
+	opAMSend
+	opAMRecv
+	opRecvProbed
 )
 
 // submission is one application request waiting for the progress thread. It is a

@@ -14,7 +14,8 @@ import (
 // Context is a UCP context (ucp_context_h) with tag, stream, active message, RMA and
 // wake-up features.
 type Context struct {
-	h C.ucp_context_h
+	h   C.ucp_context_h
+	cfg *C.ucp_config_t // the configuration it was made with, for Config
 }
 
 // NewContext reads UCX's configuration from the environment, applies options (keys
@@ -27,7 +28,12 @@ func NewContext(options map[string]string) (*Context, error) {
 	if st := Status(C.ucp_config_read(nil, nil, &cfg)); st != StatusOK {
 		return nil, st.Err("ucp_config_read")
 	}
-	defer C.ucp_config_release(cfg)
+	keep := false
+	defer func() {
+		if !keep {
+			C.ucp_config_release(cfg)
+		}
+	}()
 	keys := make([]string, 0, len(options))
 	for k := range options {
 		keys = append(keys, k)
@@ -42,11 +48,31 @@ func NewContext(options map[string]string) (*Context, error) {
 			return nil, &Error{Op: fmt.Sprintf("ucp_config_modify(%s=%s)", k, options[k]), Status: st}
 		}
 	}
-	c := &Context{}
+	c := &Context{cfg: cfg}
 	if st := Status(C.ucxx_context_create(cfg, &c.h)); st != StatusOK {
 		return nil, st.Err("ucp_init")
 	}
+	keep = true
 	return c, nil
+}
+
+// Config returns the UCX configuration the context was created with, by name without
+// the UCX_ prefix (e.g. "TLS": "all").
+func (c *Context) Config() map[string]string {
+	out := make(map[string]string)
+	s := C.ucxx_config_print(c.cfg)
+	if s == nil {
+		return out
+	}
+	defer C.free(unsafe.Pointer(s))
+	for _, line := range strings.Split(C.GoString(s), "\n") {
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		out[strings.TrimPrefix(strings.TrimSpace(k), "UCX_")] = v
+	}
+	return out
 }
 
 // Close releases the context. Every worker of it must be closed first.
@@ -54,6 +80,10 @@ func (c *Context) Close() {
 	if c.h != nil {
 		C.ucp_cleanup(c.h)
 		c.h = nil
+	}
+	if c.cfg != nil {
+		C.ucp_config_release(c.cfg)
+		c.cfg = nil
 	}
 }
 

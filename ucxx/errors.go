@@ -13,26 +13,28 @@ type Status int64
 
 // The statuses that callers test for by name.
 const (
-	StatusOK                = Status(C.UCS_OK)
-	StatusInProgress        = Status(C.UCS_INPROGRESS)
-	StatusNoMessage         = Status(C.UCS_ERR_NO_MESSAGE)
-	StatusNoResource        = Status(C.UCS_ERR_NO_RESOURCE)
-	StatusIOError           = Status(C.UCS_ERR_IO_ERROR)
-	StatusNoMemory          = Status(C.UCS_ERR_NO_MEMORY)
-	StatusInvalidParam      = Status(C.UCS_ERR_INVALID_PARAM)
-	StatusUnreachable       = Status(C.UCS_ERR_UNREACHABLE)
-	StatusMessageTruncated  = Status(C.UCS_ERR_MESSAGE_TRUNCATED)
-	StatusBusy              = Status(C.UCS_ERR_BUSY)
-	StatusCanceled          = Status(C.UCS_ERR_CANCELED)
-	StatusTimedOut          = Status(C.UCS_ERR_TIMED_OUT)
-	StatusExceedsLimit      = Status(C.UCS_ERR_EXCEEDS_LIMIT)
-	StatusUnsupported       = Status(C.UCS_ERR_UNSUPPORTED)
-	StatusRejected          = Status(C.UCS_ERR_REJECTED)
-	StatusNotConnected      = Status(C.UCS_ERR_NOT_CONNECTED)
-	StatusConnectionReset   = Status(C.UCS_ERR_CONNECTION_RESET)
-	StatusEndpointTimeout   = Status(C.UCS_ERR_ENDPOINT_TIMEOUT)
-	StatusAlreadyExists     = Status(C.UCS_ERR_ALREADY_EXISTS)
-	StatusOutOfRange        = Status(C.UCS_ERR_OUT_OF_RANGE)
+	StatusOK               = Status(C.UCS_OK)
+	StatusInProgress       = Status(C.UCS_INPROGRESS)
+	StatusNoMessage        = Status(C.UCS_ERR_NO_MESSAGE)
+	StatusNoResource       = Status(C.UCS_ERR_NO_RESOURCE)
+	StatusIOError          = Status(C.UCS_ERR_IO_ERROR)
+	StatusNoMemory         = Status(C.UCS_ERR_NO_MEMORY)
+	StatusNoElem           = Status(C.UCS_ERR_NO_ELEM)
+	StatusInvalidParam     = Status(C.UCS_ERR_INVALID_PARAM)
+	StatusInvalidAddr      = Status(C.UCS_ERR_INVALID_ADDR)
+	StatusUnreachable      = Status(C.UCS_ERR_UNREACHABLE)
+	StatusMessageTruncated = Status(C.UCS_ERR_MESSAGE_TRUNCATED)
+	StatusBusy             = Status(C.UCS_ERR_BUSY)
+	StatusCanceled         = Status(C.UCS_ERR_CANCELED)
+	StatusTimedOut         = Status(C.UCS_ERR_TIMED_OUT)
+	StatusExceedsLimit     = Status(C.UCS_ERR_EXCEEDS_LIMIT)
+	StatusUnsupported      = Status(C.UCS_ERR_UNSUPPORTED)
+	StatusRejected         = Status(C.UCS_ERR_REJECTED)
+	StatusNotConnected     = Status(C.UCS_ERR_NOT_CONNECTED)
+	StatusConnectionReset  = Status(C.UCS_ERR_CONNECTION_RESET)
+	StatusEndpointTimeout  = Status(C.UCS_ERR_ENDPOINT_TIMEOUT)
+	StatusAlreadyExists    = Status(C.UCS_ERR_ALREADY_EXISTS)
+	StatusOutOfRange       = Status(C.UCS_ERR_OUT_OF_RANGE)
 )
 
 // String returns UCX's own description of the status.
@@ -52,7 +54,9 @@ type Error struct {
 	Status Status
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("%s: %s (UCS status %d)", e.Op, e.Status, int64(e.Status)) }
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s: %s (UCS status %d)", e.Op, e.Status, int64(e.Status))
+}
 
 // Is lets errors.Is(err, ucxx.StatusCanceled) match on the status alone.
 func (e *Error) Is(target error) bool {

@@ -278,3 +278,95 @@ int ucxx_sockaddr_fill(const char *ip, int port, struct sockaddr_storage *ss, so
     }
     return -1;
 }
+
+static ucs_status_t am_cb(void *arg, const void *header, size_t header_length, void *data,
+                          size_t length, const ucp_am_recv_param_t *param) {
+    (void)arg;
+    uint64_t tag = 0;
+    if (header != NULL && header_length >= sizeof(tag)) memcpy(&tag, header, sizeof(tag));
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+        push(UCXX_EVENT_AM, tag, 1, length, 0, data);
+        return UCS_INPROGRESS; // the descriptor stays valid until fetched or released
+    }
+    void *block = malloc(UCXX_AM_DATA_OFFSET + length);
+    if (block == NULL) {
+        push(UCXX_EVENT_AM, tag, UCS_ERR_NO_MEMORY, length, 0, NULL);
+        return UCS_OK;
+    }
+    memcpy((char *)block + UCXX_AM_DATA_OFFSET, data, length);
+    push(UCXX_EVENT_AM, tag, 0, length, 0, block);
+    return UCS_OK;
+}
+
+ucs_status_t ucxx_am_register(ucp_worker_h w) {
+    ucp_am_handler_param_t p;
+    memset(&p, 0, sizeof(p));
+    p.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                   UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+    p.id = UCXX_AM_ID;
+    p.cb = am_cb;
+    p.flags = UCP_AM_FLAG_WHOLE_MSG;
+    return ucp_worker_set_am_recv_handler(w, &p);
+}
+
+ucs_status_t ucxx_am_send(ucp_ep_h ep, uint64_t header_tag, uintptr_t buf, size_t len, uint64_t id,
+                          int memtype, void **req) {
+    ucp_request_param_t p;
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                     UCP_OP_ATTR_FIELD_FLAGS;
+    p.cb.send = send_cb;
+    p.user_data = (void *)(uintptr_t)id;
+    // The header lives on this stack frame: UCX must copy it.
+    p.flags = UCP_AM_SEND_FLAG_COPY_HEADER | UCP_AM_SEND_FLAG_REPLY;
+    set_memtype(&p, memtype);
+    return finish(ucp_am_send_nbx(ep, UCXX_AM_ID, &header_tag, sizeof(header_tag), (const void *)buf,
+                                  len, &p),
+                  id, len, 0, req);
+}
+
+ucs_status_t ucxx_am_recv_data(ucp_worker_h w, void *desc, uintptr_t buf, size_t len, uint64_t id,
+                               void **req) {
+    ucp_request_param_t p;
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.recv_am = stream_recv_cb;
+    p.user_data = (void *)(uintptr_t)id;
+    return finish(ucp_am_recv_data_nbx(w, desc, (void *)buf, len, &p), id, len, 0, req);
+}
+
+void ucxx_am_release(ucp_worker_h w, void *desc) { ucp_am_data_release(w, desc); }
+
+int ucxx_tag_probe(ucp_worker_h w, ucp_tag_t tag, ucp_tag_t mask, int remove, uint64_t *sender_tag,
+                   uint64_t *length, void **msg) {
+    ucp_tag_recv_info_t info;
+    ucp_tag_message_h m = ucp_tag_probe_nb(w, tag, mask, remove, &info);
+    if (m == NULL) return 0;
+    *sender_tag = info.sender_tag;
+    *length = info.length;
+    *msg = remove ? (void *)m : NULL;
+    return 1;
+}
+
+ucs_status_t ucxx_tag_msg_recv(ucp_worker_h w, void *msg, uintptr_t buf, size_t len, uint64_t id,
+                               void **req) {
+    ucp_tag_recv_info_t info;
+    ucp_request_param_t p;
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                     UCP_OP_ATTR_FIELD_RECV_INFO;
+    p.cb.recv = tag_recv_cb;
+    p.user_data = (void *)(uintptr_t)id;
+    p.recv_info.tag_info = &info;
+    ucs_status_ptr_t sp = ucp_tag_msg_recv_nbx(w, (void *)buf, len, (ucp_tag_message_h)msg, &p);
+    if (!UCS_PTR_IS_PTR(sp) && UCS_PTR_STATUS(sp) == UCS_OK)
+        return finish(sp, id, info.length, info.sender_tag, req);
+    return finish(sp, id, 0, 0, req);
+}
+
+char *ucxx_config_print(const ucp_config_t *cfg) {
+    char *buf = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&buf, &size);
+    if (f == NULL) return NULL;
+    ucp_config_print(cfg, f, NULL, UCS_CONFIG_PRINT_CONFIG);
+    fclose(f);
+    return buf;
+}

@@ -16,7 +16,18 @@ enum ucxx_event_kind {
     UCXX_EVENT_COMPLETION = 1, // id: request id; status, length, tag: the result
     UCXX_EVENT_EP_ERROR = 2,   // id: endpoint handle; status: the error
     UCXX_EVENT_CONN_REQUEST = 3, // id: listener handle; ptr: ucp_conn_request_h
+    // An active message arrived. id: the tag in its header (names the connection);
+    // length: its size; status: 0 with ptr a block holding a copy of the data at
+    // UCXX_AM_DATA_OFFSET, 1 with ptr a rendezvous descriptor to fetch with
+    // ucxx_am_recv_data (or drop with ucxx_am_release), or an error (no memory).
+    UCXX_EVENT_AM = 4,
 };
+
+// The active message id ucxx-go sends and listens on.
+#define UCXX_AM_ID 0x7567
+// Where an eagerly received active message's data starts in its block: room for a
+// one-frame record ahead of it (core's multi-buffer block layout).
+#define UCXX_AM_DATA_OFFSET 64
 
 typedef struct ucxx_event {
     uint64_t kind;
@@ -70,6 +81,26 @@ ucs_status_t ucxx_tag_recv(ucp_worker_h w, uintptr_t buf, size_t len, ucp_tag_t 
 ucs_status_t ucxx_stream_send(ucp_ep_h ep, const void *buf, size_t len, uint64_t id, void **req);
 ucs_status_t ucxx_stream_recv(ucp_ep_h ep, void *buf, size_t len, uint64_t id, void **req);
 ucs_status_t ucxx_ep_close(ucp_ep_h ep, int force, uint64_t id, void **req);
+
+// Active messages: the handler is registered once per worker; a message carries the
+// 8-byte tag header_tag ahead of its data.
+ucs_status_t ucxx_am_register(ucp_worker_h w);
+ucs_status_t ucxx_am_send(ucp_ep_h ep, uint64_t header_tag, uintptr_t buf, size_t len, uint64_t id,
+                          int memtype, void **req);
+ucs_status_t ucxx_am_recv_data(ucp_worker_h w, void *desc, uintptr_t buf, size_t len, uint64_t id,
+                               void **req);
+void ucxx_am_release(ucp_worker_h w, void *desc);
+
+// Tag probe: whether a message matching tag/mask waits, and its sender tag and length.
+// With remove set, *msg receives the message handle for ucxx_tag_msg_recv.
+int ucxx_tag_probe(ucp_worker_h w, ucp_tag_t tag, ucp_tag_t mask, int remove, uint64_t *sender_tag,
+                   uint64_t *length, void **msg);
+ucs_status_t ucxx_tag_msg_recv(ucp_worker_h w, void *msg, uintptr_t buf, size_t len, uint64_t id,
+                               void **req);
+
+// ucxx_config_print writes a UCX configuration (UCX_KEY=VALUE lines) to a malloc'd
+// string the caller frees.
+char *ucxx_config_print(const ucp_config_t *cfg);
 
 
 

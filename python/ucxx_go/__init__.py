@@ -26,8 +26,10 @@ import ipaddress
 import json
 import socket
 
-from . import _context, exceptions
+from . import _context, _tags, exceptions, types
+from ._address import UCXAddress, get_address, get_ucx_address_from_buffer, get_worker_address
 from ._bridge import call, ext
+from ._buffers import MEMORY_HOST, host_buffer
 from ._context import init, reset
 from ._endpoint import Endpoint
 from ._listener import Listener
@@ -36,8 +38,10 @@ from .exceptions import *  # noqa: F401,F403
 __version__ = "0.1.0"
 
 __all__ = [
-    "init", "reset", "create_listener", "create_endpoint", "get_ucx_version", "info",
-    "Endpoint", "Listener", "progress_mode", "exceptions",
+    "init", "reset", "create_listener", "create_endpoint", "create_endpoint_from_worker_address",
+    "get_ucx_version", "get_config", "get_address", "get_worker_address",
+    "get_ucx_address_from_buffer", "recv", "progress", "stop_notifier_thread", "info",
+    "Endpoint", "Listener", "UCXAddress", "progress_mode", "exceptions", "types",
 ] + exceptions.__all__
 
 
@@ -139,3 +143,44 @@ def info():
         "completion_mode": ctx.completions.mode,
         "gpus": json.loads(call(ext.pybridge_GPUInfo)),
     }
+
+
+async def create_endpoint_from_worker_address(address, endpoint_error_handling=True):
+    """Connect to the worker whose address is ``address`` (``get_worker_address()`` of
+    the peer). No tags are exchanged: pass ``tag=..., force_tag=True`` on both sides.
+
+    Raises
+    ------
+    UCXInvalidAddrError
+        ``address`` is not a worker address.
+    """
+    ctx = _context.get()
+    address = UCXAddress.from_buffer(address)
+    handle = call(ext.pybridge_ConnectWorkerAddress, address.hex())
+    return Endpoint._from_handle(ctx, handle)
+
+
+async def recv(buffer, tag):
+    """Receive into ``buffer`` the next message with exactly ``tag`` from any endpoint
+    (UCXX's worker-level receive: no tag mixing, the full mask)."""
+    ctx = _context.get()
+    addr, n, keep = host_buffer(buffer, writable=True)
+    rid = call(ext.pybridge_TagRecv, 0, addr, n, int(tag), (1 << 64) - 1, MEMORY_HOST)
+    return await ctx.wait(rid, (buffer, keep), "recv")
+
+
+def get_config():
+    """UCX's configuration of the running context: a dict of name (no ``UCX_`` prefix)
+    to value, e.g. ``get_config()["TLS"]``."""
+    _context.get()
+    return json.loads(call(ext.pybridge_Config))
+
+
+def progress():
+    """Compatibility with UCXX: ucxx_go's progress thread always progresses the worker,
+    so there is nothing for the application to do."""
+
+
+def stop_notifier_thread():
+    """Compatibility with UCXX: ucxx_go's notifier stops by itself with reset() and at
+    exit, so there is nothing to stop by hand."""

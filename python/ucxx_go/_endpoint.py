@@ -2,6 +2,7 @@
 
 import array
 import asyncio
+import collections
 import logging
 import struct
 import weakref
@@ -15,10 +16,15 @@ from .exceptions import UCXCloseError, UCXError, exception_for_status
 logger = logging.getLogger("ucxx_go")
 
 _FULL_MASK = (1 << 64) - 1
+
+ProbeInfo = collections.namedtuple("ProbeInfo", "matched sender_tag length handle")
+ProbeInfo.__doc__ = "What tag_probe found: ``matched``, and the message's ``sender_tag``, ``length`` and ``handle``."
 _tag_send = ext.pybridge_TagSend
 _tag_recv = ext.pybridge_TagRecv
 _send_multi = ext.pybridge_SendMulti
 _recv_multi = ext.pybridge_RecvMulti
+_am_send = ext.pybridge_AMSend
+_am_recv = ext.pybridge_AMRecv
 # A header's frame memory types (core.MemHost).
 _FRAME_HOST = 0
 
@@ -52,6 +58,8 @@ class Endpoint:
         self._error = None  # the UCS status that broke the connection
         self._close_cb = None
         self._close_task = None
+        self._recv_count = 0  # receives completed, for close_after_n_recv
+        self._close_after = None
         ctx.endpoints[handle] = self
         self._finalizer = weakref.finalize(self, _abort_handle, ctx, handle)
 
@@ -68,8 +76,8 @@ class Endpoint:
 
     @property
     def closed(self):
-        """True once close() or abort() was called."""
-        return self._closed
+        """True once close() or abort() was called, or the peer closed or went away."""
+        return self._closed or self._error is not None
 
     @property
     def alive(self):
@@ -95,6 +103,19 @@ class Endpoint:
             raise UCXCloseError(f"Endpoint.{op}: the endpoint is closed")
         if self._error is not None:
             raise exception_for_status(self._error, f"Endpoint.{op}: the connection failed")
+
+    def _recv_handle(self, tag):
+        """The endpoint handle to receive on: ours while the connection is up; 0 (the
+        worker) when the peer is gone but a message it sent is still waiting, so data in
+        flight can be drained, as in UCXX."""
+        if self._closed:
+            raise UCXCloseError("Endpoint.recv: the endpoint is closed")
+        if self._error is None:
+            return self._handle
+        found = call(ext.pybridge_TagProbe, tag, _FULL_MASK, False).split()[0]
+        if found == "1":
+            return 0
+        raise exception_for_status(self._error, "Endpoint.recv: the connection failed")
 
     # -- transfers ---------------------------------------------------------------------
 
@@ -146,15 +167,88 @@ class Endpoint:
         UCXCloseError, UCXError
             As for ``send``; a peer that dies fails a pending ``recv`` promptly.
         """
-        self._check("recv")
         addr, n, keep = host_buffer(buffer, writable=True)
         t = self._recv_tag if tag is None else _tags.mix(self._recv_tag, tag, force_tag)
+        handle = self._recv_handle(t)
         ctx = self._ctx
         try:
-            rid = _tag_recv(self._handle, addr, n, t, _FULL_MASK, MEMORY_HOST)
+            rid = _tag_recv(handle, addr, n, t, _FULL_MASK, MEMORY_HOST)
         except RuntimeError as e:
             raise translate(e) from None
-        return await ctx.wait(rid, (buffer, keep), "Endpoint.recv")
+        n = await ctx.wait(rid, (buffer, keep), "Endpoint.recv")
+        self._received()
+        return n
+
+    def _received(self):
+        self._recv_count += 1
+        if self._close_after is not None and self._recv_count >= self._close_after:
+            self._close_after = None
+            asyncio.ensure_future(self.close())
+
+    def close_after_n_recv(self, n, count_from_ep_creation=False):
+        """Close the endpoint once ``n`` receives have completed on it: counted from now,
+        or from its creation with ``count_from_ep_creation``.
+
+        Raises
+        ------
+        UCXError
+            ``count_from_ep_creation`` and more than ``n`` receives already completed.
+        """
+        target = n if count_from_ep_creation else self._recv_count + n
+        if target < self._recv_count:
+            raise UCXError(f"close_after_n_recv({n}): {self._recv_count} receives already completed")
+        if target == self._recv_count:
+            asyncio.ensure_future(self.close())
+        else:
+            self._close_after = target
+
+    def tag_probe(self, tag=None, force_tag=False, remove=False):
+        """Look for an unreceived message with this tag, without waiting (also after the
+        peer closed, to drain what it sent).
+
+        Returns a ProbeInfo ``(matched, sender_tag, length, handle)``; with ``remove`` a
+        matched message is taken off UCX's queue, to receive with ``recv_with_handle``.
+        """
+        if self._closed:
+            raise UCXCloseError("Endpoint.tag_probe: the endpoint is closed")
+        t = self._recv_tag if tag is None else _tags.mix(self._recv_tag, tag, force_tag)
+        found, sender_tag, length, handle = (int(x) for x in call(ext.pybridge_TagProbe, t, _FULL_MASK, bool(remove)).split())
+        return ProbeInfo(bool(found), sender_tag, length, handle or None)
+
+    async def recv_with_handle(self, buffer, handle):
+        """Receive into ``buffer`` the message ``tag_probe(remove=True)`` took: pass its
+        ``handle`` (or the ProbeInfo)."""
+        if isinstance(handle, ProbeInfo):
+            handle = handle.handle
+        if not handle:
+            raise UCXError("recv_with_handle needs the handle of a tag_probe(remove=True) that matched")
+        addr, n, keep = host_buffer(buffer, writable=True)
+        rid = call(ext.pybridge_RecvProbed, handle, addr, n)
+        n = await self._ctx.wait(rid, (buffer, keep), "Endpoint.recv_with_handle")
+        self._received()
+        return n
+
+    async def am_send(self, buffer):
+        """Send a host buffer as a UCX active message, for the peer's ``am_recv``."""
+        self._check("am_send")
+        addr, n, keep = host_buffer(buffer, writable=False)
+        try:
+            rid = _am_send(self._handle, addr, n, MEMORY_HOST)
+        except RuntimeError as e:
+            raise translate(e) from None
+        await self._ctx.wait(rid, (buffer, keep), "Endpoint.am_send")
+
+    async def am_recv(self):
+        """Receive the next active message from the peer: a writable numpy uint8 array
+        allocated here (messages that arrived earlier are queued)."""
+        self._check("am_recv")
+        try:
+            rid = _am_recv(self._handle)
+        except RuntimeError as e:
+            raise translate(e) from None
+        address = await self._ctx.wait(rid, None, "Endpoint.am_recv")
+        self._received()
+        return frames_from_block(address)[0]
 
     async def send_multi(self, buffers, tag=None, force_tag=False):
         """Send several host buffers as one message, for the peer's ``recv_multi``.
@@ -206,6 +300,7 @@ class Endpoint:
         except RuntimeError as e:
             raise translate(e) from None
         address = await self._ctx.wait(rid, None, "Endpoint.recv_multi")
+        self._received()
         return frames_from_block(address)
 
     async def send_obj(self, obj, tag=None):

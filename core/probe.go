@@ -1,0 +1,80 @@
+package core
+
+import (
+	"unsafe"
+
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// ProbeResult is what TagProbe found.
+type ProbeResult struct {
+	Found     bool
+	SenderTag uint64
+	Length    uint64
+	Handle    uint64 // with remove: the message, to receive with RecvProbed
+}
+
+// TagProbe looks for an unreceived message matching tag under mask. With remove, a
+// message found is taken off UCX's queue and must be received with RecvProbed.
+func (e *Engine) TagProbe(tag, mask uint64, remove bool) (res ProbeResult, err error) {
+	err = e.onThread(func() {
+		var msg unsafe.Pointer
+		res.Found, res.SenderTag, res.Length, msg = e.worker.TagProbe(tag, mask, remove)
+		if res.Found && remove {
+			res.Handle = e.nextHandle.Add(1)
+			e.probed[res.Handle] = msg
+		}
+	})
+	return res, err
+}
+
+// RecvProbed receives a message that TagProbe removed into size bytes at addr.
+func (e *Engine) RecvProbed(handle uint64, addr uintptr, size uint64) (uint64, error) {
+	id := e.newID()
+	return id, e.submit(submission{op: opRecvProbed, id: id, ep: handle, addr: addr, size: size})
+}
+
+func (e *Engine) recvProbed(s *submission) {
+	msg, ok := e.probed[s.ep]
+	if !ok {
+		e.completeNow(s.id, ucxx.StatusNoElem, 0)
+		return
+	}
+	delete(e.probed, s.ep)
+	r := e.requests.add(s.id, opTagRecv, nil)
+	if req, st := e.worker.TagMsgRecv(msg, s.addr, s.size, s.id); st == ucxx.StatusInProgress {
+		r.ucp = req
+	}
+}
+
+// ConnectAddress creates an endpoint to a worker address (WorkerAddress of the peer)
+// and returns its handle. No tags are exchanged: its tags are 0, and callers pick
+// tags themselves.
+func (e *Engine) ConnectAddress(address []byte) (handle uint64, err error) {
+	if cerr := e.onThread(func() {
+		ep := e.newEndpoint(defaultAcceptTimeout)
+		u, cerr := e.worker.ConnectAddress(address, ep.handle)
+		if cerr != nil {
+			delete(e.endpoints, ep.handle)
+			err = cerr
+			return
+		}
+		ep.u, ep.phase = u, phaseReady
+		ep.recvTag = 0
+		e.epMu.Lock()
+		e.epState[ep.handle] = ep
+		e.epMu.Unlock()
+		handle = ep.handle
+	}); cerr != nil {
+		return 0, cerr
+	}
+	return handle, err
+}
+
+// Config returns the UCX configuration of the engine's context.
+func (e *Engine) Config() (cfg map[string]string, err error) {
+	if cerr := e.onThread(func() { cfg = e.ctx.Config() }); cerr != nil {
+		return nil, cerr
+	}
+	return cfg, nil
+}
