@@ -7,9 +7,9 @@ export UCX_NET_DEVICES ?= lo
 # Bounded fuzzing of the decoders in CI (seconds per target).
 FUZZTIME ?= 10s
 
-.PHONY: test test-go test-py ucx demo clean
+.PHONY: test test-go test-py fuzz ucx demo clean
 
-test: test-go test-py
+test: test-go fuzz test-py
 
 # .ucx points at the libucx wheel's headers and libraries, for cgo (see ucxx/cgo.go).
 ucx:
@@ -19,6 +19,11 @@ ucx:
 test-go: ucx
 	go vet ./...
 	go test -race -count=1 ./...
+
+# Each decoder fuzz target runs for FUZZTIME on top of its committed corpus.
+fuzz: ucx
+	go test -run '^$$' -fuzz '^FuzzDecodeHeader$$' -fuzztime $(FUZZTIME) ./core
+	go test -run '^$$' -fuzz '^FuzzMessageDecoder$$' -fuzztime $(FUZZTIME) ./core
 
 test-py:
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests

@@ -30,6 +30,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Frame memory types, as carried in a header's types array.
@@ -294,7 +295,7 @@ func (d *MessageDecoder) feed(h []byte) (done bool, err error) {
 	}
 	more := flags&HeaderMore != 0
 	seen := uint64(len(d.Sizes)) // idx*FramesPerHeader: earlier headers were full
-	end := seen + uint64(count)  // cannot overflow: seen <= MaxFrames checked below
+	end := seen + uint64(count)  // cannot overflow: seen frames are held in memory
 	switch {
 	case end > total:
 		return false, badHeader(idx, "describes frames up to %d of a total of %d", end, total)
@@ -314,8 +315,13 @@ func (d *MessageDecoder) feed(h []byte) (done bool, err error) {
 		}
 		d.total = total
 	}
+	// The sizes are written past Sizes' length as they are checked; the length moves
+	// only once the whole header is accepted. Storage grows only for frames this
+	// header carries, never for the announced total.
+	d.Sizes = slices.Grow(d.Sizes, count)
+	out := d.Sizes[len(d.Sizes) : len(d.Sizes)+count]
 	sum := d.bytes
-	for j := range count {
+	for j := range out {
 		s := le.Uint64(sizes[8*j:])
 		if s > d.lim.MaxFrameBytes {
 			d.discardOK = true
@@ -329,13 +335,12 @@ func (d *MessageDecoder) feed(h []byte) (done bool, err error) {
 				seen+uint64(j), d.lim.MaxMessageBytes, sum, s)
 		}
 		sum += s
+		out[j] = s
 	}
 
 	// Accepted: record the frames.
 	d.bytes = sum
-	for j := range count {
-		d.Sizes = append(d.Sizes, le.Uint64(sizes[8*j:]))
-	}
+	d.Sizes = d.Sizes[:len(d.Sizes)+count]
 	d.Types = append(d.Types, types...)
 	return !more, nil
 }
