@@ -78,3 +78,9 @@ func (e *Engine) Config() (cfg map[string]string, err error) {
 	}
 	return cfg, nil
 }
+
+// Info returns UCX's descriptions of the engine's context and worker.
+func (e *Engine) Info() (context, worker string, err error) {
+	err = e.onThread(func() { context, worker = e.ctx.Info(), e.worker.Info() })
+	return context, worker, err
+}

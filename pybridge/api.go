@@ -87,3 +87,18 @@ func Config() (res string, err error) {
 	b, err := json.Marshal(cfg)
 	return string(b), err
 }
+
+// UCXInfo returns UCX's description of the context ("context") or of the worker
+// (anything else).
+func UCXInfo(which string) (res string, err error) {
+	defer guard(&err)
+	e, err := current()
+	if err != nil {
+		return "", err
+	}
+	c, w, err := e.Info()
+	if which == "context" {
+		return c, err
+	}
+	return w, err
+}

@@ -58,3 +58,13 @@ def test_listener_port_in_use():
             ucxx_go.create_listener(lambda ep: None, port=a.port)
     finally:
         a.close()
+
+
+def test_ucp_context_and_worker_info():
+    assert "UCP context" in ucxx_go.get_ucp_context_info()
+    assert "UCP worker" in ucxx_go.get_ucp_worker_info()
+
+
+def test_config_reflects_options():
+    ucxx_go.init(options={"TLS": "tcp,self"})
+    assert ucxx_go.get_config()["TLS"] == "tcp,self"

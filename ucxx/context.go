@@ -89,3 +89,19 @@ func (c *Context) Close() {
 
 // Version returns the version of the loaded libucp, e.g. "1.22.0".
 func Version() string { return C.GoString(C.ucp_get_version_string()) }
+
+// Info is UCX's description of the context (ucp_context_print_info).
+func (c *Context) Info() string { return takeCString(C.ucxx_context_info(c.h)) }
+
+// Info is UCX's description of the worker (ucp_worker_print_info): its transports and
+// devices among other things.
+func (w *Worker) Info() string { return takeCString(C.ucxx_worker_info(w.h)) }
+
+// takeCString converts and frees a malloc'd C string.
+func takeCString(s *C.char) string {
+	if s == nil {
+		return ""
+	}
+	defer C.free(unsafe.Pointer(s))
+	return C.GoString(s)
+}

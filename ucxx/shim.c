@@ -370,3 +370,23 @@ char *ucxx_config_print(const ucp_config_t *cfg) {
     fclose(f);
     return buf;
 }
+
+char *ucxx_context_info(ucp_context_h ctx) {
+    char *buf = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&buf, &size);
+    if (f == NULL) return NULL;
+    ucp_context_print_info(ctx, f);
+    fclose(f);
+    return buf;
+}
+
+char *ucxx_worker_info(ucp_worker_h w) {
+    char *buf = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&buf, &size);
+    if (f == NULL) return NULL;
+    ucp_worker_print_info(w, f);
+    fclose(f);
+    return buf;
+}

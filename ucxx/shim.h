@@ -102,6 +102,11 @@ ucs_status_t ucxx_tag_msg_recv(ucp_worker_h w, void *msg, uintptr_t buf, size_t 
 // string the caller frees.
 char *ucxx_config_print(const ucp_config_t *cfg);
 
+// ucxx_context_info and ucxx_worker_info return UCX's description of a context or
+// worker (ucp_*_print_info) as a malloc'd string the caller frees.
+char *ucxx_context_info(ucp_context_h ctx);
+char *ucxx_worker_info(ucp_worker_h w);
+
 
 
 // ucxx_sockaddr_fill parses a numeric IPv4 or IPv6 address ("" is the IPv4 wildcard)

@@ -41,6 +41,7 @@ __all__ = [
     "init", "reset", "create_listener", "create_endpoint", "create_endpoint_from_worker_address",
     "get_ucx_version", "get_config", "get_address", "get_worker_address",
     "get_ucx_address_from_buffer", "recv", "progress", "stop_notifier_thread", "info",
+    "get_ucp_context_info", "get_ucp_worker_info",
     "Endpoint", "Listener", "UCXAddress", "progress_mode", "exceptions", "types",
 ] + exceptions.__all__
 
@@ -174,6 +175,18 @@ def get_config():
     to value, e.g. ``get_config()["TLS"]``."""
     _context.get()
     return json.loads(call(ext.pybridge_Config))
+
+
+def get_ucp_context_info():
+    """UCX's description of the UCP context (ucp_context_print_info)."""
+    _context.get()
+    return call(ext.pybridge_UCXInfo, "context")
+
+
+def get_ucp_worker_info():
+    """UCX's description of the UCP worker (ucp_worker_print_info)."""
+    _context.get()
+    return call(ext.pybridge_UCXInfo, "worker")
 
 
 def progress():
