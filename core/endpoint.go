@@ -109,6 +109,7 @@ func (e *Engine) onInternal(r *request, st ucxx.Status, length uint64) {
 	case stepMultiHeader:
 		e.onMultiHeader(r, st, length)
 	case stepMultiDiscard:
+		e.onDiscard(r)
 	case stepAMData:
 		e.onAMData(r, st)
 	case stepHandshakeSend, stepHandshakeRecv:
@@ -198,6 +199,7 @@ func (e *Engine) teardown(ep *endpoint, st ucxx.Status, force bool) {
 		}
 	}
 	e.dropAM(ep, st)
+	e.failWaiting(ep, st)
 	if e.amTags[ep.recvTag] == ep {
 		delete(e.amTags, ep.recvTag)
 	}
@@ -220,6 +222,7 @@ func (e *Engine) closed(ep *endpoint) {
 	e.epMu.Lock()
 	delete(e.epState, ep.handle)
 	e.epMu.Unlock()
+	e.forgetStreams(ep)
 	e.maybeFree(ep)
 }
 

@@ -128,12 +128,22 @@ func (op *multiOp) ensureHeaders(n int) {
 type multiKey struct{ ep, tag uint64 }
 
 // multiQueue holds the receives of one stream, the first active. A stream the peer
-// broke (a header we could not parse) is poisoned: its receives fail from then on.
+// broke (a header we could not parse) is poisoned: its receives fail from then on, until
+// the endpoint closes. A stream dropping a rejected message holds its receives back
+// until every message to drop has a receive posted ahead of theirs.
 type multiQueue struct {
-	key      multiKey
-	ops      []*multiOp
-	poisoned ucxx.Status
+	key             multiKey
+	ops             []*multiOp
+	active          bool // ops[0] has posted its header receive
+	poisoned        ucxx.Status
+	discardLeft     uint64 // messages still to drop, whose receives are not posted yet
+	discardInFlight int
 }
+
+// maxDiscardsInFlight bounds the receives posted at once to drop a rejected message:
+// a peer may announce up to 2^64 frames, and the drop must not cost memory in
+// proportion.
+const maxDiscardsInFlight = 64
 
 // ErrBadDescriptors: SendMulti's descriptor array is malformed.
 var ErrBadDescriptors = &ucxx.Error{Op: "SendMulti: frame descriptors", Status: ucxx.StatusInvalidParam}
@@ -266,6 +276,15 @@ func (e *Engine) recvMulti(s *submission) {
 
 // startRecvMulti starts the first receive of a stream, failing those that cannot run.
 func (e *Engine) startRecvMulti(q *multiQueue) {
+	if q.active {
+		return
+	}
+	if q.discardLeft > 0 {
+		e.pumpDiscards(q)
+		if q.discardLeft > 0 {
+			return // the rest start once the last drop is posted
+		}
+	}
 	for len(q.ops) > 0 {
 		op := q.ops[0]
 		st := q.poisoned
@@ -276,6 +295,7 @@ func (e *Engine) startRecvMulti(q *multiQueue) {
 			op.dec.Reset()
 			op.dec.Limits = e.opts.Limits
 			op.ensureHeaders(MaxHeaderSize)
+			q.active = true
 			e.postHeaderRecv(op)
 			return
 		}
@@ -283,14 +303,56 @@ func (e *Engine) startRecvMulti(q *multiQueue) {
 		op.status = st
 		e.finishMulti(op)
 	}
-	delete(e.multiRecv, q.key)
+	if q.poisoned == ucxx.StatusOK && q.discardLeft == 0 && q.discardInFlight == 0 {
+		delete(e.multiRecv, q.key)
+	}
 }
 
-// advance moves a stream on once its first receive has posted everything it needs.
-func (e *Engine) advance(q *multiQueue) {
+// nextReceive takes the stream's first receive off it once that receive has posted every
+// receive of its message (or failed), and starts the next.
+func (e *Engine) nextReceive(q *multiQueue) {
 	q.ops[0] = nil
 	q.ops = q.ops[1:]
+	q.active = false
 	e.startRecvMulti(q)
+}
+
+// pumpDiscards posts the drops of a rejected message, a window at a time.
+func (e *Engine) pumpDiscards(q *multiQueue) {
+	for q.discardLeft > 0 && q.discardInFlight < maxDiscardsInFlight {
+		ep := e.endpoints[q.key.ep]
+		if ep == nil || ep.phase != phaseReady {
+			q.discardLeft = 0
+			return
+		}
+		q.discardLeft--
+		q.discardInFlight++
+		r := e.requests.add(e.newID(), opTagRecv, ep)
+		r.internal, r.stream = stepMultiDiscard, q
+		if req, st := e.worker.TagRecv(0, 0, q.key.tag, ^uint64(0), 0, r.id); st == ucxx.StatusInProgress {
+			r.ucp = req
+		}
+	}
+}
+
+// onDiscard handles the end of one drop.
+func (e *Engine) onDiscard(r *request) {
+	q := r.stream
+	q.discardInFlight--
+	if q.discardLeft > 0 {
+		e.startRecvMulti(q)
+	} else if len(q.ops) == 0 && q.discardInFlight == 0 && q.poisoned == ucxx.StatusOK && !q.active {
+		delete(e.multiRecv, q.key)
+	}
+}
+
+// forgetStreams drops the multi-buffer streams of a closed endpoint.
+func (e *Engine) forgetStreams(ep *endpoint) {
+	for key := range e.multiRecv {
+		if key.ep == ep.handle {
+			delete(e.multiRecv, key)
+		}
+	}
 }
 
 func (e *Engine) postHeaderRecv(op *multiOp) {
@@ -314,9 +376,8 @@ func (e *Engine) onMultiHeader(r *request, st ucxx.Status, length uint64) {
 			st = ucxx.StatusIOError
 		}
 		op.status = st
-		q.ops = q.ops[1:]
 		e.finishMulti(op)
-		e.startRecvMulti(q)
+		e.nextReceive(q)
 		return
 	}
 	op.gotHeader = true
@@ -340,28 +401,44 @@ func (e *Engine) rejectMessage(op *multiOp, err error) {
 	q := op.queue
 	op.status = ucxx.StatusIOError
 	if errors.Is(err, ErrLimit) {
+		// The header was well formed, so it says how many messages are left to drop,
+		// however many: headers not yet received, then every frame.
 		op.status = ucxx.StatusExceedsLimit
-	}
-	if total, ok := op.dec.Discardable(); ok {
-		e.discard(op, uint64(HeaderCount(int(total))-op.headersFed)+total)
+		total := op.dec.Total()
+		if total == 0 {
+			total = binary.LittleEndian.Uint64(unsafe.Slice((*byte)(op.headers), HeaderFixedSize)[8:])
+		}
+		if total <= e.discardCap() {
+			q.discardLeft += headersLeft(total, op.headersFed) + total
+		} else {
+			// Too many to drop in reasonable time: a peer announcing this many frames
+			// is broken or hostile, and the stream fails fast instead.
+			q.poisoned = op.status
+		}
 	} else {
 		q.poisoned = op.status
 	}
-	q.ops = q.ops[1:]
 	e.finishMulti(op)
-	e.startRecvMulti(q)
+	e.nextReceive(q)
 }
 
-// discard consumes n messages of an op's stream: a receive into no memory takes the
-// next message and drops it (UCX reports it truncated).
-func (e *Engine) discard(op *multiOp, n uint64) {
-	for ; n > 0; n-- {
-		r := e.requests.add(e.newID(), opTagRecv, op.ep)
-		r.internal = stepMultiDiscard
-		if req, st := e.worker.TagRecv(0, 0, op.tag, ^uint64(0), 0, r.id); st == ucxx.StatusInProgress {
-			r.ucp = req
-		}
+// discardCap is the most frames a rejected message may announce and still be dropped
+// (rather than poisoning its stream): 16 times the frame limit, at least 2^20.
+func (e *Engine) discardCap() uint64 {
+	return max(16*e.opts.Limits.MaxFrames, 1<<20)
+}
+
+// headersLeft is how many headers of a message of total frames are still to come after
+// fed of them, computed without converting total to int (it may be near 2^64).
+func headersLeft(total uint64, fed int) uint64 {
+	n := (total + FramesPerHeader - 1) / FramesPerHeader
+	if n == 0 {
+		n = 1
 	}
+	if n < uint64(fed) {
+		return 0
+	}
+	return n - uint64(fed)
 }
 
 // admit reserves room for a fully described message, or makes it wait for room.
@@ -383,10 +460,9 @@ func (e *Engine) admit(op *multiOp) {
 func (e *Engine) rejectWhole(op *multiOp, st ucxx.Status) {
 	q := op.queue
 	op.status = st
-	e.discard(op, uint64(len(op.dec.Sizes)))
-	q.ops = q.ops[1:]
+	q.discardLeft += uint64(len(op.dec.Sizes))
 	e.finishMulti(op)
-	e.startRecvMulti(q)
+	e.nextReceive(q)
 }
 
 // admitWaiting lets waiting messages in, in arrival order, as room frees up.
@@ -409,9 +485,8 @@ func (e *Engine) receiveFrames(op *multiOp) {
 	q := op.queue
 	if op.ep.phase != phaseReady {
 		op.status = endpointStatus(op.ep)
-		q.ops = q.ops[1:]
 		e.finishMulti(op)
-		e.startRecvMulti(q)
+		e.nextReceive(q)
 		return
 	}
 	for _, t := range op.dec.Types {
@@ -443,7 +518,7 @@ func (e *Engine) receiveFrames(op *multiOp) {
 		}
 		off = alignUp(off + sz)
 	}
-	e.advance(q)
+	e.nextReceive(q)
 	if op.remaining == 0 {
 		e.finishMulti(op)
 	}
@@ -505,6 +580,7 @@ func (e *Engine) cancelMulti(op *multiOp) {
 		return
 	}
 	if len(q.ops) > 0 && q.ops[0] != op {
+		// Queued behind another receive: nothing of it was posted.
 		for i, o := range q.ops {
 			if o == op {
 				q.ops = append(q.ops[:i], q.ops[i+1:]...)
@@ -520,5 +596,27 @@ func (e *Engine) cancelMulti(op *multiOp) {
 			r.canceled = true
 			e.worker.Cancel(r.ucp)
 		}
+	}
+}
+
+// failWaiting fails the messages of an endpoint that wait for room: they have no UCX
+// request that closing the endpoint would cancel.
+func (e *Engine) failWaiting(ep *endpoint, st ucxx.Status) {
+	keep := e.waiting[:0]
+	var failed []*multiOp
+	for _, op := range e.waiting {
+		if op.ep == ep {
+			failed = append(failed, op)
+		} else {
+			keep = append(keep, op)
+		}
+	}
+	clear(e.waiting[len(keep):])
+	e.waiting = keep
+	for _, op := range failed {
+		op.status = st
+		q := op.queue
+		e.finishMulti(op)
+		e.nextReceive(q)
 	}
 }

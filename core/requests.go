@@ -21,6 +21,7 @@ type request struct {
 	// drives an endpoint's state instead of reaching the application.
 	internal   internalStep
 	multi      *multiOp       // the multi-buffer message this request is part of, or stands for
+	stream     *multiQueue    // stepMultiDiscard: the stream whose message it drops
 	data       unsafe.Pointer // stepAMData: the block the message is fetched into
 	userLength uint64         // stepAMData: the message's length
 }

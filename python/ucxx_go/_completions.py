@@ -49,6 +49,20 @@ _from_memory.restype = ctypes.py_object
 _from_memory.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int)
 
 
+_free = ctypes.CDLL(None).free
+_free.argtypes = (ctypes.c_void_p,)
+_free.restype = None
+
+# Operations whose successful completion hands Python a block of C memory (the
+# message): if nobody awaits the result any more, the drain frees it.
+BLOCK_OPS = frozenset(("Endpoint.recv_multi", "Endpoint.am_recv"))
+
+
+def free_block(address):
+    """Return a block the Go core allocated (C malloc) to the C allocator."""
+    _free(address)
+
+
 def _memory_view(address, size):
     """A writable byte memoryview of memory Go mapped (not owned by Python)."""
     return _from_memory(address, size, _PyBUF_WRITE)
@@ -185,7 +199,11 @@ class Completions:
                     continue
                 fut = entry[0]
                 if fut.done():
-                    continue  # cancelled: the buffer is released now that Go is done with it
+                    # Cancelled: the buffer is released now that Go is done with it, and a
+                    # message that arrived anyway is freed, since nobody will take it.
+                    if status == 0 and entry[2] in BLOCK_OPS:
+                        _free(length)
+                    continue
                 try:
                     if status == 0:
                         fut.set_result(length)
@@ -193,7 +211,9 @@ class Completions:
                         status = status - _WRAP if status & _SIGN else status
                         fut.set_exception(exception_for_status(status, entry[2]))
                 except RuntimeError:
-                    pass  # the Future's loop is closed
+                    # The Future's loop is closed.
+                    if status == 0 and entry[2] in BLOCK_OPS:
+                        _free(length)
             w[_TAIL] = tail
 
     def _event(self, rid, status, length):

@@ -287,9 +287,10 @@ class Endpoint:
         UCXExceedsLimitError
             The peer announced more frames or bytes than this process's limits allow
             (``init(multi_buffer_limits=...)``); the message is dropped, the
-            connection stays usable.
+            connection stays usable, the next recv_multi gets the next message.
         UCXIOError
-            The peer sent a malformed header.
+            The peer sent a malformed header. Where its message ends is then unknown:
+            later recv_multi on this endpoint and tag fail too (plain send/recv work).
         UCXCloseError, UCXError
             As for ``recv``.
         """

@@ -6,17 +6,12 @@ The block is one C allocation (malloc) holding a record and then the frames, eac
 kept alive keeps the whole block.
 """
 
-import ctypes
 import weakref
 
 import numpy as np
 
 from ._completions import _memory_view
-
-_libc = ctypes.CDLL(None)
-_free = _libc.free
-_free.argtypes = (ctypes.c_void_p,)
-_free.restype = None
+from ._completions import free_block as _free
 
 _EMPTY = np.empty(0, dtype=np.uint8)
 

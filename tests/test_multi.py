@@ -1,0 +1,900 @@
+"""Multi-buffer messages: send_multi and recv_multi.
+
+A message is headers and then frames, each its own tag message on the endpoint's tag
+with bit 63 set (core/multi.go, core/multiheader.go). These tests check round trips of
+many shapes and buffer types, ordering under concurrency and beside plain sends, that
+received frames are independent and freed when dropped, the limits on what a peer may
+announce, peers that send malformed or hostile headers (played by a client sending
+plain messages on the multi-buffer tag), cancellation, peers that die, and misuse.
+
+Both endpoints of a pair live in this process and so share the one context: limits set
+with init() apply to both sides, and only the receiving side checks them.
+"""
+
+import asyncio
+import gc
+import multiprocessing
+import os
+import signal
+import struct
+import time
+
+import numpy as np
+import pytest
+
+import ucxx_go
+from ucxx_go import _endpoint
+
+import _multi_peers  # tests/ is on sys.path (conftest.py's directory)
+from _multi_peers import FRAMES_PER_HEADER, HEADER_MORE, pack_header, raw_tag
+
+TIMEOUT = 10.0  # bound on any await that a bug could leave hanging
+PROMPT = 5.0  # bound on a failure that must be reported promptly
+STARTUP = 30.0  # a spawned interpreter imports numpy and ucxx_go before it answers
+MiB = 1 << 20
+
+mp = multiprocessing.get_context("spawn")
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def engine_stats():
+    """What the Go engine holds: (requests in flight, endpoints, listeners)."""
+    return tuple(int(x) for x in ucxx_go._bridge.ext.pybridge_Stats().split())
+
+
+async def wait_in_flight(expected, limit=2.0):
+    """Wait until the Go engine holds `expected` requests (Go-side state: nothing to await)."""
+    deadline = time.monotonic() + limit
+    while (got := engine_stats()[0]) != expected:
+        if time.monotonic() > deadline:
+            pytest.fail(f"the engine holds {got} requests, expected {expected}")
+        await asyncio.sleep(0.01)
+
+
+def rss_bytes():
+    """This process's resident set size."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class Net:
+    """A listener made on first use, and every endpoint of the test, aborted at the end."""
+
+    def __init__(self):
+        self.listener = None
+        self.accepted = None
+        self.endpoints = []
+
+    def _on_accept(self, ep):
+        self.endpoints.append(ep)
+        self.accepted.put_nowait(ep)
+
+    def listen(self):
+        if self.listener is None:
+            self.accepted = asyncio.Queue()
+            self.listener = ucxx_go.create_listener(self._on_accept)
+        return self.listener
+
+    async def accept(self):
+        return await asyncio.wait_for(self.accepted.get(), TIMEOUT)
+
+    async def pair(self):
+        """Connect a client; return (client endpoint, server endpoint)."""
+        port = self.listen().port
+        client = await asyncio.wait_for(ucxx_go.create_endpoint("127.0.0.1", port), TIMEOUT)
+        self.endpoints.append(client)
+        return client, await self.accept()
+
+    def close(self):
+        for ep in self.endpoints:
+            ep.abort()
+        if self.listener is not None:
+            self.listener.close()
+
+
+@pytest.fixture
+def net():
+    n = Net()
+    yield n
+    n.close()
+
+
+@pytest.fixture
+async def pair(net):
+    """A connected (client, server) pair of endpoints with the default limits."""
+    return await net.pair()
+
+
+async def transfer(sender, receiver, frames, tag=None):
+    """send_multi `frames` from `sender`; return what `receiver`'s recv_multi got."""
+    got, _ = await asyncio.wait_for(
+        asyncio.gather(receiver.recv_multi(tag=tag), sender.send_multi(frames, tag=tag)), TIMEOUT
+    )
+    return got
+
+
+def as_bytes(buf):
+    """A buffer's raw memory, in memory order (what a send puts on the wire)."""
+    mv = memoryview(buf)
+    if mv.c_contiguous:
+        return mv.tobytes()
+    return np.asarray(buf).tobytes(order="A")  # Fortran-ordered: as it lies in memory
+
+
+def check_frames(got, expected):
+    """`got` is what recv_multi returned for a send_multi of `expected`."""
+    assert isinstance(got, list)
+    assert len(got) == len(expected)
+    for i, (g, e) in enumerate(zip(got, expected)):
+        assert isinstance(g, np.ndarray), f"frame {i} is a {type(g).__name__}"
+        assert g.dtype == np.uint8 and g.ndim == 1, f"frame {i}: {g.dtype}, {g.ndim}-D"
+        assert g.flags.writeable and g.flags.c_contiguous, f"frame {i} flags: {g.flags}"
+        want = as_bytes(e)
+        assert g.nbytes == len(want), f"frame {i}: {g.nbytes} bytes, sent {len(want)}"
+        assert g.tobytes() == want, f"frame {i}: contents differ"
+
+
+def check_independent(got, expected, sample=12):
+    """No two frames share memory, and writing one leaves the others as they were."""
+    nonempty = [i for i, g in enumerate(got) if g.nbytes]
+    picked = nonempty[:sample // 2] + nonempty[-(sample // 2):]
+    picked = sorted(set(picked))
+    for a in picked:
+        for b in picked:
+            if a < b:
+                assert not np.shares_memory(got[a], got[b]), f"frames {a} and {b} share memory"
+    if not picked:
+        return
+    k = picked[len(picked) // 2]
+    got[k] ^= 0xFF
+    assert got[k].tobytes() == bytes(x ^ 0xFF for x in as_bytes(expected[k]))
+    for i, (g, e) in enumerate(zip(got, expected)):
+        if i != k:
+            assert g.tobytes() == as_bytes(e), f"writing frame {k} changed frame {i}"
+
+
+SIZES = (0, 1, 7, 64, 1000, 0, 4096, 70000)  # zero-length, eager and rendezvous frames
+
+
+def make_frames(count, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, 256, SIZES[i % len(SIZES)], dtype=np.uint8) for i in range(count)]
+
+
+async def echo_once(ep):
+    """The echo handler's body: one message back as it came."""
+    frames = await ep.recv_multi()
+    await ep.send_multi(frames)
+
+
+# -- 1: round trips ------------------------------------------------------------------------
+
+
+# 112 frames fill one header exactly; 113 need a second; 250 need three.
+@pytest.mark.parametrize("count", [0, 1, 3, 100, 101, 112, 113, 250])
+async def test_round_trip(pair, count):
+    client, srv = pair
+    frames = make_frames(count, seed=count)
+    back, _, _ = await asyncio.wait_for(
+        asyncio.gather(client.recv_multi(), echo_once(srv), client.send_multi(frames)), TIMEOUT
+    )
+    check_frames(back, frames)
+    check_independent(back, frames)
+    await wait_in_flight(0)
+
+
+async def test_many_round_trips_on_one_connection(pair):
+    """Every shape in turn on one endpoint pair: each message starts where the last ended."""
+    client, srv = pair
+    for count in (0, 113, 1, 250, 0, 0, 112, 3):
+        frames = make_frames(count, seed=1000 + count)
+        back, _, _ = await asyncio.wait_for(
+            asyncio.gather(client.recv_multi(), echo_once(srv), client.send_multi(frames)), TIMEOUT
+        )
+        check_frames(back, frames)
+    await wait_in_flight(0)
+
+
+async def test_zero_length_frames_only(pair):
+    client, srv = pair
+    frames = [b""] * 5
+    got = await transfer(client, srv, frames)
+    check_frames(got, frames)
+    for a in range(5):
+        for b in range(a + 1, 5):
+            assert not np.shares_memory(got[a], got[b])
+
+
+# -- 2: a large frame and every kind of input buffer -------------------------------------
+
+
+async def test_large_frame_and_buffer_types(pair):
+    client, srv = pair
+    rng = np.random.default_rng(2)
+    big = np.frombuffer(rng.bytes(64 * MiB), dtype=np.uint8)
+    ba = bytearray(rng.bytes(3000))
+    frames = [
+        b"plain bytes",
+        bytearray(b"a bytearray"),
+        memoryview(b"a memoryview of bytes"),
+        memoryview(ba)[100:2100],  # a contiguous slice of a bytearray
+        big,
+        b"",
+        np.arange(24, dtype=np.float64).reshape(4, 6),  # 2-D, C-contiguous
+        np.arange(-50, 50, dtype=np.int16),
+        np.asfortranarray(np.arange(35, dtype=np.int32).reshape(5, 7)),  # sent as it lies in memory
+        np.zeros((0, 4), dtype=np.float32),
+        np.array([1.5], dtype=np.float64)[0:1],
+    ]
+    expected = [as_bytes(f) for f in frames]
+    got = await transfer(client, srv, frames)
+    check_frames(got, frames)
+    assert got[4].nbytes == 64 * MiB
+    assert np.array_equal(got[4], big)
+    np.testing.assert_array_equal(got[6].view(np.float64).reshape(4, 6), frames[6])
+    np.testing.assert_array_equal(got[7].view(np.int16), frames[7])
+    assert [g.tobytes() for g in got] == expected
+    # Nothing was written into the inputs.
+    assert frames[1] == bytearray(b"a bytearray")
+    assert np.array_equal(frames[6].ravel(), np.arange(24, dtype=np.float64))
+    await wait_in_flight(0)
+
+
+# -- 3: concurrent messages on one endpoint ----------------------------------------------
+
+
+def tagged_message(i):
+    """Message i: four frames, frame j filled with the byte i*4+j (its size tags it too)."""
+    sizes = (1 + i, 100, 100_000 if i % 10 == 0 else 3, 0 if i % 2 else 5)
+    return [np.full(n, i * 4 + j, dtype=np.uint8) for j, n in enumerate(sizes)]
+
+
+async def test_concurrent_send_multi_arrive_whole_and_in_order(pair):
+    client, srv = pair
+    n = 50
+    messages = [tagged_message(i) for i in range(n)]
+    # Receives are posted in order, then the sends all at once.
+    recvs = [asyncio.ensure_future(srv.recv_multi()) for _ in range(n)]
+    sends = [client.send_multi(m) for m in messages]
+    await asyncio.wait_for(asyncio.gather(*recvs, *sends), TIMEOUT)
+    for i, r in enumerate(recvs):
+        got = r.result()
+        assert [g.nbytes for g in got] == [m.nbytes for m in messages[i]], f"message {i} has another's frames"
+        for j, g in enumerate(got):
+            assert (g == i * 4 + j).all(), f"message {i} frame {j} holds another's bytes"
+    await wait_in_flight(0)
+
+
+async def test_concurrent_recv_multi_posted_after_the_sends(pair):
+    """The same with every message already waiting (UCX's unexpected queue) when the receives are posted."""
+    client, srv = pair
+    n = 50
+    messages = [tagged_message(i) for i in range(n)]
+    sends = [asyncio.ensure_future(client.send_multi(m)) for m in messages]
+    await asyncio.sleep(0)  # every send is submitted
+    got = await asyncio.wait_for(asyncio.gather(*[srv.recv_multi() for _ in range(n)]), TIMEOUT)
+    await asyncio.wait_for(asyncio.gather(*sends), TIMEOUT)
+    for i, frames in enumerate(got):
+        check_frames(frames, messages[i])
+    await wait_in_flight(0)
+
+
+# -- 4: beside plain sends on the same tag -------------------------------------------------
+
+
+@pytest.mark.parametrize("tag", [None, "t"], ids=["default-tag", "user-tag"])
+@pytest.mark.parametrize("order", ["recv-first", "send-first"])
+async def test_interleaved_with_plain_send(pair, tag, order):
+    client, srv = pair
+    a = [b"A1", b"A22", np.arange(5000, dtype=np.uint16)]
+    b = b"plain-B" * 10
+    c = [b"C" * 1024]  # as long as a full header: a plain recv must not take one
+
+    def receivers():
+        return [srv.recv_multi(tag=tag), srv.recv(buf, tag=tag), srv.recv_multi(tag=tag)]
+
+    def senders():
+        return [client.send_multi(a, tag=tag), client.send(b, tag=tag), client.send_multi(c, tag=tag)]
+
+    buf = bytearray(4096)
+    first, second = (receivers, senders) if order == "recv-first" else (senders, receivers)
+    early = [asyncio.ensure_future(x) for x in first()]
+    await asyncio.sleep(0)  # posted before the others
+    late = [asyncio.ensure_future(x) for x in second()]
+    await asyncio.wait_for(asyncio.gather(*early, *late), TIMEOUT)
+    results = [t.result() for t in (early if order == "recv-first" else late)]
+    check_frames(results[0], a)
+    assert results[1] == len(b) and bytes(buf[: len(b)]) == b
+    check_frames(results[2], c)
+    await wait_in_flight(0)
+
+
+async def test_user_tags_are_separate_streams(pair):
+    """Messages on two user tags, received in the opposite order from their sending."""
+    client, srv = pair
+    x, y = [b"on x", b"1"], [b"on y", b"22", b"333"]
+    await asyncio.wait_for(asyncio.gather(client.send_multi(x, tag="x"), client.send_multi(y, tag="y")), TIMEOUT)
+    check_frames(await asyncio.wait_for(srv.recv_multi(tag="y"), TIMEOUT), y)
+    check_frames(await asyncio.wait_for(srv.recv_multi(tag="x"), TIMEOUT), x)
+    await wait_in_flight(0)
+
+
+# -- 5: frames are freed when dropped ------------------------------------------------------
+
+
+async def test_dropped_frames_are_freed(pair):
+    client, srv = pair
+    msg = [np.full(4 * MiB, 7, dtype=np.uint8), b"tail"]
+
+    async def once():
+        frames = await transfer(client, srv, msg)
+        assert frames[0][0] == 7 and frames[0][-1] == 7 and frames[1].tobytes() == b"tail"
+
+    for _ in range(10):  # warm-up: allocator arenas, UCX's buffers
+        await once()
+    gc.collect()
+    before = rss_bytes()
+    for _ in range(200):
+        await once()
+    gc.collect()
+    grown = rss_bytes() - before
+    # Each message holds 4 MiB: 200 leaked would be 800 MiB.
+    assert grown < 64 * MiB, f"RSS grew by {grown / MiB:.1f} MiB over 200 messages of 4 MiB"
+    await wait_in_flight(0)
+
+
+async def test_kept_frame_outlives_its_siblings(pair):
+    client, srv = pair
+    msg = [np.full(MiB, v, dtype=np.uint8) for v in (1, 2, 3)]
+    frames = await transfer(client, srv, msg)
+    kept = frames[1]
+    del frames
+    gc.collect()
+    # Reuse the memory that was freed, if any was: more messages of other contents.
+    for v in (4, 5, 6):
+        other = await transfer(client, srv, [np.full(MiB, v, dtype=np.uint8)] * 3)
+        del other
+        gc.collect()
+    junk = [np.full(MiB, 9, dtype=np.uint8) for _ in range(8)]
+    assert kept.nbytes == MiB and (kept == 2).all()
+    kept[:] = 42  # still writable memory of its own
+    assert (kept == 42).all()
+    del junk
+    await wait_in_flight(0)
+
+
+async def test_block_is_freed_with_its_last_frame(pair):
+    """One frame keeps its message's whole block; the last one dropped frees it."""
+    client, srv = pair
+    frames = await transfer(client, srv, [np.ones(48 * MiB, dtype=np.uint8), b"small"])
+    gc.collect()
+    with_block = rss_bytes()
+    small = frames[1]
+    del frames
+    gc.collect()
+    assert small.tobytes() == b"small"
+    assert rss_bytes() > with_block - 16 * MiB, "the block was freed while a frame of it lives"
+    del small
+    gc.collect()
+    freed = with_block - rss_bytes()
+    assert freed > 32 * MiB, f"dropping the last frame gave back only {freed / MiB:.1f} MiB"
+    await wait_in_flight(0)
+
+
+# -- 6: limits on what a peer announces ---------------------------------------------------
+
+
+def _frames_with_big_one(count, at, big=2048):
+    return [bytes(big) if i == at else bytes([i % 256]) for i in range(count)]
+
+
+@pytest.mark.parametrize(
+    "limits, frames",
+    [
+        pytest.param(
+            {"max_frames": 10}, [b"x"] * 11, id="max_frames",
+        ),
+        pytest.param({"max_frame_bytes": 1024}, [b"a", bytes(2048), b"c"], id="max_frame_bytes"),
+        pytest.param({"max_frame_bytes": MiB}, [b"a", bytes(4 * MiB)], id="max_frame_bytes-rendezvous"),
+        pytest.param({"max_frame_bytes": 1024}, _frames_with_big_one(150, 5), id="max_frame_bytes-first-of-2-headers"),
+        pytest.param({"max_frame_bytes": 1024}, _frames_with_big_one(250, 130), id="max_frame_bytes-second-of-3-headers"),
+        pytest.param({"max_message_bytes": 4096}, [bytes(2000)] * 3, id="max_message_bytes"),
+        # 112 frames of 1000 bytes fit; the sum passes the limit in the second header.
+        pytest.param({"max_message_bytes": 150_000}, [bytes(1000)] * 200, id="max_message_bytes-second-header"),
+    ],
+)
+async def test_limit_rejects_message_and_stream_stays_in_step(net, limits, frames):
+    ucxx_go.init(multi_buffer_limits=limits)
+    client, srv = await net.pair()
+    send = asyncio.ensure_future(client.send_multi(frames))
+    with pytest.raises(ucxx_go.UCXExceedsLimitError, match="Endpoint.recv_multi"):
+        await asyncio.wait_for(srv.recv_multi(), TIMEOUT)
+    # The sender is not left waiting: the rejected frames were consumed.
+    await asyncio.wait_for(send, TIMEOUT)
+    assert client.alive and srv.alive
+    # The rejected frames were discarded: the next message is read from its start.
+    good = [b"one", b"two", b"three"]
+    check_frames(await transfer(client, srv, good), good)
+    check_frames(await transfer(client, srv, [b"again"]), [b"again"])
+    await wait_in_flight(0)
+
+
+async def test_rejected_frames_are_never_delivered_as_a_message(net):
+    ucxx_go.init(multi_buffer_limits={"max_frames": 10})
+    client, srv = await net.pair()
+    # A message of 11 frames whose first frame looks like a header of a 1-frame message
+    # and whose second frame like that frame.
+    forged = [pack_header([6]), b"FORGED"] + [b"x"] * 9
+    send = asyncio.ensure_future(client.send_multi(forged))
+    with pytest.raises(ucxx_go.UCXExceedsLimitError):
+        await asyncio.wait_for(srv.recv_multi(), TIMEOUT)
+    await asyncio.wait_for(send, TIMEOUT)
+    real = [b"real"]
+    send = asyncio.ensure_future(client.send_multi(real))
+    # Whatever recv_multi does next (fail: stream poisoned; or deliver the next real
+    # message: frames discarded), it must not hand out the rejected message's frames.
+    try:
+        got = await asyncio.wait_for(srv.recv_multi(), TIMEOUT)
+    except ucxx_go.UCXError:
+        pass
+    else:
+        assert [g.tobytes() for g in got] == [b"real"], f"got {[g.tobytes() for g in got]}"
+
+
+async def test_limits_are_validated():
+    with pytest.raises(ValueError, match="unknown multi-buffer limit"):
+        ucxx_go.init(multi_buffer_limits={"max_frame": 10})
+    with pytest.raises(ValueError, match="positive"):
+        ucxx_go.init(multi_buffer_limits={"max_frames": -1})
+
+
+# -- 7: max_outstanding_bytes -------------------------------------------------------------
+
+
+async def test_outstanding_bytes_make_messages_wait(net):
+    ucxx_go.init(multi_buffer_limits={"max_outstanding_bytes": 8 * MiB})
+    pairs = [await net.pair(), await net.pair()]
+    # Four 4 MiB messages, two per connection: at most one fits at a time (a block is a
+    # little larger than its frames); the others wait for room rather than fail.
+    messages = [[np.full(4 * MiB, k, dtype=np.uint8)] for k in range(4)]
+    jobs = []
+    for k, m in enumerate(messages):
+        client, srv = pairs[k % 2]
+        jobs += [srv.recv_multi(), client.send_multi(m)]
+    results = await asyncio.wait_for(asyncio.gather(*jobs), TIMEOUT)
+    for k in range(4):
+        got = results[2 * k]
+        assert len(got) == 1 and got[0].nbytes == 4 * MiB and (got[0] == k).all(), f"message {k}"
+    await wait_in_flight(0)
+
+
+@pytest.mark.parametrize("frames", [1, 4])
+async def test_message_over_outstanding_bytes_is_rejected(net, frames):
+    ucxx_go.init(multi_buffer_limits={"max_outstanding_bytes": 8 * MiB})
+    client, srv = await net.pair()
+    big = [np.ones(16 * MiB // frames, dtype=np.uint8)] * frames
+    send = asyncio.ensure_future(client.send_multi(big))
+    with pytest.raises(ucxx_go.UCXExceedsLimitError):
+        await asyncio.wait_for(srv.recv_multi(), TIMEOUT)
+    await asyncio.wait_for(send, TIMEOUT)
+    nxt = [np.full(MiB, 3, dtype=np.uint8), b"next"]
+    check_frames(await transfer(client, srv, nxt), nxt)
+    await wait_in_flight(0)
+
+
+@pytest.mark.parametrize("how", ["peer-abort", "local-abort"])
+async def test_message_waiting_for_room_fails_when_its_endpoint_breaks(net, how):
+    ucxx_go.init(multi_buffer_limits={"max_outstanding_bytes": 8 * MiB})
+    (c1, s1), (c2, s2) = await net.pair(), await net.pair()
+    # Connection 1 takes 6 MiB of the room and holds it: its frame never comes.
+    hold = asyncio.ensure_future(s1.recv_multi())
+    await asyncio.sleep(0)
+    await asyncio.wait_for(c1.send(pack_header([6 * MiB]), tag=raw_tag(c1), force_tag=True), TIMEOUT)
+    # Connection 2's 4 MiB message waits for room.
+    waiting = asyncio.ensure_future(s2.recv_multi())
+    await asyncio.sleep(0)
+    send = asyncio.ensure_future(c2.send_multi([np.ones(4 * MiB, dtype=np.uint8)]))
+    # A plain message after each as a barrier: once it is in, so are the headers.
+    await asyncio.wait_for(asyncio.gather(c1.send(b"!"), s1.recv(bytearray(1)), c2.send(b"!"), s2.recv(bytearray(1))), TIMEOUT)
+    assert not waiting.done()
+    try:
+        if how == "peer-abort":
+            c2.abort()
+            expected = ucxx_go.UCXError
+        else:
+            s2.abort()
+            expected = ucxx_go.UCXCanceledError
+        with pytest.raises(expected):
+            await asyncio.wait_for(waiting, PROMPT)
+    finally:
+        c2.abort()
+        s2.abort()
+        # Give connection 1 its frame: the room frees and everything ends.
+        await asyncio.wait_for(c1.send(bytes(6 * MiB), tag=raw_tag(c1), force_tag=True), TIMEOUT)
+        assert (await asyncio.wait_for(hold, TIMEOUT))[0].nbytes == 6 * MiB
+        await asyncio.wait_for(asyncio.gather(send, waiting, return_exceptions=True), TIMEOUT)
+
+
+# -- 8: malformed and hostile headers from a raw peer ---------------------------------------
+#
+# The client plays a peer that does not follow the format: plain sends with
+# force_tag=True on client._send_tag | 1 << 63 land on the server's multi-buffer stream
+# of the default tag.
+#
+# What a poisoned stream means: once a header cannot be parsed (or announces more frames
+# than max_frames), where the peer's message ends is unknown, so every recv_multi on
+# that endpoint and tag fails from then on; the endpoint itself is fine, and plain
+# send/recv on it (and multi-buffer messages on other tags) still work.
+
+
+async def raw_send(client, payload):
+    await asyncio.wait_for(client.send(payload, tag=raw_tag(client), force_tag=True), TIMEOUT)
+
+
+async def healthy(net, client, srv, other_tags=True):
+    """Plain messages still work both ways on the pair, a multi-buffer message on
+    another tag too, and a new connection carries both kinds."""
+    for a, b in ((client, srv), (srv, client)):
+        out = bytearray(64)
+        n, _ = await asyncio.wait_for(asyncio.gather(b.recv(out), a.send(b"still fine")), TIMEOUT)
+        assert bytes(out[:n]) == b"still fine"
+    if other_tags:
+        check_frames(await transfer(client, srv, [b"other", b"tag"], tag="elsewhere"), [b"other", b"tag"])
+    c2, s2 = await net.pair()
+    check_frames(await transfer(c2, s2, [b"new", b"connection"]), [b"new", b"connection"])
+    out = bytearray(8)
+    await asyncio.wait_for(asyncio.gather(s2.recv(out), c2.send(b"plain ok")), TIMEOUT)
+    assert out == b"plain ok"
+
+
+RNG_BYTES = np.random.default_rng(8).bytes(16)
+assert RNG_BYTES[:4] != struct.pack("<I", _multi_peers.HEADER_MAGIC)
+
+POISONING = [
+    pytest.param([b"hello world!"], ucxx_go.UCXIOError, id="a-short-garbage"),
+    pytest.param([RNG_BYTES], ucxx_go.UCXIOError, id="a-random-16-bytes"),
+    pytest.param([pack_header([1, 2], version=2)], ucxx_go.UCXIOError, id="a-bad-version"),
+    pytest.param([pack_header([1], flags=0x80)], ucxx_go.UCXIOError, id="a-unknown-flag"),
+    pytest.param([pack_header([1], types=[7])], ucxx_go.UCXIOError, id="a-unknown-memory-type"),
+    pytest.param([pack_header([1, 2])[:-1]], ucxx_go.UCXIOError, id="a-truncated"),
+    pytest.param([pack_header([1, 2]) + b"\0"], ucxx_go.UCXIOError, id="a-trailing-byte"),
+    pytest.param([bytes(range(256)) * 16], ucxx_go.UCXIOError, id="b-4096-bytes"),
+    pytest.param([pack_header([1] * FRAMES_PER_HEADER) + b"\0"], ucxx_go.UCXIOError, id="b-1025-bytes"),
+    # 10**9 frames announced by a header that describes none: malformed (it would end
+    # the message short of its total).
+    pytest.param([pack_header([], total=10**9)], ucxx_go.UCXIOError, id="c-total-1e9-count-0"),
+    # The same total in a well-formed first header: over max_frames, and too many to
+    # drain, so the stream is poisoned with the limit's error.
+    pytest.param([pack_header([1] * FRAMES_PER_HEADER, total=10**9, flags=HEADER_MORE)],
+                 ucxx_go.UCXExceedsLimitError, id="c-total-1e9-full-header"),
+    # A valid first header, then a second that contradicts it.
+    pytest.param([pack_header([1] * FRAMES_PER_HEADER, total=200, flags=HEADER_MORE),
+                  pack_header([1] * 88, total=201)], ucxx_go.UCXIOError, id="a-second-header-bad-total"),
+]
+
+
+@pytest.mark.parametrize("payloads, error", POISONING)
+async def test_bad_header_poisons_the_stream(net, payloads, error):
+    client, srv = await net.pair()
+    # Two receives queued: the first takes the bad header, the second finds the stream poisoned.
+    first = asyncio.ensure_future(srv.recv_multi())
+    second = asyncio.ensure_future(srv.recv_multi())
+    await asyncio.sleep(0)
+    t0 = time.monotonic()
+    for p in payloads:
+        await raw_send(client, p)
+    with pytest.raises(error, match="Endpoint.recv_multi"):
+        await asyncio.wait_for(first, PROMPT)
+    with pytest.raises(error):
+        await asyncio.wait_for(second, PROMPT)
+    assert time.monotonic() - t0 < PROMPT
+    assert client.alive and srv.alive
+    await healthy(net, client, srv)
+    await wait_in_flight(0)
+
+
+@pytest.mark.parametrize("payloads, error", [POISONING[0], POISONING[7]])
+async def test_poisoned_stream_stays_poisoned(net, payloads, error):
+    client, srv = await net.pair()
+    first = asyncio.ensure_future(srv.recv_multi())
+    await asyncio.sleep(0)
+    for p in payloads:
+        await raw_send(client, p)
+    with pytest.raises(error):
+        await asyncio.wait_for(first, PROMPT)
+    # Nothing queued on the stream now; a later receive still finds it poisoned.
+    send = asyncio.ensure_future(client.send_multi([b"after the poison"]))
+    try:
+        with pytest.raises(error):
+            await asyncio.wait_for(srv.recv_multi(), PROMPT)
+    finally:
+        send.cancel()
+        await asyncio.gather(send, return_exceptions=True)
+
+
+async def test_hand_built_header_is_understood(pair):
+    """The header layout the raw-peer tests rely on is the one the receiver reads."""
+    client, srv = pair
+    frames = [b"first", b"", b"third frame"]
+    recv = asyncio.ensure_future(srv.recv_multi())
+    await raw_send(client, pack_header([len(f) for f in frames]))
+    for f in frames:
+        await raw_send(client, f)
+    check_frames(await asyncio.wait_for(recv, TIMEOUT), frames)
+    # Two headers: 112 frames, then 1.
+    many = [bytes([i]) for i in range(FRAMES_PER_HEADER + 1)]
+    recv = asyncio.ensure_future(srv.recv_multi())
+    await raw_send(client, pack_header([1] * FRAMES_PER_HEADER, total=len(many), flags=HEADER_MORE))
+    await raw_send(client, pack_header([1], total=len(many)))
+    for f in many:
+        await raw_send(client, f)
+    check_frames(await asyncio.wait_for(recv, TIMEOUT), many)
+    await wait_in_flight(0)
+
+
+@pytest.mark.parametrize("size", [2**62, 2**64 - 1, (64 << 30) + 1], ids=["2^62", "2^64-1", "64GiB+1"])
+async def test_huge_frame_is_rejected_and_stream_stays_in_step(net, size):
+    """A frame over max_frame_bytes: the count is within limits, so the announced frame
+    is received and dropped, and the stream stays usable."""
+    client, srv = await net.pair()
+    recv = asyncio.ensure_future(srv.recv_multi())
+    await asyncio.sleep(0)
+    t0 = time.monotonic()
+    await raw_send(client, pack_header([size]))
+    with pytest.raises(ucxx_go.UCXExceedsLimitError):
+        await asyncio.wait_for(recv, PROMPT)
+    assert time.monotonic() - t0 < PROMPT
+    # The one announced "frame" (far smaller than announced): consumed and dropped.
+    await raw_send(client, b"the announced frame")
+    real = [b"a real", b"message"]
+    check_frames(await transfer(client, srv, real), real)
+    await healthy(net, client, srv)
+    await wait_in_flight(0)
+
+
+async def test_message_over_limit_in_sum_from_raw_peer(net):
+    """Frames each within max_frame_bytes (64 GiB) whose sum passes max_message_bytes
+    (128 GiB): rejected, the three announced frames dropped, the stream in step."""
+    client, srv = await net.pair()
+    recv = asyncio.ensure_future(srv.recv_multi())
+    await asyncio.sleep(0)
+    await raw_send(client, pack_header([(64 << 30)] * 3))
+    with pytest.raises(ucxx_go.UCXExceedsLimitError):
+        await asyncio.wait_for(recv, PROMPT)
+    for _ in range(3):
+        await raw_send(client, b"f")
+    check_frames(await transfer(client, srv, [b"ok"]), [b"ok"])
+    await wait_in_flight(0)
+
+
+# -- 9: cancellation -----------------------------------------------------------------------
+
+
+async def test_cancelled_recv_multi_then_recv_multi(pair):
+    client, srv = pair
+    await wait_in_flight(0)
+    task = asyncio.ensure_future(srv.recv_multi())
+    await asyncio.sleep(0)
+    await wait_in_flight(2)  # the whole receive and its header receive
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, PROMPT)
+    assert task.cancelled()
+    await wait_in_flight(0)
+    frames = [b"after", b"the cancel"]
+    check_frames(await transfer(client, srv, frames), frames)
+    await wait_in_flight(0)
+
+
+async def test_timed_out_recv_multi_then_recv_multi(pair):
+    client, srv = pair
+    for _ in range(3):
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(srv.recv_multi(), 0.05)
+    await wait_in_flight(0)
+    frames = [b"x" * 100, b"y"]
+    check_frames(await transfer(client, srv, frames), frames)
+
+
+async def test_cancelled_queued_recv_multi(pair):
+    """Cancelling the second of three queued receives: the others get the two messages."""
+    client, srv = pair
+    tasks = [asyncio.ensure_future(srv.recv_multi()) for _ in range(3)]
+    await asyncio.sleep(0)
+    tasks[1].cancel()
+    a, b = [b"first"], [b"second", b"2"]
+    await asyncio.wait_for(asyncio.gather(client.send_multi(a), client.send_multi(b)), TIMEOUT)
+    check_frames(await asyncio.wait_for(tasks[0], TIMEOUT), a)
+    check_frames(await asyncio.wait_for(tasks[2], TIMEOUT), b)
+    with pytest.raises(asyncio.CancelledError):
+        await tasks[1]
+    await wait_in_flight(0)
+
+
+async def test_cancel_mid_message_drops_it_whole(pair):
+    """Cancelled after its header came: the message is received and dropped, so the
+    next recv_multi gets the next message (never the rest of this one)."""
+    client, srv = pair
+    task = asyncio.ensure_future(srv.recv_multi())
+    await asyncio.sleep(0)
+    await raw_send(client, pack_header([3, 3]))
+    await raw_send(client, b"one")
+    # A barrier: once the plain message is in, the header and first frame were matched.
+    out = bytearray(1)
+    await asyncio.wait_for(asyncio.gather(srv.recv(out), client.send(b"!")), TIMEOUT)
+    assert not task.done()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, PROMPT)
+    await raw_send(client, b"two")  # the rest of the cancelled message
+    await wait_in_flight(0)
+    frames = [b"the next", b"message"]
+    check_frames(await transfer(client, srv, frames), frames)
+    await wait_in_flight(0)
+
+
+async def test_cancel_after_arrival_frees_the_message(pair):
+    client, srv = pair
+    big = [np.ones(48 * MiB, dtype=np.uint8)]
+    await transfer(client, srv, big)  # warm-up
+    gc.collect()
+    before = rss_bytes()
+    for _ in range(4):
+        task = asyncio.ensure_future(srv.recv_multi())
+        await asyncio.sleep(0)
+        await wait_in_flight(2)  # the receive is posted: in flight only goes to 0 once it completed
+        send = asyncio.ensure_future(client.send_multi(big))
+        await asyncio.sleep(0)
+        # Wait, without running the event loop (so without draining completions), until
+        # Go has completed both: the receive's block is then Python's to free.
+        deadline = time.monotonic() + TIMEOUT
+        while engine_stats()[0] != 0:
+            assert time.monotonic() < deadline, "the transfer did not finish in Go"
+            time.sleep(0.001)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.wait_for(send, TIMEOUT)
+    gc.collect()
+    grown = rss_bytes() - before
+    assert grown < 64 * MiB, f"RSS grew by {grown / MiB:.0f} MiB: cancelled messages were not freed"
+
+
+async def test_close_fails_pending_recv_multi(pair):
+    client, srv = pair
+    task = asyncio.ensure_future(srv.recv_multi())
+    queued = asyncio.ensure_future(srv.recv_multi())
+    await asyncio.sleep(0)
+    await wait_in_flight(3)
+    await asyncio.wait_for(srv.close(), TIMEOUT)
+    for t in (task, queued):
+        with pytest.raises(ucxx_go.UCXCanceledError):
+            await asyncio.wait_for(t, PROMPT)
+    await wait_in_flight(0)
+
+
+# -- 10: the peer dies ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def processes():
+    """Processes started by the test; any still running at the end are killed."""
+    started = []
+    yield started
+    for p in started:
+        if p.is_alive():
+            p.kill()
+        p.join(TIMEOUT)
+
+
+async def queue_get(q, timeout=STARTUP):
+    """Get from a multiprocessing queue without blocking the event loop."""
+    return await asyncio.get_running_loop().run_in_executor(None, q.get, True, timeout)
+
+
+@pytest.mark.parametrize("partial", [False, True], ids=["before-anything", "mid-message"])
+async def test_peer_killed_during_recv_multi(net, processes, partial):
+    port = net.listen().port
+    ready = mp.Queue()
+    peer = mp.Process(target=_multi_peers.connect_then_hang, args=(port, ready, partial, MiB), daemon=True)
+    peer.start()
+    processes.append(peer)
+    ep = await net.accept()
+    recv = asyncio.ensure_future(ep.recv_multi())
+    await asyncio.sleep(0)
+    assert await queue_get(ready)
+    # The barrier: after it, the header and first frame (if sent) are in.
+    out = bytearray(1)
+    await asyncio.wait_for(ep.recv(out), STARTUP)
+    assert not recv.done()
+    t0 = time.monotonic()
+    peer.kill()
+    with pytest.raises(ucxx_go.UCXError) as info:
+        await asyncio.wait_for(recv, PROMPT)
+    elapsed = time.monotonic() - t0
+    assert elapsed < PROMPT, f"recv_multi failed {elapsed:.2f} s after the peer was killed"
+    assert not isinstance(info.value, ucxx_go.UCXCloseError), "broken by the peer, not closed by us"
+    assert not ep.alive
+    with pytest.raises(ucxx_go.UCXError):
+        await asyncio.wait_for(ep.recv_multi(), PROMPT)
+    await asyncio.get_running_loop().run_in_executor(None, peer.join, TIMEOUT)
+    assert peer.exitcode == -signal.SIGKILL
+    await asyncio.wait_for(ep.close(), TIMEOUT)
+    await wait_in_flight(0)
+
+
+# -- 11: buffers send_multi refuses --------------------------------------------------------
+
+
+@pytest.fixture
+def no_multi_submission(monkeypatch):
+    """Fail the test if a send_multi reaches the Go engine."""
+
+    def refuse(*args):
+        raise AssertionError("a send_multi was submitted to the engine")
+
+    monkeypatch.setattr(_endpoint, "_send_multi", refuse)
+    return monkeypatch
+
+
+@pytest.mark.parametrize(
+    "bad, error",
+    [
+        (np.arange(32, dtype=np.uint8)[::2], ValueError),
+        (np.zeros((4, 8), dtype=np.uint8)[:, :4], ValueError),
+        (object(), TypeError),
+        ("text", TypeError),
+        (None, TypeError),
+        (12, TypeError),
+    ],
+    ids=["strided", "2-D-slice", "object", "str", "None", "int"],
+)
+async def test_bad_buffer_sends_nothing(pair, no_multi_submission, bad, error):
+    client, srv = pair
+    frames = [b"good before", bad, b"good after"]
+    with pytest.raises(error):
+        await asyncio.wait_for(client.send_multi(frames), TIMEOUT)
+    with pytest.raises(error):
+        await asyncio.wait_for(client.send_multi([bad]), TIMEOUT)
+    no_multi_submission.undo()
+    await wait_in_flight(0)
+    # Nothing of the refused messages went out: the next message is the one received.
+    good = [b"the", b"real", b"message"]
+    check_frames(await transfer(client, srv, good), good)
+    await wait_in_flight(0)
+
+
+async def test_frames_not_a_sequence(pair):
+    client, _ = pair
+    with pytest.raises(TypeError):
+        await asyncio.wait_for(client.send_multi(None), TIMEOUT)
+    with pytest.raises(TypeError):
+        await asyncio.wait_for(client.send_multi(42), TIMEOUT)
+
+
+# -- 12: closed endpoints ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["close", "abort"])
+async def test_multi_on_closed_endpoint(pair, how, monkeypatch):
+    client, srv = pair
+    if how == "close":
+        await asyncio.wait_for(client.close(), TIMEOUT)
+    else:
+        client.abort()
+
+    def refuse(*args):
+        raise AssertionError("submitted to the engine")
+
+    monkeypatch.setattr(_endpoint, "_send_multi", refuse)
+    monkeypatch.setattr(_endpoint, "_recv_multi", refuse)
+    with pytest.raises(ucxx_go.UCXCloseError, match="Endpoint.send_multi"):
+        await asyncio.wait_for(client.send_multi([b"x"]), TIMEOUT)
+    with pytest.raises(ucxx_go.UCXCloseError, match="Endpoint.send_multi"):
+        await asyncio.wait_for(client.send_multi([]), TIMEOUT)
+    with pytest.raises(ucxx_go.UCXCloseError, match="Endpoint.recv_multi"):
+        await asyncio.wait_for(client.recv_multi(), TIMEOUT)
+    with pytest.raises(ucxx_go.UCXCloseError):
+        await asyncio.wait_for(client.recv_multi(tag="t"), TIMEOUT)
