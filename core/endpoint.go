@@ -50,6 +50,10 @@ type endpoint struct {
 
 	closeID  uint64 // the application's CloseEndpoint request, 0 once answered
 	inflight int    // requests in the table that name this endpoint
+	sends    int    // of those, sends (tag, active message, multi-buffer parts)
+	// flushing: a graceful close waits for sends in flight before UCX closes the
+	// endpoint (UCX's own flush does not finish a rendezvous send nobody receives).
+	flushing bool
 
 	amReady   []unsafe.Pointer // active messages no am_recv asked for yet (blocks)
 	amWaiting []uint64         // am_recv requests waiting for a message, oldest first
@@ -177,7 +181,8 @@ func (e *Engine) onEndpointError(handle uint64, st ucxx.Status) {
 }
 
 // teardown stops an endpoint: no new work is accepted, receives in flight fail with
-// st (sends too when force is set, else they are flushed), and UCX closes it.
+// st, and UCX closes it. Sends in flight are cancelled when force is set; otherwise
+// the close waits for them (until the close deadline, then forces).
 func (e *Engine) teardown(ep *endpoint, st ucxx.Status, force bool) {
 	if ep.phase >= phaseClosing {
 		return
@@ -204,10 +209,27 @@ func (e *Engine) teardown(ep *endpoint, st ucxx.Status, force bool) {
 		delete(e.amTags, ep.recvTag)
 	}
 	ep.phase = phaseClosing
+	if !force && ep.sends > 0 {
+		ep.flushing = true
+		return
+	}
+	e.closeUCX(ep, force)
+}
+
+// closeUCX asks UCX to close the endpoint; closed runs when it has.
+func (e *Engine) closeUCX(ep *endpoint, force bool) {
+	ep.flushing = false
 	r := e.requests.add(e.newID(), opCloseEndpoint, ep)
 	r.internal = stepClose
 	if req, s := ep.u.Close(force, r.id); s == ucxx.StatusInProgress {
 		r.ucp = req
+	}
+}
+
+// sendEnded lets a flushing close go on once the endpoint's last send has ended.
+func (e *Engine) sendEnded(ep *endpoint) {
+	if ep.flushing && ep.sends == 0 {
+		e.closeUCX(ep, false)
 	}
 }
 
@@ -268,6 +290,11 @@ func (e *Engine) checkDeadlines(now time.Time) {
 		case ep.phase == phaseHandshake && now.After(ep.deadline):
 			e.failHandshake(ep, ucxx.StatusTimedOut)
 		case ep.phase == phaseHandshake:
+			keep = append(keep, ep)
+		case ep.flushing && now.After(ep.deadline):
+			// The sends did not finish in time: close anyway, which cancels them.
+			e.closeUCX(ep, true)
+			ep.deadline = now.Add(time.Second)
 			keep = append(keep, ep)
 		case ep.closeID != 0 && now.After(ep.deadline):
 			// UCX goes on closing in the background; the application has waited enough.

@@ -234,6 +234,9 @@ func (e *Engine) onCompletion(ev *ucxx.Event) {
 		e.pending[len(e.pending)-1].Tag = ev.Tag
 	}
 	if r.ep != nil {
+		if isSend(r.op) {
+			e.sendEnded(r.ep)
+		}
 		e.maybeFree(r.ep)
 	}
 	e.requests.recycle(r)

@@ -66,6 +66,9 @@ func (t *requestTable) add(id uint64, op opKind, ep *endpoint) *request {
 	t.byID[id] = r
 	if ep != nil {
 		ep.inflight++
+		if isSend(op) {
+			ep.sends++
+		}
 	}
 	return r
 }
@@ -81,9 +84,15 @@ func (t *requestTable) remove(id uint64) *request {
 	delete(t.byID, id)
 	if r.ep != nil {
 		r.ep.inflight--
+		if isSend(r.op) {
+			r.ep.sends--
+		}
 	}
 	return r
 }
+
+// isSend reports whether requests of kind op send on their endpoint.
+func isSend(op opKind) bool { return op == opTagSend || op == opAMSend }
 
 func (t *requestTable) recycle(r *request) {
 	*r = request{}

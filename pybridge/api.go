@@ -58,6 +58,10 @@ func RecvProbed(handle uint64, addr uintptr, n uint64) (id uint64, err error) {
 	return e.RecvProbed(handle, addr, n)
 }
 
+// minWorkerAddress is shorter than any worker address UCX packs (a header and one
+// device): shorter input is refused before UCX parses it.
+const minWorkerAddress = 16
+
 // ConnectWorkerAddress creates an endpoint to a hex-encoded worker address and returns
 // its handle.
 func ConnectWorkerAddress(address string) (h uint64, err error) {
@@ -67,7 +71,9 @@ func ConnectWorkerAddress(address string) (h uint64, err error) {
 		return 0, err
 	}
 	b, derr := hex.DecodeString(address)
-	if derr != nil || len(b) == 0 {
+	// UCX asserts, aborting the process, on an address whose first byte's low nibble is
+	// not a version it knows (0 or 1): refuse those here.
+	if derr != nil || len(b) < minWorkerAddress || b[0]&0x0f > 1 {
 		return 0, &ucxx.Error{Op: "ConnectWorkerAddress: not a worker address", Status: ucxx.StatusInvalidAddr}
 	}
 	return e.ConnectAddress(b)

@@ -1,0 +1,746 @@
+"""More of UCXX's asyncio API: active messages, tag probing, worker-address endpoints,
+close_after_n_recv, close callbacks and close semantics, many endpoints on one
+listener, listener options, configuration and the compatibility no-ops.
+
+Every await a bug could leave hanging is bounded; Go-side state (a probe match, the
+engine's request count) is polled with a bounded loop. Peers in other processes are
+spawned from _api_peers.py, joined with a timeout, and their exit codes asserted.
+"""
+
+import asyncio
+import contextlib
+import ipaddress
+import multiprocessing
+import pickle
+import re
+import socket
+import time
+
+import numpy as np
+import pytest
+
+import ucxx_go
+
+import _api_peers  # tests/ is on sys.path (conftest.py's directory, "prepend" import mode)
+
+TIMEOUT = 10.0  # bound on any await a bug could leave hanging
+STARTUP = 30.0  # a spawned interpreter imports numpy and ucxx_go before it answers
+
+mp = multiprocessing.get_context("spawn")
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def in_flight():
+    """The number of requests the Go engine holds."""
+    return int(ucxx_go._bridge.ext.pybridge_Stats().split()[0])
+
+
+async def until(predicate, what, limit=5.0):
+    """Poll `predicate` (state with nothing to await) until true, at most `limit` s."""
+    deadline = time.monotonic() + limit
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not within {limit} s")
+        await asyncio.sleep(0.005)
+
+
+async def wait_in_flight(expected, limit=2.0):
+    await until(lambda: in_flight() == expected, f"the engine holding {expected} requests", limit)
+
+
+async def probe_until_matched(ep, limit=2.0, **kwargs):
+    """Poll ep.tag_probe(**kwargs) until it matches; return its ProbeInfo."""
+    for _ in range(int(limit / 0.005)):
+        info = ep.tag_probe(**kwargs)
+        if info.matched:
+            return info
+        await asyncio.sleep(0.005)
+    pytest.fail(f"tag_probe({kwargs}) matched nothing within {limit} s")
+
+
+class Server:
+    """A listener that hands each accepted endpoint to the test and aborts them at the end."""
+
+    def __init__(self):
+        self.accepted = asyncio.Queue()
+        self.endpoints = []
+        self.listener = ucxx_go.create_listener(self._on_accept)
+
+    def _on_accept(self, ep):
+        self.endpoints.append(ep)
+        self.accepted.put_nowait(ep)
+
+    async def connect(self):
+        """Connect a client; return (client endpoint, server endpoint)."""
+        client = await asyncio.wait_for(ucxx_go.create_endpoint("127.0.0.1", self.listener.port), TIMEOUT)
+        server = await asyncio.wait_for(self.accepted.get(), TIMEOUT)
+        return client, server
+
+    def close(self):
+        for ep in self.endpoints:
+            ep.abort()
+        self.listener.close()
+
+
+@pytest.fixture
+async def server():
+    s = Server()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+async def pair(server):
+    """A connected (client, server) pair of endpoints, aborted at the end."""
+    client, srv = await server.connect()
+    yield client, srv
+    client.abort()
+
+
+async def exchange(sender, receiver, payload, **tags):
+    """Send `payload` from `sender`, receive it on `receiver`, check it arrived whole."""
+    out = np.zeros(len(payload), dtype="u1")
+    n, _ = await asyncio.wait_for(asyncio.gather(receiver.recv(out, **tags), sender.send(payload, **tags)), TIMEOUT)
+    assert n == len(payload)
+    assert out.tobytes() == bytes(payload)
+
+
+def random_bytes(size, seed=0):
+    return np.random.default_rng(seed).integers(0, 256, size, dtype="u1")
+
+
+@pytest.fixture
+def processes():
+    """Processes started by the test; any still running at the end are killed."""
+    started = []
+    yield started
+    for p in started:
+        if p.is_alive():
+            p.kill()
+        p.join(TIMEOUT)
+
+
+def start(processes, target, *args):
+    p = mp.Process(target=target, args=args, daemon=True)
+    p.start()
+    processes.append(p)
+    return p
+
+
+async def queue_get(q, timeout=STARTUP):
+    """Get from a multiprocessing queue without blocking the event loop."""
+    return await asyncio.get_running_loop().run_in_executor(None, q.get, True, timeout)
+
+
+async def join(p, timeout=STARTUP):
+    await asyncio.get_running_loop().run_in_executor(None, p.join, timeout)
+    assert not p.is_alive(), f"{p.name} did not exit within {timeout} s"
+
+
+# -- 1: active messages --------------------------------------------------------------------
+
+AM_SIZES = [0, 1, 8 << 10, 1 << 20, 16 << 20]
+AM_SIZE_IDS = ["0B", "1B", "8KiB", "1MiB", "16MiB-rendezvous"]
+
+
+def as_kind(data, kind):
+    return {"bytes": data.tobytes(), "bytearray": bytearray(data.tobytes()), "numpy": data}[kind]
+
+
+@pytest.mark.parametrize("size", AM_SIZES, ids=AM_SIZE_IDS)
+@pytest.mark.parametrize("kind", ["bytes", "bytearray", "numpy"])
+async def test_am_round_trip(pair, kind, size):
+    client, srv = pair
+    data = random_bytes(size, seed=size)
+    got, _ = await asyncio.wait_for(asyncio.gather(srv.am_recv(), client.am_send(as_kind(data, kind))), TIMEOUT)
+    assert isinstance(got, np.ndarray)
+    assert got.dtype == np.uint8 and got.ndim == 1
+    assert got.flags.writeable
+    assert got.nbytes == size
+    np.testing.assert_array_equal(got, data)
+    # The received array is ours: writable, and sendable back as it is.
+    if size:
+        got[0] ^= 0xFF
+    back, _ = await asyncio.wait_for(asyncio.gather(client.am_recv(), srv.am_send(got)), TIMEOUT)
+    np.testing.assert_array_equal(back, got)
+    await wait_in_flight(0)
+
+
+async def test_am_sent_before_recv_are_queued_in_order(pair):
+    client, srv = pair
+    sizes = [10, 1 << 20, 0, 100, 8 << 10]  # eager and rendezvous mixed
+    msgs = [random_bytes(n, seed=i) for i, n in enumerate(sizes)]
+    for m in msgs:
+        await asyncio.wait_for(client.am_send(m), TIMEOUT)
+    for i, m in enumerate(msgs):
+        got = await asyncio.wait_for(srv.am_recv(), TIMEOUT)
+        assert got.nbytes == m.nbytes, f"message {i}"
+        np.testing.assert_array_equal(got, m, err_msg=f"message {i}")
+    await wait_in_flight(0)
+
+
+async def test_am_recv_waiting_before_sends(pair):
+    client, srv = pair
+    tasks = [asyncio.ensure_future(srv.am_recv()) for _ in range(5)]
+    await asyncio.sleep(0)
+    await wait_in_flight(5)
+    assert not any(t.done() for t in tasks)
+    msgs = [bytes([i]) * (i + 1) * 1000 for i in range(5)]
+    for m in msgs:
+        await asyncio.wait_for(client.am_send(m), TIMEOUT)
+    got = await asyncio.wait_for(asyncio.gather(*tasks), TIMEOUT)
+    assert [g.tobytes() for g in got] == msgs  # the oldest am_recv gets the oldest message
+    await wait_in_flight(0)
+
+
+async def test_am_on_two_endpoints_not_mixed(server):
+    a, sa = await server.connect()
+    b, sb = await server.connect()
+    try:
+        sends = []
+        for i in range(4):
+            sends += [a.am_send(f"from-a-{i}".encode()), b.am_send(f"from-b-{i}".encode())]
+        await asyncio.wait_for(asyncio.gather(*sends), TIMEOUT)
+        got_b = [(await asyncio.wait_for(sb.am_recv(), TIMEOUT)).tobytes() for _ in range(4)]
+        got_a = [(await asyncio.wait_for(sa.am_recv(), TIMEOUT)).tobytes() for _ in range(4)]
+        assert got_a == [f"from-a-{i}".encode() for i in range(4)]
+        assert got_b == [f"from-b-{i}".encode() for i in range(4)]
+        # Nothing else is waiting on either endpoint.
+        for ep in (sa, sb):
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(ep.am_recv(), 0.05)
+    finally:
+        a.abort()
+        b.abort()
+
+
+async def test_cancelled_am_recv_then_next_message(pair):
+    client, srv = pair
+    task = asyncio.ensure_future(srv.am_recv())
+    await asyncio.sleep(0)
+    await wait_in_flight(1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 5.0)
+    assert task.cancelled()
+    await wait_in_flight(0)
+    # The cancelled am_recv took nothing: the next message goes to the next am_recv.
+    await asyncio.wait_for(client.am_send(b"next message"), TIMEOUT)
+    got = await asyncio.wait_for(srv.am_recv(), TIMEOUT)
+    assert got.tobytes() == b"next message"
+
+
+async def test_am_recv_pending_when_peer_closes(pair):
+    client, srv = pair
+    task = asyncio.ensure_future(srv.am_recv())
+    await asyncio.sleep(0)
+    await wait_in_flight(1)
+    await asyncio.wait_for(client.close(), TIMEOUT)
+    t0 = time.monotonic()
+    with pytest.raises(ucxx_go.UCXError) as info:
+        await asyncio.wait_for(task, 5.0)
+    assert time.monotonic() - t0 < 5.0
+    assert not isinstance(info.value, ucxx_go.UCXCloseError), "broken by the peer, not closed by us"
+    assert srv.closed and not srv.alive
+    await wait_in_flight(0)
+
+
+# -- 2: tag_probe --------------------------------------------------------------------------
+
+
+async def test_probe_before_any_message(pair):
+    client, srv = pair
+    for ep in (client, srv):
+        info = ep.tag_probe()
+        assert isinstance(info, tuple) and info._fields == ("matched", "sender_tag", "length", "handle")
+        assert info.matched is False
+        assert info.handle is None
+        assert ep.tag_probe(tag=5).matched is False
+        assert ep.tag_probe(remove=True).matched is False
+
+
+@pytest.mark.parametrize("size", [100, 1 << 20], ids=["eager", "rendezvous"])
+async def test_probe_matches_sent_message(pair, size):
+    client, srv = pair
+    payload = random_bytes(size, seed=1)
+    send = asyncio.ensure_future(client.send(payload))
+    info = await probe_until_matched(srv)
+    assert info.length == size
+    # The sender used its peer's tag: the server endpoint's own receive tag.
+    assert info.sender_tag == srv._recv_tag
+    assert info.handle is None  # not removed
+    # A user tag forced as the UCX tag is the sender_tag itself.
+    forced = asyncio.ensure_future(client.send(b"forced!", tag=0x1234, force_tag=True))
+    info2 = await probe_until_matched(srv, tag=0x1234, force_tag=True)
+    assert (info2.sender_tag, info2.length) == (0x1234, 7)
+    # Probing without remove leaves the messages for recv.
+    out = np.zeros(size, dtype="u1")
+    assert await asyncio.wait_for(srv.recv(out), TIMEOUT) == size
+    np.testing.assert_array_equal(out, payload)
+    small = bytearray(7)
+    await asyncio.wait_for(srv.recv(small, tag=0x1234, force_tag=True), TIMEOUT)
+    assert bytes(small) == b"forced!"
+    await asyncio.wait_for(asyncio.gather(send, forced), TIMEOUT)
+    assert srv.tag_probe().matched is False
+    await wait_in_flight(0)
+
+
+@pytest.mark.parametrize("pass_as", ["handle", "probeinfo"])
+@pytest.mark.parametrize("size", [100, 1 << 20], ids=["eager", "rendezvous"])
+async def test_probe_remove_then_recv_with_handle(pair, size, pass_as):
+    client, srv = pair
+    payload = random_bytes(size, seed=2)
+    send = asyncio.ensure_future(client.send(payload))
+    info = await probe_until_matched(srv, remove=True)
+    assert info.length == size
+    assert info.handle is not None
+    # Removed: neither a probe nor a recv sees it any more.
+    assert srv.tag_probe().matched is False
+    out = np.zeros(size, dtype="u1")
+    n = await asyncio.wait_for(srv.recv_with_handle(out, info.handle if pass_as == "handle" else info), TIMEOUT)
+    assert n == size
+    np.testing.assert_array_equal(out, payload)
+    await asyncio.wait_for(send, TIMEOUT)
+    # The endpoint goes on: the next message arrives through a plain recv.
+    await exchange(client, srv, b"after the probe")
+    await wait_in_flight(0)
+
+
+async def test_recv_with_handle_needs_a_matched_probe(pair):
+    _, srv = pair
+    info = srv.tag_probe(remove=True)
+    assert not info.matched
+    with pytest.raises(ucxx_go.UCXError):
+        await asyncio.wait_for(srv.recv_with_handle(bytearray(8), info), TIMEOUT)
+
+
+@pytest.mark.parametrize("size", [64, 4 << 10])
+async def test_drain_after_peer_closed(pair, size):
+    """UCXX's pattern: the peer sends and closes; the server sees it closed, then probes
+    and receives what was sent before the close."""
+    client, srv = pair
+    payload = random_bytes(size, seed=3)
+    await asyncio.wait_for(client.send(payload), TIMEOUT)  # eager: done once sent
+    await asyncio.wait_for(client.close(), TIMEOUT)
+    await until(lambda: srv.closed, "the server endpoint reporting closed after its peer closed")
+    assert not srv.alive
+    info = await probe_until_matched(srv)
+    assert info.length == size
+    out = np.zeros(size, dtype="u1")
+    assert await asyncio.wait_for(srv.recv(out), TIMEOUT) == size
+    np.testing.assert_array_equal(out, payload)
+    # Drained: nothing more, and a further recv fails instead of waiting.
+    assert srv.tag_probe().matched is False
+    with pytest.raises(ucxx_go.UCXError):
+        await asyncio.wait_for(srv.recv(bytearray(8)), TIMEOUT)
+    await asyncio.wait_for(srv.close(), TIMEOUT)
+
+
+# -- 3: worker addresses -------------------------------------------------------------------
+
+
+async def test_worker_address_endpoints_across_processes(processes):
+    to_parent, from_parent = 0xABC0001, 0xABC0002
+    payload = random_bytes(1 << 20, seed=4).tobytes()
+    reply = b"reply from the parent" * 10
+    in_q, out_q = mp.Queue(), mp.Queue()
+    child = start(processes, _api_peers.worker_address_peer, in_q, out_q, to_parent, from_parent, payload, reply)
+    in_q.put(ucxx_go.get_worker_address())
+    child_address = await queue_get(out_q)
+    assert isinstance(child_address, ucxx_go.UCXAddress)
+    buf = np.zeros(len(payload), dtype="u1")
+    n = await asyncio.wait_for(ucxx_go.recv(buf, to_parent), STARTUP)
+    assert n == len(payload)
+    assert buf.tobytes() == payload
+    ep = await asyncio.wait_for(ucxx_go.create_endpoint_from_worker_address(child_address), TIMEOUT)
+    try:
+        await asyncio.wait_for(ep.send(reply, tag=from_parent, force_tag=True), TIMEOUT)
+    finally:
+        await asyncio.wait_for(ep.close(), TIMEOUT)
+    await join(child)
+    assert child.exitcode == 0
+
+
+async def test_ucx_address_round_trips():
+    addr = ucxx_go.get_worker_address()
+    assert isinstance(addr, ucxx_go.UCXAddress)
+    assert addr.length == len(bytes(addr)) > 0
+    assert pickle.loads(pickle.dumps(addr)) == addr
+    assert type(pickle.loads(pickle.dumps(addr))) is ucxx_go.UCXAddress
+    again = ucxx_go.get_ucx_address_from_buffer(bytes(addr))
+    assert again == addr and isinstance(again, ucxx_go.UCXAddress)
+    assert ucxx_go.get_ucx_address_from_buffer(bytearray(addr)) == addr
+    assert ucxx_go.get_ucx_address_from_buffer(np.frombuffer(bytes(addr), dtype="u1")) == addr
+    assert ucxx_go.get_worker_address() == addr  # one worker, one address
+
+
+@pytest.mark.parametrize("address", [b"", bytes(64)], ids=["empty", "zeros"])
+async def test_bad_worker_address_is_rejected(address):
+    with pytest.raises(ucxx_go.UCXError):
+        await asyncio.wait_for(ucxx_go.create_endpoint_from_worker_address(address), TIMEOUT)
+    # Nothing left behind, and the worker still connects to a good address.
+    ep = await asyncio.wait_for(ucxx_go.create_endpoint_from_worker_address(ucxx_go.get_worker_address()), TIMEOUT)
+    try:
+        buf = bytearray(2)
+        await asyncio.wait_for(asyncio.gather(ucxx_go.recv(buf, 9), ep.send(b"ok", tag=9, force_tag=True)), TIMEOUT)
+        assert bytes(buf) == b"ok"
+    finally:
+        await asyncio.wait_for(ep.close(), TIMEOUT)
+
+
+async def test_garbage_worker_address_does_not_crash(processes):
+    # In a child: the bug kills the whole process, which must not be pytest's.
+    child = start(processes, _api_peers.connect_to_garbage_address, b"garbage")
+    await join(child)
+    assert child.exitcode == 0, f"exit code {child.exitcode} (negative: killed by signal {-child.exitcode})"
+
+
+# -- 4: close_after_n_recv -----------------------------------------------------------------
+
+
+async def test_close_after_n_recv(pair):
+    client, srv = pair
+    pending = asyncio.ensure_future(client.recv(bytearray(8)))
+    srv.close_after_n_recv(3)
+    for i in range(3):
+        assert not srv.closed, f"closed after {i} receives"
+        await exchange(client, srv, bytes([i]) * 8)
+    await until(lambda: srv.closed, "the endpoint closing itself after the third receive")
+    with pytest.raises(ucxx_go.UCXError) as info:
+        await asyncio.wait_for(pending, 5.0)
+    assert not isinstance(info.value, ucxx_go.UCXCloseError), "closed by the peer, not by us"
+    with pytest.raises(ucxx_go.UCXCloseError):
+        await asyncio.wait_for(srv.send(b"late"), TIMEOUT)
+
+
+async def test_close_after_n_recv_counted_from_creation(pair):
+    client, srv = pair
+    pending = asyncio.ensure_future(client.recv(bytearray(8)))
+    for i in range(2):
+        await exchange(client, srv, bytes([i]) * 8)
+    with pytest.raises(ucxx_go.UCXError):
+        srv.close_after_n_recv(1, count_from_ep_creation=True)  # 2 already completed
+    assert srv.alive
+    srv.close_after_n_recv(3, count_from_ep_creation=True)
+    assert srv.alive
+    await exchange(client, srv, b"third!!!")
+    await until(lambda: srv.closed, "the endpoint closing itself after one more receive")
+    with pytest.raises(ucxx_go.UCXError):
+        await asyncio.wait_for(pending, 5.0)
+
+
+async def test_close_after_n_recv_already_reached(pair):
+    client, srv = pair
+    await exchange(client, srv, b"one")
+    srv.close_after_n_recv(1, count_from_ep_creation=True)  # reached already: closes now
+    await until(lambda: srv.closed, "the endpoint closing at once")
+
+
+# -- 5: set_close_callback -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["close", "abort", "peer"])
+async def test_close_callback_called_once(pair, how):
+    client, srv = pair
+    calls = []
+    called = asyncio.Event()
+
+    def on_close(*args, **kwargs):
+        calls.append((args, kwargs))
+        called.set()
+
+    client.set_close_callback(on_close, cb_args=(1, "two"), cb_kwargs={"three": 3})
+    if how == "close":
+        await asyncio.wait_for(client.close(), TIMEOUT)
+    elif how == "abort":
+        client.abort()
+        assert calls, "abort calls the callback synchronously"
+    else:
+        await asyncio.wait_for(srv.close(), TIMEOUT)
+    await asyncio.wait_for(called.wait(), 5.0)
+    assert calls == [((1, "two"), {"three": 3})]
+    # Whatever happens next, no second call.
+    await asyncio.wait_for(client.close(), TIMEOUT)
+    client.abort()
+    await asyncio.wait_for(srv.close(), TIMEOUT)
+    await asyncio.sleep(0.05)  # let any (wrong) late event arrive
+    assert len(calls) == 1
+
+
+# -- 6: close() semantics ------------------------------------------------------------------
+
+
+async def test_close_is_idempotent(pair):
+    client, srv = pair
+    await asyncio.wait_for(client.close(), TIMEOUT)
+    await asyncio.wait_for(client.close(), 1.0)
+    await asyncio.wait_for(asyncio.gather(client.close(), client.close()), 1.0)
+    assert client.closed and not client.alive
+    await asyncio.wait_for(asyncio.gather(srv.close(), srv.close()), TIMEOUT)
+    assert srv.closed
+
+
+async def test_close_with_recv_in_flight(pair):
+    client, _ = pair
+    recv = asyncio.ensure_future(client.recv(bytearray(64)))
+    await asyncio.sleep(0)
+    await wait_in_flight(1)
+    t0 = time.monotonic()
+    await asyncio.wait_for(client.close(timeout=2.0), TIMEOUT)
+    assert time.monotonic() - t0 < 2.0 + 1.0
+    with pytest.raises(ucxx_go.UCXError):
+        await asyncio.wait_for(recv, 5.0)
+    await wait_in_flight(0)
+
+
+@pytest.mark.parametrize("op", ["send", "send_multi"])
+async def test_close_with_send_in_flight(server, op):
+    """A large send that nobody receives cannot finish: close() ends it within its timeout."""
+    client, srv = await server.connect()
+    big = np.ones(8 << 20, dtype="u1")
+    send = asyncio.ensure_future(client.send(big) if op == "send" else client.send_multi([big, big[:100]]))
+    try:
+        await until(lambda: in_flight() >= 1, "the send reaching the engine")
+        await asyncio.sleep(0.05)
+        assert not send.done()
+        t0 = time.monotonic()
+        await asyncio.wait_for(client.close(timeout=1.0), TIMEOUT)
+        assert time.monotonic() - t0 < 1.0 + 2.0
+        with pytest.raises(ucxx_go.UCXError):
+            await asyncio.wait_for(asyncio.shield(send), 2.0)
+        await wait_in_flight(0)
+    finally:
+        if not send.done():
+            # The bug: the engine holds the send forever. Reset here (tolerating its
+            # complaint) so the autouse fixture's check is not failed by this known bug.
+            client.abort()
+            server.close()
+            with contextlib.suppress(ucxx_go.UCXError):
+                ucxx_go.reset()
+            send.cancel()
+            await asyncio.wait([send], timeout=TIMEOUT)
+
+
+async def test_cancelled_close_still_closes(pair):
+    client, srv = pair
+    peer_recv = asyncio.ensure_future(srv.recv(bytearray(8)))
+    calls = []
+    client.set_close_callback(calls.append, cb_args=("closed",))
+    closing = asyncio.ensure_future(client.close())
+    await asyncio.sleep(0)  # the close has started
+    closing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(closing, TIMEOUT)
+    assert client.closed and not client.alive
+    # The close went on without its caller: the peer sees the connection end.
+    with pytest.raises(ucxx_go.UCXError):
+        await asyncio.wait_for(peer_recv, 5.0)
+    await until(lambda: calls == ["closed"], "the close callback after a cancelled close")
+    await asyncio.wait_for(client.close(), TIMEOUT)  # waits for the first, harmless
+    assert calls == ["closed"]
+
+
+async def test_abort_is_synchronous_and_idempotent(pair):
+    client, srv = pair
+    peer_recv = asyncio.ensure_future(srv.recv(bytearray(8)))
+    own_recv = asyncio.ensure_future(client.recv(bytearray(8)))
+    await asyncio.sleep(0)
+    await wait_in_flight(2)
+    assert client.abort() is None
+    assert client.closed and not client.alive  # at once, nothing awaited
+    client.abort()
+    assert client.closed
+    with pytest.raises(ucxx_go.UCXCanceledError):
+        await asyncio.wait_for(own_recv, 5.0)
+    with pytest.raises(ucxx_go.UCXError):
+        await asyncio.wait_for(peer_recv, 5.0)
+    await asyncio.wait_for(client.close(), 1.0)  # after abort: returns at once
+    await wait_in_flight(0)
+
+
+# -- 7: many endpoints on one listener -----------------------------------------------------
+
+
+async def test_400_endpoints_to_one_listener():
+    count = 400
+    server_eps = []
+
+    async def echo(ep):
+        server_eps.append(ep)
+        buf = np.empty(1, dtype="<u8")
+        await ep.recv(buf)
+        await ep.send(buf)
+
+    listener = ucxx_go.create_listener(echo)
+    clients = []
+
+    async def one(i):
+        ep = await ucxx_go.create_endpoint("127.0.0.1", listener.port, connect_timeout=20)
+        clients.append(ep)
+        out = np.zeros(1, dtype="<u8")
+        await asyncio.gather(ep.recv(out), ep.send(np.array([i], dtype="<u8")))
+        return int(out[0])
+
+    t0 = time.monotonic()
+    try:
+        echoes = await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(count))), 30.0)
+        assert echoes == list(range(count))
+        assert len(clients) == count
+        await until(lambda: listener.active_clients == count, f"{count} active clients")
+        # Clients that close stop counting.
+        half = count // 2
+        await asyncio.wait_for(asyncio.gather(*(ep.close() for ep in clients[:half])), 20.0)
+        await until(lambda: listener.active_clients == count - half, f"{count - half} active clients")
+        await asyncio.wait_for(asyncio.gather(*(ep.close() for ep in clients[half:])), 20.0)
+        await until(lambda: listener.active_clients == 0, "no active clients")
+        await asyncio.wait_for(asyncio.gather(*(ep.close() for ep in server_eps)), 20.0)
+    finally:
+        for ep in clients + server_eps:
+            ep.abort()
+        listener.close()
+    assert time.monotonic() - t0 < 25.0
+
+
+# -- 8: listeners --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["plain", "coroutine"])
+async def test_listener_handler_kinds(kind):
+    accepted = asyncio.Queue()
+    kept = []
+
+    def plain(ep):
+        kept.append(ep)
+        accepted.put_nowait(ep)
+
+    async def coroutine(ep):
+        kept.append(ep)
+        buf = bytearray(5)
+        await ep.recv(buf)  # runs as a task: it may await
+        await ep.send(buf)
+        accepted.put_nowait(ep)
+
+    listener = ucxx_go.create_listener(plain if kind == "plain" else coroutine)
+    client = None
+    try:
+        client = await asyncio.wait_for(ucxx_go.create_endpoint("127.0.0.1", listener.port), TIMEOUT)
+        if kind == "plain":
+            srv = await asyncio.wait_for(accepted.get(), TIMEOUT)
+            await exchange(client, srv, b"hello")
+            await exchange(srv, client, b"olleh")
+        else:
+            out = bytearray(5)
+            await asyncio.wait_for(asyncio.gather(client.recv(out), client.send(b"hello")), TIMEOUT)
+            assert bytes(out) == b"hello"
+            srv = await asyncio.wait_for(accepted.get(), TIMEOUT)
+        assert srv is kept[0]
+        await asyncio.wait_for(asyncio.gather(client.close(), srv.close()), TIMEOUT)
+    finally:
+        if client is not None:
+            client.abort()
+        for ep in kept:
+            ep.abort()
+        listener.close()
+
+
+async def test_listener_ip_and_port():
+    any_if = ucxx_go.create_listener(lambda ep: None)
+    lo = ucxx_go.create_listener(lambda ep: None, ip="127.0.0.1")
+    try:
+        assert any_if.ip == "0.0.0.0"
+        assert lo.ip == "127.0.0.1"
+        for listener in (any_if, lo):
+            assert isinstance(listener.port, int) and 0 < listener.port < 65536
+            assert not listener.closed
+        assert any_if.port != lo.port
+    finally:
+        any_if.close()
+        lo.close()
+    assert any_if.closed and lo.closed
+
+
+async def test_listener_port_reused_after_close(server):
+    port = server.listener.port
+    client, srv = await server.connect()
+    await exchange(client, srv, b"first listener")
+    await asyncio.wait_for(asyncio.gather(client.close(), srv.close()), TIMEOUT)
+    server.listener.close()
+    accepted = asyncio.Queue()
+    kept = []
+
+    def handler(ep):
+        kept.append(ep)
+        accepted.put_nowait(ep)
+
+    listener = ucxx_go.create_listener(handler, port=port)
+    client = None
+    try:
+        assert listener.port == port
+        client = await asyncio.wait_for(ucxx_go.create_endpoint("127.0.0.1", port), TIMEOUT)
+        srv = await asyncio.wait_for(accepted.get(), TIMEOUT)
+        await exchange(client, srv, b"second listener")
+        await asyncio.wait_for(asyncio.gather(client.close(), srv.close()), TIMEOUT)
+    finally:
+        if client is not None:
+            client.abort()
+        for ep in kept:
+            ep.abort()
+        listener.close()
+
+
+# -- 9: configuration and addresses --------------------------------------------------------
+
+
+def test_get_config_has_tls():
+    config = ucxx_go.get_config()
+    assert isinstance(config, dict)
+    assert "TLS" in config
+    assert all(isinstance(k, str) and isinstance(v, str) for k, v in config.items())
+    assert not any(k.startswith("UCX_") for k in config)
+
+
+def test_init_options_reflected_in_config():
+    ucxx_go.reset()
+    ucxx_go.init(options={"TLS": "tcp,self"})
+    assert ucxx_go.get_config()["TLS"] == "tcp,self"
+    ucxx_go.reset()
+    ucxx_go.init(options={"UCX_TLS": "tcp"})  # the prefix is optional
+    assert ucxx_go.get_config()["TLS"] == "tcp"
+
+
+def test_get_address():
+    addr = ucxx_go.get_address()
+    assert isinstance(addr, str)
+    assert re.fullmatch(r"\d{1,3}(\.\d{1,3}){3}", addr), addr
+    assert isinstance(ipaddress.ip_address(addr), ipaddress.IPv4Address)
+    assert ucxx_go.get_address(ifname="lo") == "127.0.0.1"
+    names = [n for _, n in socket.if_nameindex()]
+    assert "nonexistent0" not in names
+    with pytest.raises(OSError):
+        ucxx_go.get_address(ifname="nonexistent0")
+
+
+# -- 10: compatibility names ---------------------------------------------------------------
+
+
+def test_tag_types_and_no_ops():
+    from ucxx_go import types
+
+    assert issubclass(types.Tag, int) and issubclass(types.TagMask, int)
+    assert types.Tag(5) == 5
+    assert types.TagMaskFull == (1 << 64) - 1
+    assert isinstance(types.TagMaskFull, types.TagMask)
+    assert ucxx_go.progress() is None
+    assert ucxx_go.stop_notifier_thread() is None
+    ucxx_go.progress()  # again: still nothing to do
+    ucxx_go.stop_notifier_thread()
+
+
+async def test_no_ops_inside_a_running_context(pair):
+    client, srv = pair
+    ucxx_go.progress()
+    ucxx_go.stop_notifier_thread()
+    # The notifier was not stopped by hand: messages still complete.
+    await exchange(client, srv, b"still progressing")
