@@ -579,23 +579,27 @@ func (e *Engine) cancelMulti(op *multiOp) {
 		op.abandoned = true
 		return
 	}
-	if len(q.ops) > 0 && q.ops[0] != op {
-		// Queued behind another receive: nothing of it was posted.
-		for i, o := range q.ops {
-			if o == op {
-				q.ops = append(q.ops[:i], q.ops[i+1:]...)
-				break
+	if q.active && len(q.ops) > 0 && q.ops[0] == op {
+		// Its header receive is posted: cancelling it completes the op as Canceled.
+		for _, id := range op.parts {
+			if r := e.requests.get(id); r != nil && !r.canceled {
+				r.canceled = true
+				e.worker.Cancel(r.ucp)
 			}
 		}
-		op.status = ucxx.StatusCanceled
-		e.finishMulti(op)
 		return
 	}
-	for _, id := range op.parts {
-		if r := e.requests.get(id); r != nil && !r.canceled {
-			r.canceled = true
-			e.worker.Cancel(r.ucp)
+	// Nothing of it is posted (queued, or held back behind a drop): take it out.
+	for i, o := range q.ops {
+		if o == op {
+			q.ops = append(q.ops[:i], q.ops[i+1:]...)
+			break
 		}
+	}
+	op.status = ucxx.StatusCanceled
+	e.finishMulti(op)
+	if len(q.ops) == 0 {
+		e.startRecvMulti(q) // forgets the stream if nothing else holds it
 	}
 }
 
