@@ -393,30 +393,43 @@ def _frames_with_big_one(count, at, big=2048):
 @pytest.mark.parametrize(
     "limits, frames",
     [
-        pytest.param(
-            {"max_frames": 10}, [b"x"] * 11, id="max_frames",
-        ),
+        pytest.param({"max_frames": 10}, [b"x"] * 11, id="max_frames"),
+        # Three headers: the first is rejected, the other two and 300 frames are dropped,
+        # more than the engine drops at once.
+        pytest.param({"max_frames": 10}, [bytes([i % 256]) for i in range(300)], id="max_frames-300"),
         pytest.param({"max_frame_bytes": 1024}, [b"a", bytes(2048), b"c"], id="max_frame_bytes"),
         pytest.param({"max_frame_bytes": MiB}, [b"a", bytes(4 * MiB)], id="max_frame_bytes-rendezvous"),
-        pytest.param({"max_frame_bytes": 1024}, _frames_with_big_one(150, 5), id="max_frame_bytes-first-of-2-headers"),
-        pytest.param({"max_frame_bytes": 1024}, _frames_with_big_one(250, 130), id="max_frame_bytes-second-of-3-headers"),
+        pytest.param({"max_frame_bytes": 1024}, _frames_with_big_one(150, 5),
+                     id="max_frame_bytes-first-of-2-headers"),
+        pytest.param({"max_frame_bytes": 1024}, _frames_with_big_one(250, 130),
+                     id="max_frame_bytes-second-of-3-headers"),
         pytest.param({"max_message_bytes": 4096}, [bytes(2000)] * 3, id="max_message_bytes"),
         # 112 frames of 1000 bytes fit; the sum passes the limit in the second header.
         pytest.param({"max_message_bytes": 150_000}, [bytes(1000)] * 200, id="max_message_bytes-second-header"),
     ],
 )
-async def test_limit_rejects_message_and_stream_stays_in_step(net, limits, frames):
+@pytest.mark.parametrize("queued", [False, True], ids=["next-posted-later", "next-queued-before"])
+async def test_limit_rejects_message_and_stream_stays_in_step(net, limits, frames, queued):
     ucxx_go.init(multi_buffer_limits=limits)
     client, srv = await net.pair()
+    rejected = asyncio.ensure_future(srv.recv_multi())
+    # queued: the next receive waits behind the rejected one, and must not be posted
+    # before the receives that drop the rejected message's frames.
+    following = asyncio.ensure_future(srv.recv_multi()) if queued else None
+    await asyncio.sleep(0)
     send = asyncio.ensure_future(client.send_multi(frames))
     with pytest.raises(ucxx_go.UCXExceedsLimitError, match="Endpoint.recv_multi"):
-        await asyncio.wait_for(srv.recv_multi(), TIMEOUT)
+        await asyncio.wait_for(rejected, TIMEOUT)
     # The sender is not left waiting: the rejected frames were consumed.
     await asyncio.wait_for(send, TIMEOUT)
     assert client.alive and srv.alive
     # The rejected frames were discarded: the next message is read from its start.
     good = [b"one", b"two", b"three"]
-    check_frames(await transfer(client, srv, good), good)
+    if queued:
+        await asyncio.wait_for(client.send_multi(good), TIMEOUT)
+        check_frames(await asyncio.wait_for(following, TIMEOUT), good)
+    else:
+        check_frames(await transfer(client, srv, good), good)
     check_frames(await transfer(client, srv, [b"again"]), [b"again"])
     await wait_in_flight(0)
 
@@ -431,16 +444,11 @@ async def test_rejected_frames_are_never_delivered_as_a_message(net):
     with pytest.raises(ucxx_go.UCXExceedsLimitError):
         await asyncio.wait_for(srv.recv_multi(), TIMEOUT)
     await asyncio.wait_for(send, TIMEOUT)
-    real = [b"real"]
-    send = asyncio.ensure_future(client.send_multi(real))
-    # Whatever recv_multi does next (fail: stream poisoned; or deliver the next real
-    # message: frames discarded), it must not hand out the rejected message's frames.
-    try:
-        got = await asyncio.wait_for(srv.recv_multi(), TIMEOUT)
-    except ucxx_go.UCXError:
-        pass
-    else:
-        assert [g.tobytes() for g in got] == [b"real"], f"got {[g.tobytes() for g in got]}"
+    # The rejected message's frames were dropped, never read as headers: the next
+    # message is the real one.
+    got = await transfer(client, srv, [b"real"])
+    assert [g.tobytes() for g in got] == [b"real"], f"got {[g.tobytes() for g in got]}"
+    await wait_in_flight(0)
 
 
 async def test_limits_are_validated():
@@ -497,7 +505,8 @@ async def test_message_waiting_for_room_fails_when_its_endpoint_breaks(net, how)
     await asyncio.sleep(0)
     send = asyncio.ensure_future(c2.send_multi([np.ones(4 * MiB, dtype=np.uint8)]))
     # A plain message after each as a barrier: once it is in, so are the headers.
-    await asyncio.wait_for(asyncio.gather(c1.send(b"!"), s1.recv(bytearray(1)), c2.send(b"!"), s2.recv(bytearray(1))), TIMEOUT)
+    barriers = (c1.send(b"!"), s1.recv(bytearray(1)), c2.send(b"!"), s2.recv(bytearray(1)))
+    await asyncio.wait_for(asyncio.gather(*barriers), TIMEOUT)
     assert not waiting.done()
     try:
         if how == "peer-abort":
@@ -523,10 +532,13 @@ async def test_message_waiting_for_room_fails_when_its_endpoint_breaks(net, how)
 # force_tag=True on client._send_tag | 1 << 63 land on the server's multi-buffer stream
 # of the default tag.
 #
-# What a poisoned stream means: once a header cannot be parsed (or announces more frames
-# than max_frames), where the peer's message ends is unknown, so every recv_multi on
-# that endpoint and tag fails from then on; the endpoint itself is fine, and plain
-# send/recv on it (and multi-buffer messages on other tags) still work.
+# What a poisoned stream means: once a header cannot be parsed, where the peer's message
+# ends is unknown, so every recv_multi on that endpoint and tag fails from then on (until
+# the endpoint closes), whether it was queued already or comes later; the endpoint itself
+# is fine, and plain send/recv on it (and multi-buffer messages on other tags, and other
+# connections) still work. A well-formed header over a limit is not poisoning: its
+# message is dropped by count and the stream stays in step, unless it announces more
+# frames than can reasonably be drained (10**9 here), which poisons the stream too.
 
 
 async def raw_send(client, payload):
@@ -595,7 +607,7 @@ async def test_bad_header_poisons_the_stream(net, payloads, error):
     await wait_in_flight(0)
 
 
-@pytest.mark.parametrize("payloads, error", [POISONING[0], POISONING[7]])
+@pytest.mark.parametrize("payloads, error", POISONING)
 async def test_poisoned_stream_stays_poisoned(net, payloads, error):
     client, srv = await net.pair()
     first = asyncio.ensure_future(srv.recv_multi())
@@ -604,14 +616,16 @@ async def test_poisoned_stream_stays_poisoned(net, payloads, error):
         await raw_send(client, p)
     with pytest.raises(error):
         await asyncio.wait_for(first, PROMPT)
-    # Nothing queued on the stream now; a later receive still finds it poisoned.
-    send = asyncio.ensure_future(client.send_multi([b"after the poison"]))
-    try:
+    # Nothing queued on the stream now; a later receive still finds it poisoned, even
+    # with a well-formed message on its way, and fails at once.
+    await asyncio.wait_for(client.send_multi([b"after the poison"]), TIMEOUT)
+    for _ in range(2):
+        t0 = time.monotonic()
         with pytest.raises(error):
             await asyncio.wait_for(srv.recv_multi(), PROMPT)
-    finally:
-        send.cancel()
-        await asyncio.gather(send, return_exceptions=True)
+        assert time.monotonic() - t0 < 1.0
+    assert srv.alive
+    await wait_in_flight(0)
 
 
 async def test_hand_built_header_is_understood(pair):
@@ -666,6 +680,76 @@ async def test_message_over_limit_in_sum_from_raw_peer(net):
     for _ in range(3):
         await raw_send(client, b"f")
     check_frames(await transfer(client, srv, [b"ok"]), [b"ok"])
+    await wait_in_flight(0)
+
+
+# The engine posts at most 64 drops at once: with 100 to drop, the next receive is
+# held back; with 30, it is posted behind them.
+@pytest.mark.parametrize("announced", [100, 30])
+@pytest.mark.parametrize("how", ["local-abort", "local-close", "peer-abort"])
+async def test_receive_behind_an_unfinished_drop_fails_when_the_endpoint_goes(net, how, announced):
+    """A peer announces more frames than max_frames (so they are to be dropped) and sends
+    only 5: the next recv_multi waits behind the drop, and fails promptly once the
+    endpoint is closed or its peer goes away."""
+    ucxx_go.init(multi_buffer_limits={"max_frames": 10})
+    client, srv = await net.pair()
+    rejected = asyncio.ensure_future(srv.recv_multi())
+    following = asyncio.ensure_future(srv.recv_multi())
+    await asyncio.sleep(0)
+    await raw_send(client, pack_header([1] * announced))
+    with pytest.raises(ucxx_go.UCXExceedsLimitError):
+        await asyncio.wait_for(rejected, PROMPT)
+    for _ in range(5):
+        await raw_send(client, b"f")
+    # A barrier: once the plain message is in, so are the five frames.
+    await asyncio.wait_for(asyncio.gather(srv.recv(bytearray(1)), client.send(b"!")), TIMEOUT)
+    assert not following.done()
+    if how == "local-abort":
+        srv.abort()
+        expected = ucxx_go.UCXCanceledError
+    elif how == "local-close":
+        await asyncio.wait_for(srv.close(), TIMEOUT)
+        expected = ucxx_go.UCXCanceledError
+    else:
+        client.abort()
+        expected = ucxx_go.UCXError
+    t0 = time.monotonic()
+    with pytest.raises(expected) as info:
+        await asyncio.wait_for(following, PROMPT)
+    assert time.monotonic() - t0 < PROMPT
+    assert not isinstance(info.value, ucxx_go.UCXExceedsLimitError), "failed for the endpoint, not the limit"
+    await wait_in_flight(0)
+
+
+@pytest.mark.parametrize("announced", [
+    # Held back: first in its stream but nothing of it posted (the drop is not all posted).
+    pytest.param(100, id="held-back"),
+    pytest.param(30, id="posted-behind"),
+])
+async def test_cancelled_receive_behind_a_drop_takes_nothing(net, announced):
+    """A recv_multi cancelled while it waits behind the drop of a rejected message: the
+    next recv_multi gets the next message, once the drop is done."""
+    ucxx_go.init(multi_buffer_limits={"max_frames": 10})
+    client, srv = await net.pair()
+    rejected = asyncio.ensure_future(srv.recv_multi())
+    cancelled = asyncio.ensure_future(srv.recv_multi())
+    await asyncio.sleep(0)
+    await raw_send(client, pack_header([1] * announced))
+    with pytest.raises(ucxx_go.UCXExceedsLimitError):
+        await asyncio.wait_for(rejected, PROMPT)
+    for _ in range(5):
+        await raw_send(client, b"f")
+    await asyncio.wait_for(asyncio.gather(srv.recv(bytearray(1)), client.send(b"!")), TIMEOUT)
+    assert not cancelled.done()
+    cancelled.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(cancelled, PROMPT)
+    # The rest of the rejected message, then a real one.
+    for _ in range(announced - 5):
+        await raw_send(client, b"f")
+    await wait_in_flight(0)
+    real = [b"the real", b"message"]
+    check_frames(await transfer(client, srv, real), real)
     await wait_in_flight(0)
 
 
