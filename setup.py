@@ -42,6 +42,9 @@ class BuildGoExtension(build_ext):
         work = tempfile.mkdtemp(prefix="ucxx-go-build-")
         os.makedirs(os.path.join(ROOT, "build"), exist_ok=True)
         gen = None
+        # gopy builds its generated package with -mod=mod, which rewrites go.mod (it
+        # lists gopy as a direct dependency): a build must leave the checkout as it was.
+        saved = {f: open(os.path.join(ROOT, f), "rb").read() for f in ("go.mod", "go.sum")}
         try:
             bindir = os.path.join(work, "bin")
             env = dict(os.environ)
@@ -81,6 +84,9 @@ class BuildGoExtension(build_ext):
             shutil.rmtree(work, ignore_errors=True)
             if gen is not None:
                 shutil.rmtree(gen, ignore_errors=True)
+            for f, data in saved.items():
+                with open(os.path.join(ROOT, f), "wb") as out:
+                    out.write(data)
 
     def _run(self, cmd, env):
         print("+", " ".join(cmd), flush=True)
