@@ -16,7 +16,7 @@ func TestMain(m *testing.M) {
 }
 
 // newTestEngine starts an engine that the test shuts down.
-func newTestEngine(t *testing.T, opts Options) *Engine {
+func newTestEngine(t testing.TB, opts Options) *Engine {
 	t.Helper()
 	e, err := New(opts)
 	if err != nil {
@@ -33,13 +33,13 @@ func newTestEngine(t *testing.T, opts Options) *Engine {
 
 // collector reads an engine's queue the way the Python consumer does, with a deadline.
 type collector struct {
-	t   *testing.T
+	t   testing.TB
 	q   *notifier.Queue
 	got map[uint64]notifier.Completion
 	buf [256]notifier.Completion
 }
 
-func newCollector(t *testing.T, e *Engine) *collector {
+func newCollector(t testing.TB, e *Engine) *collector {
 	return &collector{t: t, q: e.Queue(), got: make(map[uint64]notifier.Completion)}
 }
 
@@ -69,7 +69,7 @@ func (c *collector) wait(id uint64, timeout time.Duration) notifier.Completion {
 
 // pair connects two engines through a listener on loopback and returns the endpoint
 // handles of client and server.
-func pair(t *testing.T, client, server *Engine) (cep, sep uint64, cc, sc *collector) {
+func pair(t testing.TB, client, server *Engine) (cep, sep uint64, cc, sc *collector) {
 	t.Helper()
 	lh, port, err := server.Listen("127.0.0.1", 0)
 	if err != nil {

@@ -361,32 +361,30 @@ ucs_status_t ucxx_tag_msg_recv(ucp_worker_h w, void *msg, uintptr_t buf, size_t 
     return finish(sp, id, 0, 0, req);
 }
 
-char *ucxx_config_print(const ucp_config_t *cfg) {
+
+// print_to_string runs one of UCX's print functions into a malloc'd string.
+enum print_what { PRINT_CONFIG, PRINT_CONTEXT, PRINT_WORKER };
+
+static char *print_to_string(enum print_what what, const void *obj) {
     char *buf = NULL;
     size_t size = 0;
     FILE *f = open_memstream(&buf, &size);
     if (f == NULL) return NULL;
-    ucp_config_print(cfg, f, NULL, UCS_CONFIG_PRINT_CONFIG);
+    switch (what) {
+    case PRINT_CONFIG:
+        ucp_config_print((const ucp_config_t *)obj, f, NULL, UCS_CONFIG_PRINT_CONFIG);
+        break;
+    case PRINT_CONTEXT:
+        ucp_context_print_info((ucp_context_h)obj, f);
+        break;
+    case PRINT_WORKER:
+        ucp_worker_print_info((ucp_worker_h)obj, f);
+        break;
+    }
     fclose(f);
     return buf;
 }
 
-char *ucxx_context_info(ucp_context_h ctx) {
-    char *buf = NULL;
-    size_t size = 0;
-    FILE *f = open_memstream(&buf, &size);
-    if (f == NULL) return NULL;
-    ucp_context_print_info(ctx, f);
-    fclose(f);
-    return buf;
-}
-
-char *ucxx_worker_info(ucp_worker_h w) {
-    char *buf = NULL;
-    size_t size = 0;
-    FILE *f = open_memstream(&buf, &size);
-    if (f == NULL) return NULL;
-    ucp_worker_print_info(w, f);
-    fclose(f);
-    return buf;
-}
+char *ucxx_config_print(const ucp_config_t *cfg) { return print_to_string(PRINT_CONFIG, cfg); }
+char *ucxx_context_info(ucp_context_h ctx) { return print_to_string(PRINT_CONTEXT, ctx); }
+char *ucxx_worker_info(ucp_worker_h w) { return print_to_string(PRINT_WORKER, w); }
