@@ -1,0 +1,223 @@
+"""A Dask `distributed` comm backend over ucxx_go: the `ucxgo://` scheme.
+
+Registered through the `distributed.comm.backends` entry point, so a scheduler, nanny or
+worker process finds it by name with no import by the user:
+
+    LocalCluster(protocol="ucxgo"), dask scheduler --protocol ucxgo, dask worker ucxgo://host:port
+
+A message is one `send_multi` (distributed's frames as they are, however many) and is
+read with one `recv_multi`: frames arrive in writable buffers that share no memory.
+UCX errors become CommClosedError where distributed expects it.
+"""
+
+import asyncio
+import logging
+
+import dask
+from distributed.comm.addressing import parse_host_port, unparse_host_port
+from distributed.comm.core import Comm, CommClosedError, Connector, Listener
+from distributed.comm.registry import Backend
+from distributed.comm.utils import ensure_concrete_host, from_frames, to_frames
+from distributed.utils import ensure_ip, get_ip, get_ipv6, nbytes
+
+import ucxx_go
+from ucxx_go.exceptions import UCXError
+
+logger = logging.getLogger("ucxx_go.distributed")
+
+SCHEME = "ucxgo"
+_PREFIX = SCHEME + "://"
+
+
+def _init_from_config():
+    """Initialise ucxx_go from dask config (distributed.comm.ucxgo.*) the first time."""
+    from . import _context
+
+    if _context._context is not None:
+        return
+    cfg = dask.config.get("distributed.comm.ucxgo", default={}) or {}
+    options = dict(cfg.get("ucx-options", {}) or {})
+    if cfg.get("tls"):
+        options.setdefault("TLS", cfg["tls"])
+    limits = {k.replace("-", "_"): v for k, v in (cfg.get("multi-buffer-limits", {}) or {}).items()}
+    try:
+        ucxx_go.init(
+            options=options,
+            env_takes_precedence=True,
+            progress_mode=cfg.get("progress-mode"),
+            completion_mode=cfg.get("completion-mode"),
+            multi_buffer_limits=limits or None,
+        )
+    except RuntimeError:
+        pass  # initialised meanwhile
+
+
+def _comm_closed(exc, what):
+    return CommClosedError(f"ucxgo: {what}: {type(exc).__name__}: {exc}")
+
+
+class UCXGoComm(Comm):
+    """One connection: reads and writes whole distributed messages."""
+
+    def __init__(self, ep, local_addr, peer_addr, deserialize=True):
+        super().__init__(deserialize=deserialize)
+        self._ep = ep
+        self._local_addr = local_addr
+        self._peer_addr = peer_addr
+        self._closed = False
+
+    @property
+    def local_address(self):
+        return self._local_addr
+
+    @property
+    def peer_address(self):
+        return self._peer_addr
+
+    async def write(self, msg, serializers=("cuda", "dask", "pickle", "error"), on_error="message"):
+        if self.closed():
+            raise CommClosedError("ucxgo: write on a closed comm")
+        frames = await to_frames(
+            msg,
+            allow_offload=self.allow_offload,
+            serializers=serializers,
+            on_error=on_error,
+            context={"sender": self.local_info, "recipient": self.remote_info},
+        )
+        try:
+            await self._ep.send_multi(frames)
+        except UCXError as e:
+            self.abort()
+            raise _comm_closed(e, "write") from e
+        except BaseException:
+            # Cancelled mid-message: the peer's stream cannot be trusted any more.
+            self.abort()
+            raise
+        return sum(map(nbytes, frames))
+
+    async def read(self, deserializers=None):
+        if self.closed():
+            raise CommClosedError("ucxgo: read on a closed comm")
+        try:
+            frames = await self._ep.recv_multi()
+        except UCXError as e:
+            self.abort()
+            raise _comm_closed(e, "read") from e
+        except BaseException:
+            self.abort()
+            raise
+        try:
+            return await from_frames(
+                frames, deserialize=self.deserialize, deserializers=deserializers,
+                allow_offload=self.allow_offload,
+            )
+        except EOFError as e:
+            self.abort()
+            raise CommClosedError("ucxgo: truncated message") from e
+
+    async def close(self):
+        """Close, telling the peer: its pending read fails with CommClosedError."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._ep.close()
+        except UCXError:
+            pass
+
+    def abort(self):
+        if not self._closed:
+            self._closed = True
+            self._ep.abort()
+
+    def closed(self):
+        return self._closed or self._ep.closed
+
+
+class UCXGoConnector(Connector):
+    async def connect(self, address, deserialize=True, **connection_args):
+        _init_from_config()
+        ip, port = parse_host_port(address)
+        try:
+            ep = await ucxx_go.create_endpoint(ip, port)
+        except UCXError as e:
+            # An OSError: distributed retries it until its connect timeout.
+            raise _comm_closed(e, f"connect to {address}") from e
+        local = ep.local_address or unparse_host_port(get_ip(ip), 0)
+        return UCXGoComm(ep, _PREFIX + local, _PREFIX + unparse_host_port(ip, port), deserialize=deserialize)
+
+
+class UCXGoListener(Listener):
+    prefix = _PREFIX
+    comm_class = UCXGoComm
+
+    def __init__(self, address, comm_handler, deserialize=False, allow_offload=True, **connection_args):
+        if not address.startswith(_PREFIX):
+            address = _PREFIX + address
+        self.ip, self._input_port = parse_host_port(address[len(_PREFIX):], default_port=0)
+        self.comm_handler = comm_handler
+        self.deserialize = deserialize
+        self.allow_offload = allow_offload
+        self._listener = None
+        self._handlers = set()
+
+    @property
+    def port(self):
+        return self._listener.port
+
+    @property
+    def address(self):
+        return _PREFIX + unparse_host_port(self.ip, self.port)
+
+    async def start(self):
+        _init_from_config()
+
+        async def serve(ep):
+            peer = ep.peer_address or "0.0.0.0:0"
+            comm = UCXGoComm(ep, self.address, _PREFIX + peer, deserialize=self.deserialize)
+            comm.allow_offload = self.allow_offload
+            try:
+                await self.on_connection(comm)
+            except CommClosedError:
+                logger.debug("ucxgo: connection closed before the handshake")
+                return
+            await self.comm_handler(comm)
+
+        self._listener = ucxx_go.create_listener(serve, port=self._input_port, ip=self.ip or "")
+
+    def stop(self):
+        if self._listener is not None:
+            self._listener.close()
+
+    @property
+    def listen_address(self):
+        return self.address
+
+    @property
+    def contact_address(self):
+        host, port = parse_host_port(self.address[len(_PREFIX):])
+        return _PREFIX + unparse_host_port(ensure_concrete_host(host), port)
+
+
+class UCXGoBackend(Backend):
+    def get_connector(self):
+        return UCXGoConnector()
+
+    def get_listener(self, loc, handle_comm, deserialize, **connection_args):
+        return UCXGoListener(loc, handle_comm, deserialize, **connection_args)
+
+    def get_address_host(self, loc):
+        return parse_host_port(loc)[0]
+
+    def get_address_host_port(self, loc):
+        return parse_host_port(loc)
+
+    def resolve_address(self, loc):
+        host, port = parse_host_port(loc)
+        return unparse_host_port(ensure_ip(host), port)
+
+    def get_local_address_for(self, loc):
+        host, port = parse_host_port(loc)
+        host = ensure_ip(host)
+        local_host = get_ipv6(host) if ":" in host else get_ip(host)
+        return unparse_host_port(local_host, None)
