@@ -9,6 +9,7 @@ os.environ.setdefault("UCX_NET_DEVICES", "lo")
 import pytest  # noqa: E402
 
 import ucxx_go  # noqa: E402
+from _support import TIMEOUT, Server  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -40,3 +41,30 @@ def echo_listener():
     listener = ucxx_go.create_listener(handler)
     yield listener
     listener.close()
+
+
+@pytest.fixture
+async def server():
+    """A listener whose accepted endpoints the test takes with `await server.connect()`."""
+    s = Server()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+async def pair(server):
+    """A connected (client, server) pair of endpoints, aborted at the end."""
+    client, srv = await server.connect()
+    yield client, srv
+    client.abort()
+
+
+@pytest.fixture
+def processes():
+    """Processes started by the test; any still running at the end are killed."""
+    started = []
+    yield started
+    for p in started:
+        if p.is_alive():
+            p.kill()
+        p.join(TIMEOUT)

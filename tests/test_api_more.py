@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import ucxx_go
+from _support import Server, exchange, start, queue_get
 
 import _api_peers  # tests/ is on sys.path (conftest.py's directory, "prepend" import mode)
 
@@ -60,78 +61,8 @@ async def probe_until_matched(ep, limit=2.0, **kwargs):
     pytest.fail(f"tag_probe({kwargs}) matched nothing within {limit} s")
 
 
-class Server:
-    """A listener that hands each accepted endpoint to the test and aborts them at the end."""
-
-    def __init__(self):
-        self.accepted = asyncio.Queue()
-        self.endpoints = []
-        self.listener = ucxx_go.create_listener(self._on_accept)
-
-    def _on_accept(self, ep):
-        self.endpoints.append(ep)
-        self.accepted.put_nowait(ep)
-
-    async def connect(self):
-        """Connect a client; return (client endpoint, server endpoint)."""
-        client = await asyncio.wait_for(ucxx_go.create_endpoint("127.0.0.1", self.listener.port), TIMEOUT)
-        server = await asyncio.wait_for(self.accepted.get(), TIMEOUT)
-        return client, server
-
-    def close(self):
-        for ep in self.endpoints:
-            ep.abort()
-        self.listener.close()
-
-
-@pytest.fixture
-async def server():
-    s = Server()
-    yield s
-    s.close()
-
-
-@pytest.fixture
-async def pair(server):
-    """A connected (client, server) pair of endpoints, aborted at the end."""
-    client, srv = await server.connect()
-    yield client, srv
-    client.abort()
-
-
-async def exchange(sender, receiver, payload, **tags):
-    """Send `payload` from `sender`, receive it on `receiver`, check it arrived whole."""
-    out = np.zeros(len(payload), dtype="u1")
-    n, _ = await asyncio.wait_for(asyncio.gather(receiver.recv(out, **tags), sender.send(payload, **tags)), TIMEOUT)
-    assert n == len(payload)
-    assert out.tobytes() == bytes(payload)
-
-
 def random_bytes(size, seed=0):
     return np.random.default_rng(seed).integers(0, 256, size, dtype="u1")
-
-
-@pytest.fixture
-def processes():
-    """Processes started by the test; any still running at the end are killed."""
-    started = []
-    yield started
-    for p in started:
-        if p.is_alive():
-            p.kill()
-        p.join(TIMEOUT)
-
-
-def start(processes, target, *args):
-    p = mp.Process(target=target, args=args, daemon=True)
-    p.start()
-    processes.append(p)
-    return p
-
-
-async def queue_get(q, timeout=STARTUP):
-    """Get from a multiprocessing queue without blocking the event loop."""
-    return await asyncio.get_running_loop().run_in_executor(None, q.get, True, timeout)
 
 
 async def join(p, timeout=STARTUP):

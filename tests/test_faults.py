@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import ucxx_go
+from _support import Server, exchange
 from ucxx_go import _endpoint
 
 TIMEOUT = 10.0  # bound on any await that a bug could leave hanging
@@ -48,58 +49,6 @@ async def wait_stats(in_flight=None, endpoints=None, listeners=None, limit=2.0):
 async def wait_in_flight(expected, limit=2.0):
     """Wait until the engine holds `expected` requests."""
     await wait_stats(in_flight=expected, limit=limit)
-
-
-class Server:
-    """A listener that hands each accepted endpoint to the test, and aborts them at the end."""
-
-    def __init__(self, handler=None):
-        self.accepted = asyncio.Queue()
-        self.endpoints = []
-        self._handler = handler
-        self.listener = ucxx_go.create_listener(self._on_accept)
-
-    def _on_accept(self, ep):
-        self.endpoints.append(ep)
-        self.accepted.put_nowait(ep)
-        if self._handler is not None:
-            return self._handler(ep)
-
-    async def connect(self, **kwargs):
-        """Connect a client; return (client endpoint, server endpoint)."""
-        client = await asyncio.wait_for(
-            ucxx_go.create_endpoint("127.0.0.1", self.listener.port, **kwargs), TIMEOUT
-        )
-        server = await asyncio.wait_for(self.accepted.get(), TIMEOUT)
-        return client, server
-
-    def close(self):
-        for ep in self.endpoints:
-            ep.abort()
-        self.listener.close()
-
-
-@pytest.fixture
-async def server():
-    s = Server()
-    yield s
-    s.close()
-
-
-@pytest.fixture
-async def pair(server):
-    """A connected (client, server) pair of endpoints, aborted at the end."""
-    client, srv = await server.connect()
-    yield client, srv
-    client.abort()
-
-
-async def exchange(sender, receiver, payload):
-    """Send `payload` from `sender`, receive it on `receiver`, check it arrived whole."""
-    out = np.zeros(len(payload), dtype="u1")
-    n, _ = await asyncio.wait_for(asyncio.gather(receiver.recv(out), sender.send(payload)), TIMEOUT)
-    assert n == len(payload)
-    assert out.tobytes() == bytes(payload)
 
 
 async def round_trip(a, b, size=1000):

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 import ucxx_go
+from _support import queue_get
 from ucxx_go import _endpoint
 
 import _multi_peers  # tests/ is on sys.path (conftest.py's directory)
@@ -860,22 +861,6 @@ async def test_close_fails_pending_recv_multi(pair):
 
 
 # -- 10: the peer dies ---------------------------------------------------------------------
-
-
-@pytest.fixture
-def processes():
-    """Processes started by the test; any still running at the end are killed."""
-    started = []
-    yield started
-    for p in started:
-        if p.is_alive():
-            p.kill()
-        p.join(TIMEOUT)
-
-
-async def queue_get(q, timeout=STARTUP):
-    """Get from a multiprocessing queue without blocking the event loop."""
-    return await asyncio.get_running_loop().run_in_executor(None, q.get, True, timeout)
 
 
 @pytest.mark.parametrize("partial", [False, True], ids=["before-anything", "mid-message"])

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import ucxx_go
+from _support import start, queue_get
 
 import _peers  # tests/ is on sys.path: conftest.py's directory, rootdir "prepend" import mode
 
@@ -23,29 +24,6 @@ TIMEOUT = 10.0  # bound on any await a bug could leave hanging
 STARTUP = 30.0  # a spawned interpreter imports numpy and ucxx_go before it answers
 
 mp = multiprocessing.get_context("spawn")
-
-
-@pytest.fixture
-def processes():
-    """Processes started by the test; any still running at the end are killed."""
-    started = []
-    yield started
-    for p in started:
-        if p.is_alive():
-            p.kill()
-        p.join(TIMEOUT)
-
-
-def start(processes, target, *args):
-    p = mp.Process(target=target, args=args, daemon=True)
-    p.start()
-    processes.append(p)
-    return p
-
-
-async def queue_get(q, timeout=STARTUP):
-    """Get from a multiprocessing queue without blocking the event loop."""
-    return await asyncio.get_running_loop().run_in_executor(None, q.get, True, timeout)
 
 
 async def wait_in_flight(expected, limit=2.0):
