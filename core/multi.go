@@ -183,12 +183,15 @@ func (e *Engine) SendMulti(ep uint64, desc uintptr, count int, tag uint64) (uint
 	return id, e.submit(submission{op: opSendMulti, id: id, ep: ep, tag: tag, multi: op})
 }
 
-// RecvMulti queues a multi-buffer receive on endpoint ep and tag. Its completion's
+// RecvMulti queues a multi-buffer receive on endpoint ep (0: on the worker, from any
+// endpoint) and tag. Its completion's
 // Length is the address of the message's block (see blockLayout); the receiver owns
 // the block and frees it with free().
 func (e *Engine) RecvMulti(ep uint64, tag uint64) (uint64, error) {
-	if _, err := e.liveEndpoint(ep); err != nil {
-		return 0, err
+	if ep != 0 {
+		if _, err := e.liveEndpoint(ep); err != nil {
+			return 0, err
+		}
 	}
 	op := getMultiOp()
 	op.recv = true
@@ -196,6 +199,9 @@ func (e *Engine) RecvMulti(ep uint64, tag uint64) (uint64, error) {
 	op.id = id
 	return id, e.submit(submission{op: opRecvMulti, id: id, ep: ep, tag: tag, multi: op})
 }
+
+// usable reports whether receives may be posted for ep (nil: the worker itself).
+func usable(ep *endpoint) bool { return ep == nil || ep.phase == phaseReady }
 
 // ucsMemType maps a header's memory type to UCX's.
 func ucsMemType(t uint64) int {
@@ -208,6 +214,14 @@ func ucsMemType(t uint64) int {
 func (e *Engine) beginMulti(s *submission) (*endpoint, bool) {
 	op := s.multi
 	ep := e.endpoints[s.ep]
+	if s.ep == 0 && op.recv {
+		// A receive on the worker, from whichever endpoint sent it: what drains the
+		// messages of a peer that has gone away.
+		op.tag = s.tag | MultiTagBit
+		op.whole = e.requests.add(op.id, s.op, nil)
+		op.whole.internal, op.whole.multi = stepMultiWhole, op
+		return nil, true
+	}
 	if ep == nil || ep.phase != phaseReady {
 		e.completeNow(s.id, endpointStatus(ep), 0)
 		e.putMultiOp(op)
@@ -288,7 +302,7 @@ func (e *Engine) startRecvMulti(q *multiQueue) {
 	for len(q.ops) > 0 {
 		op := q.ops[0]
 		st := q.poisoned
-		if st == ucxx.StatusOK && op.ep.phase != phaseReady {
+		if st == ucxx.StatusOK && !usable(op.ep) {
 			st = endpointStatus(op.ep)
 		}
 		if st == ucxx.StatusOK {
@@ -321,7 +335,7 @@ func (e *Engine) nextReceive(q *multiQueue) {
 func (e *Engine) pumpDiscards(q *multiQueue) {
 	for q.discardLeft > 0 && q.discardInFlight < maxDiscardsInFlight {
 		ep := e.endpoints[q.key.ep]
-		if ep == nil || ep.phase != phaseReady {
+		if q.key.ep != 0 && !usable(ep) {
 			q.discardLeft = 0
 			return
 		}
@@ -483,7 +497,7 @@ func (e *Engine) admitWaiting() {
 // receiveFrames allocates the message's block and posts every frame receive.
 func (e *Engine) receiveFrames(op *multiOp) {
 	q := op.queue
-	if op.ep.phase != phaseReady {
+	if !usable(op.ep) {
 		op.status = endpointStatus(op.ep)
 		e.finishMulti(op)
 		e.nextReceive(q)

@@ -27,6 +27,8 @@ _am_send = ext.pybridge_AMSend
 _am_recv = ext.pybridge_AMRecv
 # A header's frame memory types (core.MemHost).
 _FRAME_HOST = 0
+# Multi-buffer traffic's tag bit (core.MultiTagBit).
+_MULTI_TAG_BIT = 1 << 63
 
 
 def _abort_handle(ctx, handle):
@@ -107,7 +109,7 @@ class Endpoint:
     def _recv_handle(self, tag):
         """The endpoint handle to receive on: ours while the connection is up; 0 (the
         worker) when the peer is gone but a message it sent is still waiting, so data in
-        flight can be drained, as in UCXX."""
+        flight can be drained, as in UCXX. `tag` is the UCX tag the message carries."""
         if self._closed:
             raise UCXCloseError("Endpoint.recv: the endpoint is closed")
         if self._error is None:
@@ -294,10 +296,10 @@ class Endpoint:
         UCXCloseError, UCXError
             As for ``recv``.
         """
-        self._check("recv_multi")
         t = self._recv_tag if tag is None else _tags.mix(self._recv_tag, tag, force_tag)
+        handle = self._recv_handle(t | _MULTI_TAG_BIT)
         try:
-            rid = _recv_multi(self._handle, t)
+            rid = _recv_multi(handle, t)
         except RuntimeError as e:
             raise translate(e) from None
         address = await self._ctx.wait(rid, None, "Endpoint.recv_multi")

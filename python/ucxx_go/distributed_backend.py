@@ -96,7 +96,9 @@ class UCXGoComm(Comm):
         return sum(map(nbytes, frames))
 
     async def read(self, deserializers=None):
-        if self.closed():
+        # Only our own close stops reads: after the peer's close, what it wrote before
+        # is still delivered (recv_multi drains it) and the read after that fails.
+        if self._closed:
             raise CommClosedError("ucxgo: read on a closed comm")
         try:
             frames = await self._ep.recv_multi()
@@ -154,7 +156,9 @@ class UCXGoListener(Listener):
     def __init__(self, address, comm_handler, deserialize=False, allow_offload=True, **connection_args):
         if not address.startswith(_PREFIX):
             address = _PREFIX + address
-        self.ip, self._input_port = parse_host_port(address[len(_PREFIX):], default_port=0)
+        host, self._input_port = parse_host_port(address[len(_PREFIX):], default_port=0)
+        # As distributed's TCP: no host means every interface, a name means its address.
+        self.ip = ensure_ip(host) if host else "0.0.0.0"
         self.comm_handler = comm_handler
         self.deserialize = deserialize
         self.allow_offload = allow_offload
@@ -174,7 +178,8 @@ class UCXGoListener(Listener):
 
         async def serve(ep):
             peer = ep.peer_address or "0.0.0.0:0"
-            comm = UCXGoComm(ep, self.address, _PREFIX + peer, deserialize=self.deserialize)
+            local = _PREFIX + ep.local_address if ep.local_address else self.address
+            comm = UCXGoComm(ep, local, _PREFIX + peer, deserialize=self.deserialize)
             comm.allow_offload = self.allow_offload
             try:
                 await self.on_connection(comm)
@@ -183,7 +188,7 @@ class UCXGoListener(Listener):
                 return
             await self.comm_handler(comm)
 
-        self._listener = ucxx_go.create_listener(serve, port=self._input_port, ip=self.ip or "")
+        self._listener = ucxx_go.create_listener(serve, port=self._input_port, ip=self.ip)
 
     def stop(self):
         if self._listener is not None:
