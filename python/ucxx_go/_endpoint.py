@@ -106,18 +106,18 @@ class Endpoint:
         if self._error is not None:
             raise exception_for_status(self._error, f"Endpoint.{op}: the connection failed")
 
-    def _recv_handle(self, tag):
+    def _recv_handle(self, tag, op="recv"):
         """The endpoint handle to receive on: ours while the connection is up; 0 (the
         worker) when the peer is gone but a message it sent is still waiting, so data in
         flight can be drained, as in UCXX. `tag` is the UCX tag the message carries."""
         if self._closed:
-            raise UCXCloseError("Endpoint.recv: the endpoint is closed")
+            raise UCXCloseError(f"Endpoint.{op}: the endpoint is closed")
         if self._error is None:
             return self._handle
         found = call(ext.pybridge_TagProbe, tag, _FULL_MASK, False).split()[0]
         if found == "1":
             return 0
-        raise exception_for_status(self._error, "Endpoint.recv: the connection failed")
+        raise exception_for_status(self._error, f"Endpoint.{op}: the connection failed")
 
     # -- transfers ---------------------------------------------------------------------
 
@@ -297,7 +297,7 @@ class Endpoint:
             As for ``recv``.
         """
         t = self._recv_tag if tag is None else _tags.mix(self._recv_tag, tag, force_tag)
-        handle = self._recv_handle(t | _MULTI_TAG_BIT)
+        handle = self._recv_handle(t | _MULTI_TAG_BIT, "recv_multi")
         try:
             rid = _recv_multi(handle, t)
         except RuntimeError as e:
