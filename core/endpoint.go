@@ -55,6 +55,8 @@ type endpoint struct {
 	// endpoint (UCX's own flush does not finish a rendezvous send nobody receives).
 	flushing bool
 
+	known bool // the application was given this endpoint
+
 	amReady   []unsafe.Pointer // active messages no am_recv asked for yet (blocks)
 	amWaiting []uint64         // am_recv requests waiting for a message, oldest first
 }
@@ -146,6 +148,7 @@ func (e *Engine) onInternal(r *request, st ucxx.Status, length uint64) {
 
 func (e *Engine) handshakeDone(ep *endpoint) {
 	ep.phase = phaseReady
+	ep.known = true
 	e.amTags[ep.recvTag] = ep
 	e.epMu.Lock()
 	e.epState[ep.handle] = ep
@@ -244,6 +247,9 @@ func (e *Engine) closed(ep *endpoint) {
 	e.epMu.Lock()
 	delete(e.epState, ep.handle)
 	e.epMu.Unlock()
+	if st := ucxx.Status(ep.failed.Load()); ep.known && st != ucxx.StatusCanceled && st != ucxx.StatusOK {
+		e.dead[ep.handle] = st // broken by its peer: see Engine.dead
+	}
 	e.forgetStreams(ep)
 	e.maybeFree(ep)
 }
@@ -258,6 +264,7 @@ func (e *Engine) maybeFree(ep *endpoint) {
 }
 
 func (e *Engine) closeEndpoint(s *submission) {
+	delete(e.dead, s.ep)
 	ep := e.endpoints[s.ep]
 	if ep == nil || ep.phase >= phaseClosing {
 		// Closing twice, or after a failure: the close still completes.
@@ -277,6 +284,7 @@ func (e *Engine) closeEndpoint(s *submission) {
 }
 
 func (e *Engine) abortEndpoint(s *submission) {
+	delete(e.dead, s.ep)
 	if ep := e.endpoints[s.ep]; ep != nil {
 		e.teardown(ep, ucxx.StatusCanceled, true)
 	}

@@ -104,8 +104,12 @@ type Engine struct {
 	spare     []submission
 	timed     []*endpoint // endpoints with a handshake or close deadline
 	multiRecv map[multiKey]*multiQueue
-	amTags    map[uint64]*endpoint      // connection tag -> endpoint, for active messages
-	probed    map[uint64]unsafe.Pointer // handle -> message TagProbe removed
+	amTags    map[uint64]*endpoint // connection tag -> endpoint, for active messages
+	// dead remembers endpoints their peer broke, after UCX closed them, until the
+	// application closes or aborts them: a receive may still drain what the peer sent
+	// before it went away (UCXX's semantics).
+	dead   map[uint64]ucxx.Status
+	probed map[uint64]unsafe.Pointer // handle -> message TagProbe removed
 	// outstanding bounds the bytes of multi-buffer receives in flight; only the
 	// progress thread uses it, with TryAcquire (it never blocks), and waiting holds
 	// the messages that wait for room, in arrival order.
@@ -150,6 +154,7 @@ func New(opts Options) (*Engine, error) {
 		listeners: make(map[uint64]*listener),
 		multiRecv: make(map[multiKey]*multiQueue),
 		amTags:    make(map[uint64]*endpoint),
+		dead:      make(map[uint64]ucxx.Status),
 		probed:    make(map[uint64]unsafe.Pointer),
 		epfd:      -1,
 	}
@@ -249,10 +254,10 @@ func (e *Engine) TagSend(ep uint64, addr uintptr, size uint64, tag uint64, memTy
 //
 // Errors: as TagSend.
 func (e *Engine) TagRecv(ep uint64, addr uintptr, size uint64, tag, mask uint64, memType int) (uint64, error) {
-	if ep != 0 {
-		if _, err := e.liveEndpoint(ep); err != nil {
-			return 0, err
-		}
+	// No liveness check here: a receive on an endpoint its peer broke may still take a
+	// message that arrived before, and only the progress thread can see that.
+	if e.closing.Load() {
+		return 0, ErrEngineClosed
 	}
 	id := e.newID()
 	return id, e.submit(submission{op: opTagRecv, id: id, ep: ep, addr: addr, size: size, tag: tag, mask: mask, memType: memType})

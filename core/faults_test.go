@@ -711,3 +711,57 @@ func TestListenErrors(t *testing.T) {
 		t.Fatalf("second CloseListener: %v; want ErrListenerClosed", err)
 	}
 }
+
+// TestRecvDrainsBrokenEndpoint: a message the peer sent before closing stays
+// receivable on our endpoint after the peer's close has torn it down (UCXX's drain
+// semantics), whenever the application gets round to asking; a receive with nothing
+// waiting fails with the peer's status, not with a silent cancel.
+func TestRecvDrainsBrokenEndpoint(t *testing.T) {
+	client, server := newTestEngine(t, Options{}), newTestEngine(t, Options{})
+	cep, sep, cc, sc := pair(t, client, server)
+	ci := endpointInfo(t, client, cep)
+	si := endpointInfo(t, server, sep)
+	msg := []byte("sent before the close")
+	sid, err := client.TagSend(cep, addr(msg), uint64(len(msg)), ci.SendTag, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc.wait(sid, 5*time.Second)
+	closeID, _ := client.CloseEndpoint(cep, 2*time.Second)
+	cc.wait(closeID, 5*time.Second)
+	ev := sc.wait(EventEndpointError|sep, 10*time.Second)
+	// Let the server engine finish closing the endpoint in UCX.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s, err := server.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Endpoints == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server still holds %d endpoints", s.Endpoints)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	out := make([]byte, 64)
+	rid, err := server.TagRecv(sep, addr(out), 64, si.RecvTag, ^uint64(0), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := sc.wait(rid, 5*time.Second); c.Status != 0 || !bytes.Equal(out[:c.Length], msg) {
+		t.Fatalf("drain: %+v %q", c, out[:c.Length])
+	}
+	rid, _ = server.TagRecv(sep, addr(out), 64, si.RecvTag, ^uint64(0), 0)
+	if c := sc.wait(rid, 5*time.Second); c.Status != ev.Status {
+		t.Fatalf("receive with nothing left: status %d, want the peer's %d", c.Status, ev.Status)
+	}
+	// Once the application closes it, the handle drains nothing more.
+	closeID, _ = server.CloseEndpoint(sep, time.Second)
+	sc.wait(closeID, 5*time.Second)
+	rid, _ = server.TagRecv(sep, addr(out), 64, si.RecvTag, ^uint64(0), 0)
+	if c := sc.wait(rid, 5*time.Second); c.Status != int64(ucxx.StatusCanceled) {
+		t.Fatalf("receive after our close: status %d, want Canceled", c.Status)
+	}
+}

@@ -59,7 +59,7 @@ func (e *Engine) ConnectAddress(address []byte) (handle uint64, err error) {
 			err = cerr
 			return
 		}
-		ep.u, ep.phase = u, phaseReady
+		ep.u, ep.phase, ep.known = u, phaseReady, true
 		ep.recvTag = 0
 		e.epMu.Lock()
 		e.epState[ep.handle] = ep

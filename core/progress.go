@@ -126,8 +126,12 @@ func (e *Engine) dispatchOne(s *submission) {
 		var ep *endpoint
 		if s.ep != 0 {
 			if ep = e.endpoints[s.ep]; ep == nil || ep.phase != phaseReady {
-				e.completeNow(s.id, endpointStatus(ep), 0)
-				return
+				st, ok := e.drainable(s.ep, ep, s.tag, s.mask)
+				if !ok {
+					e.completeNow(s.id, st, 0)
+					return
+				}
+				ep = nil // receive on the worker: the endpoint is gone
 			}
 		}
 		r := e.requests.add(s.id, opTagRecv, ep)
@@ -166,6 +170,23 @@ func (e *Engine) dispatchOne(s *submission) {
 	case opCall:
 		s.call()
 	}
+}
+
+// drainable reports whether a receive on a broken endpoint may still be posted (on the
+// worker): its peer broke it, not the application, and a matching message already
+// waits. Otherwise it returns the status the receive fails with.
+func (e *Engine) drainable(handle uint64, ep *endpoint, tag, mask uint64) (ucxx.Status, bool) {
+	st, dead := e.dead[handle]
+	if !dead {
+		st = endpointStatus(ep)
+	}
+	if st == ucxx.StatusCanceled {
+		return st, false // closed or aborted by the application
+	}
+	if found, _, _, _ := e.worker.TagProbe(tag, mask, false); found {
+		return st, true
+	}
+	return st, false
 }
 
 // endpointStatus is the status work on a gone or unusable endpoint fails with.
