@@ -197,7 +197,7 @@ func (e *Engine) teardown(ep *endpoint, st ucxx.Status, force bool) {
 	// work submitted meanwhile fails with this status rather than a bare "closed".
 	ep.failed.Store(int64(st))
 	for _, r := range e.requests.byID {
-		if r.ep != ep || r.canceled || (!force && r.op == opTagSend) {
+		if r.ep != ep || r.canceled || (!force && isSend(r.op)) {
 			continue
 		}
 		switch r.internal {
