@@ -34,21 +34,17 @@ func (e *Engine) AMRecv(ep uint64) (uint64, error) {
 }
 
 func (e *Engine) amSend(s *submission) {
-	ep := e.endpoints[s.ep]
-	if ep == nil || ep.phase != phaseReady {
-		e.completeNow(s.id, endpointStatus(ep), 0)
+	ep := e.readyEndpoint(s)
+	if ep == nil {
 		return
 	}
 	r := e.requests.add(s.id, opAMSend, ep)
-	if req, st := ep.u.AMSend(ep.sendTag, s.addr, s.size, s.memType, s.id); st == ucxx.StatusInProgress {
-		r.ucp = req
-	}
+	r.track(ep.u.AMSend(ep.sendTag, s.addr, s.size, s.memType, s.id))
 }
 
 func (e *Engine) amRecv(s *submission) {
-	ep := e.endpoints[s.ep]
-	if ep == nil || ep.phase != phaseReady {
-		e.completeNow(s.id, endpointStatus(ep), 0)
+	ep := e.readyEndpoint(s)
+	if ep == nil {
 		return
 	}
 	if len(ep.amReady) > 0 {
@@ -77,9 +73,7 @@ func (e *Engine) onAM(ev *ucxx.Event) {
 		r := e.requests.add(e.newID(), opTagRecv, ep)
 		r.internal, r.data = stepAMData, block
 		r.userLength = ev.Length
-		if req, st := e.worker.AMRecvData(ev.Ptr, uintptr(block)+ucxx.AMDataOffset, ev.Length, r.id); st == ucxx.StatusInProgress {
-			r.ucp = req
-		}
+		r.track(e.worker.AMRecvData(ev.Ptr, uintptr(block)+ucxx.AMDataOffset, ev.Length, r.id))
 	case ev.Status != ucxx.StatusOK || ev.Ptr == nil:
 		// Out of memory copying it: the message is lost, the connection goes on.
 	case ep == nil || ep.phase != phaseReady:

@@ -95,14 +95,10 @@ func (e *Engine) startHandshake(ep *endpoint) {
 
 	send := e.requests.add(e.newID(), opTagSend, ep)
 	send.internal = stepHandshakeSend
-	if req, st := ep.u.StreamSend(ep.hs, handshakeSize, send.id); st == ucxx.StatusInProgress {
-		send.ucp = req
-	}
+	send.track(ep.u.StreamSend(ep.hs, handshakeSize, send.id))
 	recv := e.requests.add(e.newID(), opTagRecv, ep)
 	recv.internal = stepHandshakeRecv
-	if req, st := ep.u.StreamRecv(unsafe.Add(ep.hs, handshakeSize), handshakeSize, recv.id); st == ucxx.StatusInProgress {
-		recv.ucp = req
-	}
+	recv.track(ep.u.StreamRecv(unsafe.Add(ep.hs, handshakeSize), handshakeSize, recv.id))
 }
 
 // onInternal advances an endpoint or a multi-buffer op when one of the engine's own
@@ -224,9 +220,7 @@ func (e *Engine) closeUCX(ep *endpoint, force bool) {
 	ep.flushing = false
 	r := e.requests.add(e.newID(), opCloseEndpoint, ep)
 	r.internal = stepClose
-	if req, s := ep.u.Close(force, r.id); s == ucxx.StatusInProgress {
-		r.ucp = req
-	}
+	r.track(ep.u.Close(force, r.id))
 }
 
 // sendEnded lets a flushing close go on once the endpoint's last send has ended.

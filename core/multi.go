@@ -213,19 +213,14 @@ func ucsMemType(t uint64) int {
 
 func (e *Engine) beginMulti(s *submission) (*endpoint, bool) {
 	op := s.multi
-	ep := e.endpoints[s.ep]
-	if s.ep == 0 && op.recv {
-		// A receive on the worker, from whichever endpoint sent it: what drains the
-		// messages of a peer that has gone away.
-		op.tag = s.tag | MultiTagBit
-		op.whole = e.requests.add(op.id, s.op, nil)
-		op.whole.internal, op.whole.multi = stepMultiWhole, op
-		return nil, true
-	}
-	if ep == nil || ep.phase != phaseReady {
-		e.completeNow(s.id, endpointStatus(ep), 0)
-		e.putMultiOp(op)
-		return nil, false
+	var ep *endpoint
+	// A receive with no endpoint runs on the worker, taking the message from whichever
+	// endpoint sent it: what drains the messages of a peer that has gone away.
+	if s.ep != 0 || !op.recv {
+		if ep = e.readyEndpoint(s); ep == nil {
+			e.putMultiOp(op)
+			return nil, false
+		}
 	}
 	op.ep, op.tag = ep, s.tag|MultiTagBit
 	op.whole = e.requests.add(op.id, s.op, ep)
@@ -250,15 +245,11 @@ func (e *Engine) sendMulti(s *submission) {
 	for i, n := range op.lens {
 		r := e.part(op, opTagSend, stepMultiPart)
 		addr := uintptr(op.headers) + uintptr(i*MaxHeaderSize)
-		if req, st := ep.u.TagSend(addr, uint64(n), op.tag, 0, r.id); st == ucxx.StatusInProgress {
-			r.ucp = req
-		}
+		r.track(ep.u.TagSend(addr, uint64(n), op.tag, 0, r.id))
 	}
 	for _, f := range op.frames {
 		r := e.part(op, opTagSend, stepMultiPart)
-		if req, st := ep.u.TagSend(uintptr(f.Addr), f.Size, op.tag, ucsMemType(f.MemType), r.id); st == ucxx.StatusInProgress {
-			r.ucp = req
-		}
+		r.track(ep.u.TagSend(uintptr(f.Addr), f.Size, op.tag, ucsMemType(f.MemType), r.id))
 	}
 }
 
@@ -343,9 +334,7 @@ func (e *Engine) pumpDiscards(q *multiQueue) {
 		q.discardInFlight++
 		r := e.requests.add(e.newID(), opTagRecv, ep)
 		r.internal, r.stream = stepMultiDiscard, q
-		if req, st := e.worker.TagRecv(0, 0, q.key.tag, ^uint64(0), 0, r.id); st == ucxx.StatusInProgress {
-			r.ucp = req
-		}
+		r.track(e.worker.TagRecv(0, 0, q.key.tag, ^uint64(0), 0, r.id))
 	}
 }
 
@@ -372,9 +361,7 @@ func (e *Engine) forgetStreams(ep *endpoint) {
 func (e *Engine) postHeaderRecv(op *multiOp) {
 	r := e.part(op, opTagRecv, stepMultiHeader)
 	op.remaining++
-	if req, st := e.worker.TagRecv(uintptr(op.headers), MaxHeaderSize, op.tag, ^uint64(0), 0, r.id); st == ucxx.StatusInProgress {
-		r.ucp = req
-	}
+	r.track(e.worker.TagRecv(uintptr(op.headers), MaxHeaderSize, op.tag, ^uint64(0), 0, r.id))
 }
 
 // onMultiHeader handles a received header.
@@ -527,9 +514,7 @@ func (e *Engine) receiveFrames(op *multiOp) {
 		binary.LittleEndian.PutUint64(w[16:], uint64(op.dec.Types[i]))
 		r := e.part(op, opTagRecv, stepMultiPart)
 		op.remaining++
-		if req, st := e.worker.TagRecv(uintptr(op.block)+uintptr(off), sz, op.tag, ^uint64(0), 0, r.id); st == ucxx.StatusInProgress {
-			r.ucp = req
-		}
+		r.track(e.worker.TagRecv(uintptr(op.block)+uintptr(off), sz, op.tag, ^uint64(0), 0, r.id))
 		off = alignUp(off + sz)
 	}
 	e.nextReceive(q)

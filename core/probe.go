@@ -42,9 +42,7 @@ func (e *Engine) recvProbed(s *submission) {
 	}
 	delete(e.probed, s.ep)
 	r := e.requests.add(s.id, opTagRecv, nil)
-	if req, st := e.worker.TagMsgRecv(msg, s.addr, s.size, s.id); st == ucxx.StatusInProgress {
-		r.ucp = req
-	}
+	r.track(e.worker.TagMsgRecv(msg, s.addr, s.size, s.id))
 }
 
 // ConnectAddress creates an endpoint to a worker address (WorkerAddress of the peer)

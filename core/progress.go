@@ -113,15 +113,12 @@ func (e *Engine) dispatch() {
 func (e *Engine) dispatchOne(s *submission) {
 	switch s.op {
 	case opTagSend:
-		ep := e.endpoints[s.ep]
-		if ep == nil || ep.phase != phaseReady {
-			e.completeNow(s.id, endpointStatus(ep), 0)
+		ep := e.readyEndpoint(s)
+		if ep == nil {
 			return
 		}
 		r := e.requests.add(s.id, opTagSend, ep)
-		if req, st := ep.u.TagSend(s.addr, s.size, s.tag, s.memType, s.id); st == ucxx.StatusInProgress {
-			r.ucp = req
-		}
+		r.track(ep.u.TagSend(s.addr, s.size, s.tag, s.memType, s.id))
 	case opTagRecv:
 		var ep *endpoint
 		if s.ep != 0 {
@@ -135,9 +132,7 @@ func (e *Engine) dispatchOne(s *submission) {
 			}
 		}
 		r := e.requests.add(s.id, opTagRecv, ep)
-		if req, st := e.worker.TagRecv(s.addr, s.size, s.tag, s.mask, s.memType, s.id); st == ucxx.StatusInProgress {
-			r.ucp = req
-		}
+		r.track(e.worker.TagRecv(s.addr, s.size, s.tag, s.mask, s.memType, s.id))
 	case opCancel:
 		r := e.requests.get(s.id)
 		switch {
@@ -187,6 +182,17 @@ func (e *Engine) drainable(handle uint64, ep *endpoint, tag, mask uint64) (ucxx.
 		return st, true
 	}
 	return st, false
+}
+
+// readyEndpoint returns the submission's endpoint if work may be posted on it, or
+// completes the submission with the endpoint's status and returns nil.
+func (e *Engine) readyEndpoint(s *submission) *endpoint {
+	ep := e.endpoints[s.ep]
+	if ep == nil || ep.phase != phaseReady {
+		e.completeNow(s.id, endpointStatus(ep), 0)
+		return nil
+	}
+	return ep
 }
 
 // endpointStatus is the status work on a gone or unusable endpoint fails with.

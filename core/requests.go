@@ -94,6 +94,14 @@ func (t *requestTable) remove(id uint64) *request {
 // isSend reports whether requests of kind op send on their endpoint.
 func isSend(op opKind) bool { return op == opTagSend || op == opAMSend }
 
+// track records the UCP request of an operation UCX is still running; one that ended
+// at once (any other status) already has its completion event, and nothing to track.
+func (r *request) track(req unsafe.Pointer, st ucxx.Status) {
+	if st == ucxx.StatusInProgress {
+		r.ucp = req
+	}
+}
+
 func (t *requestTable) recycle(r *request) {
 	*r = request{}
 	t.free = append(t.free, r)

@@ -56,4 +56,3 @@ func (w *Worker) TagMsgRecv(msg unsafe.Pointer, addr uintptr, n uint64, id uint6
 	st := C.ucxx_tag_msg_recv(w.h, msg, C.uintptr_t(addr), C.size_t(n), C.uint64_t(id), &req)
 	return req, Status(st)
 }
-
