@@ -106,10 +106,11 @@ class Endpoint:
         if self._error is not None:
             raise exception_for_status(self._error, f"Endpoint.{op}: the connection failed")
 
-    def _recv_handle(self, tag, op="recv"):
-        """The endpoint handle to receive on: ours while the connection is up; 0 (the
-        worker) when the peer is gone but a message it sent is still waiting, so data in
-        flight can be drained, as in UCXX. `tag` is the UCX tag the message carries."""
+    def _recv_handle(self, tag, op="recv_multi"):
+        """The endpoint handle a recv_multi runs on: ours while the connection is up; 0
+        (the worker) when the peer is gone but a message it sent is still waiting, so
+        data in flight can be drained, as in UCXX. `tag` is the UCX tag the message
+        carries. (A plain recv leaves this to the progress thread: Engine.drainable.)"""
         if self._closed:
             raise UCXCloseError(f"Endpoint.{op}: the endpoint is closed")
         if self._error is None:
@@ -171,10 +172,13 @@ class Endpoint:
         """
         addr, n, keep = host_buffer(buffer, writable=True)
         t = self._recv_tag if tag is None else _tags.mix(self._recv_tag, tag, force_tag)
-        handle = self._recv_handle(t)
+        if self._closed:
+            raise UCXCloseError("Endpoint.recv: the endpoint is closed")
+        # On an endpoint the peer broke, the progress thread still posts the receive
+        # when a message it sent before is waiting (Engine.drainable), else fails it.
         ctx = self._ctx
         try:
-            rid = _tag_recv(handle, addr, n, t, _FULL_MASK, MEMORY_HOST)
+            rid = _tag_recv(self._handle, addr, n, t, _FULL_MASK, MEMORY_HOST)
         except RuntimeError as e:
             raise translate(e) from None
         n = await ctx.wait(rid, (buffer, keep), "Endpoint.recv")
