@@ -32,14 +32,16 @@ const handshakeMagic = 0x7563_7878_676f_2d31 // "ucxxgo-1"
 const defaultAcceptTimeout = 10 * time.Second
 
 // endpoint is the engine's state for one connection. Its fields belong to the progress
-// thread, except failed, which application threads read.
+// thread, except failed and the inline budgets, which application threads use.
 type endpoint struct {
-	handle  uint64
-	u       *ucxx.Endpoint
-	phase   epPhase
-	failed  atomic.Int64 // the status that ended it; StatusOK while usable
-	sendTag uint64       // the peer's receive tag: our messages carry it
-	recvTag uint64       // ours, chosen at random (bit 63 clear) and told to the peer
+	handle uint64
+	u      *ucxx.Endpoint
+	phase  epPhase
+	failed atomic.Int64 // the status that ended it; StatusOK while usable
+	// How long application calls wait for inline completions (inline.go); theirs too.
+	inlineSend, inlineRecv inlineBudget
+	sendTag                uint64 // the peer's receive tag: our messages carry it
+	recvTag                uint64 // ours, chosen at random (bit 63 clear) and told to the peer
 
 	hs              unsafe.Pointer // C memory: our handshake message, then the peer's
 	hsSent, hsRecvd bool

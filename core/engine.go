@@ -42,10 +42,14 @@ type Options struct {
 	QueueCapacity       int  // completion ring entries; default 65536
 	// SpinBeforeSleep is how long a blocking-mode progress thread keeps polling after
 	// its last work before it arms the worker and sleeps, so a reply arriving within
-	// it costs no wake-up. Off (0) by default: on a 2-core machine the spinning thread
-	// takes the core the peer needs, and 8-byte round trips got 2-3x slower
-	// (benchmarks/foundation.md).
+	// it costs no wake-up. The spin yields the CPU between polls (sched_yield): a
+	// thread sharing the CPU, the application's or the peer's, still runs. On a
+	// virtual machine waking a thread on an idle vCPU costs about 25 us, so this is
+	// what makes small round trips fast there (benchmarks/RESULTS.md). 0: off.
 	SpinBeforeSleep time.Duration
+	// InlineWait is how long TagSendInline and TagRecvInline wait for their operation
+	// to end before leaving its completion to the queue (see inline.go). 0: no wait.
+	InlineWait time.Duration
 	// Limits bound what a peer may announce in a multi-buffer message.
 	Limits Limits
 	// MaxOutstandingBytes bounds the bytes of multi-buffer messages being received at
@@ -82,6 +86,9 @@ type Engine struct {
 	opts  Options
 	queue *notifier.Queue
 	pool  pool
+	// inline hands completions straight back to submitting calls that still wait.
+	inline           inlineSlots
+	inlineWorkerRecv inlineBudget // receives on no endpoint (ep 0)
 
 	nextID     atomic.Uint64 // request ids, from 1
 	nextHandle atomic.Uint64 // endpoint and listener handles, from 1
@@ -158,6 +165,7 @@ func New(opts Options) (*Engine, error) {
 		probed:    make(map[uint64]unsafe.Pointer),
 		epfd:      -1,
 	}
+	e.inline.init()
 	e.outstanding = semaphore.NewWeighted(opts.MaxOutstandingBytes)
 	started := make(chan error, 1)
 	go e.run(started)
@@ -248,6 +256,16 @@ func (e *Engine) TagSend(ep uint64, addr uintptr, size uint64, tag uint64, memTy
 	return id, e.submit(submission{op: opTagSend, id: id, ep: ep, addr: addr, size: size, tag: tag, memType: memType})
 }
 
+// TagSendInline is TagSend, waiting up to Options.InlineWait for the send to end
+// (an eager send usually does): then the Ticket is Done and no completion is queued.
+func (e *Engine) TagSendInline(ep uint64, addr uintptr, size uint64, tag uint64, memType int) (Ticket, error) {
+	live, err := e.liveEndpoint(ep)
+	if err != nil {
+		return Ticket{}, err
+	}
+	return e.submitTransfer(submission{op: opTagSend, id: e.newID(), ep: ep, addr: addr, size: size, tag: tag, memType: memType}, &live.inlineSend)
+}
+
 // TagRecv queues a receive into size bytes at addr of the next message matching tag
 // under mask. ep ties the receive to an endpoint (0 for none): it fails when that
 // endpoint fails or closes.
@@ -261,6 +279,22 @@ func (e *Engine) TagRecv(ep uint64, addr uintptr, size uint64, tag, mask uint64,
 	}
 	id := e.newID()
 	return id, e.submit(submission{op: opTagRecv, id: id, ep: ep, addr: addr, size: size, tag: tag, mask: mask, memType: memType})
+}
+
+// TagRecvInline is TagRecv, waiting up to Options.InlineWait for the receive to end
+// (it does when the message is already there): then the Ticket is Done, its Length
+// the message's, and no completion is queued.
+func (e *Engine) TagRecvInline(ep uint64, addr uintptr, size uint64, tag, mask uint64, memType int) (Ticket, error) {
+	if e.closing.Load() {
+		return Ticket{}, ErrEngineClosed
+	}
+	budget := &e.inlineWorkerRecv
+	e.epMu.RLock()
+	if known := e.epState[ep]; known != nil {
+		budget = &known.inlineRecv
+	}
+	e.epMu.RUnlock()
+	return e.submitTransfer(submission{op: opTagRecv, id: e.newID(), ep: ep, addr: addr, size: size, tag: tag, mask: mask, memType: memType}, budget)
 }
 
 // Cancel asks for request id to be cancelled. It completes with StatusCanceled, or

@@ -13,6 +13,7 @@ type request struct {
 	ep       *endpoint      // nil for worker-level operations
 	ucp      unsafe.Pointer // the UCP request while UCX runs it; nil for an immediate end
 	canceled bool           // ucp_request_cancel was already called
+	slot     uint8          // inline completion slot + 1 of a waiting submitter, or 0
 	// override replaces UCX's status when the request was cancelled on the
 	// application's behalf: the endpoint's error, so a receive pending when the peer
 	// dies fails with ConnectionReset rather than Canceled.

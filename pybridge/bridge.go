@@ -68,7 +68,11 @@ func current() (*core.Engine, error) {
 // that Python reads in place.
 func Start(options string, mode string, delayedSubmission bool, limits string) (res string, err error) {
 	defer guard(&err)
-	opts := core.Options{NoDelayedSubmission: !delayedSubmission, SpinBeforeSleep: spinFromEnv()}
+	opts := core.Options{
+		NoDelayedSubmission: !delayedSubmission,
+		SpinBeforeSleep:     microsecondsFromEnv("UCXGO_SPIN_US", defaultSpin),
+		InlineWait:          microsecondsFromEnv("UCXGO_INLINE_WAIT_US", defaultInlineWait),
+	}
 	if limits != "" {
 		var l struct {
 			MaxFrames           uint64 `json:"max_frames"`
@@ -125,18 +129,25 @@ func raiseGOMAXPROCS() {
 	}
 }
 
-// spinFromEnv reads UCXGO_SPIN_US, the progress thread's polling time before it sleeps
-// (microseconds); unset or 0 leaves it off, core's default.
-func spinFromEnv() time.Duration {
-	v, ok := os.LookupEnv("UCXGO_SPIN_US")
+// Defaults for the progress thread's polling before it sleeps and a submitting call's
+// wait for an inline completion (benchmarks/RESULTS.md).
+const (
+	defaultSpin       = 200 * time.Microsecond
+	defaultInlineWait = 5 * time.Microsecond
+)
+
+// microsecondsFromEnv reads a duration in microseconds from the environment variable
+// name; unset or not a number gives def, and 0 or less turns the feature off.
+func microsecondsFromEnv(name string, def time.Duration) time.Duration {
+	v, ok := os.LookupEnv(name)
 	if !ok || v == "" {
-		return 0
+		return def
 	}
 	us, err := strconv.Atoi(v)
-	if err != nil || us <= 0 {
-		return 0
+	if err != nil {
+		return def
 	}
-	return time.Duration(us) * time.Microsecond
+	return time.Duration(max(us, 0)) * time.Microsecond
 }
 
 // Stop shuts the engine down within timeoutMs: endpoints are aborted, requests

@@ -1,27 +1,54 @@
 package pybridge
 
-import "time"
+import (
+	"time"
 
-// TagSend queues a send of n bytes at addr with tag on endpoint ep and returns the
-// request id. The caller keeps the memory alive until the completion.
-func TagSend(ep uint64, addr uintptr, n uint64, tag uint64, memType int) (id uint64, err error) {
+	"github.com/ucxx-go/ucxx-go/core"
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// InlineDone marks a transfer's result as its outcome rather than a request id: the
+// operation ended within the call (core.Ticket), the low bits are its length, and no
+// completion will come. Python tests the bit; ids never reach it.
+const InlineDone = 1 << 63
+
+// TagSend sends n bytes at addr with tag on endpoint ep. It returns the request id
+// whose completion will come through the queue, or InlineDone|n when the send ended
+// within the call; an inline failure is returned as the error. The caller keeps the
+// memory alive until the send ends.
+func TagSend(ep uint64, addr uintptr, n uint64, tag uint64, memType int) (res uint64, err error) {
 	defer guard(&err)
 	e, err := current()
 	if err != nil {
 		return 0, err
 	}
-	return e.TagSend(ep, addr, n, tag, memType)
+	return ticketResult(e.TagSendInline(ep, addr, n, tag, memType))
 }
 
-// TagRecv queues a receive of up to n bytes into addr matching tag under mask; ep
-// (0 for none) is the endpoint whose failure fails it.
-func TagRecv(ep uint64, addr uintptr, n uint64, tag uint64, mask uint64, memType int) (id uint64, err error) {
+// TagRecv receives up to n bytes into addr matching tag under mask; ep (0 for none)
+// is the endpoint whose failure fails it. The result is as TagSend's, the length
+// being the message's.
+func TagRecv(ep uint64, addr uintptr, n uint64, tag uint64, mask uint64, memType int) (res uint64, err error) {
 	defer guard(&err)
 	e, err := current()
 	if err != nil {
 		return 0, err
 	}
-	return e.TagRecv(ep, addr, n, tag, mask, memType)
+	return ticketResult(e.TagRecvInline(ep, addr, n, tag, mask, memType))
+}
+
+// ticketResult encodes a core.Ticket as TagSend documents.
+func ticketResult(t core.Ticket, err error) (uint64, error) {
+	switch {
+	case err != nil:
+		return 0, err
+	case !t.Done:
+		return t.ID, nil
+	case t.Status != ucxx.StatusOK:
+		return 0, &ucxx.Error{Op: "request", Status: t.Status}
+	default:
+		return InlineDone | t.Length, nil
+	}
 }
 
 // SendMulti queues a multi-buffer send of count frames whose descriptors (address,

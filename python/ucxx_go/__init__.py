@@ -31,7 +31,7 @@ from ._address import UCXAddress, get_address, get_ucx_address_from_buffer, get_
 from ._bridge import call, ext
 from ._buffers import MEMORY_HOST, host_buffer
 from ._context import init, reset
-from ._endpoint import Endpoint
+from ._endpoint import _INLINE_DONE, _INLINE_LENGTH, Endpoint
 from ._listener import Listener
 from .exceptions import *  # noqa: F401,F403
 
@@ -167,6 +167,8 @@ async def recv(buffer, tag):
     ctx = _context.get()
     addr, n, keep = host_buffer(buffer, writable=True)
     rid = call(ext.pybridge_TagRecv, 0, addr, n, int(tag), (1 << 64) - 1, MEMORY_HOST)
+    if rid & _INLINE_DONE:
+        return rid & _INLINE_LENGTH
     return await ctx.wait(rid, (buffer, keep), "recv")
 
 

@@ -29,6 +29,11 @@ _am_recv = ext.pybridge_AMRecv
 _FRAME_HOST = 0
 # Multi-buffer traffic's tag bit (core.MultiTagBit).
 _MULTI_TAG_BIT = 1 << 63
+# A transfer call's result with this bit set is the outcome of an operation that ended
+# within the call (pybridge.InlineDone): the low bits are its length and no completion
+# will come. Otherwise it is the request id to wait for.
+_INLINE_DONE = 1 << 63
+_INLINE_LENGTH = _INLINE_DONE - 1
 
 
 def _abort_handle(ctx, handle):
@@ -153,6 +158,8 @@ class Endpoint:
             rid = _tag_send(self._handle, addr, n, t, MEMORY_HOST)
         except RuntimeError as e:
             raise translate(e) from None
+        if rid & _INLINE_DONE:
+            return
         await ctx.wait(rid, (buffer, keep), "Endpoint.send")
 
     async def recv(self, buffer, tag=None, force_tag=False):
@@ -181,7 +188,10 @@ class Endpoint:
             rid = _tag_recv(self._handle, addr, n, t, _FULL_MASK, MEMORY_HOST)
         except RuntimeError as e:
             raise translate(e) from None
-        n = await ctx.wait(rid, (buffer, keep), "Endpoint.recv")
+        if rid & _INLINE_DONE:
+            n = rid & _INLINE_LENGTH
+        else:
+            n = await ctx.wait(rid, (buffer, keep), "Endpoint.recv")
         self._received()
         return n
 
