@@ -14,13 +14,17 @@ import (
 // data at ucxx.AMDataOffset. Messages that arrive before an am_recv asks wait in
 // their endpoint's queue.
 
-// AMSend queues an active message of size bytes at addr on endpoint ep.
-func (e *Engine) AMSend(ep uint64, addr uintptr, size uint64, memType int) (uint64, error) {
+// AMSend queues an active message of size bytes at addr on endpoint ep. A CUDA
+// buffer is sent once the work queued on stream before the call is done (cuda.go).
+func (e *Engine) AMSend(ep uint64, addr uintptr, size uint64, memType int, stream uintptr) (uint64, error) {
 	if _, err := e.liveEndpoint(ep); err != nil {
 		return 0, err
 	}
-	id := e.newID()
-	return id, e.submit(submission{op: opAMSend, id: id, ep: ep, addr: addr, size: size, memType: memType})
+	s := submission{op: opAMSend, id: e.newID(), ep: ep, addr: addr, size: size, memType: memType}
+	if err := s.addCUDA(stream); err != nil {
+		return 0, err
+	}
+	return s.id, e.submitOrRelease(s)
 }
 
 // AMRecv queues a receive of endpoint ep's next active message. Its completion's Length

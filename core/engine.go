@@ -47,6 +47,12 @@ type Options struct {
 	// virtual machine waking a thread on an idle vCPU costs about 25 us, so this is
 	// what makes small round trips fast there (benchmarks/RESULTS.md). 0: off.
 	SpinBeforeSleep time.Duration
+	// CUDADevice is the device a multi-buffer receive allocates CUDA frames on until
+	// the application has submitted a CUDA buffer (then: that buffer's device).
+	CUDADevice int
+	// NoGPUAffinity keeps the progress thread off the CPUs near the GPU it drives
+	// (by default it is pinned to them when it first makes a CUDA context current).
+	NoGPUAffinity bool
 	// InlineWait is how long TagSendInline and TagRecvInline wait for their operation
 	// to end before leaving its completion to the queue (see inline.go). 0: no wait.
 	InlineWait time.Duration
@@ -89,6 +95,7 @@ type Engine struct {
 	// inline hands completions straight back to submitting calls that still wait.
 	inline           inlineSlots
 	inlineWorkerRecv inlineBudget // receives on no endpoint (ep 0)
+	cuda             cudaThread
 
 	nextID     atomic.Uint64 // request ids, from 1
 	nextHandle atomic.Uint64 // endpoint and listener handles, from 1
@@ -252,18 +259,30 @@ func (e *Engine) TagSend(ep uint64, addr uintptr, size uint64, tag uint64, memTy
 	if _, err := e.liveEndpoint(ep); err != nil {
 		return 0, err
 	}
-	id := e.newID()
-	return id, e.submit(submission{op: opTagSend, id: id, ep: ep, addr: addr, size: size, tag: tag, memType: memType})
+	s := submission{op: opTagSend, id: e.newID(), ep: ep, addr: addr, size: size, tag: tag, memType: memType}
+	if err := s.addCUDA(0); err != nil {
+		return 0, err
+	}
+	return s.id, e.submitOrRelease(s)
 }
 
 // TagSendInline is TagSend, waiting up to Options.InlineWait for the send to end
 // (an eager send usually does): then the Ticket is Done and no completion is queued.
-func (e *Engine) TagSendInline(ep uint64, addr uintptr, size uint64, tag uint64, memType int) (Ticket, error) {
+// A CUDA buffer (memType ucxx.MemoryCUDA) is sent once the work queued on stream
+// before the call is done (0: no wait; see cuda.go).
+//
+// Errors: as TagSend; for a CUDA buffer, also ErrNotCUDA, ucxx.ErrNoCUDA or a
+// *ucxx.CUDAError recording the stream's event.
+func (e *Engine) TagSendInline(ep uint64, addr uintptr, size uint64, tag uint64, memType int, stream uintptr) (Ticket, error) {
 	live, err := e.liveEndpoint(ep)
 	if err != nil {
 		return Ticket{}, err
 	}
-	return e.submitTransfer(submission{op: opTagSend, id: e.newID(), ep: ep, addr: addr, size: size, tag: tag, memType: memType}, &live.inlineSend)
+	s := submission{op: opTagSend, id: e.newID(), ep: ep, addr: addr, size: size, tag: tag, memType: memType}
+	if err := s.addCUDA(stream); err != nil {
+		return Ticket{}, err
+	}
+	return e.submitTransfer(s, &live.inlineSend)
 }
 
 // TagRecv queues a receive into size bytes at addr of the next message matching tag
@@ -277,14 +296,18 @@ func (e *Engine) TagRecv(ep uint64, addr uintptr, size uint64, tag, mask uint64,
 	if e.closing.Load() {
 		return 0, ErrEngineClosed
 	}
-	id := e.newID()
-	return id, e.submit(submission{op: opTagRecv, id: id, ep: ep, addr: addr, size: size, tag: tag, mask: mask, memType: memType})
+	s := submission{op: opTagRecv, id: e.newID(), ep: ep, addr: addr, size: size, tag: tag, mask: mask, memType: memType}
+	if err := s.addCUDA(0); err != nil {
+		return 0, err
+	}
+	return s.id, e.submitOrRelease(s)
 }
 
 // TagRecvInline is TagRecv, waiting up to Options.InlineWait for the receive to end
 // (it does when the message is already there): then the Ticket is Done, its Length
-// the message's, and no completion is queued.
-func (e *Engine) TagRecvInline(ep uint64, addr uintptr, size uint64, tag, mask uint64, memType int) (Ticket, error) {
+// the message's, and no completion is queued. A CUDA buffer is written once the work
+// queued on stream before the call is done, as for TagSendInline.
+func (e *Engine) TagRecvInline(ep uint64, addr uintptr, size uint64, tag, mask uint64, memType int, stream uintptr) (Ticket, error) {
 	if e.closing.Load() {
 		return Ticket{}, ErrEngineClosed
 	}
@@ -294,7 +317,11 @@ func (e *Engine) TagRecvInline(ep uint64, addr uintptr, size uint64, tag, mask u
 		budget = &known.inlineRecv
 	}
 	e.epMu.RUnlock()
-	return e.submitTransfer(submission{op: opTagRecv, id: e.newID(), ep: ep, addr: addr, size: size, tag: tag, mask: mask, memType: memType}, budget)
+	s := submission{op: opTagRecv, id: e.newID(), ep: ep, addr: addr, size: size, tag: tag, mask: mask, memType: memType}
+	if err := s.addCUDA(stream); err != nil {
+		return Ticket{}, err
+	}
+	return e.submitTransfer(s, budget)
 }
 
 // Cancel asks for request id to be cancelled. It completes with StatusCanceled, or

@@ -153,10 +153,10 @@ func (e *Engine) submitTransfer(s submission, budget *inlineBudget) (Ticket, err
 	t := Ticket{ID: s.id}
 	limit := e.opts.InlineWait
 	if limit <= 0 || e.opts.NoDelayedSubmission {
-		return t, e.submit(s)
+		return t, e.submitOrRelease(s)
 	}
 	s.slot = e.inline.acquire(s.id)
-	if err := e.submit(s); err != nil {
+	if err := e.submitOrRelease(s); err != nil {
 		if s.slot != 0 {
 			e.inline.wait(s.slot, s.id, 0)
 		}

@@ -19,12 +19,12 @@ func TestInlineCompletion(t *testing.T) {
 	si, _ := server.EndpointInfo(sep)
 
 	msg := []byte("inline!!")
-	st, err := client.TagSendInline(cep, addr(msg), uint64(len(msg)), ci.SendTag, 0)
+	st, err := client.TagSendInline(cep, addr(msg), uint64(len(msg)), ci.SendTag, 0, 0)
 	if err != nil || !st.Done || st.Status != ucxx.StatusOK {
 		t.Fatalf("TagSendInline: %+v, %v; want Done with status OK", st, err)
 	}
 	out := make([]byte, 16)
-	rt, err := server.TagRecvInline(sep, addr(out), uint64(len(out)), si.RecvTag, ^uint64(0), 0)
+	rt, err := server.TagRecvInline(sep, addr(out), uint64(len(out)), si.RecvTag, ^uint64(0), 0, 0)
 	if err != nil || !rt.Done || rt.Status != ucxx.StatusOK || rt.Length != uint64(len(msg)) {
 		t.Fatalf("TagRecvInline: %+v, %v; want Done, length %d", rt, err, len(msg))
 	}
@@ -64,12 +64,12 @@ func TestInlineWaitExpires(t *testing.T) {
 	si, _ := server.EndpointInfo(sep)
 
 	out := make([]byte, 1<<20)
-	rt, err := server.TagRecvInline(sep, addr(out), uint64(len(out)), si.RecvTag, ^uint64(0), 0)
+	rt, err := server.TagRecvInline(sep, addr(out), uint64(len(out)), si.RecvTag, ^uint64(0), 0, 0)
 	if err != nil || rt.Done {
 		t.Fatalf("TagRecvInline with no message: %+v, %v; want a pending ticket", rt, err)
 	}
 	msg := bytes.Repeat([]byte{7}, 1<<20)
-	st, err := client.TagSendInline(cep, addr(msg), uint64(len(msg)), ci.SendTag, 0)
+	st, err := client.TagSendInline(cep, addr(msg), uint64(len(msg)), ci.SendTag, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

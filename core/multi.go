@@ -33,36 +33,54 @@ import (
 // from user tags keep it clear.
 const MultiTagBit uint64 = 1 << 63
 
-// Frame describes one buffer of a multi-buffer send: three little-endian u64 words
-// (address, size, memory type: MemHost or MemCUDA), as the descriptor array a caller
-// passes to SendMulti holds them.
+// Frame describes one buffer of a multi-buffer send: four little-endian u64 words
+// (address, size, memory type: MemHost or MemCUDA, and for a CUDA frame the stream
+// whose queued work must be done before it is sent, 0 for none: see cuda.go), as the
+// descriptor array a caller passes to SendMulti holds them.
 type Frame struct {
 	Addr    uint64
 	Size    uint64
 	MemType uint64
+	Stream  uint64
 }
 
 // FrameDescriptorSize is the size of one Frame in a descriptor array.
-const FrameDescriptorSize = 24
+const FrameDescriptorSize = 32
 
 // The block a multi-buffer receive completes with (its address is the completion's
-// Length): a record, then the frames. All words little-endian u64:
+// Length): a record, then the host frames. All words little-endian u64:
 //
 //	word 0: frame count n
 //	word 1: size of the whole block in bytes
 //	words 2+3i, 3+3i, 4+3i: frame i's offset in the block, size, memory type
 //
-// Frames start 64-byte aligned and never overlap. The block is one C malloc: the
-// consumer frees it with free() once it is done with every frame.
+// Host frames start 64-byte aligned and never overlap. The block is one C malloc: the
+// consumer frees it with free() once it is done with every host frame. A CUDA frame
+// (memory type word MemCUDA | device<<8) is not in the block: its first word is the
+// address of its own device allocation, which the consumer frees with FreeCUDA.
 const blockAlign = 64
 
-func blockLayout(sizes []uint64) (recordSize, total uint64) {
+func blockLayout(sizes []uint64, types []uint8) (recordSize, total uint64) {
 	recordSize = uint64(8 * (2 + 3*len(sizes)))
 	total = alignUp(recordSize)
-	for _, s := range sizes {
-		total = alignUp(total + s)
+	for i, s := range sizes {
+		if types[i] == MemHost {
+			total = alignUp(total + s)
+		}
 	}
 	return recordSize, total
+}
+
+// footprint is the memory a received message takes: its block and its CUDA frames.
+// The outstanding-bytes limit counts it.
+func footprint(sizes []uint64, types []uint8) uint64 {
+	_, total := blockLayout(sizes, types)
+	for i, s := range sizes {
+		if types[i] != MemHost {
+			total += s
+		}
+	}
+	return total
 }
 
 func alignUp(n uint64) uint64 { return (n + blockAlign - 1) &^ (blockAlign - 1) }
@@ -96,7 +114,8 @@ type multiOp struct {
 	abandoned  bool // cancelled after gotHeader: the message is received, then dropped
 	block      unsafe.Pointer
 	blockSize  uint64
-	reserved   int64 // bytes held in the outstanding-bytes semaphore
+	reserved   int64     // bytes held in the outstanding-bytes semaphore
+	cudaFrames []uintptr // device allocations of the CUDA frames, until handed over
 	queue      *multiQueue
 }
 
@@ -106,7 +125,8 @@ func getMultiOp() *multiOp { return multiOps.Get().(*multiOp) }
 
 func (e *Engine) putMultiOp(op *multiOp) {
 	keep := multiOp{raw: op.raw[:0], frames: op.frames[:0], sizes: op.sizes[:0], types: op.types[:0],
-		lens: op.lens[:0], parts: op.parts[:0], headers: op.headers, headersCap: op.headersCap, dec: op.dec}
+		lens: op.lens[:0], parts: op.parts[:0], headers: op.headers, headersCap: op.headersCap, dec: op.dec,
+		cudaFrames: op.cudaFrames[:0]}
 	keep.dec.Reset()
 	*op = keep
 	multiOps.Put(op)
@@ -167,12 +187,21 @@ func (e *Engine) SendMulti(ep uint64, desc uintptr, count int, tag uint64) (uint
 	}
 	op.raw = op.raw[:n]
 	ucxx.CopyFrom(op.raw, desc)
+	var cb cudaBuffers
 	for i := 0; i < count; i++ {
 		w := op.raw[i*FrameDescriptorSize:]
-		f := Frame{binary.LittleEndian.Uint64(w), binary.LittleEndian.Uint64(w[8:]), binary.LittleEndian.Uint64(w[16:])}
+		f := Frame{binary.LittleEndian.Uint64(w), binary.LittleEndian.Uint64(w[8:]), binary.LittleEndian.Uint64(w[16:]), binary.LittleEndian.Uint64(w[24:])}
 		if f.MemType > uint64(MemCUDA) || (f.Addr == 0 && f.Size != 0) {
+			cb.release()
 			e.putMultiOp(op)
 			return 0, ErrBadDescriptors
+		}
+		if f.MemType == uint64(MemCUDA) {
+			if err := cb.add(uintptr(f.Addr), uintptr(f.Stream)); err != nil {
+				cb.release()
+				e.putMultiOp(op)
+				return 0, err
+			}
 		}
 		op.frames = append(op.frames, f)
 	}
@@ -180,7 +209,7 @@ func (e *Engine) SendMulti(ep uint64, desc uintptr, count int, tag uint64) (uint
 	// before this function returns (Go may read op.id after the call).
 	id := e.newID()
 	op.id = id
-	return id, e.submit(submission{op: opSendMulti, id: id, ep: ep, tag: tag, multi: op})
+	return id, e.submitOrRelease(submission{op: opSendMulti, id: id, ep: ep, tag: tag, multi: op, cuda: cb})
 }
 
 // RecvMulti queues a multi-buffer receive on endpoint ep (0: on the worker, from any
@@ -206,7 +235,7 @@ func usable(ep *endpoint) bool { return ep == nil || ep.phase == phaseReady }
 // ucsMemType maps a header's memory type to UCX's.
 func ucsMemType(t uint64) int {
 	if t == uint64(MemCUDA) {
-		return 2 // UCS_MEMORY_TYPE_CUDA
+		return 1 // UCS_MEMORY_TYPE_CUDA
 	}
 	return 0 // UCS_MEMORY_TYPE_HOST
 }
@@ -444,7 +473,7 @@ func headersLeft(total uint64, fed int) uint64 {
 
 // admit reserves room for a fully described message, or makes it wait for room.
 func (e *Engine) admit(op *multiOp) {
-	_, size := blockLayout(op.dec.Sizes)
+	size := footprint(op.dec.Sizes, op.dec.Types)
 	if size > uint64(e.opts.MaxOutstandingBytes) {
 		e.rejectWhole(op, ucxx.StatusExceedsLimit)
 		return
@@ -470,7 +499,7 @@ func (e *Engine) rejectWhole(op *multiOp, st ucxx.Status) {
 func (e *Engine) admitWaiting() {
 	for len(e.waiting) > 0 {
 		op := e.waiting[0]
-		_, size := blockLayout(op.dec.Sizes)
+		size := footprint(op.dec.Sizes, op.dec.Types)
 		if !e.outstanding.TryAcquire(int64(size)) {
 			return
 		}
@@ -490,32 +519,48 @@ func (e *Engine) receiveFrames(op *multiOp) {
 		e.nextReceive(q)
 		return
 	}
-	for _, t := range op.dec.Types {
-		if t != MemHost {
-			// CUDA frames need the GPU build; drop the message rather than the stream.
-			e.rejectWhole(op, ucxx.StatusUnsupported)
-			return
-		}
-	}
-	recordSize, size := blockLayout(op.dec.Sizes)
+	recordSize, size := blockLayout(op.dec.Sizes, op.dec.Types)
 	op.block, op.blockSize = ucxx.CMalloc(size), size
 	if op.block == nil {
 		e.rejectWhole(op, ucxx.StatusNoMemory)
 		return
 	}
+	// CUDA frames first: if one cannot be allocated, nothing is posted yet.
+	for i, t := range op.dec.Types {
+		if t == MemHost {
+			continue
+		}
+		ptr, err := e.allocCUDA(op.dec.Sizes[i])
+		if err != nil {
+			e.freeCUDAFrames(op)
+			ucxx.CFree(op.block)
+			op.block = nil
+			e.rejectWhole(op, ucxx.StatusNoMemory)
+			return
+		}
+		op.cudaFrames = append(op.cudaFrames, ptr)
+	}
 	rec := unsafe.Slice((*byte)(op.block), recordSize)
 	binary.LittleEndian.PutUint64(rec[0:], uint64(len(op.dec.Sizes)))
 	binary.LittleEndian.PutUint64(rec[8:], size)
 	off := alignUp(recordSize)
+	cuda := op.cudaFrames
 	for i, sz := range op.dec.Sizes {
 		w := rec[16+24*i:]
-		binary.LittleEndian.PutUint64(w, off)
+		addr, memType, kind := uintptr(op.block)+uintptr(off), ucxx.MemoryHost, uint64(MemHost)
+		if op.dec.Types[i] == MemHost {
+			binary.LittleEndian.PutUint64(w, off)
+			off = alignUp(off + sz)
+		} else {
+			addr, cuda = cuda[0], cuda[1:]
+			memType, kind = ucxx.MemoryCUDA, uint64(MemCUDA)|uint64(e.cuda.current-1)<<8
+			binary.LittleEndian.PutUint64(w, uint64(addr))
+		}
 		binary.LittleEndian.PutUint64(w[8:], sz)
-		binary.LittleEndian.PutUint64(w[16:], uint64(op.dec.Types[i]))
+		binary.LittleEndian.PutUint64(w[16:], kind)
 		r := e.part(op, opTagRecv, stepMultiPart)
 		op.remaining++
-		r.track(e.worker.TagRecv(uintptr(op.block)+uintptr(off), sz, op.tag, ^uint64(0), 0, r.id))
-		off = alignUp(off + sz)
+		r.track(e.worker.TagRecv(addr, sz, op.tag, ^uint64(0), memType, r.id))
 	}
 	e.nextReceive(q)
 	if op.remaining == 0 {
@@ -549,9 +594,11 @@ func (e *Engine) finishMulti(op *multiOp) {
 	var value uint64
 	if op.block != nil {
 		if st == ucxx.StatusOK {
-			value = uint64(uintptr(op.block)) // the application frees it now
+			value = uint64(uintptr(op.block)) // the application frees it, and the CUDA frames, now
+			op.cudaFrames = op.cudaFrames[:0]
 		} else {
 			ucxx.CFree(op.block)
+			e.freeCUDAFrames(op)
 		}
 		op.block = nil
 	}

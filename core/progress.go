@@ -40,6 +40,11 @@ func (e *Engine) run(started chan<- error) {
 		if e.opts.Mode == Polling {
 			continue
 		}
+		if len(e.cuda.gated) > 0 {
+			// Submissions wait for GPU streams: poll their events, yielding the CPU.
+			syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+			continue
+		}
 		e.sleep(evs[:])
 	}
 }
@@ -96,18 +101,25 @@ func (e *Engine) teardownWorker() {
 
 // dispatch takes every queued submission and issues it, in order.
 func (e *Engine) dispatch() {
+	if len(e.cuda.gated) > 0 {
+		e.releaseGated(e.closing.Load())
+	}
 	batch := e.pool.swap(e.spare)
 	for i := range batch {
-		s := &batch[i]
-		e.dispatchOne(s)
-		if s.posted != nil {
-			close(s.posted)
-		}
+		e.gate(&batch[i])
 		batch[i] = submission{} // drop references (closures, strings) held by the slot
 	}
 	e.spare = batch
 	if len(batch) > 0 {
 		e.drainEvents()
+	}
+}
+
+// post dispatches s and tells a caller waiting for that (no delayed submission).
+func (e *Engine) post(s *submission) {
+	e.dispatchOne(s)
+	if s.posted != nil {
+		close(s.posted)
 	}
 }
 

@@ -8,14 +8,15 @@ import (
 	"github.com/ucxx-go/ucxx-go/ucxx"
 )
 
-// AMSend queues an active message of n bytes at addr on endpoint ep.
-func AMSend(ep uint64, addr uintptr, n uint64, memType int) (id uint64, err error) {
+// AMSend queues an active message of n bytes at addr on endpoint ep; memType and
+// stream as TagSend's.
+func AMSend(ep uint64, addr uintptr, n uint64, memType int, stream uint64) (id uint64, err error) {
 	defer guard(&err)
 	e, err := current()
 	if err != nil {
 		return 0, err
 	}
-	return e.AMSend(ep, addr, n, memType)
+	return e.AMSend(ep, addr, n, memType, uintptr(stream))
 }
 
 // AMRecv queues a receive of ep's next active message; the completion's length is the

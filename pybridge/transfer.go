@@ -15,26 +15,28 @@ const InlineDone = 1 << 63
 // TagSend sends n bytes at addr with tag on endpoint ep. It returns the request id
 // whose completion will come through the queue, or InlineDone|n when the send ended
 // within the call; an inline failure is returned as the error. The caller keeps the
-// memory alive until the send ends.
-func TagSend(ep uint64, addr uintptr, n uint64, tag uint64, memType int) (res uint64, err error) {
+// memory alive until the send ends. memType is UCX's (0 host, 1 CUDA); for CUDA
+// memory, stream is the __cuda_array_interface__ stream whose queued work must be
+// done before the send (0: none).
+func TagSend(ep uint64, addr uintptr, n uint64, tag uint64, memType int, stream uint64) (res uint64, err error) {
 	defer guard(&err)
 	e, err := current()
 	if err != nil {
 		return 0, err
 	}
-	return ticketResult(e.TagSendInline(ep, addr, n, tag, memType))
+	return ticketResult(e.TagSendInline(ep, addr, n, tag, memType, uintptr(stream)))
 }
 
 // TagRecv receives up to n bytes into addr matching tag under mask; ep (0 for none)
-// is the endpoint whose failure fails it. The result is as TagSend's, the length
-// being the message's.
-func TagRecv(ep uint64, addr uintptr, n uint64, tag uint64, mask uint64, memType int) (res uint64, err error) {
+// is the endpoint whose failure fails it. The result, memType and stream are as
+// TagSend's, the length being the message's.
+func TagRecv(ep uint64, addr uintptr, n uint64, tag uint64, mask uint64, memType int, stream uint64) (res uint64, err error) {
 	defer guard(&err)
 	e, err := current()
 	if err != nil {
 		return 0, err
 	}
-	return ticketResult(e.TagRecvInline(ep, addr, n, tag, mask, memType))
+	return ticketResult(e.TagRecvInline(ep, addr, n, tag, mask, memType, uintptr(stream)))
 }
 
 // ticketResult encodes a core.Ticket as TagSend documents.
@@ -52,7 +54,8 @@ func ticketResult(t core.Ticket, err error) (uint64, error) {
 }
 
 // SendMulti queues a multi-buffer send of count frames whose descriptors (address,
-// size, memory type: three little-endian u64 each) are at desc, read during the call.
+// size, memory type, stream: four little-endian u64 each, core.Frame) are at desc,
+// read during the call.
 func SendMulti(ep uint64, desc uintptr, count int, tag uint64) (id uint64, err error) {
 	defer guard(&err)
 	e, err := current()

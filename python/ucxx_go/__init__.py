@@ -29,9 +29,10 @@ import socket
 from . import _context, _tags, exceptions, types
 from ._address import UCXAddress, get_address, get_ucx_address_from_buffer, get_worker_address
 from ._bridge import call, ext
-from ._buffers import MEMORY_HOST, host_buffer
+from ._buffers import buffer_info
 from ._context import init, reset
 from ._endpoint import _INLINE_DONE, _INLINE_LENGTH, Endpoint
+from ._frames import CudaFrame
 from ._listener import Listener
 from .exceptions import *  # noqa: F401,F403
 
@@ -42,7 +43,7 @@ __all__ = [
     "get_ucx_version", "get_config", "get_address", "get_worker_address",
     "get_ucx_address_from_buffer", "recv", "progress", "stop_notifier_thread", "info",
     "get_ucp_context_info", "get_ucp_worker_info",
-    "Endpoint", "Listener", "UCXAddress", "progress_mode", "exceptions", "types",
+    "Endpoint", "Listener", "UCXAddress", "CudaFrame", "progress_mode", "exceptions", "types",
 ] + exceptions.__all__
 
 
@@ -165,8 +166,8 @@ async def recv(buffer, tag):
     """Receive into ``buffer`` the next message with exactly ``tag`` from any endpoint
     (UCXX's worker-level receive: no tag mixing, the full mask)."""
     ctx = _context.get()
-    addr, n, keep = host_buffer(buffer, writable=True)
-    rid = call(ext.pybridge_TagRecv, 0, addr, n, int(tag), (1 << 64) - 1, MEMORY_HOST)
+    addr, n, keep, mem, stream = buffer_info(buffer, writable=True)
+    rid = call(ext.pybridge_TagRecv, 0, addr, n, int(tag), (1 << 64) - 1, mem, stream)
     if rid & _INLINE_DONE:
         return rid & _INLINE_LENGTH
     return await ctx.wait(rid, (buffer, keep), "recv")

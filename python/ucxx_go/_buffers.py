@@ -1,16 +1,53 @@
 """Buffer adapters: the address, size and memory type of a user's buffer, without copying.
 
-Anything with the buffer protocol works (bytes, bytearray, memoryview, numpy, array).
-The caller keeps the returned keep-alive object referenced until the operation ends:
-while a memoryview export exists the buffer cannot be resized or freed.
+Host memory: anything with the buffer protocol (bytes, bytearray, memoryview, numpy,
+array). CUDA memory: anything with ``__cuda_array_interface__`` (cupy, numba, torch),
+version 2 or 3. The caller keeps the returned keep-alive object referenced until the
+operation ends: while a memoryview export exists the buffer cannot be resized or freed,
+and the CUDA array owns its device memory.
 """
 
 import ctypes
+import math
 
 MEMORY_HOST = 0  # UCS_MEMORY_TYPE_HOST
+MEMORY_CUDA = 1  # UCS_MEMORY_TYPE_CUDA
+
+# A CUDA buffer's stream, as __cuda_array_interface__ v3 gives it: NO_STREAM means its
+# data is ready (no "stream" key, or None); 1 is the legacy default stream, 2 the
+# per-thread default stream, anything else a cudaStream_t. The Go core waits for the
+# stream's work (an event recorded on it) before UCX touches the memory.
+NO_STREAM = 0
 
 _c_char_from_buffer = ctypes.c_char.from_buffer
 _addressof = ctypes.addressof
+
+
+def buffer_info(obj, writable):
+    """Return (address, nbytes, keepalive, memory type, stream) for a contiguous host
+    or CUDA buffer.
+
+    Raises
+    ------
+    TypeError
+        `obj` is neither a buffer nor a CUDA array, or `writable` is asked of a
+        read-only one.
+    ValueError
+        The buffer is not contiguous, or its CUDA array interface is malformed.
+    """
+    try:
+        mv = memoryview(obj)
+    except TypeError:
+        cai = getattr(obj, "__cuda_array_interface__", None)
+        if cai is None:
+            raise TypeError(
+                f"expected an object with the buffer protocol (bytes, bytearray, memoryview, numpy "
+                f"array) or __cuda_array_interface__ (cupy, numba, torch), got {type(obj).__name__}"
+            ) from None
+        addr, n, stream = cuda_array_info(cai, writable, type(obj).__name__)
+        return addr, n, obj, MEMORY_CUDA, stream
+    addr, n, keep = _host(obj, mv, writable)
+    return addr, n, keep, MEMORY_HOST, NO_STREAM
 
 
 def host_buffer(obj, writable):
@@ -19,8 +56,8 @@ def host_buffer(obj, writable):
     Raises
     ------
     TypeError
-        `obj` lacks the buffer protocol (a CUDA array, say), or `writable` is asked of a
-        read-only buffer.
+        `obj` lacks the buffer protocol (a CUDA array where host memory is needed,
+        say), or `writable` is asked of a read-only buffer.
     ValueError
         The buffer is not contiguous.
     """
@@ -28,13 +65,15 @@ def host_buffer(obj, writable):
         mv = memoryview(obj)
     except TypeError:
         if hasattr(obj, "__cuda_array_interface__"):
-            raise TypeError(
-                f"{type(obj).__name__} is CUDA memory; this build of ucxx_go moves host buffers only"
-            ) from None
+            raise TypeError(f"{type(obj).__name__} is CUDA memory; this operation takes host buffers only") from None
         raise TypeError(
             f"expected an object with the buffer protocol (bytes, bytearray, memoryview, numpy array), "
             f"got {type(obj).__name__}"
         ) from None
+    return _host(obj, mv, writable)
+
+
+def _host(obj, mv, writable):
     if writable and mv.readonly:
         raise TypeError(f"cannot receive into a read-only buffer ({type(obj).__name__})")
     if not mv.contiguous:
@@ -43,6 +82,50 @@ def host_buffer(obj, writable):
     if n == 0:
         return 0, 0, mv
     return _address(obj, mv), n, mv
+
+
+def cuda_array_info(cai, writable, what="CUDA array"):
+    """Return (address, nbytes, stream) from a ``__cuda_array_interface__`` dict.
+
+    Raises
+    ------
+    TypeError
+        `writable` is asked of a read-only array.
+    ValueError
+        The array is not C-contiguous, or the interface is malformed.
+    """
+    try:
+        ptr, readonly = cai["data"]
+        shape = tuple(int(d) for d in cai["shape"])
+        typestr = cai["typestr"]
+        itemsize = int(typestr[2:])
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        raise ValueError(f"malformed __cuda_array_interface__ of {what}: {e!r}") from None
+    if writable and readonly:
+        raise TypeError(f"cannot receive into a read-only CUDA array ({what})")
+    strides = cai.get("strides")
+    if strides is not None and not _c_contiguous(shape, tuple(strides), itemsize):
+        raise ValueError(f"CUDA array must be C-contiguous (got strides {tuple(strides)} for {what})")
+    if cai.get("mask") is not None:
+        raise ValueError(f"masked CUDA arrays are not supported ({what})")
+    n = math.prod(shape) * itemsize
+    stream = cai.get("stream") if cai.get("version", 0) >= 3 else None
+    if stream is None:
+        stream = NO_STREAM
+    elif stream == 0:
+        # The interface forbids 0: it cannot tell the legacy default stream from the
+        # per-thread one.
+        raise ValueError(f"__cuda_array_interface__ stream 0 is not allowed ({what})")
+    return (int(ptr) if n else 0), n, int(stream)
+
+
+def _c_contiguous(shape, strides, itemsize):
+    expected = itemsize
+    for dim, stride in zip(reversed(shape), reversed(strides)):
+        if dim > 1 and stride != expected:
+            return False
+        expected *= dim
+    return True
 
 
 def _address(obj, mv):

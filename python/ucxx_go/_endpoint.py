@@ -9,7 +9,7 @@ import weakref
 
 from . import _context, _tags
 from ._bridge import call, ext, translate
-from ._buffers import MEMORY_HOST, host_buffer
+from ._buffers import buffer_info, host_buffer
 from ._frames import frames_from_block
 from .exceptions import UCXCloseError, UCXError, exception_for_status
 
@@ -25,8 +25,6 @@ _send_multi = ext.pybridge_SendMulti
 _recv_multi = ext.pybridge_RecvMulti
 _am_send = ext.pybridge_AMSend
 _am_recv = ext.pybridge_AMRecv
-# A header's frame memory types (core.MemHost).
-_FRAME_HOST = 0
 # Multi-buffer traffic's tag bit (core.MultiTagBit).
 _MULTI_TAG_BIT = 1 << 63
 # A transfer call's result with this bit set is the outcome of an operation that ended
@@ -128,12 +126,14 @@ class Endpoint:
     # -- transfers ---------------------------------------------------------------------
 
     async def send(self, buffer, tag=None, force_tag=False):
-        """Send a host buffer to the peer.
+        """Send a host or CUDA buffer to the peer.
 
         Parameters
         ----------
-        buffer : buffer-protocol object
-            Contiguous; not copied, and kept referenced until the send ends.
+        buffer : buffer-protocol object or CUDA array
+            Contiguous; not copied, and kept referenced until the send ends. A CUDA
+            array (``__cuda_array_interface__``) is sent once the work its ``stream``
+            had queued when send was called is done: that stream only, never the device.
         tag : int, str, bytes or tuple, optional
             Mixed into the endpoint's tag; the peer's ``recv`` must pass the same tag.
         force_tag : bool
@@ -151,11 +151,11 @@ class Endpoint:
             endpoint was closed meanwhile.
         """
         self._check("send")
-        addr, n, keep = host_buffer(buffer, writable=False)
+        addr, n, keep, mem, stream = buffer_info(buffer, writable=False)
         t = self._send_tag if tag is None else _tags.mix(self._send_tag, tag, force_tag)
         ctx = self._ctx
         try:
-            rid = _tag_send(self._handle, addr, n, t, MEMORY_HOST)
+            rid = _tag_send(self._handle, addr, n, t, mem, stream)
         except RuntimeError as e:
             raise translate(e) from None
         if rid & _INLINE_DONE:
@@ -163,7 +163,8 @@ class Endpoint:
         await ctx.wait(rid, (buffer, keep), "Endpoint.send")
 
     async def recv(self, buffer, tag=None, force_tag=False):
-        """Receive the next message with this tag into a writable host buffer.
+        """Receive the next message with this tag into a writable host or CUDA buffer
+        (a CUDA array is written once the work its ``stream`` had queued is done).
 
         A message shorter than the buffer fills its start; the return value is the
         number of bytes received.
@@ -177,7 +178,7 @@ class Endpoint:
         UCXCloseError, UCXError
             As for ``send``; a peer that dies fails a pending ``recv`` promptly.
         """
-        addr, n, keep = host_buffer(buffer, writable=True)
+        addr, n, keep, mem, stream = buffer_info(buffer, writable=True)
         t = self._recv_tag if tag is None else _tags.mix(self._recv_tag, tag, force_tag)
         if self._closed:
             raise UCXCloseError("Endpoint.recv: the endpoint is closed")
@@ -185,7 +186,7 @@ class Endpoint:
         # when a message it sent before is waiting (Engine.drainable), else fails it.
         ctx = self._ctx
         try:
-            rid = _tag_recv(self._handle, addr, n, t, _FULL_MASK, MEMORY_HOST)
+            rid = _tag_recv(self._handle, addr, n, t, _FULL_MASK, mem, stream)
         except RuntimeError as e:
             raise translate(e) from None
         if rid & _INLINE_DONE:
@@ -245,11 +246,11 @@ class Endpoint:
         return n
 
     async def am_send(self, buffer):
-        """Send a host buffer as a UCX active message, for the peer's ``am_recv``."""
+        """Send a host or CUDA buffer as a UCX active message, for the peer's ``am_recv``."""
         self._check("am_send")
-        addr, n, keep = host_buffer(buffer, writable=False)
+        addr, n, keep, mem, stream = buffer_info(buffer, writable=False)
         try:
-            rid = _am_send(self._handle, addr, n, MEMORY_HOST)
+            rid = _am_send(self._handle, addr, n, mem, stream)
         except RuntimeError as e:
             raise translate(e) from None
         await self._ctx.wait(rid, (buffer, keep), "Endpoint.am_send")
@@ -267,7 +268,8 @@ class Endpoint:
         return frames_from_block(address)[0]
 
     async def send_multi(self, buffers, tag=None, force_tag=False):
-        """Send several host buffers as one message, for the peer's ``recv_multi``.
+        """Send several host or CUDA buffers as one message, for the peer's ``recv_multi``
+        (which gets host frames as numpy arrays and CUDA frames as CUDA arrays).
 
         One call into the Go core and one completion for the whole message, however
         many frames (none included). A ``send`` on the same tag never interleaves with it.
@@ -283,8 +285,8 @@ class Endpoint:
         keep = []
         desc = array.array("Q")
         for b in buffers:
-            addr, n, mv = host_buffer(b, writable=False)
-            desc.extend((addr, n, _FRAME_HOST))
+            addr, n, mv, mem, stream = buffer_info(b, writable=False)
+            desc.extend((addr, n, mem, stream))  # core.Frame; MemHost/MemCUDA are UCX's 0/1
             keep.append((b, mv))
         t = self._send_tag if tag is None else _tags.mix(self._send_tag, tag, force_tag)
         count = len(keep)

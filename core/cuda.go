@@ -1,0 +1,318 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// CUDA buffers. Nothing here runs, and CUDA is never loaded, until the application
+// hands the engine a buffer it says is CUDA memory, or a peer sends CUDA frames.
+//
+// Three things make CUDA transfers right:
+//   - Stream order. A buffer's producer may still be writing it on a stream. The
+//     submitting thread records an event on that stream (the stream
+//     __cuda_array_interface__ names), and the progress thread posts the operation only
+//     once the event is done. Only that stream's work is waited for, never the device,
+//     and nobody blocks: the progress thread polls the event between its other work
+//     (GrCUDA's dependency-aware scheduling, at the scale of one stream). While a
+//     submission waits, those queued after it wait too (gated, in order): messages on
+//     one tag must be posted in the order they were sent.
+//   - The context. UCX's CUDA transports act in the progress thread's current context,
+//     so before a CUDA operation the progress thread makes the buffer's device's
+//     primary context current (the context CuPy, PyTorch and RMM use), and no context
+//     is created on any other device.
+//   - Received frames. A multi-buffer message's CUDA frames are allocated on the
+//     engine's CUDA device (the device of the last CUDA buffer submitted, else
+//     Options.CUDADevice) and handed to the application, which frees them with
+//     FreeCUDA.
+
+// ErrNotCUDA: a buffer submitted as CUDA memory is not device memory the driver knows.
+var ErrNotCUDA = errors.New("core: buffer is not CUDA device memory")
+
+// primaryContexts holds one reference on the primary context of each device the
+// process used, for its whole life: frames received into a device must stay freeable
+// (FreeCUDA) after the engine that allocated them is gone, and the application holds
+// the same contexts anyway.
+var primaryContexts struct {
+	sync.Mutex
+	byDevice map[int]ucxx.CUDAContext
+}
+
+// primaryContext returns device's primary context, retaining it on first use.
+func primaryContext(drv *ucxx.CUDADriver, device int) (ucxx.CUDAContext, error) {
+	primaryContexts.Lock()
+	defer primaryContexts.Unlock()
+	if c, ok := primaryContexts.byDevice[device]; ok {
+		return c, nil
+	}
+	c, err := drv.RetainPrimary(device)
+	if err != nil {
+		return ucxx.CUDAContext{}, err
+	}
+	if primaryContexts.byDevice == nil {
+		primaryContexts.byDevice = make(map[int]ucxx.CUDAContext)
+	}
+	primaryContexts.byDevice[device] = c
+	return c, nil
+}
+
+// cudaBuffers is what a submission with CUDA buffers waits for: the events their
+// producing streams must reach before UCX may touch them, and the device whose
+// context the progress thread needs. The zero value: no CUDA buffer.
+type cudaBuffers struct {
+	device int // ordinal + 1 of the (first) buffer's device; 0: no CUDA buffer
+	events []ucxx.CUDAEvent
+}
+
+// add checks that addr is device memory and, when stream is not 0, records an event
+// on it. Application thread.
+func (b *cudaBuffers) add(addr uintptr, stream uintptr) error {
+	drv, err := ucxx.CUDA()
+	if err != nil {
+		return fmt.Errorf("core: a CUDA buffer, but %w", err)
+	}
+	if addr == 0 {
+		return nil // an empty buffer: nothing to wait for or to move
+	}
+	p, err := drv.Pointer(addr)
+	if err != nil {
+		return err
+	}
+	if !p.IsCUDA {
+		return fmt.Errorf("%w (address %#x)", ErrNotCUDA, addr)
+	}
+	if b.device == 0 {
+		b.device = p.Device + 1
+	}
+	if stream != 0 {
+		ctx, err := primaryContext(drv, p.Device)
+		if err != nil {
+			return err
+		}
+		ev, err := ctx.RecordEvent(stream)
+		if err != nil {
+			return err
+		}
+		b.events = append(b.events, ev)
+	}
+	return nil
+}
+
+// done reports whether every event is done, destroying them once they are. An event
+// that fails to query cannot become done: it counts as done, and UCX reports.
+func (b *cudaBuffers) done() bool {
+	for _, ev := range b.events {
+		if done, err := ev.Done(); !done && err == nil {
+			return false
+		}
+	}
+	b.release()
+	return true
+}
+
+// release destroys the events (shutdown, or a submission that failed).
+func (b *cudaBuffers) release() {
+	for _, ev := range b.events {
+		ev.Destroy()
+	}
+	b.events = nil
+}
+
+// addCUDA prepares a submission whose buffer the caller says is CUDA memory.
+func (s *submission) addCUDA(stream uintptr) error {
+	if s.memType != ucxx.MemoryCUDA {
+		return nil
+	}
+	if err := s.cuda.add(s.addr, stream); err != nil {
+		s.cuda.release()
+		return err
+	}
+	return nil
+}
+
+// submitOrRelease submits s, destroying its stream events if it cannot be queued.
+func (e *Engine) submitOrRelease(s submission) error {
+	err := e.submit(s)
+	if err != nil {
+		s.cuda.release()
+	}
+	return err
+}
+
+// cudaThread is the progress thread's CUDA state. Progress thread only.
+type cudaThread struct {
+	drv     *ucxx.CUDADriver
+	current int // ordinal + 1 of the device whose context is current; 0: none
+	device  int // ordinal + 1 of the device received frames are allocated on; 0: not chosen
+	gated   []submission
+	pinned  bool  // pinNearGPU ran
+	cpus    []int // the CPUs the progress thread was pinned to, if it was
+}
+
+// ready reports whether s may be dispatched: its stream event is done, and its
+// device's context is current.
+func (e *Engine) ready(s *submission) bool {
+	if s.cuda.device == 0 {
+		return true
+	}
+	if !s.cuda.done() {
+		return false
+	}
+	e.useDevice(s.cuda.device - 1)
+	return true
+}
+
+// useDevice makes device's primary context current on the progress thread. A failure
+// leaves the thread as it was; UCX then fails the operation with its own status.
+func (e *Engine) useDevice(device int) {
+	c := &e.cuda
+	c.device = device + 1
+	if c.current == device+1 {
+		return
+	}
+	if c.drv == nil {
+		drv, err := ucxx.CUDA()
+		if err != nil {
+			return
+		}
+		c.drv = drv
+	}
+	ctx, err := primaryContext(c.drv, device)
+	if err != nil {
+		return
+	}
+	if ctx.MakeCurrent() == nil {
+		c.current = device + 1
+		e.pinNearGPU(device)
+	}
+}
+
+// gate dispatches s now if nothing is gated and s is ready, else queues it behind the
+// gated submissions. Once the engine is closing nothing waits: the stop queued behind
+// must run, and it cancels what was posted.
+func (e *Engine) gate(s *submission) {
+	if e.closing.Load() {
+		e.releaseGated(true)
+		e.forceReady(s)
+		e.post(s)
+		return
+	}
+	if len(e.cuda.gated) == 0 && e.ready(s) {
+		e.post(s)
+		return
+	}
+	e.cuda.gated = append(e.cuda.gated, *s)
+}
+
+// forceReady makes s ready without waiting for its streams.
+func (e *Engine) forceReady(s *submission) {
+	if s.cuda.device != 0 {
+		s.cuda.release()
+		e.useDevice(s.cuda.device - 1)
+	}
+}
+
+// releaseGated dispatches gated submissions, in order, while they are ready; with
+// force (shutdown), all of them without waiting.
+func (e *Engine) releaseGated(force bool) {
+	g := e.cuda.gated
+	i := 0
+	for ; i < len(g) && (force || e.ready(&g[i])); i++ {
+		if force {
+			e.forceReady(&g[i])
+		}
+		e.post(&g[i])
+		g[i] = submission{}
+	}
+	if i > 0 {
+		n := copy(g, g[i:])
+		clear(g[n:])
+		e.cuda.gated = g[:n]
+	}
+}
+
+// allocCUDA allocates a received frame on the engine's CUDA device. Progress thread.
+func (e *Engine) allocCUDA(size uint64) (uintptr, error) {
+	device := e.opts.CUDADevice
+	if e.cuda.device != 0 {
+		device = e.cuda.device - 1
+	}
+	e.useDevice(device)
+	if e.cuda.current != device+1 {
+		return 0, fmt.Errorf("core: no CUDA context on device %d", device)
+	}
+	if size == 0 {
+		size = 1 // a distinct, freeable address for an empty frame
+	}
+	return e.cuda.drv.MemAlloc(size)
+}
+
+// freeCUDAFrames frees the CUDA frames of a receive that failed. Progress thread, in
+// the context they were allocated in (still current).
+func (e *Engine) freeCUDAFrames(op *multiOp) {
+	for _, p := range op.cudaFrames {
+		e.cuda.drv.MemFree(p)
+	}
+	op.cudaFrames = op.cudaFrames[:0]
+}
+
+// FreeCUDA frees a CUDA frame a multi-buffer receive allocated, from any thread, with
+// or without an engine: the memory belongs to the device's primary context, which the
+// process keeps.
+func FreeCUDA(device int, ptr uintptr) error {
+	drv, err := ucxx.CUDA()
+	if err != nil {
+		return err
+	}
+	ctx, err := primaryContext(drv, device)
+	if err != nil {
+		return err
+	}
+	return ctx.MemFree(ptr)
+}
+
+// pinNearGPU binds the progress thread, once, to the CPUs NVML reports close to
+// device, as MSCCL++ binds its proxy thread to its GPU's NUMA node: the thread that
+// drives the GPU's transfers then runs where its memory traffic is short. The device
+// is found in NVML by PCI bus id (CUDA's ordinals and NVML's indexes may differ).
+// Nothing happens when NVML or the bus id is unavailable, or Options.NoGPUAffinity.
+func (e *Engine) pinNearGPU(device int) {
+	c := &e.cuda
+	if e.opts.NoGPUAffinity || c.pinned {
+		return
+	}
+	c.pinned = true
+	bus, err := c.drv.PCIBusID(device)
+	if err != nil {
+		return
+	}
+	gpus, err := GPUs()
+	if err != nil {
+		return
+	}
+	for _, g := range gpus {
+		if samePCIBus(g.BusID, bus) && len(g.CPUAffinity) > 0 {
+			if PinThreadToCPUs(g.CPUAffinity) == nil {
+				c.cpus, _ = ThreadCPUs()
+			}
+			return
+		}
+	}
+}
+
+// samePCIBus compares PCI bus ids that may differ in case and in the width of the
+// domain ("0000:3b:00.0" from CUDA, "00000000:3B:00.0" from NVML).
+func samePCIBus(a, b string) bool {
+	norm := func(s string) string {
+		s = strings.ToLower(s)
+		if i := strings.IndexByte(s, ':'); i >= 0 {
+			s = strings.TrimLeft(s[:i], "0") + s[i:]
+		}
+		return s
+	}
+	return norm(a) == norm(b)
+}

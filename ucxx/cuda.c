@@ -1,0 +1,230 @@
+#include "cuda.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+
+// The driver's entry points, resolved once by ucxx_cuda_load and read-only after. The
+// versioned names are the ones cuda.h maps the plain names to (cuMemAlloc is
+// cuMemAlloc_v2, and so on); the plain names of those are old ABIs.
+static struct {
+    CUresult (*cuInit)(unsigned int flags);
+    CUresult (*cuDeviceGet)(CUdevice *dev, int ordinal);
+    CUresult (*cuDeviceGetCount)(int *count);
+    CUresult (*cuDeviceGetPCIBusId)(char *bus_id, int len, CUdevice dev);
+    CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *ctx, CUdevice dev);
+    CUresult (*cuDevicePrimaryCtxRelease)(CUdevice dev);
+    CUresult (*cuCtxSetCurrent)(CUcontext ctx);
+    CUresult (*cuCtxGetCurrent)(CUcontext *ctx);
+    CUresult (*cuPointerGetAttributes)(unsigned int n, int *attrs, void **data, CUdeviceptr ptr);
+    CUresult (*cuMemAlloc)(CUdeviceptr *p, size_t n);
+    CUresult (*cuMemFree)(CUdeviceptr p);
+    CUresult (*cuMemGetInfo)(size_t *free_bytes, size_t *total_bytes);
+    CUresult (*cuMemcpyHtoD)(CUdeviceptr dst, const void *src, size_t n);
+    CUresult (*cuMemcpyDtoH)(void *dst, CUdeviceptr src, size_t n);
+    CUresult (*cuMemsetD8Async)(CUdeviceptr dst, unsigned char value, size_t n, CUstream s);
+    CUresult (*cuEventCreate)(CUevent *ev, unsigned int flags);
+    CUresult (*cuEventRecord)(CUevent ev, CUstream s);
+    CUresult (*cuEventQuery)(CUevent ev);
+    CUresult (*cuEventSynchronize)(CUevent ev);
+    CUresult (*cuEventDestroy)(CUevent ev);
+    CUresult (*cuGetErrorName)(CUresult r, const char **name);
+} api;
+
+int ucxx_cuda_load(char *err, size_t errlen) {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        const char *why = dlerror();
+        snprintf(err, errlen, "%s", why ? why : "dlopen libcuda.so.1 failed");
+        return 1;
+    }
+    struct {
+        const char *name;
+        void **slot;
+    } syms[] = {
+        {"cuInit", (void **)&api.cuInit},
+        {"cuDeviceGet", (void **)&api.cuDeviceGet},
+        {"cuDeviceGetCount", (void **)&api.cuDeviceGetCount},
+        {"cuDeviceGetPCIBusId", (void **)&api.cuDeviceGetPCIBusId},
+        {"cuDevicePrimaryCtxRetain", (void **)&api.cuDevicePrimaryCtxRetain},
+        {"cuDevicePrimaryCtxRelease_v2", (void **)&api.cuDevicePrimaryCtxRelease},
+        {"cuCtxSetCurrent", (void **)&api.cuCtxSetCurrent},
+        {"cuCtxGetCurrent", (void **)&api.cuCtxGetCurrent},
+        {"cuPointerGetAttributes", (void **)&api.cuPointerGetAttributes},
+        {"cuMemAlloc_v2", (void **)&api.cuMemAlloc},
+        {"cuMemFree_v2", (void **)&api.cuMemFree},
+        {"cuMemGetInfo_v2", (void **)&api.cuMemGetInfo},
+        {"cuMemcpyHtoD_v2", (void **)&api.cuMemcpyHtoD},
+        {"cuMemcpyDtoH_v2", (void **)&api.cuMemcpyDtoH},
+        {"cuMemsetD8Async", (void **)&api.cuMemsetD8Async},
+        {"cuEventCreate", (void **)&api.cuEventCreate},
+        {"cuEventRecord", (void **)&api.cuEventRecord},
+        {"cuEventQuery", (void **)&api.cuEventQuery},
+        {"cuEventSynchronize", (void **)&api.cuEventSynchronize},
+        {"cuEventDestroy_v2", (void **)&api.cuEventDestroy},
+        {"cuGetErrorName", (void **)&api.cuGetErrorName},
+    };
+    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+        void *p = dlsym(lib, syms[i].name);
+        if (p == NULL) {
+            snprintf(err, errlen, "libcuda.so.1 has no %s", syms[i].name);
+            // Leave the library loaded: another user in the process may hold it too,
+            // and nothing here has been resolved that could be used.
+            return 2;
+        }
+        *syms[i].slot = p;
+    }
+    return 0;
+}
+
+CUresult ucxx_cuda_init(void) { return api.cuInit(0); }
+
+CUresult ucxx_cuda_device_count(int *count) { return api.cuDeviceGetCount(count); }
+
+CUresult ucxx_cuda_pci_bus_id(int ordinal, char *buf, int len, const char **op) {
+    CUdevice dev;
+    buf[0] = 0;
+    CUresult r = api.cuDeviceGet(&dev, ordinal);
+    if (r != CUDA_SUCCESS) {
+        *op = "cuDeviceGet";
+        return r;
+    }
+    r = api.cuDeviceGetPCIBusId(buf, len, dev);
+    if (r != CUDA_SUCCESS) *op = "cuDeviceGetPCIBusId";
+    return r;
+}
+
+const char *ucxx_cuda_error_name(CUresult r) {
+    const char *name = NULL;
+    if (api.cuGetErrorName == NULL || api.cuGetErrorName(r, &name) != CUDA_SUCCESS) return NULL;
+    return name;
+}
+
+CUresult ucxx_cuda_primary_retain(int ordinal, CUdevice *dev, CUcontext *ctx, const char **op) {
+    *ctx = NULL;
+    CUresult r = api.cuDeviceGet(dev, ordinal);
+    if (r != CUDA_SUCCESS) {
+        *op = "cuDeviceGet";
+        return r;
+    }
+    r = api.cuDevicePrimaryCtxRetain(ctx, *dev);
+    if (r != CUDA_SUCCESS) *op = "cuDevicePrimaryCtxRetain";
+    return r;
+}
+
+CUresult ucxx_cuda_primary_release(CUdevice dev) { return api.cuDevicePrimaryCtxRelease(dev); }
+
+CUresult ucxx_cuda_ctx_set_current(CUcontext ctx) { return api.cuCtxSetCurrent(ctx); }
+
+CUresult ucxx_cuda_ctx_get_current(CUcontext *ctx) { return api.cuCtxGetCurrent(ctx); }
+
+CUresult ucxx_cuda_pointer_info(uintptr_t addr, unsigned int *memtype, unsigned int *managed,
+                                int *device) {
+    // The same three attributes UCX's cuda_copy memory detection asks for. Unlike
+    // cuPointerGetAttribute, the plural call reports memory the driver does not know
+    // as success with zeroed attributes.
+    int attrs[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                    CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+    void *data[3] = {memtype, managed, device};
+    *memtype = 0;
+    *managed = 0;
+    *device = -1;
+    return api.cuPointerGetAttributes(3, attrs, data, (CUdeviceptr)addr);
+}
+
+CUresult ucxx_cuda_mem_alloc(size_t n, CUdeviceptr *out) {
+    *out = 0;
+    return api.cuMemAlloc(out, n);
+}
+
+CUresult ucxx_cuda_mem_free(CUdeviceptr p) { return api.cuMemFree(p); }
+
+CUresult ucxx_cuda_mem_info(size_t *free_bytes, size_t *total_bytes) {
+    return api.cuMemGetInfo(free_bytes, total_bytes);
+}
+
+CUresult ucxx_cuda_copy_htod(CUdeviceptr dst, const void *src, size_t n) {
+    return api.cuMemcpyHtoD(dst, src, n);
+}
+
+CUresult ucxx_cuda_copy_dtoh(void *dst, CUdeviceptr src, size_t n) {
+    return api.cuMemcpyDtoH(dst, src, n);
+}
+
+CUresult ucxx_cuda_memset_async(CUdeviceptr dst, unsigned char value, size_t n, uintptr_t stream) {
+    return api.cuMemsetD8Async(dst, value, n, (CUstream)stream);
+}
+
+// ctx_enter makes ctx current on the calling thread unless it already is: *prev gets
+// the thread's context before, *switched whether it changed.
+static CUresult ctx_enter(CUcontext ctx, CUcontext *prev, int *switched, const char **op) {
+    *prev = NULL;
+    *switched = 0;
+    CUresult r = api.cuCtxGetCurrent(prev);
+    if (r != CUDA_SUCCESS) {
+        *op = "cuCtxGetCurrent";
+        return r;
+    }
+    if (*prev == ctx) return CUDA_SUCCESS;
+    r = api.cuCtxSetCurrent(ctx);
+    if (r != CUDA_SUCCESS) {
+        *op = "cuCtxSetCurrent";
+        return r;
+    }
+    *switched = 1;
+    return CUDA_SUCCESS;
+}
+
+// ctx_leave restores what ctx_enter changed, and returns r, or the restore's failure
+// when r is a success.
+static CUresult ctx_leave(CUresult r, CUcontext prev, int switched, const char **op) {
+    if (!switched) return r;
+    CUresult rr = api.cuCtxSetCurrent(prev);
+    if (r == CUDA_SUCCESS && rr != CUDA_SUCCESS) {
+        *op = "cuCtxSetCurrent";
+        return rr;
+    }
+    return r;
+}
+
+CUresult ucxx_cuda_record_event(CUcontext ctx, uintptr_t stream, CUevent *out, const char **op) {
+    CUcontext prev = NULL;
+    int switched = 0;
+    CUresult r;
+    *out = NULL;
+    if (ctx != NULL) {
+        r = ctx_enter(ctx, &prev, &switched, op);
+        if (r != CUDA_SUCCESS) return r;
+    }
+    CUevent ev = NULL;
+    r = api.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+    if (r != CUDA_SUCCESS) {
+        *op = "cuEventCreate";
+        ev = NULL;
+    } else {
+        r = api.cuEventRecord(ev, (CUstream)stream);
+        if (r != CUDA_SUCCESS) *op = "cuEventRecord";
+    }
+    r = ctx_leave(r, prev, switched, op);
+    if (r != CUDA_SUCCESS) {
+        if (ev != NULL) api.cuEventDestroy(ev);
+        return r;
+    }
+    *out = ev;
+    return CUDA_SUCCESS;
+}
+
+CUresult ucxx_cuda_mem_free_in(CUcontext ctx, CUdeviceptr p, const char **op) {
+    CUcontext prev;
+    int switched;
+    CUresult r = ctx_enter(ctx, &prev, &switched, op);
+    if (r != CUDA_SUCCESS) return r;
+    r = api.cuMemFree(p);
+    if (r != CUDA_SUCCESS) *op = "cuMemFree";
+    return ctx_leave(r, prev, switched, op);
+}
+
+CUresult ucxx_cuda_event_query(CUevent ev) { return api.cuEventQuery(ev); }
+
+CUresult ucxx_cuda_event_sync(CUevent ev) { return api.cuEventSynchronize(ev); }
+
+CUresult ucxx_cuda_event_destroy(CUevent ev) { return api.cuEventDestroy(ev); }

@@ -1,0 +1,100 @@
+// C side of ucxx's CUDA driver access: libcuda.so.1 opened at run time.
+//
+// No CUDA header or library is needed to build: the few driver API types, values and
+// entry points used here are declared below, with the numeric values of the CUDA
+// driver API (cuda.h). ucxx_cuda_load opens the driver with dlopen and resolves every
+// entry point; until it has succeeded, no other function here may be called.
+//
+// The driver API is thread-safe. Functions that allocate, free or copy need a current
+// context on the calling thread (cuCtxSetCurrent); pointer and event queries need none
+// (seen with the CUDA 13 driver on H200: cuda_test.go logs it).
+#ifndef UCXX_CUDA_H
+#define UCXX_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+// Types, ABI-compatible with cuda.h (the handles are opaque pointers there too).
+typedef int CUresult;
+typedef int CUdevice;
+typedef void *CUcontext;
+typedef void *CUevent;
+typedef void *CUstream;
+typedef unsigned long long CUdeviceptr;
+
+// CUresult values (cudaError_enum).
+#define CUDA_SUCCESS 0
+#define CUDA_ERROR_INVALID_VALUE 1
+#define CUDA_ERROR_OUT_OF_MEMORY 2
+#define CUDA_ERROR_NOT_INITIALIZED 3
+#define CUDA_ERROR_STUB_LIBRARY 34
+#define CUDA_ERROR_NO_DEVICE 100
+#define CUDA_ERROR_INVALID_DEVICE 101
+#define CUDA_ERROR_INVALID_CONTEXT 201
+#define CUDA_ERROR_NOT_READY 600
+
+// CUpointer_attribute values.
+#define CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
+#define CU_POINTER_ATTRIBUTE_IS_MANAGED 8
+#define CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
+
+// CUmemorytype values.
+#define CU_MEMORYTYPE_HOST 1
+#define CU_MEMORYTYPE_DEVICE 2
+
+// CUevent_flags value.
+#define CU_EVENT_DISABLE_TIMING 2
+
+// The implicit streams, as __cuda_array_interface__ v3 numbers them too.
+#define CU_STREAM_LEGACY ((CUstream)0x1)
+#define CU_STREAM_PER_THREAD ((CUstream)0x2)
+
+// ucxx_cuda_load opens libcuda.so.1 (RTLD_NOW | RTLD_LOCAL) and resolves the entry
+// points. It returns 0 on success, 1 when the library cannot be opened, 2 when an entry
+// point is missing; err receives a description. Call it once (Go's sync.Once does); the
+// library stays loaded for the life of the process.
+int ucxx_cuda_load(char *err, size_t errlen);
+
+// The wrappers below return the driver's CUresult. Where a wrapper makes more than one
+// driver call, *op names the call that failed.
+CUresult ucxx_cuda_init(void);
+CUresult ucxx_cuda_device_count(int *count);
+// ucxx_cuda_pci_bus_id writes the PCI bus id of device ordinal ("dddd:bb:dd.f") into
+// buf, NUL-terminated.
+CUresult ucxx_cuda_pci_bus_id(int ordinal, char *buf, int len, const char **op);
+const char *ucxx_cuda_error_name(CUresult r); // NULL for a code the driver does not know
+
+// Primary contexts: retain takes cuDeviceGet's handle for ordinal and a reference on
+// its primary context.
+CUresult ucxx_cuda_primary_retain(int ordinal, CUdevice *dev, CUcontext *ctx, const char **op);
+CUresult ucxx_cuda_primary_release(CUdevice dev);
+CUresult ucxx_cuda_ctx_set_current(CUcontext ctx);
+CUresult ucxx_cuda_ctx_get_current(CUcontext *ctx);
+
+// ucxx_cuda_pointer_info reports what the driver knows of addr in one
+// cuPointerGetAttributes call: *memtype is a CUmemorytype (0 for memory the driver
+// does not know), *managed is 1 for managed memory, *device the device ordinal.
+CUresult ucxx_cuda_pointer_info(uintptr_t addr, unsigned int *memtype, unsigned int *managed,
+                                int *device);
+
+// Memory, in the calling thread's current context.
+CUresult ucxx_cuda_mem_alloc(size_t n, CUdeviceptr *out);
+CUresult ucxx_cuda_mem_free(CUdeviceptr p);
+CUresult ucxx_cuda_mem_info(size_t *free_bytes, size_t *total_bytes);
+CUresult ucxx_cuda_copy_htod(CUdeviceptr dst, const void *src, size_t n);
+CUresult ucxx_cuda_copy_dtoh(void *dst, CUdeviceptr src, size_t n);
+CUresult ucxx_cuda_memset_async(CUdeviceptr dst, unsigned char value, size_t n, uintptr_t stream);
+
+// ucxx_cuda_record_event creates an event without timing and records it on stream.
+// With ctx NULL that happens in the calling thread's current context; otherwise ctx is
+// made current for the two calls and the thread's previous context is restored after.
+// On failure no event exists and *out is NULL.
+CUresult ucxx_cuda_record_event(CUcontext ctx, uintptr_t stream, CUevent *out, const char **op);
+// ucxx_cuda_mem_free_in frees p with ctx current for the call, restoring the thread's
+// previous context after, as ucxx_cuda_record_event does.
+CUresult ucxx_cuda_mem_free_in(CUcontext ctx, CUdeviceptr p, const char **op);
+CUresult ucxx_cuda_event_query(CUevent ev);
+CUresult ucxx_cuda_event_sync(CUevent ev);
+CUresult ucxx_cuda_event_destroy(CUevent ev);
+
+#endif
