@@ -82,3 +82,33 @@ func (e *Engine) Info() (context, worker string, err error) {
 	err = e.onThread(func() { context, worker = e.ctx.Info(), e.worker.Info() })
 	return context, worker, err
 }
+
+// EndpointTransports returns the transports, with their devices, that UCX uses for
+// endpoint h's lanes.
+//
+// Errors: ErrEndpointClosed, ErrEngineClosed, or UCX's query error.
+func (e *Engine) EndpointTransports(h uint64) (ts []ucxx.Transport, err error) {
+	if cerr := e.onThread(func() {
+		ep := e.endpoints[h]
+		if ep == nil || ep.u == nil {
+			err = ErrEndpointClosed
+			return
+		}
+		ts, err = ep.u.Transports()
+	}); cerr != nil {
+		return nil, cerr
+	}
+	return ts, err
+}
+
+// ProgressCPUs returns the CPUs the progress thread may run on, and whether it was
+// pinned near a GPU (cuda.go).
+func (e *Engine) ProgressCPUs() (cpus []int, pinned bool, err error) {
+	if cerr := e.onThread(func() {
+		pinned = e.cuda.cpus != nil
+		cpus, err = ThreadCPUs()
+	}); cerr != nil {
+		return nil, false, cerr
+	}
+	return cpus, pinned, err
+}

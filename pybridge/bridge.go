@@ -21,6 +21,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -197,17 +198,84 @@ func Settings() (s string, err error) {
 	return fmt.Sprintf("%s %t", mode, e.DelayedSubmission()), nil
 }
 
-// GPUInfo returns a JSON list of the machine's NVIDIA GPUs, "[]" when there are none
-// (no driver included).
+// gpuJSON is how Python sees a GPU (ucxx_go.info()["gpus"]).
+type gpuJSON struct {
+	Index       int    `json:"index"`
+	Name        string `json:"name"`
+	UUID        string `json:"uuid"`
+	BusID       string `json:"bus_id"`
+	MemoryBytes uint64 `json:"memory_bytes"`
+	NUMANode    int    `json:"numa_node"`
+	CPUAffinity []int  `json:"cpu_affinity"`
+}
+
+// GPUInfo returns a JSON object: "gpus", the machine's NVIDIA GPUs, and "topology",
+// for each pair the link between them (NVML's common ancestor level: "NVLINK", "PIX",
+// "PHB", "SYS", ...), with whether peer reads work. Both are empty when there is no
+// GPU (no driver included).
 func GPUInfo() (res string, err error) {
 	defer guard(&err)
+	out := struct {
+		GPUs     []gpuJSON  `json:"gpus"`
+		Topology [][]string `json:"topology"`
+	}{GPUs: []gpuJSON{}, Topology: [][]string{}}
 	gpus, err := core.GPUs()
-	if errors.Is(err, core.ErrNoGPU) {
-		return "[]", nil
+	if err != nil && !errors.Is(err, core.ErrNoGPU) {
+		return "", err
 	}
+	for _, g := range gpus {
+		out.GPUs = append(out.GPUs, gpuJSON{g.Index, g.Name, g.UUID, g.BusID, g.MemoryBytes, g.NUMANode, g.CPUAffinity})
+	}
+	if len(gpus) > 0 {
+		links, err := core.GPUTopology()
+		if err == nil {
+			for _, row := range links {
+				r := make([]string, len(row))
+				for j, l := range row {
+					r[j] = l.Level
+					if l.P2PRead && l.Level != "X" {
+						r[j] += "+p2p"
+					}
+				}
+				out.Topology = append(out.Topology, r)
+			}
+		}
+	}
+	b, err := json.Marshal(out)
+	return string(b), err
+}
+
+// EndpointTransports returns endpoint h's transports as "name:device" words ("tcp:lo",
+// "posix:memory", "cuda_ipc:cuda"), space-separated.
+func EndpointTransports(h uint64) (res string, err error) {
+	defer guard(&err)
+	e, err := current()
 	if err != nil {
 		return "", err
 	}
-	b, err := json.Marshal(gpus)
+	ts, err := e.EndpointTransports(h)
+	if err != nil {
+		return "", err
+	}
+	words := make([]string, 0, len(ts))
+	for _, t := range ts {
+		words = append(words, t.Name+":"+t.Device)
+	}
+	return strings.Join(words, " "), nil
+}
+
+// ProgressCPUs returns a JSON object: "cpus", the CPUs the progress thread may run on,
+// and "pinned_near_gpu".
+func ProgressCPUs() (res string, err error) {
+	defer guard(&err)
+	e, err := current()
+	if err != nil {
+		return "", err
+	}
+	cpus, pinned, err := e.ProgressCPUs()
+	if err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(map[string]any{"cpus": cpus, "pinned_near_gpu": pinned})
 	return string(b), err
 }

@@ -134,16 +134,36 @@ def progress_mode():
 
 
 def info():
-    """A dict describing the running context and the machine's GPUs."""
+    """A dict describing the running context, the machine's GPUs and what is in use.
+
+    Keys: ``ucx_version``, ``progress_mode``, ``engine_wait``, ``delayed_submission``,
+    ``completion_mode``; ``gpus`` (index, name, uuid, bus_id, memory_bytes, numa_node,
+    cpu_affinity: NVML's, empty without an NVIDIA driver) and ``gpu_topology`` (the
+    link between each pair of GPUs: "NVLINK", "PIX", "PHB", "SYS"..., "+p2p" when
+    peer reads work); ``progress_thread`` (the CPUs it may run on, and whether it was
+    pinned near the GPU it drives); ``transports``: for each open endpoint (by uid),
+    the transports UCX uses, e.g. ``["tcp:lo"]``, ``["posix:memory", "cuda_ipc:cuda"]``.
+    """
     ctx = _context.get()
     mode, delayed = call(ext.pybridge_Settings).split()
+    gpu = json.loads(call(ext.pybridge_GPUInfo))
+    eps, _ = ctx.live_objects()
+    transports = {}
+    for ep in eps:
+        try:
+            transports[ep.uid] = ep.get_active_transports()
+        except UCXError:
+            pass  # closed meanwhile
     return {
         "ucx_version": call(ext.pybridge_Version),
         "progress_mode": ctx.progress_mode,
         "engine_wait": mode,
         "delayed_submission": delayed == "true",
         "completion_mode": ctx.completions.mode,
-        "gpus": json.loads(call(ext.pybridge_GPUInfo)),
+        "gpus": gpu["gpus"],
+        "gpu_topology": gpu["topology"],
+        "progress_thread": json.loads(call(ext.pybridge_ProgressCPUs)),
+        "transports": transports,
     }
 
 

@@ -99,6 +99,12 @@ class Endpoint:
         """"ip:port" of the peer's end of the connection, when UCX knows it."""
         return self._remote
 
+    def get_active_transports(self):
+        """The transports UCX uses for this endpoint, as "name:device" strings (e.g.
+        "tcp:lo", "posix:memory", "cuda_ipc:cuda")."""
+        self._check("get_active_transports")
+        return call(ext.pybridge_EndpointTransports, self._handle).split()
+
     def __repr__(self):
         state = "closed" if self._closed else ("broken" if self._error is not None else "open")
         return f"<ucxx_go.Endpoint {self._handle} {state} {self._local}->{self._remote}>"

@@ -1,0 +1,62 @@
+"""The GPU tests' peer process (a target for multiprocessing's "spawn"): a server that
+echoes what it is sent, on the same GPU as the test.
+
+Protocol, per request: the client sends a control message, two little-endian u64
+(command, size); then
+- ECHO_TAG: the client sends `size` bytes (CUDA); the server receives them into a new
+  cupy array and sends them back;
+- ECHO_MULTI: the client sends a multi-buffer message; the server sends back the
+  frames recv_multi gave it (CUDA frames as they are, host frames as they are);
+- QUIT: the server closes the endpoint and exits 0.
+"""
+
+import os
+
+os.environ.setdefault("UCX_NET_DEVICES", "lo")
+
+import asyncio  # noqa: E402
+
+ECHO_TAG, ECHO_MULTI, QUIT = 1, 2, 3
+DEADLINE = 120.0
+
+
+def serve(port_queue):
+    import cupy as cp
+    import numpy as np
+
+    import ucxx_go
+
+    async def main():
+        done = asyncio.get_running_loop().create_future()
+
+        async def handler(ep):
+            try:
+                while True:
+                    ctl = np.empty(2, dtype="<u8")
+                    await asyncio.wait_for(ep.recv(ctl), DEADLINE)
+                    command, size = int(ctl[0]), int(ctl[1])
+                    if command == ECHO_TAG:
+                        buf = cp.empty(size, dtype=cp.uint8)
+                        await asyncio.wait_for(ep.recv(buf), DEADLINE)
+                        await asyncio.wait_for(ep.send(buf), DEADLINE)
+                    elif command == ECHO_MULTI:
+                        frames = await asyncio.wait_for(ep.recv_multi(), DEADLINE)
+                        await asyncio.wait_for(ep.send_multi(frames), DEADLINE)
+                    else:
+                        break
+                await ep.close()
+                done.set_result(None)
+            except BaseException as e:
+                ep.abort()
+                if not done.done():
+                    done.set_exception(e)
+                raise
+
+        listener = ucxx_go.create_listener(handler)
+        port_queue.put(listener.port)
+        try:
+            await asyncio.wait_for(done, DEADLINE * 4)
+        finally:
+            listener.close()
+
+    asyncio.run(main())

@@ -1,0 +1,205 @@
+"""CUDA buffers end to end: two processes on one GPU (the test and a spawned echo
+server, tests/gpu/_gpu_peers.py). Skipped where cupy or a GPU is missing."""
+
+import asyncio
+import gc
+import multiprocessing
+import time
+
+import numpy as np
+import pytest
+
+cp = pytest.importorskip("cupy")
+try:
+    _GPUS = cp.cuda.runtime.getDeviceCount()
+except Exception:  # no driver: cupy imports, CUDA does not
+    _GPUS = 0
+if _GPUS == 0:
+    pytest.skip("no CUDA GPU", allow_module_level=True)
+
+import ucxx_go  # noqa: E402
+from _gpu_peers import ECHO_MULTI, ECHO_TAG, QUIT, serve  # noqa: E402
+
+TIMEOUT = 120.0
+
+
+def pattern(n, seed=0):
+    return ((cp.arange(n, dtype=cp.int64) * 7 + seed) % 251).astype(cp.uint8)
+
+
+@pytest.fixture
+async def gpu_peer():
+    """An endpoint to an echo server in another process on the same GPU."""
+    ctx = multiprocessing.get_context("spawn")
+    q = ctx.Queue()
+    proc = ctx.Process(target=serve, args=(q,), daemon=True)
+    proc.start()
+    try:
+        port = q.get(timeout=60)
+        ep = await asyncio.wait_for(ucxx_go.create_endpoint("127.0.0.1", port), 30)
+        yield ep
+        if not ep.closed:
+            await asyncio.wait_for(ep.send(np.array([QUIT, 0], dtype="<u8")), 10)
+            await ep.close()
+        proc.join(30)
+        assert proc.exitcode == 0, f"echo server exited with {proc.exitcode}"
+    finally:
+        if proc.is_alive():
+            proc.kill()
+            proc.join(10)
+
+
+async def echo_tag(ep, buf):
+    await ep.send(np.array([ECHO_TAG, buf.nbytes], dtype="<u8"))
+    out = cp.empty(buf.nbytes, dtype=cp.uint8)
+    await asyncio.wait_for(asyncio.gather(ep.send(buf), ep.recv(out)), TIMEOUT)
+    return out
+
+
+@pytest.mark.parametrize("size", [1, 8, 4096, 1 << 20, 64 << 20, 1 << 30], ids=lambda s: f"{s}B")
+async def test_cupy_round_trip(gpu_peer, size):
+    a = pattern(size, seed=size % 13)
+    b = await echo_tag(gpu_peer, a)
+    assert bool(cp.array_equal(a, b))
+
+
+async def test_mixed_host_and_cuda_multi(gpu_peer):
+    frames = [
+        np.arange(1000, dtype=np.uint8),
+        pattern(1 << 20, 1),
+        np.frombuffer(b"host bytes", dtype=np.uint8),
+        pattern(3, 2),
+        cp.empty(0, dtype=cp.uint8),
+        pattern(5 << 20, 3),
+    ]
+    await gpu_peer.send(np.array([ECHO_MULTI, 0], dtype="<u8"))
+    await asyncio.wait_for(gpu_peer.send_multi(frames), TIMEOUT)
+    got = await asyncio.wait_for(gpu_peer.recv_multi(), TIMEOUT)
+    assert len(got) == len(frames)
+    for sent, recv in zip(frames, got):
+        if isinstance(sent, np.ndarray):
+            assert isinstance(recv, np.ndarray), type(recv)
+            assert np.array_equal(recv, sent)
+        else:
+            assert isinstance(recv, ucxx_go.CudaFrame), type(recv)
+            assert recv.nbytes == sent.nbytes
+            assert bool(cp.array_equal(cp.asarray(recv), sent))
+
+
+_SPIN = cp.RawKernel(
+    r"""
+extern "C" __global__ void spin(long long cycles) {
+    long long start = clock64();
+    while (clock64() - start < cycles) {}
+}
+""",
+    "spin",
+)
+
+
+def spin_on(stream, seconds):
+    """Queue a kernel that keeps `stream` busy for about `seconds`."""
+    khz = cp.cuda.Device().attributes["ClockRate"]
+    with stream:
+        _SPIN((1,), (1,), (np.int64(seconds * khz * 1000),))
+
+
+async def test_send_waits_for_the_producing_stream_only(gpu_peer):
+    n = 32 << 20
+    a = cp.zeros(n, dtype=cp.uint8)
+    cp.cuda.runtime.deviceSynchronize()
+    s = cp.cuda.Stream(non_blocking=True)
+    spin_on(s, 0.5)
+    with s:
+        a.fill(42)  # queued behind the spin: ready in about 0.5 s
+        assert a.__cuda_array_interface__["stream"] == s.ptr
+        await gpu_peer.send(np.array([ECHO_TAG, n], dtype="<u8"))
+        out = cp.empty(n, dtype=cp.uint8)
+        recv = asyncio.ensure_future(gpu_peer.recv(out))
+        t0 = time.monotonic()
+        # While the send waits for s, other streams run: a copy on another stream
+        # completes long before s does.
+        other = cp.cuda.Stream(non_blocking=True)
+        with other:
+            c = cp.ones(1 << 20, dtype=cp.uint8)
+            c += 1
+        other.synchronize()
+        other_done = time.monotonic() - t0
+        await asyncio.wait_for(gpu_peer.send(a), TIMEOUT)
+        await asyncio.wait_for(recv, TIMEOUT)
+    assert other_done < 0.25, f"another stream's work waited {other_done:.3f}s"
+    cp.cuda.runtime.deviceSynchronize()
+    assert bool((out == 42).all()), "the send did not wait for the stream that filled the buffer"
+
+
+async def test_cancel_and_close_with_cuda_in_flight():
+    release = asyncio.Event()
+
+    async def handler(ep):
+        await release.wait()  # never receives
+        ep.abort()
+
+    listener = ucxx_go.create_listener(handler)
+    try:
+        ep = await ucxx_go.create_endpoint("127.0.0.1", listener.port)
+        buf = cp.empty(64 << 20, dtype=cp.uint8)
+        recv = asyncio.ensure_future(ep.recv(buf))
+        await asyncio.sleep(0.05)
+        recv.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(recv, 10)
+        big = pattern(256 << 20)
+        send = asyncio.ensure_future(ep.send(big))  # rendezvous: nobody receives
+        await asyncio.sleep(0.05)
+        t0 = time.monotonic()
+        await asyncio.wait_for(ep.close(timeout=2.0), 10)
+        assert time.monotonic() - t0 < 5
+        res = await asyncio.wait_for(asyncio.gather(send, return_exceptions=True), 10)
+        assert res[0] is None or isinstance(res[0], ucxx_go.exceptions.UCXError), res
+    finally:
+        release.set()
+        listener.close()
+
+
+async def test_device_memory_returned_after_1000_receives(gpu_peer):
+    pool = cp.get_default_memory_pool()
+    frame = pattern(1 << 20, 5)
+
+    async def round_trip():
+        await gpu_peer.send(np.array([ECHO_MULTI, 0], dtype="<u8"))
+        await gpu_peer.send_multi([frame])
+        got = await gpu_peer.recv_multi()
+        assert isinstance(got[0], ucxx_go.CudaFrame)
+
+    for _ in range(20):  # warm up: UCX's registration caches, CUDA IPC mappings
+        await asyncio.wait_for(round_trip(), TIMEOUT)
+    gc.collect()
+    pool.free_all_blocks()
+    free_before, _ = cp.cuda.runtime.memGetInfo()
+    for _ in range(1000):
+        await asyncio.wait_for(round_trip(), TIMEOUT)
+    gc.collect()
+    pool.free_all_blocks()
+    await asyncio.sleep(0.1)
+    free_after, _ = cp.cuda.runtime.memGetInfo()
+    grown = free_before - free_after
+    assert grown < 32 << 20, f"device memory use grew by {grown / 2**20:.1f} MiB over 1000 receives"
+
+
+async def test_cuda_array_checks():
+    strided = cp.arange(100, dtype=cp.uint8)[::2]
+    server = ucxx_go.create_listener(lambda ep: None)
+    try:
+        ep = await ucxx_go.create_endpoint("127.0.0.1", server.port)
+        with pytest.raises(ValueError, match="contiguous"):
+            await ep.send(strided)
+        ep.abort()
+    finally:
+        server.close()
+
+
+def test_info_shows_gpus():
+    info = ucxx_go.info()
+    assert len(info["gpus"]) >= 1
+    g = info["gpus"][0]
+    assert g["name"] and g["memory_bytes"] > 0
