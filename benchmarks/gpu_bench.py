@@ -1,0 +1,203 @@
+"""GPU benchmark: cupy arrays between two processes on one GPU, ucxx_go beside RAPIDS'
+ucxx (when importable), beside the same-process device-to-device copy, in one run.
+
+    python benchmarks/gpu_bench.py --json gpu.json [--sizes 1MiB,...,1GiB]
+
+For each size the client sends `iters` messages, keeping `window` of them in flight
+(1: each awaited before the next, as UCXX's send_recv benchmark does), and the server
+receives them into `window` preallocated cupy arrays, then acknowledges with 8 bytes;
+bandwidth = iters * size / time, in MB/s (1e6 bytes). The copy baseline is
+cudaMemcpyAsync device to device on the null stream, timed with events. Both UCX
+libraries run in their default configuration (progress thread, endpoint error
+handling on: UCX still picks cuda_ipc) and report the transports they used where
+they can.
+"""
+
+import argparse
+import asyncio
+import importlib
+import json
+import multiprocessing
+import os
+import platform
+import sys
+import time
+
+os.environ.setdefault("UCX_NET_DEVICES", "lo")
+
+DEFAULT_SIZES = [1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30]
+DEADLINE = 300.0
+
+
+def parse_size(text):
+    units = {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 10**3, "mb": 10**6, "gb": 10**9, "b": 1}
+    t = text.strip().lower()
+    for u, m in units.items():
+        if t.endswith(u):
+            return int(float(t[: -len(u)]) * m)
+    return int(t)
+
+
+def iterations(size):
+    return max(5, min(200, (4 << 30) // size))
+
+
+def _server(module, sizes, window, port_queue):
+    import cupy as cp
+    import numpy as np
+
+    lib = importlib.import_module(module)
+
+    async def main():
+        done = asyncio.get_running_loop().create_future()
+
+        async def handler(ep):
+            try:
+                for size in sizes:
+                    bufs = [cp.empty(size, dtype=cp.uint8) for _ in range(window)]
+                    ack = np.zeros(1, dtype="<u8")
+                    for _ in range(3):
+                        await ep.recv(bufs[0])
+                    n = iterations(size)
+                    for i in range(0, n, window):
+                        await asyncio.gather(*(ep.recv(bufs[j]) for j in range(min(window, n - i))))
+                    await ep.send(ack)
+                    del bufs
+                await ep.close()
+                done.set_result(None)
+            except BaseException as e:
+                if not done.done():
+                    done.set_exception(e)
+                raise
+
+        listener = lib.create_listener(handler)
+        port_queue.put(listener.port)
+        await asyncio.wait_for(done, DEADLINE)
+        listener.close()
+
+    asyncio.run(main())
+
+
+async def _client(module, sizes, window, port):
+    import cupy as cp
+    import numpy as np
+
+    lib = importlib.import_module(module)
+    ep = await lib.create_endpoint("127.0.0.1", port)
+    transports = None
+    if hasattr(ep, "get_active_transports"):
+        transports = ep.get_active_transports()
+    results = {}
+    for size in sizes:
+        a = cp.arange(size, dtype=cp.uint8)
+        ack = np.empty(1, dtype="<u8")
+        cp.cuda.runtime.deviceSynchronize()
+        for _ in range(3):  # warm-up: registration, IPC handle caches
+            await ep.send(a)
+        n = iterations(size)
+        t0 = time.perf_counter()
+        for i in range(0, n, window):
+            await asyncio.gather(*(ep.send(a) for _ in range(min(window, n - i))))
+        await ep.recv(ack)
+        dt = time.perf_counter() - t0
+        results[str(size)] = n * size / dt / 1e6
+    await ep.close()
+    return results, transports
+
+
+def run_pair(module, sizes, window):
+    """Bandwidth per size between a spawned server and this process, with `module`."""
+    ctx = multiprocessing.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_server, args=(module, sizes, window, q), daemon=True)
+    p.start()
+    try:
+        port = q.get(timeout=120)
+        return asyncio.run(asyncio.wait_for(_client(module, sizes, window, port), DEADLINE))
+    finally:
+        p.join(60)
+        if p.is_alive():
+            p.kill()
+
+
+def copy_bandwidth(sizes):
+    import cupy as cp
+
+    out = {}
+    for size in sizes:
+        a = cp.arange(size, dtype=cp.uint8)
+        b = cp.empty_like(a)
+        n = iterations(size)
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        for _ in range(3):
+            cp.cuda.runtime.memcpyAsync(b.data.ptr, a.data.ptr, size, 3, 0)
+        start.record()
+        for _ in range(n):
+            cp.cuda.runtime.memcpyAsync(b.data.ptr, a.data.ptr, size, 3, 0)
+        stop.record()
+        stop.synchronize()
+        ms = cp.cuda.get_elapsed_time(start, stop)
+        out[str(size)] = n * size / (ms / 1e3) / 1e6
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default=",".join(str(s) for s in DEFAULT_SIZES))
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--markdown", help="write a Markdown table here")
+    ap.add_argument("--backends", default="ucxx_go,ucxx", help="modules to compare (ucxx skipped if missing)")
+    ap.add_argument("--windows", default="1,4", help="messages in flight, one measurement each")
+    args = ap.parse_args()
+    sizes = [parse_size(s) for s in args.sizes.split(",")]
+    import cupy as cp
+
+    props = cp.cuda.runtime.getDeviceProperties(0)
+    res = {
+        "device": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
+        "python": sys.version.split()[0],
+        "host": platform.node(),
+        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
+        "sizes": sizes,
+        "copy_MBps": copy_bandwidth(sizes),
+        "backends": {},
+    }
+    for window in (int(w) for w in args.windows.split(",")):
+        for module in args.backends.split(","):
+            name = f"{module} w{window}"
+            try:
+                importlib.import_module(module)
+            except Exception as e:
+                res["backends"][name] = {"skipped": f"{type(e).__name__}: {e}"}
+                continue
+            try:
+                bw, transports = run_pair(module, sizes, window)
+                res["backends"][name] = {"MBps": bw, "transports": transports}
+            except Exception as e:
+                res["backends"][name] = {"error": f"{type(e).__name__}: {e}"}
+    lines = [f"Device: {res['device']}; `{res['command']}`", "",
+             "| size | D2D copy MB/s | " + " | ".join(f"{m} MB/s | {m}/copy" for m in res["backends"]) + " |",
+             "|---:|---:|" + "---:|---:|" * len(res["backends"])]
+    for s in sizes:
+        k = str(s)
+        row = [f"{s / 2**20:g} MiB", f"{res['copy_MBps'][k]:.0f}"]
+        for m, r in res["backends"].items():
+            if "MBps" in r:
+                row += [f"{r['MBps'][k]:.0f}", f"{r['MBps'][k] / res['copy_MBps'][k]:.2f}"]
+            else:
+                row += ["-", "-"]
+        lines.append("| " + " | ".join(row) + " |")
+    for m, r in res["backends"].items():
+        lines.append(f"\n{m}: " + (f"transports {r.get('transports')}" if "MBps" in r else r.get("skipped") or r.get("error")))
+    table = "\n".join(lines)
+    print(table)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(table + "\n")
+
+
+if __name__ == "__main__":
+    main()
