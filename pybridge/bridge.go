@@ -134,7 +134,7 @@ func raiseGOMAXPROCS() {
 // wait for an inline completion (benchmarks/RESULTS.md).
 const (
 	defaultSpin       = 200 * time.Microsecond
-	defaultInlineWait = 5 * time.Microsecond
+	defaultInlineWait = 50 * time.Microsecond
 )
 
 // microsecondsFromEnv reads a duration in microseconds from the environment variable
