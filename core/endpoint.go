@@ -76,7 +76,7 @@ func (e *Engine) connect(s *submission) {
 	}
 	ep := e.newEndpoint(timeout)
 	ep.connectID = s.id
-	u, err := e.worker.Connect(s.text, s.port, ep.handle)
+	u, err := e.worker.ConnectWith(s.text, s.port, ep.handle, connectOptions(s.mask).errHandling())
 	if err != nil {
 		delete(e.endpoints, ep.handle)
 		e.completeNow(s.id, ucxx.StatusOf(err), 0)
@@ -218,8 +218,19 @@ func (e *Engine) teardown(ep *endpoint, st ucxx.Status, force bool) {
 }
 
 // closeUCX asks UCX to close the endpoint; closed runs when it has.
+//
+// An endpoint without error handling is always force-closed, as UCXX closes every
+// endpoint; a graceful close has waited for its sends first (teardown). Such an
+// endpoint is not told when its peer closes first, and UCX's flush against a peer
+// gone logs an ERROR per lane ("error during flush: Connection reset by remote
+// peer"). A completed send over shared memory has put its data in the peer's
+// memory; over a TCP lane the tail of the last eager messages may still wait in the
+// lane's send buffer when the socket was full, and the force close drops it.
 func (e *Engine) closeUCX(ep *endpoint, force bool) {
 	ep.flushing = false
+	if ep.u.ErrHandling() == ucxx.ErrHandlingNone {
+		force = true
+	}
 	r := e.requests.add(e.newID(), opCloseEndpoint, ep)
 	r.internal = stepClose
 	r.track(ep.u.Close(force, r.id))

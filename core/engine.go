@@ -328,15 +328,69 @@ func (e *Engine) TagRecvInline(ep uint64, addr uintptr, size uint64, tag, mask u
 // normally if it finished first; either way exactly one completion is reported.
 func (e *Engine) Cancel(id uint64) error { return e.submit(submission{op: opCancel, id: id}) }
 
+// EndpointOptions configure an endpoint when it is created. The zero value is what
+// Connect, Listen and ConnectAddress use: peer error handling on.
+type EndpointOptions struct {
+	// NoErrorHandling creates the endpoint without error handling
+	// (UCP_ERR_HANDLING_MODE_NONE), as UCXX's endpoint_error_handling=False. UCX may
+	// then carry the data over shared memory (posix, sysv, cma) between processes on
+	// one host, which peer error handling rules out. The cost: a peer that closes or
+	// dies is not detected. No EventEndpointError is reported; receives on the
+	// endpoint wait until they are cancelled or the endpoint is closed or aborted
+	// (both still end on time, and always force-close in UCX), and a rendezvous send
+	// the peer never receives stays in flight even after the close, since UCX tracks
+	// no request of such an endpoint. Both sides of a connection should use the same
+	// setting.
+	NoErrorHandling bool
+}
+
+// errHandling is the UCX error handling mode the options ask for.
+func (o EndpointOptions) errHandling() ucxx.ErrHandling {
+	if o.NoErrorHandling {
+		return ucxx.ErrHandlingNone
+	}
+	return ucxx.ErrHandlingPeer
+}
+
+// connectOptNoErrorHandling is EndpointOptions.NoErrorHandling in an opConnect
+// submission's mask field, which a connect does not otherwise use.
+const connectOptNoErrorHandling uint64 = 1 << 0
+
+func (o EndpointOptions) connectBits() uint64 {
+	if o.NoErrorHandling {
+		return connectOptNoErrorHandling
+	}
+	return 0
+}
+
+func connectOptions(bits uint64) EndpointOptions {
+	return EndpointOptions{NoErrorHandling: bits&connectOptNoErrorHandling != 0}
+}
+
 // Connect queues a connection to a listener at ip:port and returns the request id.
 // Its completion's Length is the new endpoint's handle once the connection and the
-// tag handshake succeed, or it fails (StatusTimedOut after timeout).
+// tag handshake succeed, or it fails (StatusTimedOut after timeout). The endpoint has
+// peer error handling; see ConnectWith.
 func (e *Engine) Connect(ip string, port int, timeout time.Duration) (uint64, error) {
+	return e.ConnectWith(ip, port, timeout, EndpointOptions{})
+}
+
+// ConnectWith is Connect with endpoint options. The listener's side should have been
+// made with the same options (ListenWith). A connection through a listener needs tcp
+// in UCX_TLS whatever the options (UCX's connection manager connects from an enabled
+// network device; with UCX_TLS=sm,self the connect fails with StatusUnreachable).
+// Without error handling a failed connection is still reported with UCX's status,
+// through the tag handshake's operations, and the timeout remains the backstop.
+//
+// Errors: *ucxx.Error with StatusInvalidParam for a port out of range,
+// ErrEngineClosed.
+func (e *Engine) ConnectWith(ip string, port int, timeout time.Duration, opts EndpointOptions) (uint64, error) {
 	if port <= 0 || port > 65535 {
 		return 0, &ucxx.Error{Op: "Connect", Status: ucxx.StatusInvalidParam}
 	}
 	id := e.newID()
-	return id, e.submit(submission{op: opConnect, id: id, text: ip, port: port, timeout: int64(timeout)})
+	// opConnect does not use mask: it carries the options (connectBits).
+	return id, e.submit(submission{op: opConnect, id: id, text: ip, port: port, timeout: int64(timeout), mask: opts.connectBits()})
 }
 
 // CloseEndpoint queues a graceful close: pending receives are cancelled, sends are
@@ -377,9 +431,16 @@ type EndpointInfo struct {
 
 // Listen starts a listener on ip:port (port 0: any free port) and returns its handle
 // and port. Accepted connections are reported as EventListenerAccept completions.
+// Accepted endpoints have peer error handling; see ListenWith.
 func (e *Engine) Listen(ip string, port int) (handle uint64, boundPort int, err error) {
+	return e.ListenWith(ip, port, EndpointOptions{})
+}
+
+// ListenWith is Listen with the options every endpoint it accepts is created with.
+// Clients should connect with the same options (ConnectWith).
+func (e *Engine) ListenWith(ip string, port int, opts EndpointOptions) (handle uint64, boundPort int, err error) {
 	handle = e.nextHandle.Add(1)
-	if cerr := e.onThread(func() { boundPort, err = e.listen(handle, ip, port) }); cerr != nil {
+	if cerr := e.onThread(func() { boundPort, err = e.listen(handle, ip, port, opts) }); cerr != nil {
 		return 0, 0, cerr
 	}
 	return handle, boundPort, err

@@ -10,14 +10,15 @@ import (
 type listener struct {
 	handle uint64
 	u      *ucxx.Listener
+	opts   EndpointOptions // what the endpoints it accepts are created with
 }
 
-func (e *Engine) listen(handle uint64, ip string, port int) (int, error) {
+func (e *Engine) listen(handle uint64, ip string, port int, opts EndpointOptions) (int, error) {
 	u, err := e.worker.Listen(ip, port, handle)
 	if err != nil {
 		return 0, err
 	}
-	e.listeners[handle] = &listener{handle: handle, u: u}
+	e.listeners[handle] = &listener{handle: handle, u: u, opts: opts}
 	return u.Port, nil
 }
 
@@ -43,7 +44,7 @@ func (e *Engine) accept(handle uint64, conn unsafe.Pointer) {
 	}
 	ep := e.newEndpoint(defaultAcceptTimeout)
 	ep.listener = handle
-	u, err := e.worker.AcceptEndpoint(conn, ep.handle)
+	u, err := e.worker.AcceptEndpointWith(conn, ep.handle, l.opts.errHandling())
 	if err != nil {
 		delete(e.endpoints, ep.handle)
 		return

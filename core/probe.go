@@ -47,11 +47,21 @@ func (e *Engine) recvProbed(s *submission) {
 
 // ConnectAddress creates an endpoint to a worker address (WorkerAddress of the peer)
 // and returns its handle. No tags are exchanged: its tags are 0, and callers pick
-// tags themselves.
+// tags themselves. The endpoint has peer error handling; see ConnectAddressWith.
 func (e *Engine) ConnectAddress(address []byte) (handle uint64, err error) {
+	return e.ConnectAddressWith(address, EndpointOptions{})
+}
+
+// ConnectAddressWith is ConnectAddress with endpoint options. With peer error
+// handling and UCX_TLS limited to shared memory it fails at once with
+// StatusUnreachable: those transports cannot detect a failed peer.
+//
+// Errors: *ucxx.Error from ucp_ep_create (StatusInvalidParam for an empty address,
+// StatusUnreachable when no transport reaches the peer), ErrEngineClosed.
+func (e *Engine) ConnectAddressWith(address []byte, opts EndpointOptions) (handle uint64, err error) {
 	if cerr := e.onThread(func() {
 		ep := e.newEndpoint(defaultAcceptTimeout)
-		u, cerr := e.worker.ConnectAddress(address, ep.handle)
+		u, cerr := e.worker.ConnectAddressWith(address, ep.handle, opts.errHandling())
 		if cerr != nil {
 			delete(e.endpoints, ep.handle)
 			err = cerr

@@ -64,8 +64,8 @@ func RecvProbed(handle uint64, addr uintptr, n uint64) (id uint64, err error) {
 const minWorkerAddress = 16
 
 // ConnectWorkerAddress creates an endpoint to a hex-encoded worker address and returns
-// its handle.
-func ConnectWorkerAddress(address string) (h uint64, err error) {
+// its handle. The endpoint has UCX's peer error handling when errorHandling is set.
+func ConnectWorkerAddress(address string, errorHandling bool) (h uint64, err error) {
 	defer guard(&err)
 	e, err := current()
 	if err != nil {
@@ -77,7 +77,7 @@ func ConnectWorkerAddress(address string) (h uint64, err error) {
 	if derr != nil || len(b) < minWorkerAddress || b[0]&0x0f > 1 {
 		return 0, &ucxx.Error{Op: "ConnectWorkerAddress: not a worker address", Status: ucxx.StatusInvalidAddr}
 	}
-	return e.ConnectAddress(b)
+	return e.ConnectAddressWith(b, endpointOptions(errorHandling))
 }
 
 // Config returns the UCX configuration of the running context as a JSON object.

@@ -4,16 +4,24 @@ import (
 	"encoding/hex"
 	"fmt"
 	"time"
+
+	"github.com/ucxx-go/ucxx-go/core"
 )
 
-// Listen starts a listener on ip:port (port 0: any) and returns "handle port".
-func Listen(ip string, port int) (res string, err error) {
+// endpointOptions turns UCXX's endpoint_error_handling flag into core's options.
+func endpointOptions(errorHandling bool) core.EndpointOptions {
+	return core.EndpointOptions{NoErrorHandling: !errorHandling}
+}
+
+// Listen starts a listener on ip:port (port 0: any) and returns "handle port". The
+// endpoints it accepts have UCX's peer error handling when errorHandling is set.
+func Listen(ip string, port int, errorHandling bool) (res string, err error) {
 	defer guard(&err)
 	e, err := current()
 	if err != nil {
 		return "", err
 	}
-	h, p, err := e.Listen(ip, port)
+	h, p, err := e.ListenWith(ip, port, endpointOptions(errorHandling))
 	if err != nil {
 		return "", err
 	}
@@ -30,14 +38,15 @@ func CloseListener(h uint64) (ok bool, err error) {
 	return true, e.CloseListener(h)
 }
 
-// Connect queues a connection to ip:port; the completion's length is the endpoint handle.
-func Connect(ip string, port int, timeoutMs int64) (id uint64, err error) {
+// Connect queues a connection to ip:port; the completion's length is the endpoint
+// handle. The endpoint has UCX's peer error handling when errorHandling is set.
+func Connect(ip string, port int, timeoutMs int64, errorHandling bool) (id uint64, err error) {
 	defer guard(&err)
 	e, err := current()
 	if err != nil {
 		return 0, err
 	}
-	return e.Connect(ip, port, time.Duration(timeoutMs)*time.Millisecond)
+	return e.ConnectWith(ip, port, time.Duration(timeoutMs)*time.Millisecond, endpointOptions(errorHandling))
 }
 
 // EndpointInfo returns "send_tag recv_tag local_addr remote_addr" ("-" for an unknown address).

@@ -108,42 +108,51 @@ int ucxx_listener_port(ucp_listener_h l) {
     return -1;
 }
 
-static void ep_params_common(ucp_ep_params_t *p, uint64_t handle) {
-    p->field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+// ep_params_common sets the error handling mode. PEER installs ep_error_cb with the
+// endpoint's handle; NONE sets no handler (UCX would never call it) and lets UCX pick
+// transports that cannot detect a failed peer, shared memory among them.
+static void ep_params_common(ucp_ep_params_t *p, uint64_t handle, int err_mode) {
+    p->field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+    if (err_mode == UCP_ERR_HANDLING_MODE_NONE) {
+        p->err_mode = UCP_ERR_HANDLING_MODE_NONE;
+        return;
+    }
+    p->field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
     p->err_mode = UCP_ERR_HANDLING_MODE_PEER;
     p->err_handler.cb = ep_error_cb;
     p->err_handler.arg = (void *)(uintptr_t)handle;
 }
 
 ucs_status_t ucxx_ep_create_from_conn(ucp_worker_h w, ucp_conn_request_h req, uint64_t handle,
-                                      ucp_ep_h *out) {
+                                      int err_mode, ucp_ep_h *out) {
     ucp_ep_params_t p;
     memset(&p, 0, sizeof(p));
     p.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST;
     p.conn_request = req;
-    ep_params_common(&p, handle);
+    ep_params_common(&p, handle, err_mode);
     return ucp_ep_create(w, &p, out);
 }
 
 ucs_status_t ucxx_ep_create_to_sockaddr(ucp_worker_h w, const struct sockaddr *addr,
-                                        socklen_t len, uint64_t handle, ucp_ep_h *out) {
+                                        socklen_t len, uint64_t handle, int err_mode,
+                                        ucp_ep_h *out) {
     ucp_ep_params_t p;
     memset(&p, 0, sizeof(p));
     p.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR;
     p.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
     p.sockaddr.addr = addr;
     p.sockaddr.addrlen = len;
-    ep_params_common(&p, handle);
+    ep_params_common(&p, handle, err_mode);
     return ucp_ep_create(w, &p, out);
 }
 
 ucs_status_t ucxx_ep_create_to_address(ucp_worker_h w, const ucp_address_t *addr,
-                                       uint64_t handle, ucp_ep_h *out) {
+                                       uint64_t handle, int err_mode, ucp_ep_h *out) {
     ucp_ep_params_t p;
     memset(&p, 0, sizeof(p));
     p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
     p.address = addr;
-    ep_params_common(&p, handle);
+    ep_params_common(&p, handle, err_mode);
     return ucp_ep_create(w, &p, out);
 }
 

@@ -60,14 +60,17 @@ ucs_status_t ucxx_listener_create(ucp_worker_h w, const struct sockaddr *addr, s
 // ucxx_listener_port returns the port the listener is bound to, or -1.
 int ucxx_listener_port(ucp_listener_h l);
 
-// Endpoints carry their handle as the error handler's argument, so an error event
-// names the endpoint without a lookup by pointer.
+// err_mode is a ucp_err_handling_mode_t: UCP_ERR_HANDLING_MODE_PEER or
+// UCP_ERR_HANDLING_MODE_NONE. With PEER, endpoints carry their handle as the error
+// handler's argument, so an error event names the endpoint without a lookup by
+// pointer; with NONE there is no handler and no error event, ever.
 ucs_status_t ucxx_ep_create_from_conn(ucp_worker_h w, ucp_conn_request_h req, uint64_t handle,
-                                      ucp_ep_h *out);
+                                      int err_mode, ucp_ep_h *out);
 ucs_status_t ucxx_ep_create_to_sockaddr(ucp_worker_h w, const struct sockaddr *addr,
-                                        socklen_t len, uint64_t handle, ucp_ep_h *out);
+                                        socklen_t len, uint64_t handle, int err_mode,
+                                        ucp_ep_h *out);
 ucs_status_t ucxx_ep_create_to_address(ucp_worker_h w, const ucp_address_t *addr,
-                                       uint64_t handle, ucp_ep_h *out);
+                                       uint64_t handle, int err_mode, ucp_ep_h *out);
 // ucxx_ep_sockaddrs writes the local and remote "ip:port" of a sockaddr endpoint.
 ucs_status_t ucxx_ep_sockaddrs(ucp_ep_h ep, char *local, size_t llen, char *remote, size_t rlen);
 

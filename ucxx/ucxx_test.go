@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 	"unsafe"
@@ -172,4 +173,195 @@ func TestLoopback(t *testing.T) {
 		FreeRequest(ev.Ptr)
 	}
 	_ = req
+}
+
+// modePair is two workers with their own contexts made with UCX options opts (as two
+// processes would have), and a client endpoint with error handling mode to the
+// server, through a listener or by worker address. The test's locked thread
+// progresses both; their events land in the client's buffer.
+type modePair struct {
+	t              *testing.T
+	client, server *Worker
+	cep, sep       *Endpoint
+	pending        []Event
+}
+
+// newModePair connects the pair; it returns the error of the client's endpoint
+// creation, or of the connection (an EventEpError before the connection request).
+func newModePair(t *testing.T, opts map[string]string, mode ErrHandling, byAddress bool) (*modePair, error) {
+	t.Helper()
+	runtime.LockOSThread()
+	t.Cleanup(runtime.UnlockOSThread) // registered first, runs last
+	p := &modePair{t: t}
+	newWorker := func() *Worker {
+		ctx, err := NewContext(opts)
+		if err != nil {
+			t.Fatalf("NewContext(%v): %v", opts, err)
+		}
+		t.Cleanup(ctx.Close)
+		w, err := ctx.NewWorker(false)
+		if err != nil {
+			t.Fatalf("NewWorker: %v", err)
+		}
+		t.Cleanup(w.Close)
+		return w
+	}
+	p.client = newWorker() // its event buffer serves both: it must go last
+	p.client.AttachEvents()
+	p.server = newWorker()
+	t.Cleanup(p.close) // endpoints close before the workers
+	var err error
+	if byAddress {
+		addr, aerr := p.server.Address()
+		if aerr != nil {
+			t.Fatal(aerr)
+		}
+		p.cep, err = p.client.ConnectAddressWith(addr, 100, mode)
+		return p, err
+	}
+	l, err := p.server.Listen("127.0.0.1", 0, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	if p.cep, err = p.client.ConnectWith("127.0.0.1", l.Port, 100, mode); err != nil {
+		return p, err
+	}
+	ev := p.await(func(ev Event) bool { return ev.Kind == EventConnRequest || ev.Kind == EventEpError })
+	if ev.Kind == EventEpError {
+		return p, ev.Status.Err("connect")
+	}
+	p.sep, err = p.server.AcceptEndpointWith(ev.Ptr, 200, mode)
+	return p, err
+}
+
+// await progresses both workers until an event matches, for up to 5 s; events
+// drained and not matched wait in pending for a later await.
+func (p *modePair) await(match func(Event) bool) Event {
+	p.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		p.pending = append(p.pending, p.client.Events()...)
+		p.client.ResetEvents()
+		if i := slices.IndexFunc(p.pending, match); i >= 0 {
+			ev := p.pending[i]
+			p.pending = slices.Delete(p.pending, i, i+1)
+			return ev
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("no matching event within 5 s; pending %+v", p.pending)
+		}
+		p.client.Progress()
+		p.server.Progress()
+	}
+}
+
+// send moves size bytes from client to server, tag-matched on the server's worker,
+// and returns how long it took.
+func (p *modePair) send(size int) time.Duration {
+	p.t.Helper()
+	msg, in := CMalloc(uint64(size)), CMalloc(uint64(size))
+	defer CFree(msg)
+	defer CFree(in)
+	start := time.Now()
+	p.server.TagRecv(uintptr(in), uint64(size), 9, ^uint64(0), MemoryUnknown, 1)
+	if _, st := p.cep.TagSend(uintptr(msg), uint64(size), 9, MemoryUnknown, 2); st != StatusOK && st != StatusInProgress {
+		p.t.Fatalf("TagSend: %v", st)
+	}
+	done := 0
+	for done < 2 {
+		ev := p.await(func(ev Event) bool {
+			return ev.Kind == EventCompletion && (ev.ID == 1 || ev.ID == 2) || ev.Kind == EventEpError
+		})
+		if ev.Kind == EventEpError || ev.Status != StatusOK {
+			p.t.Fatalf("transfer of %d bytes: %+v", size, ev)
+		}
+		FreeRequest(ev.Ptr)
+		done++
+	}
+	return time.Since(start)
+}
+
+func (p *modePair) close() {
+	for i, ep := range []*Endpoint{p.cep, p.sep} {
+		if ep == nil {
+			continue
+		}
+		id := uint64(1000 + i)
+		if _, st := ep.Close(true, id); st == StatusInProgress {
+			ev := p.await(func(ev Event) bool { return ev.Kind == EventCompletion && ev.ID == id })
+			FreeRequest(ev.Ptr)
+		}
+	}
+	p.pending = append(p.pending, p.client.Events()...)
+	p.client.ResetEvents()
+	for _, ev := range p.pending {
+		if ev.Kind == EventCompletion {
+			FreeRequest(ev.Ptr)
+		}
+	}
+	p.pending = nil
+}
+
+// TestErrHandlingModes: which transports UCX picks, and whether it connects at all,
+// with and without error handling. Posix, sysv and self have no peer failure handler
+// and cma no active-message lane, so error handling rules out shared memory; a
+// listener connection needs tcp enabled for UCX's connection manager (its device).
+func TestErrHandlingModes(t *testing.T) {
+	if ErrHandling(0) != ErrHandlingPeer || ErrHandlingPeer.String() != "peer" || ErrHandlingNone.String() != "none" {
+		t.Fatal("ErrHandling's zero value must be peer error handling")
+	}
+	isShm := func(tr Transport) bool { return slices.Contains([]string{"posix", "sysv", "cma"}, tr.Name) }
+	isTCPData := func(tr Transport) bool { return tr.Name == "tcp" && tr.Device != "" }
+	for _, tc := range []struct {
+		name      string
+		tls       string
+		mode      ErrHandling
+		byAddress bool
+		fail      Status // the connection's failure, or StatusOK
+		shm       bool   // shared memory carries the data (else TCP)
+	}{
+		{"sm-address-peer", "sm,self", ErrHandlingPeer, true, StatusUnreachable, false},
+		{"sm-address-none", "sm,self", ErrHandlingNone, true, StatusOK, true},
+		{"sm-listener-peer", "sm,self", ErrHandlingPeer, false, StatusUnreachable, false},
+		{"smtcp-listener-peer", "sm,self,tcp", ErrHandlingPeer, false, StatusOK, false},
+		{"smtcp-listener-none", "sm,self,tcp", ErrHandlingNone, false, StatusOK, true},
+		{"smtcp-address-none", "sm,self,tcp", ErrHandlingNone, true, StatusOK, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := newModePair(t, map[string]string{"TLS": tc.tls}, tc.mode, tc.byAddress)
+			if tc.fail != StatusOK {
+				if !errors.Is(err, tc.fail) {
+					t.Fatalf("connection: %v; want %v", err, tc.fail)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("connection: %v", err)
+			}
+			if p.cep.ErrHandling() != tc.mode || (p.sep != nil && p.sep.ErrHandling() != tc.mode) {
+				t.Fatalf("endpoints report modes %v, %v; want %v", p.cep.ErrHandling(), p.sep, tc.mode)
+			}
+			p.send(8)
+			p.send(1 << 20)
+			var total time.Duration
+			const n = 10
+			for range n {
+				total += p.send(1 << 20)
+			}
+			for _, ep := range []*Endpoint{p.cep, p.sep} {
+				if ep == nil {
+					continue
+				}
+				ts, err := ep.Transports()
+				if err != nil {
+					t.Fatalf("Transports: %v", err)
+				}
+				t.Logf("transports %v; 1 MiB one way in %v (mean of %d)", ts, (total / n).Round(time.Microsecond), n)
+				if shm := slices.ContainsFunc(ts, isShm); shm != tc.shm || shm == slices.ContainsFunc(ts, isTCPData) {
+					t.Fatalf("transports %v; want shared memory %v and TCP data lanes %v", ts, tc.shm, !tc.shm)
+				}
+			}
+		})
+	}
 }

@@ -57,6 +57,13 @@ def create_listener(callback_func, port=None, endpoint_error_handling=True, conn
         exception it raises is logged, and the listener goes on.
     port : int, optional
         The port to bind; any free port when None or 0.
+    endpoint_error_handling : bool
+        Whether the endpoints this listener accepts have UCX's peer error handling
+        (default True). False lets UCX use shared memory (posix, sysv, cma) between
+        processes on one host, which error handling rules out, but then a peer that
+        closes or dies is not detected: receives from it wait until cancelled or until
+        the endpoint is closed or aborted (see ``create_endpoint``). Clients should
+        connect with the same setting.
     ip : str
         The address to bind; all interfaces when empty.
 
@@ -67,7 +74,9 @@ def create_listener(callback_func, port=None, endpoint_error_handling=True, conn
     UCXError
         The port is taken (UCXBusyError) or UCX could not listen.
     """
-    return Listener(_context.get(), callback_func, ip, int(port or 0))
+    return Listener(
+        _context.get(), callback_func, ip, int(port or 0), endpoint_error_handling=bool(endpoint_error_handling)
+    )
 
 
 async def _resolve(host):
@@ -84,18 +93,39 @@ async def _resolve(host):
 async def create_endpoint(ip_address, port, endpoint_error_handling=True, connect_timeout=None):
     """Connect to a listener and return the Endpoint once the tag handshake is done.
 
+    Parameters
+    ----------
+    ip_address : str
+        The listener's address or host name.
+    port : int
+        The listener's port.
+    endpoint_error_handling : bool
+        Whether the endpoint has UCX's peer error handling (default True), as in UCXX.
+        With it, UCX only uses transports that can detect a failed peer: TCP, CMA and
+        RDMA, so two processes on one host talk over TCP on loopback. With False, UCX
+        may use shared memory (posix, sysv, cma), but a peer that closes or dies is
+        not detected: no error reaches the endpoint, receives from it wait until
+        cancelled or until the endpoint is closed or aborted (``close()`` and
+        ``abort()`` still end on time and cancel them), and a rendezvous send the peer
+        never receives stays in flight. The listener should use the same setting.
+        Connecting through a listener needs ``tcp`` in ``UCX_TLS`` either way (UCX's
+        connection manager); ``"sm,self,tcp"`` keeps the data on shared memory.
+    connect_timeout : float, optional
+        Seconds to wait for the connection (default: init's, 5 s).
+
     Raises
     ------
     UCXTimedOutError
-        No connection within ``connect_timeout`` seconds (default: init's, 5 s).
+        No connection within ``connect_timeout`` seconds.
     UCXError
-        Another subclass for why UCX could not connect (nobody listening, say).
+        Another subclass for why UCX could not connect (nobody listening, say, or
+        UCXUnreachableError: no transport reaches the peer, e.g. ``UCX_TLS=sm,self``).
     """
     ctx = _context.get()
     if connect_timeout is None:
         connect_timeout = ctx.connect_timeout
     ip = await _resolve(ip_address)
-    rid = call(ext.pybridge_Connect, ip, int(port), int(connect_timeout * 1000))
+    rid = call(ext.pybridge_Connect, ip, int(port), int(connect_timeout * 1000), bool(endpoint_error_handling))
     ctx.loop()
     try:
         handle = await ctx.wait(rid, None, "create_endpoint")
@@ -171,14 +201,21 @@ async def create_endpoint_from_worker_address(address, endpoint_error_handling=T
     """Connect to the worker whose address is ``address`` (``get_worker_address()`` of
     the peer). No tags are exchanged: pass ``tag=..., force_tag=True`` on both sides.
 
+    ``endpoint_error_handling`` is as for ``create_endpoint``: False lets UCX use
+    shared memory, even with ``UCX_TLS=sm,self``, and a peer that dies is then not
+    detected.
+
     Raises
     ------
     UCXInvalidAddrError
         ``address`` is not a worker address.
+    UCXUnreachableError
+        No transport reaches the peer: with error handling, ``UCX_TLS=sm,self`` leaves
+        none (shared memory cannot detect a failed peer).
     """
     ctx = _context.get()
     address = UCXAddress.from_buffer(address)
-    handle = call(ext.pybridge_ConnectWorkerAddress, address.hex())
+    handle = call(ext.pybridge_ConnectWorkerAddress, address.hex(), bool(endpoint_error_handling))
     return Endpoint._from_handle(ctx, handle)
 
 

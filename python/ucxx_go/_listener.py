@@ -14,16 +14,17 @@ logger = logging.getLogger("ucxx_go")
 class Listener:
     """A listening socket address; create with create_listener()."""
 
-    def __init__(self, ctx, handler, ip, port):
+    def __init__(self, ctx, handler, ip, port, endpoint_error_handling=True):
         if not callable(handler):
             raise TypeError(f"the listener's handler must be callable, got {type(handler).__name__}")
-        res = call(ext.pybridge_Listen, ip, port)
+        res = call(ext.pybridge_Listen, ip, port, bool(endpoint_error_handling))
         handle, bound = (int(x) for x in res.split())
         self._ctx = ctx
         self._handler = handler
         self._handle = handle
         self._ip = ip or "0.0.0.0"
         self._port = bound
+        self._endpoint_error_handling = bool(endpoint_error_handling)
         self._closed = False
         self._tasks = set()
         self._active = weakref.WeakSet()  # accepted endpoints, not kept alive by us
@@ -46,6 +47,11 @@ class Listener:
     @property
     def closed(self):
         return self._closed
+
+    @property
+    def endpoint_error_handling(self):
+        """Whether the endpoints this listener accepts have UCX's peer error handling."""
+        return self._endpoint_error_handling
 
     @property
     def active_clients(self):

@@ -52,6 +52,21 @@ def _init_from_config():
         pass  # initialised meanwhile
 
 
+def _endpoint_error_handling():
+    """distributed.comm.ucxgo.endpoint-error-handling (default True), UCXX's
+    endpoint_error_handling for every endpoint the backend creates or accepts.
+
+    False lets workers on one host exchange data over shared memory, but a peer that
+    closes or dies is then not detected: a read from it waits until the comm is
+    closed or aborted. As an environment variable:
+    DASK_DISTRIBUTED__COMM__UCXGO__ENDPOINT_ERROR_HANDLING=False.
+    """
+    value = dask.config.get("distributed.comm.ucxgo.endpoint-error-handling", default=True)
+    if isinstance(value, str):  # from YAML or the environment as text, e.g. "false"
+        return value.strip().lower() not in ("false", "no", "off", "0", "")
+    return bool(value)
+
+
 def _comm_closed(exc, what):
     return CommClosedError(f"ucxgo: {what}: {type(exc).__name__}: {exc}")
 
@@ -118,7 +133,8 @@ class UCXGoComm(Comm):
             raise CommClosedError("ucxgo: truncated message") from e
 
     async def close(self):
-        """Close, telling the peer: its pending read fails with CommClosedError."""
+        """Close, telling the peer: its pending read fails with CommClosedError (with
+        endpoint-error-handling on; without it the peer is not told)."""
         if self._closed:
             return
         self._closed = True
@@ -141,7 +157,7 @@ class UCXGoConnector(Connector):
         _init_from_config()
         ip, port = parse_host_port(address)
         try:
-            ep = await ucxx_go.create_endpoint(ip, port)
+            ep = await ucxx_go.create_endpoint(ip, port, endpoint_error_handling=_endpoint_error_handling())
         except UCXError as e:
             # An OSError: distributed retries it until its connect timeout.
             raise _comm_closed(e, f"connect to {address}") from e
@@ -188,7 +204,9 @@ class UCXGoListener(Listener):
                 return
             await self.comm_handler(comm)
 
-        self._listener = ucxx_go.create_listener(serve, port=self._input_port, ip=self.ip)
+        self._listener = ucxx_go.create_listener(
+            serve, port=self._input_port, ip=self.ip, endpoint_error_handling=_endpoint_error_handling()
+        )
 
     def stop(self):
         if self._listener is not None:
