@@ -25,6 +25,7 @@ func (e *Engine) run(started chan<- error) {
 	// a locked goroutine that returns takes its thread with it.
 	runtime.LockOSThread()
 	defer close(e.done)
+	defer liveEngines.Add(-1) // reserveP's count
 	if err := e.setup(); err != nil {
 		started <- err
 		return
