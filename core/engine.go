@@ -131,6 +131,7 @@ type Engine struct {
 	outstanding *semaphore.Weighted
 	waiting     []*multiOp
 	epfd        int
+	worked      bool // the last pass did work: spin before sleeping (progress.go)
 	stopping    bool
 	stopDone    chan error
 	stopBy      time.Time

@@ -112,6 +112,7 @@ func (e *Engine) dispatch() {
 	}
 	e.spare = batch
 	if len(batch) > 0 {
+		e.worked = true
 		e.drainEvents()
 	}
 }
@@ -225,6 +226,7 @@ func endpointStatus(ep *endpoint) ucxx.Status {
 // completions to the queue.
 func (e *Engine) progress() {
 	for i := 0; i < maxProgressPasses && e.worker.Progress(); i++ {
+		e.worked = true
 	}
 	e.drainEvents()
 	if len(e.timed) > 0 {
@@ -335,14 +337,20 @@ func (e *Engine) sleep(evs []syscall.EpollEvent) {
 }
 
 // spin polls the pool and the worker until either has work (true) or the spin
-// time is over (false), yielding the CPU between polls.
+// time is over (false), yielding the CPU between polls. It spins only after a pass
+// that did work: a wake-up that finds nothing to do (the idle timeout, a signal the
+// Go runtime sends a thread that has run for 10 ms) goes straight back to sleep, so
+// an idle engine stays idle.
 func (e *Engine) spin() bool {
-	if e.opts.SpinBeforeSleep <= 0 || e.stopping {
+	worked := e.worked
+	e.worked = false
+	if !worked || e.opts.SpinBeforeSleep <= 0 || e.stopping {
 		return false
 	}
 	deadline := time.Now().Add(e.opts.SpinBeforeSleep)
 	for {
 		if !e.pool.empty() || e.worker.Progress() || len(e.worker.Events()) > 0 {
+			e.worked = true
 			return true
 		}
 		if time.Now().After(deadline) {
