@@ -119,6 +119,7 @@ type Engine struct {
 	spare     []submission
 	timed     []*endpoint // endpoints with a handshake or close deadline
 	multiRecv map[multiKey]*multiQueue
+	awaiting  map[uintptr]*multiOp // block -> receive waiting for its CUDA frames (frames.go)
 	amTags    map[uint64]*endpoint // connection tag -> endpoint, for active messages
 	// dead remembers endpoints their peer broke, after UCX closed them, until the
 	// application closes or aborts them: a receive may still drain what the peer sent
@@ -169,6 +170,7 @@ func New(opts Options) (*Engine, error) {
 		endpoints: make(map[uint64]*endpoint),
 		listeners: make(map[uint64]*listener),
 		multiRecv: make(map[multiKey]*multiQueue),
+		awaiting:  make(map[uintptr]*multiOp),
 		amTags:    make(map[uint64]*endpoint),
 		dead:      make(map[uint64]ucxx.Status),
 		probed:    make(map[uint64]unsafe.Pointer),

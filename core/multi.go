@@ -116,7 +116,11 @@ type multiOp struct {
 	blockSize  uint64
 	reserved   int64     // bytes held in the outstanding-bytes semaphore
 	cudaFrames []uintptr // device allocations of the CUDA frames, until handed over
-	queue      *multiQueue
+	// deferCUDA: the application allocates the CUDA frames (frames.go); awaiting: the
+	// header is in and the engine waits for those allocations; userFrames: they came.
+	deferCUDA, awaiting, userFrames bool
+	needID                          uint64 // the completion that asks for them
+	queue                           *multiQueue
 }
 
 var multiOps = sync.Pool{New: func() any { return new(multiOp) }}
@@ -217,16 +221,25 @@ func (e *Engine) SendMulti(ep uint64, desc uintptr, count int, tag uint64) (uint
 // Length is the address of the message's block (see blockLayout); the receiver owns
 // the block and frees it with free().
 func (e *Engine) RecvMulti(ep uint64, tag uint64) (uint64, error) {
+	id, _, err := e.recvMultiOp(ep, tag, false)
+	return id, err
+}
+
+func (e *Engine) recvMultiOp(ep uint64, tag uint64, deferCUDA bool) (id, needID uint64, err error) {
 	if ep != 0 {
 		if _, err := e.liveEndpoint(ep); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
 	op := getMultiOp()
 	op.recv = true
-	id := e.newID()
+	id = e.newID()
 	op.id = id
-	return id, e.submit(submission{op: opRecvMulti, id: id, ep: ep, tag: tag, multi: op})
+	if deferCUDA {
+		op.deferCUDA, needID = true, e.newID()
+		op.needID = needID
+	}
+	return id, needID, e.submit(submission{op: opRecvMulti, id: id, ep: ep, tag: tag, multi: op})
 }
 
 // usable reports whether receives may be posted for ep (nil: the worker itself).
@@ -525,6 +538,10 @@ func (e *Engine) receiveFrames(op *multiOp) {
 		e.rejectWhole(op, ucxx.StatusNoMemory)
 		return
 	}
+	if op.deferCUDA && hasCUDA(op.dec.Types) {
+		e.askForFrames(op, recordSize, size) // frames.go: the application allocates them
+		return
+	}
 	// CUDA frames first: if one cannot be allocated, nothing is posted yet.
 	for i, t := range op.dec.Types {
 		if t == MemHost {
@@ -540,6 +557,14 @@ func (e *Engine) receiveFrames(op *multiOp) {
 		}
 		op.cudaFrames = append(op.cudaFrames, ptr)
 	}
+	e.postFrames(op, recordSize, size)
+}
+
+// postFrames writes the block's record and posts every frame receive, in frame order
+// (frames share one tag: UCX matches them in the order they are posted), into the
+// block and op.cudaFrames; then the stream's next message may start.
+func (e *Engine) postFrames(op *multiOp, recordSize, size uint64) {
+	q := op.queue
 	rec := unsafe.Slice((*byte)(op.block), recordSize)
 	binary.LittleEndian.PutUint64(rec[0:], uint64(len(op.dec.Sizes)))
 	binary.LittleEndian.PutUint64(rec[8:], size)
@@ -554,6 +579,9 @@ func (e *Engine) receiveFrames(op *multiOp) {
 		} else {
 			addr, cuda = cuda[0], cuda[1:]
 			memType, kind = ucxx.MemoryCUDA, uint64(MemCUDA)|uint64(e.cuda.current-1)<<8
+			if op.userFrames {
+				kind = uint64(MemCUDA) | userFrameFlag
+			}
 			binary.LittleEndian.PutUint64(w, uint64(addr))
 		}
 		binary.LittleEndian.PutUint64(w[8:], sz)
@@ -598,7 +626,9 @@ func (e *Engine) finishMulti(op *multiOp) {
 			op.cudaFrames = op.cudaFrames[:0]
 		} else {
 			ucxx.CFree(op.block)
-			e.freeCUDAFrames(op)
+			if !op.userFrames {
+				e.freeCUDAFrames(op)
+			}
 		}
 		op.block = nil
 	}
@@ -621,6 +651,10 @@ func (e *Engine) cancelMulti(op *multiOp) {
 		return
 	}
 	q := op.queue
+	if op.awaiting {
+		e.dropAwaiting(op, ucxx.StatusCanceled)
+		return
+	}
 	if op.gotHeader {
 		op.abandoned = true
 		return

@@ -173,6 +173,8 @@ func (e *Engine) dispatchOne(s *submission) {
 		e.amRecv(s)
 	case opRecvProbed:
 		e.recvProbed(s)
+	case opProvideFrames:
+		e.provideFrames(s)
 	case opConnect:
 		e.connect(s)
 	case opCloseEndpoint:
@@ -364,6 +366,7 @@ func (e *Engine) spin() bool {
 // aborted, every request still in flight is cancelled.
 func (e *Engine) beginStop(deadline time.Time, done chan error) {
 	e.stopping, e.stopBy, e.stopDone = true, deadline, done
+	e.dropAllAwaiting()
 	for h := range e.listeners {
 		e.closeListener(h)
 	}

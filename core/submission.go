@@ -23,6 +23,7 @@ const (
 	opAMSend
 	opAMRecv
 	opRecvProbed
+	opProvideFrames
 )
 
 // submission is one application request waiting for the progress thread. It is a
@@ -43,6 +44,7 @@ type submission struct {
 	port    int         // connect: the peer's port
 	call    func()      // opCall
 	multi   *multiOp    // opSendMulti, opRecvMulti
+	frames  []uint64    // opProvideFrames: the CUDA frames' addresses
 	posted  chan bool   // set when delayed submission is off: closed once posted
 }
 

@@ -1,6 +1,8 @@
 package pybridge
 
 import (
+	"encoding/binary"
+	"fmt"
 	"time"
 
 	"github.com/ucxx-go/ucxx-go/core"
@@ -74,6 +76,40 @@ func RecvMulti(ep uint64, tag uint64) (id uint64, err error) {
 		return 0, err
 	}
 	return e.RecvMulti(ep, tag)
+}
+
+// RecvMultiAllocated is RecvMulti for a caller that allocates the CUDA frames itself:
+// it returns "id need_id" (core.Engine.RecvMultiAllocated).
+func RecvMultiAllocated(ep uint64, tag uint64) (res string, err error) {
+	defer guard(&err)
+	e, err := current()
+	if err != nil {
+		return "", err
+	}
+	id, need, err := e.RecvMultiAllocated(ep, tag)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d %d", id, need), nil
+}
+
+// ProvideFrames hands a receive from RecvMultiAllocated the addresses of its CUDA
+// frames: count little-endian u64 at desc, read during the call.
+func ProvideFrames(block uintptr, desc uintptr, count int) (ok bool, err error) {
+	defer guard(&err)
+	e, err := current()
+	if err != nil {
+		return false, err
+	}
+	addrs := make([]uint64, count)
+	if count > 0 {
+		raw := make([]byte, 8*count)
+		ucxx.CopyFrom(raw, desc)
+		for i := range addrs {
+			addrs[i] = binary.LittleEndian.Uint64(raw[8*i:])
+		}
+	}
+	return true, e.ProvideFrames(block, addrs)
 }
 
 // Cancel asks for a request to be cancelled; its completion still comes.

@@ -84,3 +84,28 @@ def test_free_cuda_without_driver_is_an_error():
         pytest.skip("a GPU is present")
     with pytest.raises(RuntimeError):
         ext.pybridge_FreeCUDA(0, 0x1000)
+
+
+async def test_recv_multi_with_cuda_allocator_and_host_frames_only(pair):
+    """A cuda_allocator is only asked for CUDA frames: a host-only message completes
+    as usual, and a receive cancelled before anything came leaves the stream in step."""
+    import asyncio
+
+    import numpy as np
+
+    client, server = pair
+    asked = []
+
+    def allocator(n):
+        asked.append(n)
+        raise AssertionError("no CUDA frame was sent")
+
+    waiting = asyncio.ensure_future(server.recv_multi(cuda_allocator=allocator))
+    await asyncio.sleep(0.05)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    frames = [np.arange(10, dtype="u1"), np.frombuffer(b"xyz", dtype="u1")]
+    got, _ = await asyncio.gather(server.recv_multi(cuda_allocator=allocator), client.send_multi(frames))
+    assert asked == []
+    assert [bytes(f) for f in got] == [bytes(f) for f in frames]

@@ -69,6 +69,15 @@ class Context:
             self.completions.bind(loop)
         return loop
 
+    def expect(self, rid, keep, where):
+        """Register request `rid` and return its Future, without awaiting it: for a
+        caller that waits on several requests at once. The caller cancels the request
+        in Go itself if it gives up."""
+        self.loop()
+        fut = self.completions.future()
+        self.pending[rid] = (fut, keep, where)
+        return fut
+
     async def wait(self, rid, keep, where):
         """Await request `rid`'s completion; keep `keep` alive until Go is done with it.
 

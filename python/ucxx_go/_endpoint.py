@@ -9,8 +9,9 @@ import weakref
 
 from . import _context, _tags
 from ._bridge import call, ext, translate
-from ._buffers import buffer_info, host_buffer
-from ._frames import frames_from_block
+from ._buffers import MEMORY_CUDA, buffer_info, host_buffer
+from ._completions import _memory_view
+from ._frames import _FRAME_CUDA, frames_from_block
 from .exceptions import UCXCloseError, UCXError, exception_for_status
 
 logger = logging.getLogger("ucxx_go")
@@ -302,9 +303,13 @@ class Endpoint:
             raise translate(e) from None
         await self._ctx.wait(rid, keep, "Endpoint.send_multi")
 
-    async def recv_multi(self, tag=None, force_tag=False):
-        """Receive a message sent with ``send_multi``: a list of writable numpy uint8
-        arrays, one per frame, allocated here and freed when dropped.
+    async def recv_multi(self, tag=None, force_tag=False, cuda_allocator=None):
+        """Receive a message sent with ``send_multi``: a list of frames, one per frame
+        sent. Host frames are writable numpy uint8 arrays; CUDA frames are
+        ``CudaFrame`` objects (``__cuda_array_interface__``), or, with
+        ``cuda_allocator``, what ``cuda_allocator(nbytes)`` returned for them (e.g.
+        ``lambda n: cupy.empty(n, "u1")`` from cupy's pool, ``rmm.DeviceBuffer(size=n)``).
+        Memory allocated here is freed when dropped.
 
         Raises
         ------
@@ -320,6 +325,10 @@ class Endpoint:
         """
         t = self._recv_tag if tag is None else _tags.mix(self._recv_tag, tag, force_tag)
         handle = self._recv_handle(t | _MULTI_TAG_BIT, "recv_multi")
+        if cuda_allocator is not None:
+            address, provided = await self._recv_multi_allocated(handle, t, cuda_allocator)
+            self._received()
+            return frames_from_block(address, provided)
         try:
             rid = _recv_multi(handle, t)
         except RuntimeError as e:
@@ -327,6 +336,52 @@ class Endpoint:
         address = await self._ctx.wait(rid, None, "Endpoint.recv_multi")
         self._received()
         return frames_from_block(address)
+
+    async def _recv_multi_allocated(self, handle, tag, allocator):
+        """recv_multi whose CUDA frames `allocator` allocates: the Go core reports the
+        header (the `need` request) and waits for the frames' addresses before it
+        posts their receives (core/frames.go). Returns the block's address and the
+        allocated objects, in CUDA-frame order."""
+        ctx = self._ctx
+        where = "Endpoint.recv_multi"
+        rid, need = (int(x) for x in call(ext.pybridge_RecvMultiAllocated, handle, tag).split())
+        final = ctx.expect(rid, None, where)
+        asked = ctx.expect(need, None, where)
+        provided = []
+        try:
+            await asyncio.wait((final, asked), return_when=asyncio.FIRST_COMPLETED)
+            if not asked.done():
+                ctx.pending.pop(need, None)  # no CUDA frame: nobody asks
+                return final.result(), provided
+            block = asked.result()
+            head = _memory_view(block, 16).cast("Q")
+            count = head[0]
+            head.release()
+            record = _memory_view(block + 16, 24 * count).cast("Q")
+            sizes = [record[3 * i + 1] for i in range(count) if record[3 * i + 2] & 0xFF == _FRAME_CUDA]
+            record.release()
+            desc = array.array("Q")
+            for n in sizes:
+                obj = allocator(n)
+                addr, nbytes, _, mem, _ = buffer_info(obj, writable=True)
+                if mem != MEMORY_CUDA or nbytes < n:
+                    raise TypeError(f"recv_multi: cuda_allocator({n}) gave {type(obj).__name__} of "
+                                    f"{nbytes} bytes, not CUDA memory of at least {n}")
+                provided.append(obj)
+                desc.append(addr)
+            # UCX may write into them until the message's completion: keep them alive.
+            ctx.pending[rid] = (final, provided, where)
+            call(ext.pybridge_ProvideFrames, block, desc.buffer_info()[0] if desc else 0, len(desc))
+            return await final, provided
+        except BaseException:
+            ctx.pending.pop(need, None)
+            if not final.done() and not ctx.closed:
+                try:
+                    ext.pybridge_Cancel(rid)  # drops the message in Go, frees its block
+                except RuntimeError:
+                    pass
+            final.cancel()
+            raise
 
     async def send_obj(self, obj, tag=None):
         """Send a bytes-like object with its size first, for ``recv_obj``."""

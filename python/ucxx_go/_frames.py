@@ -61,9 +61,16 @@ class CudaFrame:
         return f"<ucxx_go.CudaFrame {self.nbytes} bytes on device {self.device} at {self.ptr:#x}>"
 
 
-def frames_from_block(address):
+# A CUDA frame the application allocated (core.userFrameFlag): it is in `provided`.
+_FRAME_USER = 1 << 16
+
+
+def frames_from_block(address, provided=()):
     """Return the frames of the block at `address`: host frames as writable uint8 numpy
-    arrays, CUDA frames as CudaFrame."""
+    arrays, CUDA frames as CudaFrame, or, where the application allocated them
+    (recv_multi's cuda_allocator), the objects it allocated, taken from `provided`
+    in order."""
+    provided = iter(provided)
     head = _memory_view(address, 16).cast("Q")
     count, size = head[0], head[1]
     head.release()
@@ -77,7 +84,9 @@ def frames_from_block(address):
     frames = []
     for i in range(count):
         off, n, kind = record[3 * i], record[3 * i + 1], record[3 * i + 2]
-        if kind & 0xFF == _FRAME_CUDA:
+        if kind & _FRAME_USER:
+            frames.append(next(provided))
+        elif kind & 0xFF == _FRAME_CUDA:
             frames.append(CudaFrame(off, n, kind >> 8))
         else:
             frames.append(block[off:off + n] if n else _EMPTY.copy())

@@ -86,6 +86,31 @@ async def test_mixed_host_and_cuda_multi(gpu_peer):
             assert bool(cp.array_equal(cp.asarray(recv), sent))
 
 
+async def test_recv_multi_into_frames_from_a_user_allocator(gpu_peer):
+    frames = [np.arange(100, dtype=np.uint8), pattern(2 << 20, 7), pattern(17, 8)]
+    allocated = []
+
+    def from_pool(n):
+        a = cp.empty(n, dtype=cp.uint8)  # cupy's memory pool
+        allocated.append(a)
+        return a
+
+    def failing(n):
+        raise MemoryError(f"no room for {n} bytes")
+
+    # An allocator that fails drops that message; the stream stays in step.
+    await gpu_peer.send(np.array([ECHO_MULTI, 0], dtype="<u8"))
+    await gpu_peer.send_multi(frames)
+    with pytest.raises(MemoryError):
+        await asyncio.wait_for(gpu_peer.recv_multi(cuda_allocator=failing), TIMEOUT)
+    await gpu_peer.send(np.array([ECHO_MULTI, 0], dtype="<u8"))
+    await gpu_peer.send_multi(frames)
+    got = await asyncio.wait_for(gpu_peer.recv_multi(cuda_allocator=from_pool), TIMEOUT)
+    assert isinstance(got[0], np.ndarray) and np.array_equal(got[0], frames[0])
+    assert got[1] is allocated[0] and got[2] is allocated[1]
+    assert bool(cp.array_equal(got[1], frames[1])) and bool(cp.array_equal(got[2], frames[2]))
+
+
 _SPIN = cp.RawKernel(
     r"""
 extern "C" __global__ void spin(long long cycles) {

@@ -1,0 +1,126 @@
+package core
+
+import (
+	"encoding/binary"
+	"unsafe"
+
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// Application-allocated CUDA frames. A receive made with RecvMultiAllocated does not
+// allocate its CUDA frames itself: once the header is in, it reports the block with
+// the frames' sizes (needID's completion), the application allocates them with its
+// own allocator (RMM, a cupy pool) and hands their addresses to ProvideFrames, and
+// only then are the frame receives posted. Until then the stream's next message
+// waits: frames share one tag, and UCX matches receives in the order they are posted.
+// Cancelling, a failed endpoint or a shutdown in between drops the message.
+
+// userFrameFlag marks, in a block record's memory type word, a CUDA frame the
+// application allocated: the consumer does not free it.
+const userFrameFlag = 1 << 16
+
+// RecvMultiAllocated is RecvMulti for a caller that allocates the CUDA frames. When a
+// message with CUDA frames arrives, needID completes with the block's address: its
+// record lists every frame (CUDA ones with address 0); the caller then calls
+// ProvideFrames, or Cancel(id). id's completion is the message, as for RecvMulti;
+// a message without CUDA frames completes id alone, and needID never.
+//
+// Errors: as RecvMulti.
+func (e *Engine) RecvMultiAllocated(ep uint64, tag uint64) (id, needID uint64, err error) {
+	return e.recvMultiOp(ep, tag, true)
+}
+
+// ProvideFrames hands a receive waiting for its CUDA frames (block, from needID's
+// completion) their addresses, one per CUDA frame in frame order. It checks that each
+// is CUDA memory; the frames are then received into them.
+//
+// Errors: ErrEngineClosed, ErrNotCUDA, ucxx.ErrNoCUDA.
+func (e *Engine) ProvideFrames(block uintptr, addrs []uint64) error {
+	s := submission{op: opProvideFrames, addr: block, frames: addrs}
+	for _, a := range addrs {
+		if err := s.cuda.add(uintptr(a), 0); err != nil {
+			return err
+		}
+	}
+	return e.submit(s)
+}
+
+func hasCUDA(types []uint8) bool {
+	for _, t := range types {
+		if t != MemHost {
+			return true
+		}
+	}
+	return false
+}
+
+// askForFrames writes the record with the CUDA frames' addresses 0 and reports the
+// block through needID's completion. Progress thread.
+func (e *Engine) askForFrames(op *multiOp, recordSize, size uint64) {
+	rec := unsafe.Slice((*byte)(op.block), recordSize)
+	binary.LittleEndian.PutUint64(rec[0:], uint64(len(op.dec.Sizes)))
+	binary.LittleEndian.PutUint64(rec[8:], size)
+	off := alignUp(recordSize)
+	for i, sz := range op.dec.Sizes {
+		w := rec[16+24*i:]
+		kind := uint64(op.dec.Types[i])
+		if op.dec.Types[i] == MemHost {
+			binary.LittleEndian.PutUint64(w, off)
+			off = alignUp(off + sz)
+		} else {
+			binary.LittleEndian.PutUint64(w, 0)
+			kind |= userFrameFlag
+		}
+		binary.LittleEndian.PutUint64(w[8:], sz)
+		binary.LittleEndian.PutUint64(w[16:], kind)
+	}
+	op.awaiting = true
+	e.awaiting[uintptr(op.block)] = op
+	e.completeNow(op.needID, ucxx.StatusOK, uint64(uintptr(op.block)))
+}
+
+// provideFrames posts the frames of a receive that waited for them. One that is gone
+// (cancelled meanwhile) is ignored: the application knows from its completion.
+func (e *Engine) provideFrames(s *submission) {
+	op := e.awaiting[s.addr]
+	if op == nil {
+		return
+	}
+	delete(e.awaiting, s.addr)
+	op.awaiting = false
+	if !usable(op.ep) {
+		e.dropAwaiting(op, endpointStatus(op.ep))
+		return
+	}
+	want := 0
+	for _, t := range op.dec.Types {
+		if t != MemHost {
+			want++
+		}
+	}
+	if len(s.frames) != want {
+		e.dropAwaiting(op, ucxx.StatusInvalidParam)
+		return
+	}
+	op.userFrames = true
+	for _, a := range s.frames {
+		op.cudaFrames = append(op.cudaFrames, uintptr(a))
+	}
+	recordSize, size := blockLayout(op.dec.Sizes, op.dec.Types)
+	e.postFrames(op, recordSize, size)
+}
+
+// dropAwaiting ends a receive that waited for its frames: its frames are received
+// and dropped (the stream stays in step) and it completes with st.
+func (e *Engine) dropAwaiting(op *multiOp, st ucxx.Status) {
+	delete(e.awaiting, uintptr(op.block))
+	op.awaiting = false
+	e.rejectWhole(op, st)
+}
+
+// dropAllAwaiting ends every receive still waiting for frames (shutdown).
+func (e *Engine) dropAllAwaiting() {
+	for _, op := range e.awaiting {
+		e.dropAwaiting(op, ucxx.StatusCanceled)
+	}
+}
