@@ -16,7 +16,7 @@ import struct  # noqa: E402
 DEADLINE = 30.0
 
 
-async def _echo_messages(ep, count):
+async def echo_messages(ep, count):
     """Echo `count` messages, each announced by its 8-byte little-endian size."""
     import numpy as np
 
@@ -40,7 +40,7 @@ def echo_server(port_queue, connections, messages):
 
         async def handler(ep):
             try:
-                await _echo_messages(ep, messages)
+                await echo_messages(ep, messages)
             except BaseException as e:
                 failures.append(e)
                 ep.abort()

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import ucxx_go
+from _peers import echo_messages
 from _support import TIMEOUT, mp, queue_get, start
 
 SHM_TLS = "sm,self,tcp"  # tcp only for the listener's connection manager
@@ -38,15 +39,8 @@ async def echo_once(ep, msg):
     np.testing.assert_array_equal(out, msg)
 
 
-async def serve_echo(ep, count):
-    """The other side of echo_once, `count` times, then close."""
-    for _ in range(count):
-        size = np.empty(1, dtype="<u8")
-        await ep.recv(size)
-        buf = np.empty(int(size[0]), dtype="u1")
-        await ep.recv(buf)
-        await ep.send(buf)
-    await ep.close()
+# The other side of echo_once, `count` times, then close.
+serve_echo = echo_messages
 
 
 class Accepted:
