@@ -14,6 +14,7 @@ venv of its own. A run that fails or hangs is killed and recorded, and the rest 
 import argparse
 import datetime
 import json
+import math
 import os
 import platform
 import shlex
@@ -45,10 +46,15 @@ def _csv(parse):
 
 
 def _probe(python, module):
-    """None if ``python`` can import ``module``, else why not (one line)."""
+    """None if ``python`` can import ``module``, else why not (one line).
+
+    The working directory is left off sys.path: in this repository's root, the Go
+    package's folder ``ucxx/`` would import as an empty namespace package and pass for
+    RAPIDS ucxx.
+    """
+    code = f"import sys; sys.path = [p for p in sys.path if p not in ('', '.')]; import {module}"
     try:
-        res = subprocess.run([python, "-c", f"import {module}"], capture_output=True, text=True,
-                             timeout=PROBE_TIMEOUT)
+        res = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=PROBE_TIMEOUT)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"{python}: {exc}"
     if res.returncode == 0:
@@ -166,15 +172,19 @@ def machine_info():
             "python": sys.version.split()[0]}
 
 
-def _fmt(value, digits):
-    return "–" if value is None else f"{value:,.{digits}f}"
+def _fmt(value):
+    """Three significant digits at least, thousands separated: 0.412, 30.4, 1,091."""
+    if value is None:
+        return "–"
+    digits = 0 if value >= 100 or value == 0 else 2 - math.floor(math.log10(abs(value)))
+    return f"{value:,.{digits}f}"
 
 
 def _ratio(a, b):
     return "–" if a is None or b is None or b == 0 else f"{a / b:.2f}x"
 
 
-def metric_table(title, keys, key_label, metric, scale, digits, backends, med, floor=None):
+def metric_table(title, keys, key_label, metric, scale, backends, med, floor=None):
     """A Markdown table of one metric: a column per backend, then ucxx-go's ratios."""
     others = [b for b in backends if b != "ucxx-go"]
     head = [key_label, *backends] + (["ucx_perftest"] if floor else [])
@@ -183,9 +193,9 @@ def metric_table(title, keys, key_label, metric, scale, digits, backends, med, f
     for label, size, k in keys:
         vals = {b: med.get((b, size, k), {}).get(metric) for b in backends}
         vals = {b: None if v is None else v * scale for b, v in vals.items()}
-        row = [label] + [_fmt(vals[b], digits) for b in backends]
+        row = [label] + [_fmt(vals[b]) for b in backends]
         if floor:
-            row.append(_fmt(floor.get(size), digits))
+            row.append(_fmt(floor.get(size)))
         row += [_ratio(vals.get("ucxx-go"), vals[b]) for b in others]
         if floor:
             row.append(_ratio(vals.get("ucxx-go"), floor.get(size)))
@@ -266,13 +276,13 @@ def write_markdown(path, report, plots, plot_note):
     out += ["", "## Results", ""]
     singles = [(size_label(s), s, 1) for s in args["sizes"]]
     multis = [(f"{k} x {size_label(args['multi_size'])}", args["multi_size"], k) for k in args["multi_buffers"]]
-    out += metric_table("Round-trip latency, p50 (us)", singles, "size", "rtt_p50_us", 1, 1, backends, med, floor_lat)
-    out += metric_table("Round-trip latency, p99 (us)", singles, "size", "rtt_p99_us", 1, 1, backends, med)
-    out += metric_table("Bandwidth, median (MB/s)", singles, "size", "bandwidth_median_Bps", 1e-6, 0,
+    out += metric_table("Round-trip latency, p50 (us)", singles, "size", "rtt_p50_us", 1, backends, med, floor_lat)
+    out += metric_table("Round-trip latency, p99 (us)", singles, "size", "rtt_p99_us", 1, backends, med)
+    out += metric_table("Bandwidth, median (MB/s)", singles, "size", "bandwidth_median_Bps", 1e-6,
                         backends, med, floor_bw)
     out += metric_table("send_multi / recv_multi: messages per second (median)", multis, "buffers",
-                        "msgs_per_s_median", 1, 0, backends, med)
-    out += metric_table("send_multi / recv_multi: round trip, p50 (us)", multis, "buffers", "rtt_p50_us", 1, 1,
+                        "msgs_per_s_median", 1, backends, med)
+    out += metric_table("send_multi / recv_multi: round trip, p50 (us)", multis, "buffers", "rtt_p50_us", 1,
                         backends, med)
     if plots:
         out += ["## Plots", ""] + [f"![{n}]({os.path.relpath(p, os.path.dirname(path))})" for n, p in plots.items()]
@@ -343,6 +353,10 @@ def main(argv=None):
         print("compare: no backend can run: " + "; ".join(skipped.values()), file=sys.stderr)
         return 1
     configs = plan(args)
+    print(f"UCX_TLS={args.tls or '(UCX default)'} UCX_MM_ERROR_HANDLING={env['UCX_MM_ERROR_HANDLING']} "
+          f"UCX_NET_DEVICES={env['UCX_NET_DEVICES']}; backends: {', '.join(interpreters)}")
+    for backend, why in skipped.items():
+        print(f"skipping {backend}: {why}")
     runs, commands = [], []
     with tempfile.TemporaryDirectory(prefix="ucxx_go_bench_") as tmp:
         for rnd in range(args.rounds):
