@@ -2,6 +2,7 @@ package core
 
 import (
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -91,4 +92,14 @@ func pair(t testing.TB, client, server *Engine) (cep, sep uint64, cc, sc *collec
 	return comp.Length, acc.Length, cc, sc
 }
 
-func addr(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
+// addr lends b to UCX for an operation that outlives the call. b must live in the heap:
+// Go 1.25+ may put a small make([]byte, n) on the goroutine's stack, which moves when
+// the stack grows, and UCX would then write into the old copy. Storing b where the
+// heap can see it makes every caller's buffer escape (TestSharedMemoryOnlyTLS's 8-byte
+// receive got the old stack's bytes after an unrelated change moved its frame).
+func addr(b []byte) uintptr {
+	lent.Store(&b)
+	return uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+}
+
+var lent atomic.Pointer[[]byte]
