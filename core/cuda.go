@@ -196,7 +196,7 @@ func (e *Engine) useDevice(device int) {
 // must run, and it cancels what was posted.
 func (e *Engine) gate(s *submission) {
 	if e.closing.Load() {
-		e.releaseGated(true)
+		e.releaseGated(true) // empty unless closing began during this batch
 		e.forceReady(s)
 		e.post(s)
 		return

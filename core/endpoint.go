@@ -76,7 +76,7 @@ func (e *Engine) connect(s *submission) {
 	}
 	ep := e.newEndpoint(timeout)
 	ep.connectID = s.id
-	u, err := e.worker.ConnectWith(s.text, s.port, ep.handle, connectOptions(s.mask).errHandling())
+	u, err := e.worker.ConnectWith(s.text, s.port, ep.handle, s.epOpts.errHandling())
 	if err != nil {
 		delete(e.endpoints, ep.handle)
 		e.completeNow(s.id, ucxx.StatusOf(err), 0)

@@ -279,14 +279,8 @@ func (e *Engine) liveEndpoint(h uint64) (*endpoint, error) {
 //
 // Errors: ErrEngineClosed, ErrEndpointClosed, or the endpoint's failure as *ucxx.Error.
 func (e *Engine) TagSend(ep uint64, addr uintptr, size uint64, tag uint64, memType int) (uint64, error) {
-	if _, err := e.liveEndpoint(ep); err != nil {
-		return 0, err
-	}
-	s := submission{op: opTagSend, id: e.newID(), ep: ep, addr: addr, size: size, tag: tag, memType: memType}
-	if err := s.addCUDA(0); err != nil {
-		return 0, err
-	}
-	return s.id, e.submitOrRelease(s)
+	t, err := e.tagSend(ep, addr, size, tag, memType, 0, false)
+	return t.ID, err
 }
 
 // TagSendInline is TagSend, waiting up to Options.InlineWait for the send to end
@@ -297,6 +291,10 @@ func (e *Engine) TagSend(ep uint64, addr uintptr, size uint64, tag uint64, memTy
 // Errors: as TagSend; for a CUDA buffer, also ErrNotCUDA, ucxx.ErrNoCUDA or a
 // *ucxx.CUDAError recording the stream's event.
 func (e *Engine) TagSendInline(ep uint64, addr uintptr, size uint64, tag uint64, memType int, stream uintptr) (Ticket, error) {
+	return e.tagSend(ep, addr, size, tag, memType, stream, true)
+}
+
+func (e *Engine) tagSend(ep uint64, addr uintptr, size uint64, tag uint64, memType int, stream uintptr, inline bool) (Ticket, error) {
 	live, err := e.liveEndpoint(ep)
 	if err != nil {
 		return Ticket{}, err
@@ -305,7 +303,11 @@ func (e *Engine) TagSendInline(ep uint64, addr uintptr, size uint64, tag uint64,
 	if err := s.addCUDA(stream); err != nil {
 		return Ticket{}, err
 	}
-	return e.submitTransfer(s, &live.inlineSend)
+	var budget *inlineBudget
+	if inline {
+		budget = &live.inlineSend
+	}
+	return e.submitTransfer(s, budget)
 }
 
 // TagRecv queues a receive into size bytes at addr of the next message matching tag
@@ -314,16 +316,8 @@ func (e *Engine) TagSendInline(ep uint64, addr uintptr, size uint64, tag uint64,
 //
 // Errors: as TagSend.
 func (e *Engine) TagRecv(ep uint64, addr uintptr, size uint64, tag, mask uint64, memType int) (uint64, error) {
-	// No liveness check here: a receive on an endpoint its peer broke may still take a
-	// message that arrived before, and only the progress thread can see that.
-	if e.closing.Load() {
-		return 0, ErrEngineClosed
-	}
-	s := submission{op: opTagRecv, id: e.newID(), ep: ep, addr: addr, size: size, tag: tag, mask: mask, memType: memType}
-	if err := s.addCUDA(0); err != nil {
-		return 0, err
-	}
-	return s.id, e.submitOrRelease(s)
+	t, err := e.tagRecv(ep, addr, size, tag, mask, memType, 0, false)
+	return t.ID, err
 }
 
 // TagRecvInline is TagRecv, waiting up to Options.InlineWait for the receive to end
@@ -331,18 +325,27 @@ func (e *Engine) TagRecv(ep uint64, addr uintptr, size uint64, tag, mask uint64,
 // the message's, and no completion is queued. A CUDA buffer is written once the work
 // queued on stream before the call is done, as for TagSendInline.
 func (e *Engine) TagRecvInline(ep uint64, addr uintptr, size uint64, tag, mask uint64, memType int, stream uintptr) (Ticket, error) {
+	return e.tagRecv(ep, addr, size, tag, mask, memType, stream, true)
+}
+
+func (e *Engine) tagRecv(ep uint64, addr uintptr, size uint64, tag, mask uint64, memType int, stream uintptr, inline bool) (Ticket, error) {
+	// No liveness check here: a receive on an endpoint its peer broke may still take a
+	// message that arrived before, and only the progress thread can see that.
 	if e.closing.Load() {
 		return Ticket{}, ErrEngineClosed
 	}
-	budget := &e.inlineWorkerRecv
-	e.epMu.RLock()
-	if known := e.epState[ep]; known != nil {
-		budget = &known.inlineRecv
-	}
-	e.epMu.RUnlock()
 	s := submission{op: opTagRecv, id: e.newID(), ep: ep, addr: addr, size: size, tag: tag, mask: mask, memType: memType}
 	if err := s.addCUDA(stream); err != nil {
 		return Ticket{}, err
+	}
+	var budget *inlineBudget
+	if inline {
+		budget = &e.inlineWorkerRecv
+		e.epMu.RLock()
+		if known := e.epState[ep]; known != nil {
+			budget = &known.inlineRecv
+		}
+		e.epMu.RUnlock()
 	}
 	return e.submitTransfer(s, budget)
 }
@@ -375,21 +378,6 @@ func (o EndpointOptions) errHandling() ucxx.ErrHandling {
 	return ucxx.ErrHandlingPeer
 }
 
-// connectOptNoErrorHandling is EndpointOptions.NoErrorHandling in an opConnect
-// submission's mask field, which a connect does not otherwise use.
-const connectOptNoErrorHandling uint64 = 1 << 0
-
-func (o EndpointOptions) connectBits() uint64 {
-	if o.NoErrorHandling {
-		return connectOptNoErrorHandling
-	}
-	return 0
-}
-
-func connectOptions(bits uint64) EndpointOptions {
-	return EndpointOptions{NoErrorHandling: bits&connectOptNoErrorHandling != 0}
-}
-
 // Connect queues a connection to a listener at ip:port and returns the request id.
 // Its completion's Length is the new endpoint's handle once the connection and the
 // tag handshake succeed, or it fails (StatusTimedOut after timeout). The endpoint has
@@ -412,8 +400,7 @@ func (e *Engine) ConnectWith(ip string, port int, timeout time.Duration, opts En
 		return 0, &ucxx.Error{Op: "Connect", Status: ucxx.StatusInvalidParam}
 	}
 	id := e.newID()
-	// opConnect does not use mask: it carries the options (connectBits).
-	return id, e.submit(submission{op: opConnect, id: id, text: ip, port: port, timeout: int64(timeout), mask: opts.connectBits()})
+	return id, e.submit(submission{op: opConnect, id: id, text: ip, port: port, timeout: int64(timeout), epOpts: opts})
 }
 
 // CloseEndpoint queues a graceful close: pending receives are cancelled, sends are

@@ -3,7 +3,6 @@ package core
 import (
 	"math/bits"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/ucxx-go/ucxx-go/ucxx"
@@ -82,7 +81,7 @@ func (s *inlineSlots) wait(n uint8, id uint64, limit time.Duration) (st ucxx.Sta
 			}
 			continue // completed meanwhile: the next pass reads it
 		}
-		syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+		yieldCPU()
 	}
 	slot.state.Store(0)
 	s.free.Or(1 << (n - 1))
@@ -149,11 +148,11 @@ func (b *inlineBudget) update(hit bool) {
 }
 
 // submitTransfer queues s (a transfer with id s.id) and waits for it to end inline
-// for as long as budget says.
+// for as long as budget says; a nil budget: no wait, the completion is queued.
 func (e *Engine) submitTransfer(s submission, budget *inlineBudget) (Ticket, error) {
 	t := Ticket{ID: s.id}
 	limit := e.opts.InlineWait
-	if limit <= 0 || e.opts.NoDelayedSubmission {
+	if budget == nil || limit <= 0 || e.opts.NoDelayedSubmission {
 		return t, e.submitOrRelease(s)
 	}
 	s.slot = e.inline.acquire(s.id)

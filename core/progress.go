@@ -43,7 +43,7 @@ func (e *Engine) run(started chan<- error) {
 		}
 		if len(e.cuda.gated) > 0 {
 			// Submissions wait for GPU streams: poll their events, yielding the CPU.
-			syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+			yieldCPU()
 			continue
 		}
 		e.sleep(evs[:])
@@ -358,7 +358,7 @@ func (e *Engine) spin() bool {
 		if time.Now().After(deadline) {
 			return false
 		}
-		syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+		yieldCPU()
 	}
 }
 
@@ -408,7 +408,7 @@ func (e *Engine) finishStop() bool {
 // scheduler the thread is in a system call: sysmon then hands the thread's P to
 // another thread after 20 us, and waking up takes it back, a futex round trip each
 // way. Measured with perf sched: about 3 context switches per round trip came from
-// that. A raw call keeps the P; the P count is raised (pybridge) so nobody waits for
+// that. A raw call keeps the P; New raises the P count (reserveP) so nobody waits for
 // it, and a GC stop-the-world interrupts the wait with a signal (EINTR).
 func epollWait(epfd int, evs []syscall.EpollEvent, msec int) (int, error) {
 	r, _, errno := syscall.RawSyscall6(syscall.SYS_EPOLL_WAIT, uintptr(epfd), uintptr(unsafe.Pointer(&evs[0])), uintptr(len(evs)), uintptr(msec), 0, 0)
@@ -417,3 +417,8 @@ func epollWait(epfd int, evs []syscall.EpollEvent, msec int) (int, error) {
 	}
 	return int(r), nil
 }
+
+// yieldCPU lets another thread that is runnable on this CPU run (sched_yield): the
+// busy waits (spin before sleep, the inline wait, gated GPU work) poll between
+// yields, so a thread sharing the CPU, the application's or a peer's, is not held up.
+func yieldCPU() { syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0) }

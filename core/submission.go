@@ -37,15 +37,16 @@ type submission struct {
 	tag     uint64
 	mask    uint64
 	memType int
-	slot    uint8       // inline completion slot + 1, or 0 (inline.go)
-	cuda    cudaBuffers // CUDA buffers: stream events to wait for, the device (cuda.go)
-	timeout int64       // nanoseconds, for connect and close
-	text    string      // connect: the peer's IP
-	port    int         // connect: the peer's port
-	call    func()      // opCall
-	multi   *multiOp    // opSendMulti, opRecvMulti
-	frames  []uint64    // opProvideFrames: the CUDA frames' addresses
-	posted  chan bool   // set when delayed submission is off: closed once posted
+	slot    uint8           // inline completion slot + 1, or 0 (inline.go)
+	cuda    cudaBuffers     // CUDA buffers: stream events to wait for, the device (cuda.go)
+	timeout int64           // nanoseconds, for connect and close
+	text    string          // connect: the peer's IP
+	port    int             // connect: the peer's port
+	epOpts  EndpointOptions // connect: how the endpoint is created
+	call    func()          // opCall
+	multi   *multiOp        // opSendMulti, opRecvMulti
+	frames  []uint64        // opProvideFrames: the CUDA frames' addresses
+	posted  chan bool       // set when delayed submission is off: closed once posted
 }
 
 // pool is the delayed-submission pool: application threads append, the progress thread
