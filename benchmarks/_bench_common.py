@@ -1,5 +1,5 @@
-"""Helpers shared by send_recv.py and compare.py: byte sizes in and out, the statistics
-of a run's round-trip times, UCXX's report layout.
+"""Helpers shared by send_recv.py, compare.py and gpu_bench.py: byte sizes in and out,
+the statistics of a run's round-trip times, UCXX's report layout.
 
 Only the standard library: send_recv.py runs under interpreters that hold ucxx_go, RAPIDS
 ucxx or neither, and compare.py imports this before it knows which.

@@ -23,19 +23,12 @@ import platform
 import sys
 import time
 
+from _bench_common import parse_bytes
+
 os.environ.setdefault("UCX_NET_DEVICES", "lo")
 
 DEFAULT_SIZES = [1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30]
 DEADLINE = 300.0
-
-
-def parse_size(text):
-    units = {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 10**3, "mb": 10**6, "gb": 10**9, "b": 1}
-    t = text.strip().lower()
-    for u, m in units.items():
-        if t.endswith(u):
-            return int(float(t[: -len(u)]) * m)
-    return int(t)
 
 
 def iterations(size):
@@ -149,7 +142,7 @@ def main():
     ap.add_argument("--backends", default="ucxx_go,ucxx", help="modules to compare (ucxx skipped if missing)")
     ap.add_argument("--windows", default="1,4", help="messages in flight, one measurement each")
     args = ap.parse_args()
-    sizes = [parse_size(s) for s in args.sizes.split(",")]
+    sizes = [parse_bytes(s) for s in args.sizes.split(",")]
     import cupy as cp
 
     props = cp.cuda.runtime.getDeviceProperties(0)

@@ -51,16 +51,7 @@ func newPingPong(b *testing.B) *pingPong {
 	b.Cleanup(runtime.UnlockOSThread) // first registered, so it runs last
 	p := &pingPong{done: make(map[uint64]bool)}
 	newPeer := func() pingPongPeer {
-		ctx, err := NewContext(nil)
-		if err != nil {
-			b.Fatalf("NewContext: %v", err)
-		}
-		b.Cleanup(ctx.Close)
-		w, err := ctx.NewWorker(false)
-		if err != nil {
-			b.Fatalf("NewWorker: %v", err)
-		}
-		b.Cleanup(w.Close)
+		w := newContextWorker(b, nil)
 		buf := CMalloc(8)
 		if buf == nil {
 			b.Fatal("CMalloc(8) failed")

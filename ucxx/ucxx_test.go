@@ -16,21 +16,29 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// newContextWorker makes a context with opts and a worker on it, both closed at the
+// test's cleanup (the worker first).
+func newContextWorker(tb testing.TB, opts map[string]string) *Worker {
+	tb.Helper()
+	ctx, err := NewContext(opts)
+	if err != nil {
+		tb.Fatalf("NewContext(%v): %v", opts, err)
+	}
+	tb.Cleanup(ctx.Close)
+	w, err := ctx.NewWorker(false)
+	if err != nil {
+		tb.Fatalf("NewWorker: %v", err)
+	}
+	tb.Cleanup(w.Close)
+	return w
+}
+
 // newWorker makes a context and worker bound to the calling (locked) thread.
 func newWorker(t *testing.T) *Worker {
 	t.Helper()
 	runtime.LockOSThread()
 	t.Cleanup(runtime.UnlockOSThread)
-	ctx, err := NewContext(nil)
-	if err != nil {
-		t.Fatalf("NewContext: %v", err)
-	}
-	t.Cleanup(ctx.Close)
-	w, err := ctx.NewWorker(false)
-	if err != nil {
-		t.Fatalf("NewWorker: %v", err)
-	}
-	t.Cleanup(w.Close)
+	w := newContextWorker(t, nil)
 	w.AttachEvents()
 	return w
 }
@@ -193,22 +201,9 @@ func newModePair(t *testing.T, opts map[string]string, mode ErrHandling, byAddre
 	runtime.LockOSThread()
 	t.Cleanup(runtime.UnlockOSThread) // registered first, runs last
 	p := &modePair{t: t}
-	newWorker := func() *Worker {
-		ctx, err := NewContext(opts)
-		if err != nil {
-			t.Fatalf("NewContext(%v): %v", opts, err)
-		}
-		t.Cleanup(ctx.Close)
-		w, err := ctx.NewWorker(false)
-		if err != nil {
-			t.Fatalf("NewWorker: %v", err)
-		}
-		t.Cleanup(w.Close)
-		return w
-	}
-	p.client = newWorker() // its event buffer serves both: it must go last
+	p.client = newContextWorker(t, opts) // its event buffer serves both: it must go last
 	p.client.AttachEvents()
-	p.server = newWorker()
+	p.server = newContextWorker(t, opts)
 	t.Cleanup(p.close) // endpoints close before the workers
 	var err error
 	if byAddress {
