@@ -29,12 +29,17 @@ async def echo_messages(ep, count):
     await ep.close()
 
 
-def echo_server(port_queue, connections, messages):
+def echo_server(port_queue, connections, messages, tls=None, error_handling=True):
     """Listen, put the port on `port_queue`, echo `messages` messages on each of
-    `connections` connections, then exit 0."""
+    `connections` connections, then exit 0.
+
+    `tls`, when given, is UCX_TLS for this process; `error_handling` is the listener's
+    endpoint_error_handling."""
     import ucxx_go
 
     async def main():
+        if tls is not None:
+            ucxx_go.init(options={"TLS": tls})
         done = asyncio.Queue()
         failures = []
 
@@ -48,7 +53,7 @@ def echo_server(port_queue, connections, messages):
             finally:
                 done.put_nowait(None)
 
-        listener = ucxx_go.create_listener(handler)
+        listener = ucxx_go.create_listener(handler, endpoint_error_handling=error_handling)
         port_queue.put(listener.port)
         try:
             for _ in range(connections):

@@ -15,13 +15,15 @@ mp = multiprocessing.get_context("spawn")
 
 
 class Server:
-    """A listener that hands each accepted endpoint to the test, and aborts them at the end."""
+    """A listener that hands each accepted endpoint to the test, and aborts them at the end.
 
-    def __init__(self, handler=None):
+    `listener_kwargs` go to ucxx_go.create_listener (port, endpoint_error_handling, ...)."""
+
+    def __init__(self, handler=None, **listener_kwargs):
         self.accepted = asyncio.Queue()
         self.endpoints = []
         self._handler = handler
-        self.listener = ucxx_go.create_listener(self._on_accept)
+        self.listener = ucxx_go.create_listener(self._on_accept, **listener_kwargs)
 
     def _on_accept(self, ep):
         self.endpoints.append(ep)

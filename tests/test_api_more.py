@@ -598,27 +598,17 @@ async def test_listener_port_reused_after_close(server):
     await exchange(client, srv, b"first listener")
     await asyncio.wait_for(asyncio.gather(client.close(), srv.close()), TIMEOUT)
     server.listener.close()
-    accepted = asyncio.Queue()
-    kept = []
-
-    def handler(ep):
-        kept.append(ep)
-        accepted.put_nowait(ep)
-
-    listener = ucxx_go.create_listener(handler, port=port)
+    second = Server(port=port)
     client = None
     try:
-        assert listener.port == port
-        client = await asyncio.wait_for(ucxx_go.create_endpoint("127.0.0.1", port), TIMEOUT)
-        srv = await asyncio.wait_for(accepted.get(), TIMEOUT)
+        assert second.listener.port == port
+        client, srv = await second.connect()
         await exchange(client, srv, b"second listener")
         await asyncio.wait_for(asyncio.gather(client.close(), srv.close()), TIMEOUT)
     finally:
         if client is not None:
             client.abort()
-        for ep in kept:
-            ep.abort()
-        listener.close()
+        second.close()
 
 
 # -- 9: configuration and addresses --------------------------------------------------------

@@ -17,12 +17,11 @@ import numpy as np
 import pytest
 
 import ucxx_go
-from _peers import echo_messages
-from _support import TIMEOUT, mp, queue_get, start
+from _peers import echo_messages, echo_server
+from _support import TIMEOUT, Server, mp, queue_get, start
 
 SHM_TLS = "sm,self,tcp"  # tcp only for the listener's connection manager
 SIZES = (8, 1 << 20)
-DEADLINE = 30.0  # bound on every await in a peer process
 
 
 def payload(size):
@@ -43,37 +42,11 @@ async def echo_once(ep, msg):
 serve_echo = echo_messages
 
 
-class Accepted:
-    """A listener with the given error handling whose endpoints the test takes."""
-
-    def __init__(self, error_handling):
-        self.queue = asyncio.Queue()
-        self.endpoints = []
-        self.listener = ucxx_go.create_listener(self._on_accept, endpoint_error_handling=error_handling)
-
-    def _on_accept(self, ep):
-        self.endpoints.append(ep)
-        self.queue.put_nowait(ep)
-
-    async def connect(self, error_handling):
-        client = await asyncio.wait_for(
-            ucxx_go.create_endpoint("127.0.0.1", self.listener.port, endpoint_error_handling=error_handling),
-            TIMEOUT,
-        )
-        server = await asyncio.wait_for(self.queue.get(), TIMEOUT)
-        return client, server
-
-    def close(self):
-        for ep in self.endpoints:
-            ep.abort()
-        self.listener.close()
-
-
 @pytest.fixture
 async def accepted():
     """Endpoints without error handling on both sides, over SHM_TLS."""
     ucxx_go.init(options={"TLS": SHM_TLS})
-    a = Accepted(error_handling=False)
+    a = Server(endpoint_error_handling=False)
     yield a
     a.close()
 
@@ -105,7 +78,7 @@ async def test_echo_without_error_handling():
 
 @pytest.mark.parametrize("how", ["close", "abort"])
 async def test_close_and_abort_cancel_pending_recv(accepted, how):
-    client, srv = await accepted.connect(error_handling=False)
+    client, srv = await accepted.connect(endpoint_error_handling=False)
     await echo_pair(client, srv)
     task = asyncio.ensure_future(client.recv(bytearray(16)))
     await asyncio.sleep(0.05)
@@ -138,9 +111,9 @@ async def test_peer_close_detected_only_with_error_handling(error_handling):
     """With error handling the peer's close fails our pending receive; without it
     nothing tells us, and the receive waits until we close."""
     ucxx_go.init(options={"TLS": SHM_TLS})
-    a = Accepted(error_handling)
+    a = Server(endpoint_error_handling=error_handling)
     try:
-        client, srv = await a.connect(error_handling)
+        client, srv = await a.connect(endpoint_error_handling=error_handling)
         await echo_pair(client, srv)
         task = asyncio.ensure_future(srv.recv(bytearray(16)))
         await asyncio.sleep(0.05)
@@ -200,44 +173,12 @@ async def test_listener_connection_needs_tcp():
 # -- another process: what shared memory is for -------------------------------------------
 
 
-def echo_server_process(port_queue, tls, error_handling, messages):
-    """Peer process: listen with `error_handling`, put the port on `port_queue`, echo
-    `messages` messages on one connection, exit 0."""
-    import ucxx_go
-
-    async def main():
-        ucxx_go.init(options={"TLS": tls})
-        done = asyncio.Event()
-        failures = []
-
-        async def handler(ep):
-            try:
-                await serve_echo(ep, messages)
-            except BaseException as e:
-                failures.append(e)
-                ep.abort()
-            finally:
-                done.set()
-
-        listener = ucxx_go.create_listener(handler, endpoint_error_handling=error_handling)
-        port_queue.put(listener.port)
-        try:
-            await asyncio.wait_for(done.wait(), DEADLINE)
-        finally:
-            listener.close()
-        if failures:
-            raise failures[0]
-
-    asyncio.run(main())
-    ucxx_go.reset()
-
-
 @pytest.mark.parametrize("error_handling", [False, True], ids=["no-error-handling", "error-handling"])
 async def test_echo_with_server_process(processes, error_handling):
     ucxx_go.init(options={"TLS": SHM_TLS})
     repeats = 20
     port_queue = mp.Queue()
-    server = start(processes, echo_server_process, port_queue, SHM_TLS, error_handling, len(SIZES) + repeats)
+    server = start(processes, echo_server, port_queue, 1, len(SIZES) + repeats, SHM_TLS, error_handling)
     port = await queue_get(port_queue)
     ep = await asyncio.wait_for(
         ucxx_go.create_endpoint("127.0.0.1", port, endpoint_error_handling=error_handling), TIMEOUT

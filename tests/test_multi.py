@@ -692,18 +692,14 @@ async def test_message_over_limit_in_sum_from_raw_peer(net):
     await wait_in_flight(0)
 
 
-# The engine posts at most 64 drops at once: with 100 to drop, the next receive is
-# held back; with 30, it is posted behind them.
-@pytest.mark.parametrize("announced", [100, 30])
-@pytest.mark.parametrize("how", ["local-abort", "local-close", "peer-abort"])
-async def test_receive_behind_an_unfinished_drop_fails_when_the_endpoint_goes(net, how, announced):
-    """A peer announces more frames than max_frames (so they are to be dropped) and sends
-    only 5: the next recv_multi waits behind the drop, and fails promptly once the
-    endpoint is closed or its peer goes away."""
+async def receive_behind_a_drop(net, announced):
+    """With max_frames 10, a peer announces `announced` 1-byte frames and sends only 5:
+    the first recv_multi is rejected, and the second, returned with the pair as
+    (client, srv, task), waits behind the drop (checked not done)."""
     ucxx_go.init(multi_buffer_limits={"max_frames": 10})
     client, srv = await net.pair()
     rejected = asyncio.ensure_future(srv.recv_multi())
-    following = asyncio.ensure_future(srv.recv_multi())
+    waiting = asyncio.ensure_future(srv.recv_multi())
     await asyncio.sleep(0)
     await raw_send(client, pack_header([1] * announced))
     with pytest.raises(ucxx_go.UCXExceedsLimitError):
@@ -712,7 +708,19 @@ async def test_receive_behind_an_unfinished_drop_fails_when_the_endpoint_goes(ne
         await raw_send(client, b"f")
     # A barrier: once the plain message is in, so are the five frames.
     await asyncio.wait_for(asyncio.gather(srv.recv(bytearray(1)), client.send(b"!")), TIMEOUT)
-    assert not following.done()
+    assert not waiting.done()
+    return client, srv, waiting
+
+
+# The engine posts at most 64 drops at once: with 100 to drop, the next receive is
+# held back; with 30, it is posted behind them.
+@pytest.mark.parametrize("announced", [100, 30])
+@pytest.mark.parametrize("how", ["local-abort", "local-close", "peer-abort"])
+async def test_receive_behind_an_unfinished_drop_fails_when_the_endpoint_goes(net, how, announced):
+    """A peer announces more frames than max_frames (so they are to be dropped) and sends
+    only 5: the next recv_multi waits behind the drop, and fails promptly once the
+    endpoint is closed or its peer goes away."""
+    client, srv, following = await receive_behind_a_drop(net, announced)
     if how == "local-abort":
         srv.abort()
         expected = ucxx_go.UCXCanceledError
@@ -738,18 +746,7 @@ async def test_receive_behind_an_unfinished_drop_fails_when_the_endpoint_goes(ne
 async def test_cancelled_receive_behind_a_drop_takes_nothing(net, announced):
     """A recv_multi cancelled while it waits behind the drop of a rejected message: the
     next recv_multi gets the next message, once the drop is done."""
-    ucxx_go.init(multi_buffer_limits={"max_frames": 10})
-    client, srv = await net.pair()
-    rejected = asyncio.ensure_future(srv.recv_multi())
-    cancelled = asyncio.ensure_future(srv.recv_multi())
-    await asyncio.sleep(0)
-    await raw_send(client, pack_header([1] * announced))
-    with pytest.raises(ucxx_go.UCXExceedsLimitError):
-        await asyncio.wait_for(rejected, PROMPT)
-    for _ in range(5):
-        await raw_send(client, b"f")
-    await asyncio.wait_for(asyncio.gather(srv.recv(bytearray(1)), client.send(b"!")), TIMEOUT)
-    assert not cancelled.done()
+    client, srv, cancelled = await receive_behind_a_drop(net, announced)
     cancelled.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(cancelled, PROMPT)

@@ -63,80 +63,54 @@ async def test_echo_with_server_process(processes):
     assert server.exitcode == 0
 
 
-async def test_peer_killed_during_recv(processes):
-    accepted = asyncio.Queue()
-    kept = []
+async def test_peer_killed_during_recv(processes, server):
+    ready = mp.Queue()
+    peer = start(processes, _peers.connect_and_hang, server.listener.port, ready)
+    await queue_get(ready)
+    ep = await asyncio.wait_for(server.accepted.get(), TIMEOUT)
+    calls = []
+    called = asyncio.Event()
 
-    def handler(ep):
-        kept.append(ep)
-        accepted.put_nowait(ep)
+    def on_close(*args):
+        calls.append(args)
+        called.set()
 
-    listener = ucxx_go.create_listener(handler)
-    try:
-        ready = mp.Queue()
-        peer = start(processes, _peers.connect_and_hang, listener.port, ready)
-        await queue_get(ready)
-        ep = await asyncio.wait_for(accepted.get(), TIMEOUT)
-        calls = []
-        called = asyncio.Event()
-
-        def on_close(*args):
-            calls.append(args)
-            called.set()
-
-        ep.set_close_callback(on_close, cb_args=("peer gone",))
-        recv = asyncio.ensure_future(ep.recv(bytearray(64)))
-        await asyncio.sleep(0)  # the recv is posted before the peer dies
-        await wait_in_flight(1)
-        assert not recv.done()
-        t0 = time.monotonic()
-        peer.kill()
-        with pytest.raises(ucxx_go.UCXError) as info:
-            await asyncio.wait_for(recv, 5.0)
-        elapsed = time.monotonic() - t0
-        assert elapsed < 5.0, f"the pending recv failed {elapsed:.2f} s after the peer was killed"
-        assert not isinstance(info.value, ucxx_go.UCXCloseError), "broken by the peer, not closed by us"
-        await asyncio.wait_for(called.wait(), 5.0)
-        assert not ep.alive
-        await join(peer)
-        assert peer.exitcode == -signal.SIGKILL
-        await asyncio.wait_for(ep.close(), TIMEOUT)
-        assert calls == [("peer gone",)]
-    finally:
-        for ep in kept:
-            ep.abort()
-        listener.close()
+    ep.set_close_callback(on_close, cb_args=("peer gone",))
+    recv = asyncio.ensure_future(ep.recv(bytearray(64)))
+    await asyncio.sleep(0)  # the recv is posted before the peer dies
+    await wait_in_flight(1)
+    assert not recv.done()
+    t0 = time.monotonic()
+    peer.kill()
+    with pytest.raises(ucxx_go.UCXError) as info:
+        await asyncio.wait_for(recv, 5.0)
+    elapsed = time.monotonic() - t0
+    assert elapsed < 5.0, f"the pending recv failed {elapsed:.2f} s after the peer was killed"
+    assert not isinstance(info.value, ucxx_go.UCXCloseError), "broken by the peer, not closed by us"
+    await asyncio.wait_for(called.wait(), 5.0)
+    assert not ep.alive
+    await join(peer)
+    assert peer.exitcode == -signal.SIGKILL
+    await asyncio.wait_for(ep.close(), TIMEOUT)
+    assert calls == [("peer gone",)]
 
 
-async def test_string_tags_match_across_hash_seeds(processes, monkeypatch):
+async def test_string_tags_match_across_hash_seeds(processes, server, monkeypatch):
     parent_seed = os.environ.get("PYTHONHASHSEED")
     child_seed = "12345" if parent_seed != "12345" else "54321"
-    accepted = asyncio.Queue()
-    kept = []
-
-    def handler(ep):
-        kept.append(ep)
-        accepted.put_nowait(ep)
-
-    listener = ucxx_go.create_listener(handler)
-    try:
-        report = mp.Queue()
-        payload, decoy = b"the frames payload", b"a decoy with another tag"
-        # The spawned interpreter inherits the environment at start().
-        monkeypatch.setenv("PYTHONHASHSEED", child_seed)
-        peer = start(processes, _peers.send_tagged, listener.port, report, "frames", payload, decoy)
-        monkeypatch.undo()
-        child_hash = await queue_get(report)
-        assert child_hash != hash("frames"), "the peer hashes strings as we do: the test proves nothing"
-        ep = await asyncio.wait_for(accepted.get(), TIMEOUT)
-        buf = bytearray(64)
-        n = await asyncio.wait_for(ep.recv(buf, tag="frames"), TIMEOUT)
-        assert bytes(buf[:n]) == payload
-        await asyncio.wait_for(ep.send(b"!"), TIMEOUT)
-        await join(peer)
-        assert peer.exitcode == 0
-        await asyncio.wait_for(ep.close(), TIMEOUT)
-    finally:
-        for ep in kept:
-            ep.abort()
-        listener.close()
+    report = mp.Queue()
+    payload, decoy = b"the frames payload", b"a decoy with another tag"
+    # The spawned interpreter inherits the environment at start().
+    monkeypatch.setenv("PYTHONHASHSEED", child_seed)
+    peer = start(processes, _peers.send_tagged, server.listener.port, report, "frames", payload, decoy)
+    monkeypatch.undo()
+    child_hash = await queue_get(report)
+    assert child_hash != hash("frames"), "the peer hashes strings as we do: the test proves nothing"
+    ep = await asyncio.wait_for(server.accepted.get(), TIMEOUT)
+    buf = bytearray(64)
+    n = await asyncio.wait_for(ep.recv(buf, tag="frames"), TIMEOUT)
+    assert bytes(buf[:n]) == payload
+    await asyncio.wait_for(ep.send(b"!"), TIMEOUT)
+    await join(peer)
+    assert peer.exitcode == 0
+    await asyncio.wait_for(ep.close(), TIMEOUT)
