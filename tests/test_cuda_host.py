@@ -109,3 +109,10 @@ async def test_recv_multi_with_cuda_allocator_and_host_frames_only(pair):
     got, _ = await asyncio.gather(server.recv_multi(cuda_allocator=allocator), client.send_multi(frames))
     assert asked == []
     assert [bytes(f) for f in got] == [bytes(f) for f in frames]
+
+
+async def test_transports_of_a_closed_endpoint_is_an_error(pair):
+    client, _ = pair
+    client.abort()
+    with pytest.raises(ucxx_go.exceptions.UCXCloseError):
+        client.get_active_transports()
