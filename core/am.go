@@ -76,7 +76,7 @@ func (e *Engine) onAM(ev *ucxx.Event) {
 		}
 		r := e.requests.add(e.newID(), opTagRecv, ep)
 		r.internal, r.data = stepAMData, block
-		r.userLength = ev.Length
+		r.expect = ev.Length
 		r.track(e.worker.AMRecvData(ev.Ptr, uintptr(block)+ucxx.AMDataOffset, ev.Length, r.id))
 	case ev.Status != ucxx.StatusOK || ev.Ptr == nil:
 		// Out of memory copying it: the message is lost, the connection goes on.
@@ -88,12 +88,12 @@ func (e *Engine) onAM(ev *ucxx.Event) {
 }
 
 // onAMData handles the end of a rendezvous fetch.
-func (e *Engine) onAMData(r *request, st ucxx.Status) {
-	if st != ucxx.StatusOK || r.ep.phase != phaseReady {
+func (e *Engine) onAMData(r *request, st ucxx.Status, length uint64) {
+	if st != ucxx.StatusOK || length != r.expect || r.ep.phase != phaseReady {
 		ucxx.CFree(r.data)
 		return
 	}
-	e.deliverAM(r.ep, r.data, r.userLength)
+	e.deliverAM(r.ep, r.data, r.expect)
 }
 
 // deliverAM completes the endpoint's oldest am_recv with the message, or queues it.

@@ -109,13 +109,13 @@ func (e *Engine) onInternal(r *request, st ucxx.Status, length uint64) {
 	ep := r.ep
 	switch r.internal {
 	case stepMultiPart:
-		e.onMultiPart(r, st)
+		e.onMultiPart(r, st, length)
 	case stepMultiHeader:
 		e.onMultiHeader(r, st, length)
 	case stepMultiDiscard:
 		e.onDiscard(r)
 	case stepAMData:
-		e.onAMData(r, st)
+		e.onAMData(r, st, length)
 	case stepHandshakeSend, stepHandshakeRecv:
 		if ep.phase != phaseHandshake {
 			return

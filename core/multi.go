@@ -587,6 +587,7 @@ func (e *Engine) postFrames(op *multiOp, recordSize, size uint64) {
 		binary.LittleEndian.PutUint64(w[8:], sz)
 		binary.LittleEndian.PutUint64(w[16:], kind)
 		r := e.part(op, opTagRecv, stepMultiPart)
+		r.expect = sz
 		op.remaining++
 		r.track(e.worker.TagRecv(addr, sz, op.tag, ^uint64(0), memType, r.id))
 	}
@@ -597,9 +598,16 @@ func (e *Engine) postFrames(op *multiOp, recordSize, size uint64) {
 }
 
 // onMultiPart handles the end of one header or frame of a send, or frame of a receive.
-func (e *Engine) onMultiPart(r *request, st ucxx.Status) {
+// A received frame must be exactly as long as its header announced: a shorter one
+// would leave bytes the peer never wrote in the block (UCX reports a longer one as
+// truncated itself). Either fails the message; the stream stays in step, since each
+// frame is a tag message of its own.
+func (e *Engine) onMultiPart(r *request, st ucxx.Status, length uint64) {
 	op := r.multi
 	op.remaining--
+	if op.recv && st == ucxx.StatusOK && length != r.expect {
+		st = ucxx.StatusMessageTruncated
+	}
 	if st != ucxx.StatusOK && op.status == ucxx.StatusOK {
 		op.status = st
 	}

@@ -657,6 +657,26 @@ async def test_hand_built_header_is_understood(pair):
     await wait_in_flight(0)
 
 
+@pytest.mark.parametrize("sent", [0, 1, 3999, 4001, 8000])
+async def test_frame_not_as_announced_fails_the_message(pair, sent):
+    """A peer announces a 4000-byte frame and sends another length: the message fails
+    with UCXMessageTruncatedError, so no byte the peer did not write (the block's heap
+    garbage, another client's message) reaches the application. The stream stays in
+    step: the next message arrives whole."""
+    client, srv = pair
+    # A message that leaves its bytes in the heap a lying frame's block could reuse.
+    secret = [b"s" * 4000]
+    check_frames(await transfer(client, srv, secret), secret)
+    recv = asyncio.ensure_future(srv.recv_multi())
+    await raw_send(client, pack_header([4000]))
+    await raw_send(client, b"x" * sent)
+    with pytest.raises(ucxx_go.UCXMessageTruncatedError):
+        await asyncio.wait_for(recv, TIMEOUT)
+    real = [b"after", b"the lie"]
+    check_frames(await transfer(client, srv, real), real)
+    await wait_in_flight(0)
+
+
 @pytest.mark.parametrize("size", [2**62, 2**64 - 1, (64 << 30) + 1], ids=["2^62", "2^64-1", "64GiB+1"])
 async def test_huge_frame_is_rejected_and_stream_stays_in_step(net, size):
     """A frame over max_frame_bytes: the count is within limits, so the announced frame

@@ -1,0 +1,144 @@
+package core
+
+import (
+	"bytes"
+	"encoding/binary"
+	"runtime"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// The multi-buffer state machine over a loopback pair of engines: whole messages, and
+// a peer that does not keep to what its headers announce.
+
+// sendFrames sends frames as one multi-buffer message from ep and waits for it.
+func sendFrames(t *testing.T, e *Engine, ep uint64, c *collector, tag uint64, frames ...[]byte) {
+	t.Helper()
+	desc := make([]byte, FrameDescriptorSize*len(frames))
+	for i, f := range frames {
+		w := desc[i*FrameDescriptorSize:]
+		if len(f) > 0 {
+			binary.LittleEndian.PutUint64(w, uint64(addr(f)))
+		}
+		binary.LittleEndian.PutUint64(w[8:], uint64(len(f)))
+	}
+	var d uintptr
+	if len(desc) > 0 {
+		d = uintptr(unsafe.Pointer(&desc[0]))
+	}
+	id, err := e.SendMulti(ep, d, len(frames), tag)
+	if err != nil {
+		t.Fatalf("SendMulti: %v", err)
+	}
+	if comp := c.wait(id, 10*time.Second); comp.Status != 0 {
+		t.Fatalf("SendMulti completed with %v", ucxx.Status(comp.Status))
+	}
+	runtime.KeepAlive(frames) // lent to UCX until the completion
+}
+
+// sendRaw sends b as one plain tag message on tag (MultiTagBit set: it lands on the
+// peer's multi-buffer stream), playing a peer that writes headers and frames by hand.
+func sendRaw(t *testing.T, e *Engine, ep uint64, c *collector, tag uint64, b []byte) {
+	t.Helper()
+	id, err := e.TagSend(ep, addr(b), uint64(len(b)), tag|MultiTagBit, 0)
+	if err != nil {
+		t.Fatalf("TagSend: %v", err)
+	}
+	if comp := c.wait(id, 10*time.Second); comp.Status != 0 {
+		t.Fatalf("TagSend completed with %v", ucxx.Status(comp.Status))
+	}
+}
+
+// takeBlock copies the host frames out of a received block and frees it.
+func takeBlock(t *testing.T, block uint64) [][]byte {
+	t.Helper()
+	if block == 0 {
+		t.Fatal("completion without a block")
+	}
+	p := unsafe.Pointer(uintptr(block))
+	defer ucxx.CFree(p)
+	head := unsafe.Slice((*byte)(p), 16)
+	n := binary.LittleEndian.Uint64(head)
+	rec := unsafe.Slice((*byte)(p), 16+24*n)
+	var frames [][]byte
+	for i := uint64(0); i < n; i++ {
+		w := rec[16+24*i:]
+		off, size := binary.LittleEndian.Uint64(w), binary.LittleEndian.Uint64(w[8:])
+		frames = append(frames, bytes.Clone(unsafe.Slice((*byte)(unsafe.Add(p, off)), size)))
+	}
+	return frames
+}
+
+func recvMulti(t *testing.T, e *Engine, ep uint64, c *collector, tag uint64) (ucxx.Status, uint64) {
+	t.Helper()
+	id, err := e.RecvMulti(ep, tag)
+	if err != nil {
+		t.Fatalf("RecvMulti: %v", err)
+	}
+	comp := c.wait(id, 10*time.Second)
+	return ucxx.Status(comp.Status), comp.Length
+}
+
+func TestMultiRoundTrip(t *testing.T) {
+	client, server := newTestEngine(t, Options{}), newTestEngine(t, Options{})
+	cep, sep, cc, sc := pair(t, client, server)
+	ci, si := endpointInfo(t, client, cep), endpointInfo(t, server, sep)
+	for _, frames := range [][][]byte{
+		{},
+		{[]byte("one")},
+		{[]byte("header"), bytes.Repeat([]byte{7}, 100_000), {}, []byte("tail")},
+	} {
+		sendFrames(t, client, cep, cc, ci.SendTag, frames...)
+		st, block := recvMulti(t, server, sep, sc, si.RecvTag)
+		if st != ucxx.StatusOK {
+			t.Fatalf("RecvMulti of %d frames: %v", len(frames), st)
+		}
+		got := takeBlock(t, block)
+		if len(got) != len(frames) {
+			t.Fatalf("got %d frames, sent %d", len(got), len(frames))
+		}
+		for i := range got {
+			if !bytes.Equal(got[i], frames[i]) {
+				t.Fatalf("frame %d differs", i)
+			}
+		}
+	}
+}
+
+// A frame that arrives shorter or longer than its header announced fails the message
+// with MessageTruncated: no byte the peer did not write is delivered. The stream stays
+// in step, so an honest message after it arrives whole.
+func TestMultiFrameLengthMustMatchHeader(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		announced uint64
+		sent      int
+	}{
+		{"shorter", 4000, 1},
+		{"empty", 4000, 0},
+		{"longer", 10, 20},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			client, server := newTestEngine(t, Options{}), newTestEngine(t, Options{})
+			cep, sep, cc, sc := pair(t, client, server)
+			ci, si := endpointInfo(t, client, cep), endpointInfo(t, server, sep)
+			sendRaw(t, client, cep, cc, ci.SendTag, okHeader(0, 2, []uint64{c.announced, 3}))
+			sendRaw(t, client, cep, cc, ci.SendTag, bytes.Repeat([]byte{0xAB}, c.sent))
+			sendRaw(t, client, cep, cc, ci.SendTag, []byte("xyz"))
+			if st, block := recvMulti(t, server, sep, sc, si.RecvTag); st != ucxx.StatusMessageTruncated || block != 0 {
+				t.Fatalf("lying frame: status %v, block %#x; want %v and no block", st, block, ucxx.StatusMessageTruncated)
+			}
+			sendFrames(t, client, cep, cc, ci.SendTag, []byte("honest"))
+			st, block := recvMulti(t, server, sep, sc, si.RecvTag)
+			if st != ucxx.StatusOK {
+				t.Fatalf("next message: %v", st)
+			}
+			if got := takeBlock(t, block); len(got) != 1 || string(got[0]) != "honest" {
+				t.Fatalf("next message: %q", got)
+			}
+		})
+	}
+}
