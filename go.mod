@@ -9,11 +9,11 @@ tool (
 
 require (
 	github.com/NVIDIA/go-nvml v0.13.0-1
+	github.com/go-python/gopy v0.4.10
 	golang.org/x/sync v0.24.0
 )
 
 require (
-	github.com/go-python/gopy v0.4.10 // indirect
 	github.com/gonuts/commander v0.1.0 // indirect
 	github.com/gonuts/flag v0.1.0 // indirect
 	github.com/pkg/errors v0.9.1 // indirect

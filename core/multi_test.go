@@ -58,16 +58,19 @@ func takeBlock(t *testing.T, block uint64) [][]byte {
 	if block == 0 {
 		t.Fatal("completion without a block")
 	}
-	p := unsafe.Pointer(uintptr(block))
-	defer ucxx.CFree(p)
-	head := unsafe.Slice((*byte)(p), 16)
+	defer ucxx.CFreeAddr(uintptr(block))
+	head := make([]byte, 16)
+	ucxx.CopyFrom(head, uintptr(block))
 	n := binary.LittleEndian.Uint64(head)
-	rec := unsafe.Slice((*byte)(p), 16+24*n)
+	rec := make([]byte, 16+24*n)
+	ucxx.CopyFrom(rec, uintptr(block))
 	var frames [][]byte
 	for i := uint64(0); i < n; i++ {
 		w := rec[16+24*i:]
 		off, size := binary.LittleEndian.Uint64(w), binary.LittleEndian.Uint64(w[8:])
-		frames = append(frames, bytes.Clone(unsafe.Slice((*byte)(unsafe.Add(p, off)), size)))
+		f := make([]byte, size)
+		ucxx.CopyFrom(f, uintptr(block+off))
+		frames = append(frames, f)
 	}
 	return frames
 }

@@ -20,10 +20,10 @@ type request struct {
 	override ucxx.Status
 	// internal requests belong to the engine (handshake, close); their completion
 	// drives an endpoint's state instead of reaching the application.
-	internal   internalStep
-	multi      *multiOp       // the multi-buffer message this request is part of, or stands for
-	stream     *multiQueue    // stepMultiDiscard: the stream whose message it drops
-	data       unsafe.Pointer // stepAMData: the block the message is fetched into
+	internal internalStep
+	multi    *multiOp       // the multi-buffer message this request is part of, or stands for
+	stream   *multiQueue    // stepMultiDiscard: the stream whose message it drops
+	data     unsafe.Pointer // stepAMData: the block the message is fetched into
 	// expect is the length a receive into memory the engine allocated must deliver
 	// (a multi-buffer frame, a rendezvous active message): a peer that sends fewer or
 	// more bytes than it announced fails the message, so no byte it did not write

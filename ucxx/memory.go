@@ -25,6 +25,9 @@ func CMalloc(n uint64) unsafe.Pointer {
 // CFree frees memory from CAlloc or CMalloc.
 func CFree(p unsafe.Pointer) { C.free(p) }
 
+// CFreeAddr is CFree for memory known by its address (a block handed to a consumer).
+func CFreeAddr(addr uintptr) { C.free(C.uintptr_to_pointer(C.uintptr_t(addr))) }
+
 // CopyFrom copies len(dst) bytes from src, an address of memory Go does not manage
 // (a descriptor array a Python caller lent for the duration of a call).
 func CopyFrom(dst []byte, src uintptr) {
