@@ -6,6 +6,7 @@ import "C"
 
 import (
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"unsafe"
@@ -16,6 +17,9 @@ import (
 type Context struct {
 	h   C.ucp_context_h
 	cfg *C.ucp_config_t // the configuration it was made with, for Config
+	// ipv6: the TCP transport's interfaces use IPv6 addresses (UCX_TCP_AF_PRIO names
+	// inet6 first); sockaddr connections must use the same family (see sockaddr.go).
+	ipv6 bool
 }
 
 // NewContext reads UCX's configuration from the environment, applies options (keys
@@ -48,12 +52,26 @@ func NewContext(options map[string]string) (*Context, error) {
 			return nil, &Error{Op: fmt.Sprintf("ucp_config_modify(%s=%s)", k, options[k]), Status: st}
 		}
 	}
-	c := &Context{cfg: cfg}
+	c := &Context{cfg: cfg, ipv6: tcpPrefersIPv6(options)}
 	if st := Status(C.ucxx_context_create(cfg, &c.h)); st != StatusOK {
 		return nil, st.Err("ucp_init")
 	}
 	keep = true
 	return c, nil
+}
+
+// tcpPrefersIPv6 reports whether UCX_TCP_AF_PRIO (an option, else the environment, else
+// UCX's default "inet,inet6") names inet6 first.
+func tcpPrefersIPv6(options map[string]string) bool {
+	prio, ok := options["TCP_AF_PRIO"]
+	if !ok {
+		prio, ok = options["UCX_TCP_AF_PRIO"]
+	}
+	if !ok {
+		prio = os.Getenv("UCX_TCP_AF_PRIO")
+	}
+	first, _, _ := strings.Cut(prio, ",")
+	return strings.TrimSpace(strings.ToLower(first)) == "inet6"
 }
 
 // Config returns the UCX configuration the context was created with, by name without

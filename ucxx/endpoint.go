@@ -82,6 +82,9 @@ func (w *Worker) ConnectWith(ip string, port int, handle uint64, mode ErrHandlin
 		return nil, err
 	}
 	defer sa.free()
+	if err := w.checkFamily(sa, ip); err != nil {
+		return nil, err
+	}
 	e := &Endpoint{mode: mode}
 	if st := Status(C.ucxx_ep_create_to_sockaddr(w.h, sa.ptr(), sa.len, C.uint64_t(handle), mode.mode(), &e.h)); st != StatusOK {
 		return nil, st.Err("ucp_ep_create(sockaddr)")

@@ -14,13 +14,20 @@ type Listener struct {
 }
 
 // Listen binds a listener to ip:port ("" for all interfaces, port 0 for any free
-// port). handle is echoed in this listener's connection events.
+// port). The address must be of the TCP transport's family (ErrAddressFamily); ""
+// is that family's wildcard. handle is echoed in this listener's connection events.
 func (w *Worker) Listen(ip string, port int, handle uint64) (*Listener, error) {
+	if ip == "" && w.ipv6 {
+		ip = "::" // the wildcard of the TCP transport's family
+	}
 	sa, err := newSockaddr(ip, port)
 	if err != nil {
 		return nil, err
 	}
 	defer sa.free()
+	if err := w.checkFamily(sa, ip); err != nil {
+		return nil, err
+	}
 	l := &Listener{}
 	if st := Status(C.ucxx_listener_create(w.h, sa.ptr(), sa.len, C.uint64_t(handle), &l.h)); st != StatusOK {
 		return nil, st.Err("ucp_listener_create")

@@ -1,6 +1,7 @@
 package ucxx
 
 // #include <stdlib.h>
+// #include <sys/socket.h>
 // #include "shim.h"
 import "C"
 
@@ -30,6 +31,29 @@ func newSockaddr(ip string, port int) (sockaddr, error) {
 	}
 	return sa, nil
 }
+
+// ErrAddressFamily: a listener or connection whose address family differs from the
+// TCP transport's. UCX 1.22 gives a connection's transport lanes the device address of
+// the connection manager's socket: an IPv6 one written into a TCP endpoint sized for
+// IPv4 overruns the heap (uct_tcp_ep_set_dest_addr), and an IPv4 one on IPv6
+// interfaces connects but never moves data. So the worker refuses the other family
+// before UCX sees it. UCX_TCP_AF_PRIO=inet6 makes the TCP transport use IPv6.
+var ErrAddressFamily = &Error{Op: "sockaddr: address family differs from the TCP transport's (UCX_TCP_AF_PRIO)", Status: StatusUnsupported}
+
+// checkFamily returns ErrAddressFamily, wrapped with the address, if s is not of the
+// worker's TCP family.
+func (w *Worker) checkFamily(s sockaddr, ip string) error {
+	if s.ipv6() == w.ipv6 {
+		return nil
+	}
+	want := "inet"
+	if s.ipv6() {
+		want = "inet6"
+	}
+	return fmt.Errorf("ucxx: %q needs UCX_TCP_AF_PRIO=%s: %w", ip, want, ErrAddressFamily)
+}
+
+func (s sockaddr) ipv6() bool { return s.ss.ss_family == C.AF_INET6 }
 
 func (s sockaddr) ptr() *C.struct_sockaddr { return (*C.struct_sockaddr)(unsafe.Pointer(s.ss)) }
 

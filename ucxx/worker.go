@@ -13,6 +13,7 @@ import (
 type Worker struct {
 	h      C.ucp_worker_h
 	events *C.ucxx_events_t
+	ipv6   bool // its context's TCP transport uses IPv6 (Context.ipv6)
 }
 
 // Event kinds, as written by the C callbacks.
@@ -35,7 +36,7 @@ type Event struct {
 // NewWorker creates a worker. multiThread selects UCS_THREAD_MODE_MULTI; the engine
 // uses single-thread mode because only its progress thread touches the worker.
 func (c *Context) NewWorker(multiThread bool) (*Worker, error) {
-	w := &Worker{events: C.ucxx_events_new()}
+	w := &Worker{events: C.ucxx_events_new(), ipv6: c.ipv6}
 	mt := C.int(0)
 	if multiThread {
 		mt = 1
