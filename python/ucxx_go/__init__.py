@@ -75,8 +75,16 @@ def create_listener(callback_func, port=None, endpoint_error_handling=True, conn
         The port is taken (UCXBusyError) or UCX could not listen.
     """
     return Listener(
-        _context.get(), callback_func, ip, int(port or 0), endpoint_error_handling=bool(endpoint_error_handling)
+        _context.get(ipv6=_is_ipv6(ip)), callback_func, ip, int(port or 0),
+        endpoint_error_handling=bool(endpoint_error_handling),
     )
+
+
+def _is_ipv6(ip):
+    try:
+        return ipaddress.ip_address(ip).version == 6
+    except ValueError:
+        return False
 
 
 async def _resolve(host):
@@ -121,10 +129,10 @@ async def create_endpoint(ip_address, port, endpoint_error_handling=True, connec
         Another subclass for why UCX could not connect (nobody listening, say, or
         UCXUnreachableError: no transport reaches the peer, e.g. ``UCX_TLS=sm,self``).
     """
-    ctx = _context.get()
+    ip = await _resolve(ip_address)
+    ctx = _context.get(ipv6=_is_ipv6(ip))
     if connect_timeout is None:
         connect_timeout = ctx.connect_timeout
-    ip = await _resolve(ip_address)
     rid = call(ext.pybridge_Connect, ip, int(port), int(connect_timeout * 1000), bool(endpoint_error_handling))
     ctx.loop()
     try:

@@ -216,12 +216,19 @@ def init(
         _context = Context(options, progress_mode, bool(enable_delayed_submission), completion_mode, connect_timeout, limits)
 
 
-def get():
-    """The running context, initialised with defaults if needed."""
+def get(ipv6=False):
+    """The running context, initialised with defaults if needed.
+
+    ``ipv6``: the first use is a listener or connection on an IPv6 address, so a
+    context made here gets UCX's TCP transport on IPv6 (``TCP_AF_PRIO=inet6``) unless
+    ``UCX_TCP_AF_PRIO`` says otherwise. A context speaks one address family over TCP:
+    the other one is refused with UCXUnsupportedError (see the README).
+    """
     ctx = _context
     if ctx is None:
+        options = {"TCP_AF_PRIO": "inet6"} if ipv6 and "UCX_TCP_AF_PRIO" not in os.environ else None
         try:
-            init()
+            init(options=options)
         except RuntimeError:
             pass  # initialised by another thread meanwhile
         ctx = _context
