@@ -22,8 +22,8 @@ test-go: ucx
 
 # Each decoder fuzz target runs for FUZZTIME on top of its committed corpus.
 fuzz: ucx
-	go test -run '^$$' -fuzz '^FuzzDecodeHeader$$' -fuzztime $(FUZZTIME) ./core
-	go test -run '^$$' -fuzz '^FuzzMessageDecoder$$' -fuzztime $(FUZZTIME) ./core
+	go test -run '^$$' -fuzz '^FuzzDecodeHeader$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./core
+	go test -run '^$$' -fuzz '^FuzzMessageDecoder$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./core
 
 test-py:
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests

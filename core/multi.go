@@ -466,10 +466,16 @@ func (e *Engine) rejectMessage(op *multiOp, err error) {
 }
 
 // discardCap is the most frames a rejected message may announce and still be dropped
-// (rather than poisoning its stream): 16 times the frame limit, at least 2^20.
+// (rather than poisoning its stream): the frame limit, at least minDiscardCap. Beyond
+// it, dropping would silently swallow the peer's following messages (a header
+// announcing 1.5 million frames would eat as many later messages), so the stream
+// breaks at once and every receive on it fails.
 func (e *Engine) discardCap() uint64 {
-	return max(16*e.opts.Limits.MaxFrames, 1<<20)
+	return max(e.opts.Limits.MaxFrames, minDiscardCap)
 }
+
+// minDiscardCap keeps small frame limits from poisoning a stream for a modest excess.
+const minDiscardCap = 4096
 
 // headersLeft is how many headers of a message of total frames are still to come after
 // fed of them, computed without converting total to int (it may be near 2^64).

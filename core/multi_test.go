@@ -145,3 +145,24 @@ func TestMultiFrameLengthMustMatchHeader(t *testing.T) {
 		})
 	}
 }
+
+// A well-formed header announcing far more frames than the limit breaks the stream at
+// once: the receive and every later one on the stream fail with ExceedsLimit, instead
+// of the engine silently dropping the peer's next 1.5 million messages.
+func TestMultiHugeFrameCountPoisonsTheStream(t *testing.T) {
+	client, server := newTestEngine(t, Options{}), newTestEngine(t, Options{})
+	cep, sep, cc, sc := pair(t, client, server)
+	ci, si := endpointInfo(t, client, cep), endpointInfo(t, server, sep)
+	const announced = 1_500_000
+	h := okHeader(HeaderMore, announced, full(FramesPerHeader, 1))
+	sendRaw(t, client, cep, cc, ci.SendTag, h)
+	if st, _ := recvMulti(t, server, sep, sc, si.RecvTag); st != ucxx.StatusExceedsLimit {
+		t.Fatalf("huge header: %v, want ExceedsLimit", st)
+	}
+	sendFrames(t, client, cep, cc, ci.SendTag, []byte("later"))
+	if st, _ := recvMulti(t, server, sep, sc, si.RecvTag); st != ucxx.StatusExceedsLimit {
+		t.Fatalf("a receive after the huge header: %v, want ExceedsLimit (stream broken)", st)
+	}
+	// Plain traffic on the endpoint goes on.
+	exchange(t, client, cep, cc, server, sep, sc, []byte("plain"))
+}
