@@ -52,7 +52,9 @@ type endpoint struct {
 
 	closeID  uint64 // the application's CloseEndpoint request, 0 once answered
 	inflight int    // requests in the table that name this endpoint
-	sends    int    // of those, sends (tag, active message, multi-buffer parts)
+	// heldBytes: bytes of its multi-buffer messages being received (admission.go).
+	heldBytes int64
+	sends     int // of those, sends (tag, active message, multi-buffer parts)
 	// flushing: a graceful close waits for sends in flight before UCX closes the
 	// endpoint (UCX's own flush does not finish a rendezvous send nobody receives).
 	flushing bool

@@ -62,6 +62,11 @@ type Options struct {
 	// MaxOutstandingBytes bounds the bytes of multi-buffer messages being received at
 	// once; a message waits for room. Default 16 GiB.
 	MaxOutstandingBytes int64
+	// MaxEndpointOutstandingBytes bounds, per endpoint, the bytes of its multi-buffer
+	// messages being received at once, so that one peer can hold at most this part of
+	// MaxOutstandingBytes; a message larger than it is rejected (ExceedsLimit), one
+	// that does not fit yet waits. Default half of MaxOutstandingBytes.
+	MaxEndpointOutstandingBytes int64
 }
 
 // DefaultMaxOutstandingBytes is the default Options.MaxOutstandingBytes.
@@ -128,7 +133,7 @@ type Engine struct {
 	probed map[uint64]unsafe.Pointer // handle -> message TagProbe removed
 	// outstanding bounds the bytes of multi-buffer receives in flight; only the
 	// progress thread uses it, with TryAcquire (it never blocks), and waiting holds
-	// the messages that wait for room, in arrival order.
+	// the messages that wait for room (admission.go).
 	outstanding *semaphore.Weighted
 	waiting     []*multiOp
 	epfd        int
@@ -149,6 +154,10 @@ func New(opts Options) (*Engine, error) {
 	if opts.MaxOutstandingBytes <= 0 {
 		opts.MaxOutstandingBytes = DefaultMaxOutstandingBytes
 	}
+	if opts.MaxEndpointOutstandingBytes <= 0 {
+		opts.MaxEndpointOutstandingBytes = max(opts.MaxOutstandingBytes/2, 1)
+	}
+	opts.MaxEndpointOutstandingBytes = min(opts.MaxEndpointOutstandingBytes, opts.MaxOutstandingBytes)
 	opts.Limits = opts.Limits.withDefaults()
 
 	q, err := notifier.New(opts.QueueCapacity)

@@ -114,7 +114,7 @@ type multiOp struct {
 	abandoned  bool // cancelled after gotHeader: the message is received, then dropped
 	block      unsafe.Pointer
 	blockSize  uint64
-	reserved   int64     // bytes held in the outstanding-bytes semaphore
+	reserved   int64     // bytes held against the outstanding-bytes bounds (admission.go)
 	cudaFrames []uintptr // device allocations of the CUDA frames, until handed over
 	// deferCUDA: the application allocates the CUDA frames (frames.go); awaiting: the
 	// header is in and the engine waits for those allocations; userFrames: they came.
@@ -490,21 +490,6 @@ func headersLeft(total uint64, fed int) uint64 {
 	return n - uint64(fed)
 }
 
-// admit reserves room for a fully described message, or makes it wait for room.
-func (e *Engine) admit(op *multiOp) {
-	size := footprint(op.dec.Sizes, op.dec.Types)
-	if size > uint64(e.opts.MaxOutstandingBytes) {
-		e.rejectWhole(op, ucxx.StatusExceedsLimit)
-		return
-	}
-	if len(e.waiting) > 0 || !e.outstanding.TryAcquire(int64(size)) {
-		e.waiting = append(e.waiting, op)
-		return
-	}
-	op.reserved = int64(size)
-	e.receiveFrames(op)
-}
-
 // rejectWhole fails a fully described message and drops its frames.
 func (e *Engine) rejectWhole(op *multiOp, st ucxx.Status) {
 	q := op.queue
@@ -512,21 +497,6 @@ func (e *Engine) rejectWhole(op *multiOp, st ucxx.Status) {
 	q.discardLeft += uint64(len(op.dec.Sizes))
 	e.finishMulti(op)
 	e.nextReceive(q)
-}
-
-// admitWaiting lets waiting messages in, in arrival order, as room frees up.
-func (e *Engine) admitWaiting() {
-	for len(e.waiting) > 0 {
-		op := e.waiting[0]
-		size := footprint(op.dec.Sizes, op.dec.Types)
-		if !e.outstanding.TryAcquire(int64(size)) {
-			return
-		}
-		e.waiting[0] = nil
-		e.waiting = e.waiting[1:]
-		op.reserved = int64(size)
-		e.receiveFrames(op)
-	}
 }
 
 // receiveFrames allocates the message's block and posts every frame receive.
@@ -625,8 +595,7 @@ func (e *Engine) onMultiPart(r *request, st ucxx.Status, length uint64) {
 // finishMulti reports a multi-buffer op's one completion and recycles it.
 func (e *Engine) finishMulti(op *multiOp) {
 	if op.reserved > 0 {
-		e.outstanding.Release(op.reserved)
-		op.reserved = 0
+		e.release(op)
 		defer e.admitWaiting()
 	}
 	st := op.status

@@ -166,3 +166,74 @@ func TestMultiHugeFrameCountPoisonsTheStream(t *testing.T) {
 	// Plain traffic on the endpoint goes on.
 	exchange(t, client, cep, cc, server, sep, sc, []byte("plain"))
 }
+
+// Peers that announce large messages and never send their frames hold at most their
+// share of the bytes being received: an honest peer's message that fits is admitted at
+// once, not queued behind them (issue: a worker-wide FIFO stalled it until a liar left).
+func TestMultiLiarsDoNotStallAnHonestPeer(t *testing.T) {
+	const budget = 1 << 20
+	for _, c := range []struct {
+		name      string
+		perEP     int64
+		liars     []uint64 // bytes each liar announces
+		firstFail bool     // the first liar's message is over the per-endpoint bound
+	}{
+		// The first liar takes most of the budget and the second waits for room: the
+		// honest message fits and must not queue behind the second.
+		{"skip-ahead", budget, []uint64{900 << 10, 200 << 10}, false},
+		// Default per-endpoint bound (half): the first liar's message is refused.
+		{"per-endpoint-bound", 0, []uint64{900 << 10, 400 << 10}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			server := newTestEngine(t, Options{MaxOutstandingBytes: budget, MaxEndpointOutstandingBytes: c.perEP})
+			lh, port, err := server.Listen("127.0.0.1", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc := newCollector(t, server)
+			connect := func() (client *Engine, cep, sep uint64, cc *collector) {
+				client = newTestEngine(t, Options{})
+				cc = newCollector(t, client)
+				id, err := client.Connect("127.0.0.1", port, 5*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				comp := cc.wait(id, 10*time.Second)
+				if comp.Status != 0 {
+					t.Fatalf("Connect: %v", ucxx.Status(comp.Status))
+				}
+				return client, comp.Length, sc.wait(EventListenerAccept|lh, 10*time.Second).Length, cc
+			}
+			var liarRecvs []uint64
+			for i, size := range c.liars {
+				client, cep, sep, cc := connect()
+				id, err := server.RecvMulti(sep, endpointInfo(t, server, sep).RecvTag)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sendRaw(t, client, cep, cc, endpointInfo(t, client, cep).SendTag, okHeader(0, 1, []uint64{size}))
+				if i == 0 && c.firstFail {
+					if comp := sc.wait(id, 10*time.Second); ucxx.Status(comp.Status) != ucxx.StatusExceedsLimit {
+						t.Fatalf("liar over the per-endpoint bound: %v", ucxx.Status(comp.Status))
+					}
+					continue
+				}
+				liarRecvs = append(liarRecvs, id)
+				// A barrier: its header has been taken in once a plain message after it is.
+				exchange(t, client, cep, cc, server, sep, sc, []byte("barrier"))
+			}
+			client, cep, sep, cc := connect()
+			start := time.Now()
+			sendFrames(t, client, cep, cc, endpointInfo(t, client, cep).SendTag, []byte("a"), []byte("bc"), []byte("def"))
+			st, block := recvMulti(t, server, sep, sc, endpointInfo(t, server, sep).RecvTag)
+			if st != ucxx.StatusOK {
+				t.Fatalf("honest message: %v", st)
+			}
+			takeBlock(t, block)
+			t.Logf("honest message took %v with %d liars holding", time.Since(start), len(liarRecvs))
+			for _, id := range liarRecvs {
+				noCompletion(t, sc, id)
+			}
+		})
+	}
+}

@@ -64,7 +64,8 @@ func current() (*core.Engine, error) {
 
 // Start creates the engine. options is a JSON object of UCX settings without the UCX_
 // prefix; mode is "blocking" or "polling"; limits is a JSON object with any of
-// max_frames, max_frame_bytes, max_message_bytes, max_outstanding_bytes (0 or absent:
+// max_frames, max_frame_bytes, max_message_bytes, max_outstanding_bytes,
+// max_endpoint_outstanding_bytes (0 or absent:
 // the default). It returns "ring_address ring_size eventfd" for the completion queue
 // that Python reads in place.
 func Start(options string, mode string, delayedSubmission bool, limits string) (res string, err error) {
@@ -80,12 +81,14 @@ func Start(options string, mode string, delayedSubmission bool, limits string) (
 			MaxFrameBytes       uint64 `json:"max_frame_bytes"`
 			MaxMessageBytes     uint64 `json:"max_message_bytes"`
 			MaxOutstandingBytes int64  `json:"max_outstanding_bytes"`
+			MaxEndpointBytes    int64  `json:"max_endpoint_outstanding_bytes"`
 		}
 		if err := json.Unmarshal([]byte(limits), &l); err != nil {
 			return "", &ucxx.Error{Op: "Start: limits are not a JSON object of integers", Status: ucxx.StatusInvalidParam}
 		}
 		opts.Limits = core.Limits{MaxFrames: l.MaxFrames, MaxFrameBytes: l.MaxFrameBytes, MaxMessageBytes: l.MaxMessageBytes}
 		opts.MaxOutstandingBytes = l.MaxOutstandingBytes
+		opts.MaxEndpointOutstandingBytes = l.MaxEndpointBytes
 	}
 	if options != "" {
 		if err := json.Unmarshal([]byte(options), &opts.UCXOptions); err != nil {

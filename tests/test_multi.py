@@ -471,7 +471,7 @@ async def test_limits_are_validated():
 
 
 async def test_outstanding_bytes_make_messages_wait(net):
-    ucxx_go.init(multi_buffer_limits={"max_outstanding_bytes": 8 * MiB})
+    ucxx_go.init(multi_buffer_limits={"max_outstanding_bytes": 8 * MiB, "max_endpoint_outstanding_bytes": 8 * MiB})
     pairs = [await net.pair(), await net.pair()]
     # Four 4 MiB messages, two per connection: at most one fits at a time (a block is a
     # little larger than its frames); the others wait for room rather than fail.
@@ -484,6 +484,20 @@ async def test_outstanding_bytes_make_messages_wait(net):
     for k in range(4):
         got = results[2 * k]
         assert len(got) == 1 and got[0].nbytes == 4 * MiB and (got[0] == k).all(), f"message {k}"
+    await wait_in_flight(0)
+
+
+async def test_message_over_endpoint_outstanding_bytes_is_rejected(net):
+    """A message over the per-endpoint bound (default: half of max_outstanding_bytes)
+    is rejected, though the worker's bound would hold it."""
+    ucxx_go.init(multi_buffer_limits={"max_outstanding_bytes": 8 * MiB})
+    client, srv = await net.pair()
+    send = asyncio.ensure_future(client.send_multi([np.ones(5 * MiB, dtype=np.uint8)]))
+    with pytest.raises(ucxx_go.UCXExceedsLimitError):
+        await asyncio.wait_for(srv.recv_multi(), TIMEOUT)
+    await asyncio.wait_for(send, TIMEOUT)
+    nxt = [np.full(MiB, 3, dtype=np.uint8), b"next"]
+    check_frames(await transfer(client, srv, nxt), nxt)
     await wait_in_flight(0)
 
 
@@ -503,7 +517,7 @@ async def test_message_over_outstanding_bytes_is_rejected(net, frames):
 
 @pytest.mark.parametrize("how", ["peer-abort", "local-abort"])
 async def test_message_waiting_for_room_fails_when_its_endpoint_breaks(net, how):
-    ucxx_go.init(multi_buffer_limits={"max_outstanding_bytes": 8 * MiB})
+    ucxx_go.init(multi_buffer_limits={"max_outstanding_bytes": 8 * MiB, "max_endpoint_outstanding_bytes": 8 * MiB})
     (c1, s1), (c2, s2) = await net.pair(), await net.pair()
     # Connection 1 takes 6 MiB of the room and holds it: its frame never comes.
     hold = asyncio.ensure_future(s1.recv_multi())

@@ -26,7 +26,9 @@ PROGRESS_MODES = {
     "polling": "polling",  # UCXX: the application polls; ours: the progress thread spins
 }
 
-LIMIT_KEYS = ("max_frames", "max_frame_bytes", "max_message_bytes", "max_outstanding_bytes")
+LIMIT_KEYS = (
+    "max_frames", "max_frame_bytes", "max_message_bytes", "max_outstanding_bytes", "max_endpoint_outstanding_bytes",
+)
 
 _lock = threading.Lock()
 _context = None
@@ -169,8 +171,11 @@ def init(
         Bounds on what a peer may announce to ``recv_multi``: ``max_frames`` (default
         100000 frames per message), ``max_frame_bytes`` (64 GiB), ``max_message_bytes``
         (128 GiB), ``max_outstanding_bytes`` (16 GiB being received at once; a message
-        waits for room). Also ``UCXGO_MAX_FRAMES``, ``UCXGO_MAX_FRAME_BYTES``,
-        ``UCXGO_MAX_MESSAGE_BYTES``, ``UCXGO_MAX_OUTSTANDING_BYTES``.
+        waits for room), ``max_endpoint_outstanding_bytes`` (half of that: what one
+        endpoint's messages may hold of it, so that peers announcing messages they
+        never send cannot stall the others). Also ``UCXGO_MAX_FRAMES``,
+        ``UCXGO_MAX_FRAME_BYTES``, ``UCXGO_MAX_MESSAGE_BYTES``,
+        ``UCXGO_MAX_OUTSTANDING_BYTES``, ``UCXGO_MAX_ENDPOINT_OUTSTANDING_BYTES``.
     completion_mode : str
         "reader" (default: the event loop watches the completion queue's eventfd) or
         "thread" (a notifier thread wakes the loop, as in UCXX); also
