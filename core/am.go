@@ -1,7 +1,6 @@
 package core
 
 import (
-	"encoding/binary"
 	"unsafe"
 
 	"github.com/ucxx-go/ucxx-go/ucxx"
@@ -98,12 +97,7 @@ func (e *Engine) onAMData(r *request, st ucxx.Status, length uint64) {
 
 // deliverAM completes the endpoint's oldest am_recv with the message, or queues it.
 func (e *Engine) deliverAM(ep *endpoint, block unsafe.Pointer, length uint64) {
-	rec := unsafe.Slice((*byte)(block), ucxx.AMDataOffset)
-	binary.LittleEndian.PutUint64(rec[0:], 1)
-	binary.LittleEndian.PutUint64(rec[8:], ucxx.AMDataOffset+length)
-	binary.LittleEndian.PutUint64(rec[16:], ucxx.AMDataOffset)
-	binary.LittleEndian.PutUint64(rec[24:], length)
-	binary.LittleEndian.PutUint64(rec[32:], uint64(MemHost))
+	newBlockRecord(block, 1, ucxx.AMDataOffset+length).setFrame(0, ucxx.AMDataOffset, length, uint64(MemHost))
 	if len(ep.amWaiting) == 0 {
 		ep.amReady = append(ep.amReady, block)
 		return

@@ -1,8 +1,6 @@
 package core
 
 import (
-	"encoding/binary"
-	"unsafe"
 
 	"github.com/ucxx-go/ucxx-go/ucxx"
 )
@@ -14,10 +12,6 @@ import (
 // only then are the frame receives posted. Until then the stream's next message
 // waits: frames share one tag, and UCX matches receives in the order they are posted.
 // Cancelling, a failed endpoint or a shutdown in between drops the message.
-
-// userFrameFlag marks, in a block record's memory type word, a CUDA frame the
-// application allocated: the consumer does not free it.
-const userFrameFlag = 1 << 16
 
 // RecvMultiAllocated is RecvMulti for a caller that allocates the CUDA frames. When a
 // message with CUDA frames arrives, needID completes with the block's address: its
@@ -56,23 +50,16 @@ func hasCUDA(types []uint8) bool {
 
 // askForFrames writes the record with the CUDA frames' addresses 0 and reports the
 // block through needID's completion. Progress thread.
-func (e *Engine) askForFrames(op *multiOp, recordSize, size uint64) {
-	rec := unsafe.Slice((*byte)(op.block), recordSize)
-	binary.LittleEndian.PutUint64(rec[0:], uint64(len(op.dec.Sizes)))
-	binary.LittleEndian.PutUint64(rec[8:], size)
-	off := alignUp(recordSize)
+func (e *Engine) askForFrames(op *multiOp, size uint64) {
+	rec := newBlockRecord(op.block, len(op.dec.Sizes), size)
+	off := alignUp(recordSize(len(op.dec.Sizes)))
 	for i, sz := range op.dec.Sizes {
-		w := rec[16+24*i:]
-		kind := uint64(op.dec.Types[i])
 		if op.dec.Types[i] == MemHost {
-			binary.LittleEndian.PutUint64(w, off)
+			rec.setFrame(i, off, sz, uint64(MemHost))
 			off = alignUp(off + sz)
 		} else {
-			binary.LittleEndian.PutUint64(w, 0)
-			kind |= userFrameFlag
+			rec.setFrame(i, 0, sz, uint64(MemCUDA)|FrameUserFlag)
 		}
-		binary.LittleEndian.PutUint64(w[8:], sz)
-		binary.LittleEndian.PutUint64(w[16:], kind)
 	}
 	op.awaiting = true
 	e.awaiting[uintptr(op.block)] = op
@@ -106,8 +93,8 @@ func (e *Engine) provideFrames(s *submission) {
 	for _, a := range s.frames {
 		op.cudaFrames = append(op.cudaFrames, uintptr(a))
 	}
-	recordSize, size := blockLayout(op.dec.Sizes, op.dec.Types)
-	e.postFrames(op, recordSize, size)
+	_, size := blockLayout(op.dec.Sizes, op.dec.Types)
+	e.postFrames(op, size)
 }
 
 // dropAwaiting ends a receive that waited for its frames: its frames are received

@@ -47,44 +47,6 @@ type Frame struct {
 // FrameDescriptorSize is the size of one Frame in a descriptor array.
 const FrameDescriptorSize = 32
 
-// The block a multi-buffer receive completes with (its address is the completion's
-// Length): a record, then the host frames. All words little-endian u64:
-//
-//	word 0: frame count n
-//	word 1: size of the whole block in bytes
-//	words 2+3i, 3+3i, 4+3i: frame i's offset in the block, size, memory type
-//
-// Host frames start 64-byte aligned and never overlap. The block is one C malloc: the
-// consumer frees it with free() once it is done with every host frame. A CUDA frame
-// (memory type word MemCUDA | device<<8) is not in the block: its first word is the
-// address of its own device allocation, which the consumer frees with FreeCUDA.
-const blockAlign = 64
-
-func blockLayout(sizes []uint64, types []uint8) (recordSize, total uint64) {
-	recordSize = uint64(8 * (2 + 3*len(sizes)))
-	total = alignUp(recordSize)
-	for i, s := range sizes {
-		if types[i] == MemHost {
-			total = alignUp(total + s)
-		}
-	}
-	return recordSize, total
-}
-
-// footprint is the memory a received message takes: its block and its CUDA frames.
-// The outstanding-bytes limit counts it.
-func footprint(sizes []uint64, types []uint8) uint64 {
-	_, total := blockLayout(sizes, types)
-	for i, s := range sizes {
-		if types[i] != MemHost {
-			total += s
-		}
-	}
-	return total
-}
-
-func alignUp(n uint64) uint64 { return (n + blockAlign - 1) &^ (blockAlign - 1) }
-
 // multiOp is one multi-buffer send or receive in flight. Ops are recycled.
 type multiOp struct {
 	id    uint64 // the application's request id
@@ -508,14 +470,14 @@ func (e *Engine) receiveFrames(op *multiOp) {
 		e.nextReceive(q)
 		return
 	}
-	recordSize, size := blockLayout(op.dec.Sizes, op.dec.Types)
+	_, size := blockLayout(op.dec.Sizes, op.dec.Types)
 	op.block, op.blockSize = ucxx.CMalloc(size), size
 	if op.block == nil {
 		e.rejectWhole(op, ucxx.StatusNoMemory)
 		return
 	}
 	if op.deferCUDA && hasCUDA(op.dec.Types) {
-		e.askForFrames(op, recordSize, size) // frames.go: the application allocates them
+		e.askForFrames(op, size) // frames.go: the application allocates them
 		return
 	}
 	// CUDA frames first: if one cannot be allocated, nothing is posted yet.
@@ -533,35 +495,30 @@ func (e *Engine) receiveFrames(op *multiOp) {
 		}
 		op.cudaFrames = append(op.cudaFrames, ptr)
 	}
-	e.postFrames(op, recordSize, size)
+	e.postFrames(op, size)
 }
 
 // postFrames writes the block's record and posts every frame receive, in frame order
 // (frames share one tag: UCX matches them in the order they are posted), into the
 // block and op.cudaFrames; then the stream's next message may start.
-func (e *Engine) postFrames(op *multiOp, recordSize, size uint64) {
+func (e *Engine) postFrames(op *multiOp, size uint64) {
 	q := op.queue
-	rec := unsafe.Slice((*byte)(op.block), recordSize)
-	binary.LittleEndian.PutUint64(rec[0:], uint64(len(op.dec.Sizes)))
-	binary.LittleEndian.PutUint64(rec[8:], size)
-	off := alignUp(recordSize)
+	rec := newBlockRecord(op.block, len(op.dec.Sizes), size)
+	off := alignUp(recordSize(len(op.dec.Sizes)))
 	cuda := op.cudaFrames
 	for i, sz := range op.dec.Sizes {
-		w := rec[16+24*i:]
-		addr, memType, kind := uintptr(op.block)+uintptr(off), ucxx.MemoryHost, uint64(MemHost)
+		addr, memType := uintptr(op.block)+uintptr(off), ucxx.MemoryHost
 		if op.dec.Types[i] == MemHost {
-			binary.LittleEndian.PutUint64(w, off)
+			rec.setFrame(i, off, sz, uint64(MemHost))
 			off = alignUp(off + sz)
 		} else {
-			addr, cuda = cuda[0], cuda[1:]
-			memType, kind = ucxx.MemoryCUDA, uint64(MemCUDA)|uint64(e.cuda.current-1)<<8
+			addr, cuda, memType = cuda[0], cuda[1:], ucxx.MemoryCUDA
+			kind := cudaFrameType(e.cuda.current - 1)
 			if op.userFrames {
-				kind = uint64(MemCUDA) | userFrameFlag
+				kind = uint64(MemCUDA) | FrameUserFlag
 			}
-			binary.LittleEndian.PutUint64(w, uint64(addr))
+			rec.setFrame(i, uint64(addr), sz, kind)
 		}
-		binary.LittleEndian.PutUint64(w[8:], sz)
-		binary.LittleEndian.PutUint64(w[16:], kind)
 		r := e.part(op, opTagRecv, stepMultiPart)
 		r.expect = sz
 		op.remaining++

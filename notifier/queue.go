@@ -32,14 +32,22 @@ import (
 	"unsafe"
 )
 
-// Byte offsets of the ring's header words and first entry.
+// Byte offsets of the ring's header words and first entry, and the size of an entry:
+// the layout a consumer in another language reads (pybridge generates Python's copy).
 const (
-	offHead     = 0
-	offTail     = 64
-	offWake     = 128
-	offClosed   = 192
-	offCapacity = 256
-	offEntries  = 512
+	HeadOffset     = 0
+	TailOffset     = 64
+	WakeOffset     = 128
+	ClosedOffset   = 192
+	CapacityOffset = 256
+	EntriesOffset  = 512
+	CompletionSize = 32
+)
+
+// Completion's size is CompletionSize: either array length below is negative otherwise.
+var (
+	_ [CompletionSize - unsafe.Sizeof(Completion{})]byte
+	_ [unsafe.Sizeof(Completion{}) - CompletionSize]byte
 )
 
 // Completion is one finished operation, as the consumer reads it.
@@ -89,7 +97,7 @@ func New(capacity int) (q *Queue, err error) {
 	for c < capacity {
 		c <<= 1
 	}
-	size := offEntries + c*int(unsafe.Sizeof(Completion{}))
+	size := EntriesOffset + c*CompletionSize
 	mem, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
 	if err != nil {
 		return nil, fmt.Errorf("notifier: mmap ring: %w", err)
@@ -120,16 +128,16 @@ func New(capacity int) (q *Queue, err error) {
 	base := unsafe.Pointer(&mem[0])
 	q = &Queue{
 		mem:     mem,
-		head:    (*uint64)(unsafe.Add(base, offHead)),
-		tail:    (*uint64)(unsafe.Add(base, offTail)),
-		wake:    (*uint32)(unsafe.Add(base, offWake)),
-		closed:  (*uint32)(unsafe.Add(base, offClosed)),
-		entries: unsafe.Slice((*Completion)(unsafe.Add(base, offEntries)), c),
+		head:    (*uint64)(unsafe.Add(base, HeadOffset)),
+		tail:    (*uint64)(unsafe.Add(base, TailOffset)),
+		wake:    (*uint32)(unsafe.Add(base, WakeOffset)),
+		closed:  (*uint32)(unsafe.Add(base, ClosedOffset)),
+		entries: unsafe.Slice((*Completion)(unsafe.Add(base, EntriesOffset)), c),
 		mask:    uint64(c - 1),
 		efd:     efd,
 		epfd:    epfd,
 	}
-	*(*uint64)(unsafe.Add(base, offCapacity)) = uint64(c)
+	*(*uint64)(unsafe.Add(base, CapacityOffset)) = uint64(c)
 	return q, nil
 }
 

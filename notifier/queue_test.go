@@ -46,11 +46,11 @@ func TestCapacityAndLayout(t *testing.T) {
 		if got := q.Capacity(); got != tc.want {
 			t.Errorf("New(%d).Capacity() = %d, want %d", tc.ask, got, tc.want)
 		}
-		if got, want := q.Size(), offEntries+tc.want*int(unsafe.Sizeof(Completion{})); got != want {
+		if got, want := q.Size(), EntriesOffset+tc.want*int(unsafe.Sizeof(Completion{})); got != want {
 			t.Errorf("New(%d).Size() = %d, want %d", tc.ask, got, want)
 		}
 		// The capacity word is part of the layout an in-place consumer reads.
-		if got := *(*uint64)(unsafe.Pointer(&q.mem[offCapacity])); got != uint64(tc.want) {
+		if got := *(*uint64)(unsafe.Pointer(&q.mem[CapacityOffset])); got != uint64(tc.want) {
 			t.Errorf("New(%d): capacity word %d, want %d", tc.ask, got, tc.want)
 		}
 	}
@@ -78,10 +78,10 @@ func TestCapacityAndLayout(t *testing.T) {
 	if n := q.Push([]Completion{comp(1), comp(2)}); n != 2 {
 		t.Fatalf("Push: %d", n)
 	}
-	if head := *(*uint64)(unsafe.Pointer(&q.mem[offHead])); head != 2 {
+	if head := *(*uint64)(unsafe.Pointer(&q.mem[HeadOffset])); head != 2 {
 		t.Errorf("head word = %d after two pushes", head)
 	}
-	if e := *(*Completion)(unsafe.Pointer(&q.mem[offEntries+32])); e != comp(2) {
+	if e := *(*Completion)(unsafe.Pointer(&q.mem[EntriesOffset+32])); e != comp(2) {
 		t.Errorf("second entry in place = %+v, want %+v", e, comp(2))
 	}
 }

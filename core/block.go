@@ -1,0 +1,86 @@
+package core
+
+import (
+	"encoding/binary"
+	"unsafe"
+)
+
+// The block a multi-buffer or active-message receive completes with (its address is
+// the completion's Length): a record, then the host frames. All words little-endian
+// u64:
+//
+//	word 0: frame count n
+//	word 1: size of the whole block in bytes
+//	words 2+3i, 3+3i, 4+3i: frame i's location, size and memory type word
+//
+// A host frame's location is its offset in the block; host frames start BlockAlign-
+// aligned and never overlap. The block is one C malloc: the consumer frees it with
+// free() once it is done with every host frame. A CUDA frame is not in the block: its
+// location is the address of its own device allocation, and its memory type word is
+// MemCUDA | device<<FrameDeviceShift, which the consumer frees with FreeCUDA, or
+// MemCUDA | FrameUserFlag, an allocation the application made (the consumer does not
+// free it; its location is 0 until the application provides it, see frames.go).
+//
+// blockRecord is the one writer of this record; pybridge generates the Python reader's
+// constants from the ones below.
+const (
+	BlockHeaderSize      = 16      // words 0 and 1
+	BlockFrameRecordSize = 24      // one frame's three words
+	BlockAlign           = 64      // alignment of host frames in the block
+	FrameDeviceShift     = 8       // a CUDA frame's device, in its memory type word
+	FrameUserFlag        = 1 << 16 // a CUDA frame the application allocated
+)
+
+// blockRecord is the record at the start of a block, for writing.
+type blockRecord []byte
+
+// recordSize is the size of the record of a block of n frames.
+func recordSize(n int) uint64 { return BlockHeaderSize + BlockFrameRecordSize*uint64(n) }
+
+// newBlockRecord writes the header of the record of a block of n frames and size bytes
+// at block, which has room for recordSize(n) bytes.
+func newBlockRecord(block unsafe.Pointer, n int, size uint64) blockRecord {
+	r := blockRecord(unsafe.Slice((*byte)(block), recordSize(n)))
+	binary.LittleEndian.PutUint64(r[0:], uint64(n))
+	binary.LittleEndian.PutUint64(r[8:], size)
+	return r
+}
+
+// setFrame writes frame i's location (offset in the block, or a CUDA address), size
+// and memory type word.
+func (r blockRecord) setFrame(i int, location, size, memType uint64) {
+	w := r[BlockHeaderSize+BlockFrameRecordSize*i:]
+	binary.LittleEndian.PutUint64(w[0:], location)
+	binary.LittleEndian.PutUint64(w[8:], size)
+	binary.LittleEndian.PutUint64(w[16:], memType)
+}
+
+// cudaFrameType is the memory type word of a CUDA frame the engine allocated on device.
+func cudaFrameType(device int) uint64 { return uint64(MemCUDA) | uint64(device)<<FrameDeviceShift }
+
+// blockLayout returns the size of a block's record and of the whole block for frames
+// of these sizes and memory types (CUDA frames take no room in it).
+func blockLayout(sizes []uint64, types []uint8) (record, total uint64) {
+	record = recordSize(len(sizes))
+	total = alignUp(record)
+	for i, s := range sizes {
+		if types[i] == MemHost {
+			total = alignUp(total + s)
+		}
+	}
+	return record, total
+}
+
+// footprint is the memory a received message takes: its block and its CUDA frames.
+// Admission counts it.
+func footprint(sizes []uint64, types []uint8) uint64 {
+	_, total := blockLayout(sizes, types)
+	for i, s := range sizes {
+		if types[i] != MemHost {
+			total += s
+		}
+	}
+	return total
+}
+
+func alignUp(n uint64) uint64 { return (n + BlockAlign - 1) &^ (BlockAlign - 1) }
