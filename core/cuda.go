@@ -3,9 +3,9 @@ package core
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
+	"github.com/ucxx-go/ucxx-go/core/topology"
 	"github.com/ucxx-go/ucxx-go/ucxx"
 )
 
@@ -290,29 +290,7 @@ func (e *Engine) pinNearGPU(device int) {
 	if err != nil {
 		return
 	}
-	gpus, err := GPUs()
-	if err != nil {
-		return
+	if cpus, ok := topology.CPUsNearGPU(bus); ok && topology.PinThreadToCPUs(cpus) == nil {
+		c.cpus, _ = topology.ThreadCPUs()
 	}
-	for _, g := range gpus {
-		if samePCIBus(g.BusID, bus) && len(g.CPUAffinity) > 0 {
-			if PinThreadToCPUs(g.CPUAffinity) == nil {
-				c.cpus, _ = ThreadCPUs()
-			}
-			return
-		}
-	}
-}
-
-// samePCIBus compares PCI bus ids that may differ in case and in the width of the
-// domain ("0000:3b:00.0" from CUDA, "00000000:3B:00.0" from NVML).
-func samePCIBus(a, b string) bool {
-	norm := func(s string) string {
-		s = strings.ToLower(s)
-		if i := strings.IndexByte(s, ':'); i >= 0 {
-			s = strings.TrimLeft(s[:i], "0") + s[i:]
-		}
-		return s
-	}
-	return norm(a) == norm(b)
 }

@@ -10,10 +10,8 @@ package core
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unsafe"
 
@@ -164,15 +162,15 @@ func New(opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	wakeFD, _, errno := syscall.RawSyscall(syscall.SYS_EVENTFD2, 0, 0x800|0x80000, 0)
-	if errno != 0 {
+	wakeFD, err := notifier.NewEventFD()
+	if err != nil {
 		q.Free()
-		return nil, fmt.Errorf("core: eventfd: %w", errno)
+		return nil, err
 	}
 	e := &Engine{
 		opts:      opts,
 		queue:     q,
-		pool:      pool{wakeFD: int(wakeFD)},
+		pool:      pool{wakeFD: wakeFD},
 		epState:   make(map[uint64]*endpoint),
 		done:      make(chan struct{}),
 		requests:  newRequestTable(),
@@ -192,29 +190,11 @@ func New(opts Options) (*Engine, error) {
 	go e.run(started)
 	if err := <-started; err != nil {
 		<-e.done
-		syscall.Close(e.pool.wakeFD)
+		e.pool.wakeFD.Close()
 		q.Free()
 		return nil, err
 	}
 	return e, nil
-}
-
-// liveEngines counts engines whose progress thread runs.
-var liveEngines atomic.Int32
-
-// freeProcs is how many Ps New leaves for goroutines besides the progress threads.
-const freeProcs = 2
-
-// reserveP makes room for one more progress thread. A progress thread keeps its P
-// while it sleeps (epollWait is a raw system call), so with GOMAXPROCS at 2 two
-// engines would leave no P to the rest of the program: a benchmark driving two
-// engines took 21 ms per round trip instead of 60 us. GOMAXPROCS is raised to cover
-// the progress threads plus freeProcs, never lowered.
-func reserveP() {
-	n := int(liveEngines.Add(1)) + freeProcs
-	if runtime.GOMAXPROCS(0) < n {
-		runtime.GOMAXPROCS(n)
-	}
 }
 
 // Queue is the completion queue the application reads.
@@ -511,10 +491,10 @@ func (e *Engine) Shutdown(timeout time.Duration) error {
 	select {
 	case err := <-stopped:
 		<-e.done
-		syscall.Close(e.pool.wakeFD)
+		e.pool.wakeFD.Close()
 		return err
 	case <-time.After(timeout + time.Second):
-		go func() { <-e.done; syscall.Close(e.pool.wakeFD) }()
+		go func() { <-e.done; e.pool.wakeFD.Close() }()
 		return ErrShutdownTimeout
 	}
 }

@@ -3,6 +3,7 @@ package core
 import (
 	"unsafe"
 
+	"github.com/ucxx-go/ucxx-go/core/topology"
 	"github.com/ucxx-go/ucxx-go/ucxx"
 )
 
@@ -116,7 +117,7 @@ func (e *Engine) EndpointTransports(h uint64) (ts []ucxx.Transport, err error) {
 func (e *Engine) ProgressCPUs() (cpus []int, pinned bool, err error) {
 	if cerr := e.onThread(func() {
 		pinned = e.cuda.cpus != nil
-		cpus, err = ThreadCPUs()
+		cpus, err = topology.ThreadCPUs()
 	}); cerr != nil {
 		return nil, false, cerr
 	}

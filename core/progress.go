@@ -76,7 +76,7 @@ func (e *Engine) setup() (err error) {
 	if e.epfd, err = syscall.EpollCreate1(syscall.EPOLL_CLOEXEC); err != nil {
 		return fmt.Errorf("core: epoll create: %w", err)
 	}
-	for _, fd := range []int{efd, e.pool.wakeFD} {
+	for _, fd := range []int{efd, int(e.pool.wakeFD)} {
 		ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(fd)}
 		if err = syscall.EpollCtl(e.epfd, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
 			return fmt.Errorf("core: epoll add: %w", err)
@@ -332,7 +332,7 @@ func (e *Engine) sleep(evs []syscall.EpollEvent) {
 		return
 	}
 	for i := 0; i < n; i++ {
-		if int(evs[i].Fd) == e.pool.wakeFD {
+		if int(evs[i].Fd) == int(e.pool.wakeFD) {
 			e.pool.drainWake()
 		}
 	}

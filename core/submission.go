@@ -3,8 +3,8 @@ package core
 import (
 	"sync"
 	"sync/atomic"
-	"syscall"
-	"unsafe"
+
+	"github.com/ucxx-go/ucxx-go/notifier"
 )
 
 // opKind is what a submission asks the progress thread to do.
@@ -62,7 +62,7 @@ type pool struct {
 	mu       sync.Mutex // guards items
 	items    []submission
 	sleeping atomic.Uint32
-	wakeFD   int
+	wakeFD   notifier.EventFD
 }
 
 func (p *pool) push(s submission) {
@@ -74,12 +74,8 @@ func (p *pool) push(s submission) {
 	}
 }
 
-// kick writes the wake eventfd. A raw system call: it never blocks (the fd is
-// non-blocking), and the scheduler need not hear of it (see epollWait).
-func (p *pool) kick() {
-	one := uint64(1)
-	syscall.RawSyscall(syscall.SYS_WRITE, uintptr(p.wakeFD), uintptr(unsafe.Pointer(&one)), 8)
-}
+// kick wakes the progress thread.
+func (p *pool) kick() { p.wakeFD.Signal() }
 
 // swap takes every queued submission, handing spare over as the new queue, so the
 // two slices alternate and neither is reallocated in steady state.
@@ -112,7 +108,4 @@ func (p *pool) prepareSleep() bool {
 func (p *pool) awake() { p.sleeping.Store(0) }
 
 // drainWake empties the wake eventfd's counter.
-func (p *pool) drainWake() {
-	var buf [8]byte
-	syscall.Read(p.wakeFD, buf[:])
-}
+func (p *pool) drainWake() { p.wakeFD.Drain() }

@@ -10,24 +10,26 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ucxx-go/ucxx-go/notifier"
 )
 
 // newEventFD makes a non-blocking eventfd, as New does for the pool, closed at cleanup.
-func newEventFD(t testing.TB) int {
+func newEventFD(t testing.TB) notifier.EventFD {
 	t.Helper()
-	fd, _, errno := syscall.RawSyscall(syscall.SYS_EVENTFD2, 0, 0x800|0x80000, 0)
-	if errno != 0 {
-		t.Fatalf("eventfd: %v", errno)
+	fd, err := notifier.NewEventFD()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { syscall.Close(int(fd)) })
-	return int(fd)
+	t.Cleanup(func() { fd.Close() })
+	return fd
 }
 
 // readEventFD reads the counter without blocking: ok is false when nothing was written.
-func readEventFD(t testing.TB, fd int) (value uint64, ok bool) {
+func readEventFD(t testing.TB, fd notifier.EventFD) (value uint64, ok bool) {
 	t.Helper()
 	var buf [8]byte
-	n, err := syscall.Read(fd, buf[:])
+	n, err := syscall.Read(int(fd), buf[:])
 	if errors.Is(err, syscall.EAGAIN) {
 		return 0, false
 	}
@@ -132,7 +134,7 @@ func TestPoolConcurrentProducers(t *testing.T) {
 	}
 	defer syscall.Close(epfd)
 	ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(p.wakeFD)}
-	if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, p.wakeFD, &ev); err != nil {
+	if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, int(p.wakeFD), &ev); err != nil {
 		t.Fatal(err)
 	}
 

@@ -78,7 +78,7 @@ type Queue struct {
 	closed   *uint32
 	entries  []Completion
 	mask     uint64
-	efd      int
+	efd      EventFD
 	epfd     int
 	freed    atomic.Bool
 	producer atomic.Int32 // race tripwire: Push is for one goroutine at a time
@@ -107,13 +107,13 @@ func New(capacity int) (q *Queue, err error) {
 			syscall.Munmap(mem)
 		}
 	}()
-	efd, err := eventfd()
+	efd, err := NewEventFD()
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			syscall.Close(efd)
+			efd.Close()
 		}
 	}()
 	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
@@ -121,7 +121,7 @@ func New(capacity int) (q *Queue, err error) {
 		return nil, fmt.Errorf("notifier: epoll create: %w", err)
 	}
 	ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(efd)}
-	if err = syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, efd, &ev); err != nil {
+	if err = syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, int(efd), &ev); err != nil {
 		syscall.Close(epfd)
 		return nil, fmt.Errorf("notifier: epoll add: %w", err)
 	}
@@ -141,15 +141,6 @@ func New(capacity int) (q *Queue, err error) {
 	return q, nil
 }
 
-func eventfd() (int, error) {
-	const efdNonblock, efdCloexec = 0x800, 0x80000
-	fd, _, errno := syscall.RawSyscall(syscall.SYS_EVENTFD2, 0, efdNonblock|efdCloexec, 0)
-	if errno != 0 {
-		return -1, fmt.Errorf("notifier: eventfd: %w", errno)
-	}
-	return int(fd), nil
-}
-
 // Address is where the ring starts, for a consumer that reads it in place.
 func (q *Queue) Address() uintptr { return uintptr(unsafe.Pointer(&q.mem[0])) }
 
@@ -157,7 +148,7 @@ func (q *Queue) Address() uintptr { return uintptr(unsafe.Pointer(&q.mem[0])) }
 func (q *Queue) Size() int { return len(q.mem) }
 
 // FD is the eventfd that becomes readable when a wake-up is pending.
-func (q *Queue) FD() int { return q.efd }
+func (q *Queue) FD() int { return int(q.efd) }
 
 // Capacity is the number of entries the ring holds.
 func (q *Queue) Capacity() int { return len(q.entries) }
@@ -198,13 +189,8 @@ func (q *Queue) Notify() {
 	}
 }
 
-func (q *Queue) kick() {
-	one := uint64(1)
-	// EAGAIN means the counter is saturated: the consumer is already awake. A raw
-	// system call: a non-blocking write needs no word to the Go scheduler, which would
-	// otherwise hand the progress thread's P away now and then (see core's epollWait).
-	syscall.RawSyscall(syscall.SYS_WRITE, uintptr(q.efd), uintptr(unsafe.Pointer(&one)), 8)
-}
+// kick wakes the consumer.
+func (q *Queue) kick() { q.efd.Signal() }
 
 // Pop moves up to len(dst) entries into dst and returns how many, for a consumer in Go.
 func (q *Queue) Pop(dst []Completion) int {
@@ -252,8 +238,7 @@ func (q *Queue) Wait(timeout time.Duration) (WaitResult, error) {
 		if n == 0 {
 			return Timeout, nil
 		}
-		var buf [8]byte
-		syscall.Read(q.efd, buf[:])
+		q.efd.Drain()
 		// A swap, not a plain store: it orders the clear before the caller's load of head.
 		atomic.SwapUint32(q.wake, 0)
 		return Ready, nil
@@ -264,11 +249,10 @@ func (q *Queue) Wait(timeout time.Duration) (WaitResult, error) {
 // protocol needs, for a consumer that watches FD() itself (an event loop). It reports
 // whether a wake-up was pending. Call it before draining.
 func (q *Queue) ConsumeWake() bool {
-	var buf [8]byte
-	n, _ := syscall.Read(q.efd, buf[:])
+	pending := q.efd.Drain()
 	// A swap, not a plain store: it orders the clear before the caller's load of head.
 	atomic.SwapUint32(q.wake, 0)
-	return n == 8
+	return pending
 }
 
 // Close marks the queue closed and wakes every waiter; entries already pushed stay
@@ -292,6 +276,6 @@ func (q *Queue) Free() {
 	}
 	atomic.CompareAndSwapUint32(q.closed, 0, 1)
 	syscall.Close(q.epfd)
-	syscall.Close(q.efd)
+	q.efd.Close()
 	syscall.Munmap(q.mem)
 }

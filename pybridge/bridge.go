@@ -19,13 +19,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/ucxx-go/ucxx-go/core"
+	"github.com/ucxx-go/ucxx-go/core/topology"
 	"github.com/ucxx-go/ucxx-go/ucxx"
 )
 
@@ -106,7 +106,6 @@ func Start(options string, mode string, delayedSubmission bool, limits string) (
 	if engine.Load() != nil {
 		return "", &ucxx.Error{Op: "Start: already started", Status: ucxx.StatusAlreadyExists}
 	}
-	raiseGOMAXPROCS()
 	e, err := core.New(opts)
 	if err != nil {
 		return "", err
@@ -118,19 +117,6 @@ func Start(options string, mode string, delayedSubmission bool, limits string) (
 	}
 	q := e.Queue()
 	return fmt.Sprintf("%d %d %d", q.Address(), q.Size(), q.FD()), nil
-}
-
-// minProcs is the fewest Go Ps the extension runs with. Python threads enter Go
-// through cgo and must find a free P; with GOMAXPROCS at 2 (the core count here) they
-// often wait for the progress thread's P to be handed back, and 8-byte round trips
-// took 1.2-2x longer (benchmarks/foundation.md). Idle Ps cost almost nothing.
-const minProcs = 8
-
-// raiseGOMAXPROCS applies minProcs unless the user chose GOMAXPROCS.
-func raiseGOMAXPROCS() {
-	if _, set := os.LookupEnv("GOMAXPROCS"); !set && runtime.GOMAXPROCS(0) < minProcs {
-		runtime.GOMAXPROCS(minProcs)
-	}
 }
 
 // Defaults for the progress thread's polling before it sleeps and a submitting call's
@@ -222,15 +208,15 @@ func GPUInfo() (res string, err error) {
 		GPUs     []gpuJSON  `json:"gpus"`
 		Topology [][]string `json:"topology"`
 	}{GPUs: []gpuJSON{}, Topology: [][]string{}}
-	gpus, err := core.GPUs()
-	if err != nil && !errors.Is(err, core.ErrNoGPU) {
+	gpus, err := topology.GPUs()
+	if err != nil && !errors.Is(err, topology.ErrNoGPU) {
 		return "", err
 	}
 	for _, g := range gpus {
 		out.GPUs = append(out.GPUs, gpuJSON{g.Index, g.Name, g.UUID, g.BusID, g.MemoryBytes, g.NUMANode, g.CPUAffinity})
 	}
 	if len(gpus) > 0 {
-		links, err := core.GPUTopology()
+		links, err := topology.GPUTopology()
 		if err == nil {
 			for _, row := range links {
 				r := make([]string, len(row))

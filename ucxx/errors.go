@@ -6,6 +6,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"os"
 )
 
 // Status is a UCS status code (ucs_status_t): 0 is success, negative values are errors.
@@ -74,7 +75,7 @@ func (e *Error) Is(target error) bool {
 func (s Status) Error() string { return s.String() }
 
 // ErrClosed is returned for any use of an object after its Close.
-var ErrClosed = errors.New("ucxx: use of closed object")
+var ErrClosed = fmt.Errorf("ucxx: use of closed object: %w", os.ErrClosed)
 
 // StatusOf returns the UCS status an error carries: the Error's status, or
 // StatusIOError for an error that carries none, and StatusOK for nil.

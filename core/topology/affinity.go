@@ -1,4 +1,4 @@
-package core
+package topology
 
 import (
 	"errors"
@@ -30,11 +30,11 @@ const maxCPUID = 1 << 16
 // the syscall.Errno: EINVAL when none of the CPUs is online and allowed.
 func PinThreadToCPUs(cpus []int) error {
 	if len(cpus) == 0 {
-		return errors.New("core: pin thread: no CPUs given")
+		return errors.New("topology: pin thread: no CPUs given")
 	}
 	hi := slices.Max(cpus)
 	if lo := slices.Min(cpus); lo < 0 || hi >= maxCPUID {
-		return fmt.Errorf("core: pin thread: CPU id out of range in %v", cpus)
+		return fmt.Errorf("topology: pin thread: CPU id out of range in %v", cpus)
 	}
 	mask := make([]uint64, hi/64+1)
 	for _, c := range cpus {
@@ -44,7 +44,7 @@ func PinThreadToCPUs(cpus []int) error {
 	_, _, errno := syscall.RawSyscall(syscall.SYS_SCHED_SETAFFINITY, 0, uintptr(len(mask)*8), uintptr(unsafe.Pointer(&mask[0])))
 	runtime.KeepAlive(mask)
 	if errno != 0 {
-		return fmt.Errorf("core: sched_setaffinity: %w", errno)
+		return fmt.Errorf("topology: sched_setaffinity: %w", errno)
 	}
 	return nil
 }
@@ -63,7 +63,7 @@ func ThreadCPUs() ([]int, error) {
 			continue
 		}
 		if errno != 0 {
-			return nil, fmt.Errorf("core: sched_getaffinity: %w", errno)
+			return nil, fmt.Errorf("topology: sched_getaffinity: %w", errno)
 		}
 		// On success the kernel returns how many bytes of the mask it wrote.
 		return maskCPUs(mask[:min(int(n)/8, len(mask))], 64), nil

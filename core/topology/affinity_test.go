@@ -1,4 +1,4 @@
-package core
+package topology
 
 import (
 	"errors"
@@ -102,6 +102,22 @@ func TestMaskCPUs(t *testing.T) {
 	} {
 		if got := maskCPUs(tc.mask, 64); !slices.Equal(got, tc.want) {
 			t.Errorf("maskCPUs(%b) = %v, want %v", tc.mask, got, tc.want)
+		}
+	}
+}
+
+func TestSamePCIBus(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{"0000:3b:00.0", "00000000:3B:00.0", true},
+		{"0000:3b:00.0", "0000:3c:00.0", false},
+		{"3b:00.0", "00000000:3b:00.0", false}, // no domain on one side: not comparable
+		{"0001:3b:00.0", "00000000:3b:00.0", false},
+	} {
+		if got := samePCIBus(tc.a, tc.b); got != tc.want {
+			t.Errorf("samePCIBus(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
 		}
 	}
 }

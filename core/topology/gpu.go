@@ -1,4 +1,7 @@
-package core
+// Package topology finds the machine's GPUs (through NVML, loaded at run time), the
+// links between them and the CPUs near each, and pins OS threads to CPUs: what the
+// progress thread needs to run near the GPU it drives. It knows nothing of UCX.
+package topology
 
 import (
 	"errors"
@@ -31,7 +34,7 @@ type GPU struct {
 }
 
 // ErrNoGPU: no NVIDIA driver (libnvidia-ml) or no device on this machine.
-var ErrNoGPU = errors.New("core: no NVIDIA GPU")
+var ErrNoGPU = errors.New("topology: no NVIDIA GPU")
 
 var nvmlOnce struct {
 	sync.Once
@@ -46,11 +49,11 @@ func nvmlDevices() ([]nvml.Device, error) {
 	case nvml.ERROR_LIBRARY_NOT_FOUND, nvml.ERROR_DRIVER_NOT_LOADED, nvml.ERROR_NO_PERMISSION:
 		return nil, ErrNoGPU
 	default:
-		return nil, fmt.Errorf("core: nvml init: %s", nvml.ErrorString(nvmlOnce.ret))
+		return nil, fmt.Errorf("topology: nvml init: %s", nvml.ErrorString(nvmlOnce.ret))
 	}
 	n, ret := nvml.DeviceGetCount()
 	if ret != nvml.SUCCESS {
-		return nil, fmt.Errorf("core: nvml device count: %s", nvml.ErrorString(ret))
+		return nil, fmt.Errorf("topology: nvml device count: %s", nvml.ErrorString(ret))
 	}
 	if n == 0 {
 		return nil, ErrNoGPU
@@ -59,7 +62,7 @@ func nvmlDevices() ([]nvml.Device, error) {
 	for i := range devs {
 		d, ret := nvml.DeviceGetHandleByIndex(i)
 		if ret != nvml.SUCCESS {
-			return nil, fmt.Errorf("core: nvml device %d: %s", i, nvml.ErrorString(ret))
+			return nil, fmt.Errorf("topology: nvml device %d: %s", i, nvml.ErrorString(ret))
 		}
 		devs[i] = d
 	}
@@ -211,4 +214,32 @@ func cString[T ~int8 | ~uint8](b []T) string {
 		out = append(out, byte(c))
 	}
 	return string(out)
+}
+
+// CPUsNearGPU returns the CPUs NVML reports near the GPU at PCI bus id busID (as CUDA
+// writes it), and false when NVML, the GPU or its affinity is unavailable.
+func CPUsNearGPU(busID string) ([]int, bool) {
+	gpus, err := GPUs()
+	if err != nil {
+		return nil, false
+	}
+	for _, g := range gpus {
+		if samePCIBus(g.BusID, busID) && len(g.CPUAffinity) > 0 {
+			return g.CPUAffinity, true
+		}
+	}
+	return nil, false
+}
+
+// samePCIBus compares PCI bus ids that may differ in case and in the width of the
+// domain ("0000:3b:00.0" from CUDA, "00000000:3B:00.0" from NVML).
+func samePCIBus(a, b string) bool {
+	norm := func(s string) string {
+		s = strings.ToLower(s)
+		if i := strings.IndexByte(s, ':'); i >= 0 {
+			s = strings.TrimLeft(s[:i], "0") + s[i:]
+		}
+		return s
+	}
+	return norm(a) == norm(b)
 }
