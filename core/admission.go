@@ -1,37 +1,53 @@
 package core
 
-import "github.com/ucxx-go/ucxx-go/ucxx"
+import (
+	"golang.org/x/sync/semaphore"
 
-// Admission of multi-buffer messages. A message whose headers are in is admitted once
-// its footprint (block and CUDA frames) fits both bounds on bytes being received at
-// once: the worker's (Options.MaxOutstandingBytes) and its endpoint's
-// (Options.MaxEndpointOutstandingBytes). One that can never fit fails with
-// ExceedsLimit; one that does not fit yet waits. Waiting is not first-come-first-
-// served across endpoints: a message that fits is admitted even while others wait, so
-// peers that announce large messages and never send them hold at most their share and
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// admission decides when a multi-buffer message whose headers are in may allocate its
+// memory and receive its frames. Its footprint (block and CUDA frames) must fit both
+// bounds on bytes being received at once: the worker's (Options.MaxOutstandingBytes)
+// and its endpoint's (Options.MaxEndpointOutstandingBytes). One that can never fit is
+// refused; one that does not fit yet waits. Waiting is not first-come-first-served
+// across endpoints: a message that fits is admitted even while others wait, so peers
+// that announce large messages and never send them hold at most their share and
 // cannot stall an honest peer. Messages of one stream are admitted in order anyway:
 // the stream's next header is received only once this message's frames are posted.
+//
+// It belongs to the progress thread; the semaphore is only ever tried, never waited on.
+type admission struct {
+	worker      *semaphore.Weighted
+	maxWorker   int64
+	maxEndpoint int64
+	waiting     []*multiOp
+}
 
-// admit reserves room for a fully described message, or makes it wait for room.
-func (e *Engine) admit(op *multiOp) {
-	size := footprint(op.dec.Sizes, op.dec.Types)
-	if size > uint64(e.opts.MaxOutstandingBytes) || (op.ep != nil && size > uint64(e.opts.MaxEndpointOutstandingBytes)) {
-		e.rejectWhole(op, ucxx.StatusExceedsLimit)
-		return
+func newAdmission(maxWorker, maxEndpoint int64) admission {
+	return admission{worker: semaphore.NewWeighted(maxWorker), maxWorker: maxWorker, maxEndpoint: maxEndpoint}
+}
+
+// admit reserves room for op and reports true, or queues it to wait for room and
+// reports false. Over a bound it can never fit, it returns StatusExceedsLimit.
+func (a *admission) admit(op *multiOp) (bool, ucxx.Status) {
+	size := int64(footprint(op.dec.Sizes, op.dec.Types))
+	if size < 0 || size > a.maxWorker || (op.ep != nil && size > a.maxEndpoint) {
+		return false, ucxx.StatusExceedsLimit
 	}
-	if !e.reserve(op, int64(size)) {
-		e.waiting = append(e.waiting, op)
-		return
+	if a.reserve(op, size) {
+		return true, ucxx.StatusOK
 	}
-	e.receiveFrames(op)
+	a.waiting = append(a.waiting, op)
+	return false, ucxx.StatusOK
 }
 
 // reserve takes size bytes for op from both bounds, or nothing.
-func (e *Engine) reserve(op *multiOp, size int64) bool {
-	if op.ep != nil && op.ep.heldBytes+size > e.opts.MaxEndpointOutstandingBytes {
+func (a *admission) reserve(op *multiOp, size int64) bool {
+	if op.ep != nil && op.ep.heldBytes+size > a.maxEndpoint {
 		return false
 	}
-	if !e.outstanding.TryAcquire(size) {
+	if !a.worker.TryAcquire(size) {
 		return false
 	}
 	if op.ep != nil {
@@ -41,33 +57,41 @@ func (e *Engine) reserve(op *multiOp, size int64) bool {
 	return true
 }
 
-// release gives back what reserve took for op.
-func (e *Engine) release(op *multiOp) {
-	e.outstanding.Release(op.reserved)
+// release gives back what op holds and returns the waiting messages that fit now,
+// oldest first, their room reserved: the caller receives their frames.
+func (a *admission) release(op *multiOp) (admitted []*multiOp) {
+	if op.reserved == 0 {
+		return nil
+	}
+	a.worker.Release(op.reserved)
 	if op.ep != nil {
 		op.ep.heldBytes -= op.reserved
 	}
 	op.reserved = 0
+	keep := a.waiting[:0]
+	for _, w := range a.waiting {
+		if a.reserve(w, int64(footprint(w.dec.Sizes, w.dec.Types))) {
+			admitted = append(admitted, w)
+		} else {
+			keep = append(keep, w)
+		}
+	}
+	clear(a.waiting[len(keep):])
+	a.waiting = keep
+	return admitted
 }
 
-// admitWaiting admits every waiting message that fits now, oldest first.
-func (e *Engine) admitWaiting() {
-	if len(e.waiting) == 0 {
-		return
-	}
-	var admitted []*multiOp
-	keep := e.waiting[:0]
-	for _, op := range e.waiting {
-		if e.reserve(op, int64(footprint(op.dec.Sizes, op.dec.Types))) {
-			admitted = append(admitted, op)
+// removeEndpoint takes ep's waiting messages out of the queue and returns them.
+func (a *admission) removeEndpoint(ep *endpoint) (removed []*multiOp) {
+	keep := a.waiting[:0]
+	for _, op := range a.waiting {
+		if op.ep == ep {
+			removed = append(removed, op)
 		} else {
 			keep = append(keep, op)
 		}
 	}
-	clear(e.waiting[len(keep):])
-	e.waiting = keep
-	// Only now: receiveFrames may finish a message, which admits again.
-	for _, op := range admitted {
-		e.receiveFrames(op)
-	}
+	clear(a.waiting[len(keep):])
+	a.waiting = keep
+	return removed
 }

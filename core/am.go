@@ -16,7 +16,7 @@ import (
 // AMSend queues an active message of size bytes at addr on endpoint ep. A CUDA
 // buffer is sent once the work queued on stream before the call is done (cuda.go).
 func (e *Engine) AMSend(ep uint64, addr uintptr, size uint64, memType int, stream uintptr) (uint64, error) {
-	if _, err := e.liveEndpoint(ep); err != nil {
+	if _, err := e.eps.live(ep); err != nil {
 		return 0, err
 	}
 	s := submission{op: opAMSend, id: e.newID(), ep: ep, addr: addr, size: size, memType: memType}
@@ -29,7 +29,7 @@ func (e *Engine) AMSend(ep uint64, addr uintptr, size uint64, memType int, strea
 // AMRecv queues a receive of endpoint ep's next active message. Its completion's Length
 // is the address of a one-frame block that the receiver frees with free().
 func (e *Engine) AMRecv(ep uint64) (uint64, error) {
-	if _, err := e.liveEndpoint(ep); err != nil {
+	if _, err := e.eps.live(ep); err != nil {
 		return 0, err
 	}
 	id := e.newID()
@@ -50,20 +50,17 @@ func (e *Engine) amRecv(s *submission) {
 	if ep == nil {
 		return
 	}
-	if len(ep.amReady) > 0 {
-		block := ep.amReady[0]
-		ep.amReady = ep.amReady[1:]
+	if block, ok := ep.mailbox.take(s.id); ok {
 		e.completeNow(s.id, ucxx.StatusOK, uint64(uintptr(block)))
 		return
 	}
 	r := e.requests.add(s.id, opAMRecv, ep)
 	r.internal = stepAMWait
-	ep.amWaiting = append(ep.amWaiting, s.id)
 }
 
 // onAM handles an arriving active message.
 func (e *Engine) onAM(ev *ucxx.Event) {
-	ep := e.amTags[ev.ID]
+	ep := e.eps.byTag(ev.ID)
 	switch {
 	case ev.Status == ucxx.StatusAMRendezvous && (ep == nil || ep.phase != phaseReady):
 		e.worker.AMRelease(ev.Ptr)
@@ -95,46 +92,83 @@ func (e *Engine) onAMData(r *request, st ucxx.Status, length uint64) {
 	e.deliverAM(r.ep, r.data, r.expect)
 }
 
-// deliverAM completes the endpoint's oldest am_recv with the message, or queues it.
+// deliverAM completes the endpoint's oldest am_recv with the message, or keeps it.
 func (e *Engine) deliverAM(ep *endpoint, block unsafe.Pointer, length uint64) {
 	newBlockRecord(block, 1, ucxx.AMDataOffset+length).setFrame(0, ucxx.AMDataOffset, length, uint64(MemHost))
-	if len(ep.amWaiting) == 0 {
-		ep.amReady = append(ep.amReady, block)
-		return
+	if id, ok := ep.mailbox.deliver(block); ok {
+		e.finishAMWait(id, ucxx.StatusOK, uint64(uintptr(block)))
 	}
-	id := ep.amWaiting[0]
-	ep.amWaiting = ep.amWaiting[1:]
-	if w := e.requests.remove(id); w != nil {
-		e.requests.recycle(w)
-	}
-	e.completeNow(id, ucxx.StatusOK, uint64(uintptr(block)))
 }
 
 // cancelAMRecv answers a waiting am_recv with StatusCanceled.
 func (e *Engine) cancelAMRecv(r *request) {
-	ep := r.ep
-	for i, id := range ep.amWaiting {
-		if id == r.id {
-			ep.amWaiting = append(ep.amWaiting[:i], ep.amWaiting[i+1:]...)
-			break
-		}
+	if r.ep.mailbox.cancel(r.id) {
+		e.finishAMWait(r.id, ucxx.StatusCanceled, 0)
 	}
-	e.requests.remove(r.id)
-	e.requests.recycle(r)
-	e.completeNow(r.id, ucxx.StatusCanceled, 0)
 }
 
-// dropAM fails an endpoint's waiting am_recvs with st and frees its queued messages.
+// dropAM fails an endpoint's waiting am_recvs with st and frees its kept messages.
 func (e *Engine) dropAM(ep *endpoint, st ucxx.Status) {
-	for _, id := range ep.amWaiting {
-		if w := e.requests.remove(id); w != nil {
-			e.requests.recycle(w)
-		}
-		e.completeNow(id, st, 0)
+	for _, id := range ep.mailbox.close() {
+		e.finishAMWait(id, st, 0)
 	}
-	ep.amWaiting = nil
-	for _, b := range ep.amReady {
+}
+
+// finishAMWait completes a waiting am_recv, which has no UCX request.
+func (e *Engine) finishAMWait(id uint64, st ucxx.Status, length uint64) {
+	if w := e.requests.remove(id); w != nil {
+		e.requests.recycle(w)
+	}
+	e.completeNow(id, st, length)
+}
+
+// amMailbox is one endpoint's active messages that no am_recv asked for yet, and its
+// am_recv requests waiting for a message; at most one of the two is non-empty. It
+// belongs to the progress thread.
+type amMailbox struct {
+	kept    []unsafe.Pointer // blocks, oldest first
+	waiting []uint64         // am_recv request ids, oldest first
+}
+
+// deliver hands block to the oldest waiting am_recv, returning its id, or keeps it.
+func (m *amMailbox) deliver(block unsafe.Pointer) (id uint64, ok bool) {
+	if len(m.waiting) == 0 {
+		m.kept = append(m.kept, block)
+		return 0, false
+	}
+	id = m.waiting[0]
+	m.waiting = m.waiting[1:]
+	return id, true
+}
+
+// take returns the oldest kept message, or registers am_recv id as waiting.
+func (m *amMailbox) take(id uint64) (block unsafe.Pointer, ok bool) {
+	if len(m.kept) == 0 {
+		m.waiting = append(m.waiting, id)
+		return nil, false
+	}
+	block = m.kept[0]
+	m.kept = m.kept[1:]
+	return block, true
+}
+
+// cancel stops am_recv id from waiting; false if it was not waiting.
+func (m *amMailbox) cancel(id uint64) bool {
+	for i, w := range m.waiting {
+		if w == id {
+			m.waiting = append(m.waiting[:i], m.waiting[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// close frees the kept messages and returns the waiting am_recvs, emptying the box.
+func (m *amMailbox) close() (waiting []uint64) {
+	for _, b := range m.kept {
 		ucxx.CFree(b)
 	}
-	ep.amReady = nil
+	waiting = m.waiting
+	*m = amMailbox{}
+	return waiting
 }

@@ -61,13 +61,12 @@ type endpoint struct {
 
 	known bool // the application was given this endpoint
 
-	amReady   []unsafe.Pointer // active messages no am_recv asked for yet (blocks)
-	amWaiting []uint64         // am_recv requests waiting for a message, oldest first
+	mailbox amMailbox // its active messages and am_recvs (am.go)
 }
 
 func (e *Engine) newEndpoint(timeout time.Duration) *endpoint {
 	ep := &endpoint{handle: e.nextHandle.Add(1), recvTag: rand.Uint64() &^ MultiTagBit, deadline: time.Now().Add(timeout)}
-	e.endpoints[ep.handle] = ep
+	e.eps.add(ep)
 	return ep
 }
 
@@ -80,7 +79,7 @@ func (e *Engine) connect(s *submission) {
 	ep.connectID = s.id
 	u, err := e.worker.ConnectWith(s.text, s.port, ep.handle, s.epOpts.errHandling())
 	if err != nil {
-		delete(e.endpoints, ep.handle)
+		e.eps.remove(ep)
 		e.completeNow(s.id, ucxx.StatusOf(err), 0)
 		return
 	}
@@ -95,7 +94,7 @@ func (e *Engine) startHandshake(ep *endpoint) {
 	out := unsafe.Slice((*byte)(ep.hs), handshakeSize)
 	binary.LittleEndian.PutUint64(out[0:], ep.recvTag)
 	binary.LittleEndian.PutUint64(out[8:], ep.recvTag^handshakeMagic)
-	e.timed = append(e.timed, ep)
+	e.eps.schedule(ep, ep.deadline)
 
 	send := e.requests.add(e.newID(), opTagSend, ep)
 	send.internal = stepHandshakeSend
@@ -149,10 +148,7 @@ func (e *Engine) onInternal(r *request, st ucxx.Status, length uint64) {
 func (e *Engine) handshakeDone(ep *endpoint) {
 	ep.phase = phaseReady
 	ep.known = true
-	e.amTags[ep.recvTag] = ep
-	e.epMu.Lock()
-	e.epState[ep.handle] = ep
-	e.epMu.Unlock()
+	e.eps.publish(ep, true)
 	if ep.connectID != 0 {
 		e.completeNow(ep.connectID, ucxx.StatusOK, ep.handle)
 		ep.connectID = 0
@@ -171,7 +167,7 @@ func (e *Engine) failHandshake(ep *endpoint, st ucxx.Status) {
 
 // onEndpointError handles UCX's error callback for an endpoint.
 func (e *Engine) onEndpointError(handle uint64, st ucxx.Status) {
-	ep := e.endpoints[handle]
+	ep := e.eps.get(handle)
 	if ep == nil || ep.phase >= phaseClosing {
 		return
 	}
@@ -208,9 +204,7 @@ func (e *Engine) teardown(ep *endpoint, st ucxx.Status, force bool) {
 	}
 	e.dropAM(ep, st)
 	e.failWaiting(ep, st)
-	if e.amTags[ep.recvTag] == ep {
-		delete(e.amTags, ep.recvTag)
-	}
+	e.eps.untag(ep)
 	ep.phase = phaseClosing
 	if !force && ep.sends > 0 {
 		ep.flushing = true
@@ -252,13 +246,7 @@ func (e *Engine) closed(ep *endpoint) {
 		e.completeNow(ep.closeID, ucxx.StatusOK, 0)
 		ep.closeID = 0
 	}
-	delete(e.endpoints, ep.handle)
-	e.epMu.Lock()
-	delete(e.epState, ep.handle)
-	e.epMu.Unlock()
-	if st := ucxx.Status(ep.failed.Load()); ep.known && st != ucxx.StatusCanceled && st != ucxx.StatusOK {
-		e.dead[ep.handle] = st // broken by its peer: see Engine.dead
-	}
+	e.eps.remove(ep)
 	e.forgetStreams(ep)
 	e.maybeFree(ep)
 }
@@ -273,67 +261,52 @@ func (e *Engine) maybeFree(ep *endpoint) {
 }
 
 func (e *Engine) closeEndpoint(s *submission) {
-	delete(e.dead, s.ep)
-	ep := e.endpoints[s.ep]
+	e.eps.forget(s.ep)
+	ep := e.eps.get(s.ep)
 	if ep == nil || ep.phase >= phaseClosing {
 		// Closing twice, or after a failure: the close still completes.
 		if ep != nil && ep.phase == phaseClosing && ep.closeID == 0 {
 			ep.closeID = s.id
-			ep.deadline = time.Now().Add(time.Duration(s.timeout))
-			e.timed = append(e.timed, ep)
+			e.eps.schedule(ep, time.Now().Add(time.Duration(s.timeout)))
 			return
 		}
 		e.completeNow(s.id, ucxx.StatusOK, 0)
 		return
 	}
 	ep.closeID = s.id
-	ep.deadline = time.Now().Add(time.Duration(s.timeout))
-	e.timed = append(e.timed, ep)
+	e.eps.schedule(ep, time.Now().Add(time.Duration(s.timeout)))
 	e.teardown(ep, ucxx.StatusCanceled, false)
 }
 
 func (e *Engine) abortEndpoint(s *submission) {
-	delete(e.dead, s.ep)
-	if ep := e.endpoints[s.ep]; ep != nil {
+	e.eps.forget(s.ep)
+	if ep := e.eps.get(s.ep); ep != nil {
 		e.teardown(ep, ucxx.StatusCanceled, true)
 	}
 }
 
 // checkDeadlines fails handshakes and answers closes that took too long.
 func (e *Engine) checkDeadlines(now time.Time) {
-	keep := e.timed[:0]
-	for _, ep := range e.timed {
+	e.eps.expire(func(ep *endpoint) bool {
 		switch {
 		case ep.phase == phaseHandshake && now.After(ep.deadline):
 			e.failHandshake(ep, ucxx.StatusTimedOut)
 		case ep.phase == phaseHandshake:
-			keep = append(keep, ep)
+			return true
 		case ep.flushing && now.After(ep.deadline):
 			// The sends did not finish in time: close anyway, which cancels them.
 			e.closeUCX(ep, true)
 			ep.deadline = now.Add(time.Second)
-			keep = append(keep, ep)
+			return true
 		case ep.closeID != 0 && now.After(ep.deadline):
 			// UCX goes on closing in the background; the application has waited enough.
 			e.completeNow(ep.closeID, ucxx.StatusOK, 0)
 			ep.closeID = 0
 		case ep.closeID != 0:
-			keep = append(keep, ep)
+			return true
 		}
-	}
-	clear(e.timed[len(keep):])
-	e.timed = keep
-}
-
-// nextDeadline is the earliest deadline pending, or the zero time.
-func (e *Engine) nextDeadline() time.Time {
-	var d time.Time
-	for _, ep := range e.timed {
-		if d.IsZero() || ep.deadline.Before(d) {
-			d = ep.deadline
-		}
-	}
-	return d
+		return false
+	})
 }
 
 // completeNow reports a completion that has no UCX request behind it.

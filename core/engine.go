@@ -10,12 +10,9 @@ package core
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
-
-	"golang.org/x/sync/semaphore"
 
 	"github.com/ucxx-go/ucxx-go/notifier"
 	"github.com/ucxx-go/ucxx-go/ucxx"
@@ -104,9 +101,7 @@ type Engine struct {
 	nextID     atomic.Uint64 // request ids, from 1
 	nextHandle atomic.Uint64 // endpoint and listener handles, from 1
 
-	// epState lets application threads refuse work for a dead endpoint at once.
-	epMu    sync.RWMutex // guards epState
-	epState map[uint64]*endpoint
+	eps endpointTable // its application-thread side refuses work for a dead endpoint at once
 
 	closing atomic.Bool
 	done    chan struct{} // closed when the progress thread has exited
@@ -115,30 +110,19 @@ type Engine struct {
 	ctx       *ucxx.Context
 	worker    *ucxx.Worker
 	requests  requestTable
-	endpoints map[uint64]*endpoint
 	listeners map[uint64]*listener
 	pending   []notifier.Completion // completions not yet in the ring (ring full)
 	events    []ucxx.Event          // scratch copy of the worker's events
 	spare     []submission
-	timed     []*endpoint // endpoints with a handshake or close deadline
 	multiRecv map[multiKey]*multiQueue
-	awaiting  map[uintptr]*multiOp // block -> receive waiting for its CUDA frames (frames.go)
-	amTags    map[uint64]*endpoint // connection tag -> endpoint, for active messages
-	// dead remembers endpoints their peer broke, after UCX closed them, until the
-	// application closes or aborts them: a receive may still drain what the peer sent
-	// before it went away (UCXX's semantics).
-	dead   map[uint64]ucxx.Status
-	probed map[uint64]unsafe.Pointer // handle -> message TagProbe removed
-	// outstanding bounds the bytes of multi-buffer receives in flight; only the
-	// progress thread uses it, with TryAcquire (it never blocks), and waiting holds
-	// the messages that wait for room (admission.go).
-	outstanding *semaphore.Weighted
-	waiting     []*multiOp
-	epfd        int
-	worked      bool // the last pass did work: spin before sleeping (progress.go)
-	stopping    bool
-	stopDone    chan error
-	stopBy      time.Time
+	awaiting  map[uintptr]*multiOp      // block -> receive waiting for its CUDA frames (frames.go)
+	probed    map[uint64]unsafe.Pointer // handle -> message TagProbe removed
+	admission admission                 // of multi-buffer messages (admission.go)
+	epfd      int
+	worked    bool // the last pass did work: spin before sleeping (progress.go)
+	stopping  bool
+	stopDone  chan error
+	stopBy    time.Time
 }
 
 // New creates the context and worker on a new progress thread and starts it.
@@ -171,20 +155,17 @@ func New(opts Options) (*Engine, error) {
 		opts:      opts,
 		queue:     q,
 		pool:      pool{wakeFD: wakeFD},
-		epState:   make(map[uint64]*endpoint),
 		done:      make(chan struct{}),
+		eps:       newEndpointTable(),
 		requests:  newRequestTable(),
-		endpoints: make(map[uint64]*endpoint),
 		listeners: make(map[uint64]*listener),
 		multiRecv: make(map[multiKey]*multiQueue),
 		awaiting:  make(map[uintptr]*multiOp),
-		amTags:    make(map[uint64]*endpoint),
-		dead:      make(map[uint64]ucxx.Status),
 		probed:    make(map[uint64]unsafe.Pointer),
 		epfd:      -1,
 	}
 	e.inline.init()
-	e.outstanding = semaphore.NewWeighted(opts.MaxOutstandingBytes)
+	e.admission = newAdmission(opts.MaxOutstandingBytes, opts.MaxEndpointOutstandingBytes)
 	reserveP()
 	started := make(chan error, 1)
 	go e.run(started)
@@ -245,24 +226,6 @@ func (e *Engine) onThread(f func()) error {
 
 func (e *Engine) newID() uint64 { return e.nextID.Add(1) }
 
-// liveEndpoint returns the endpoint if application work may still be queued on it.
-func (e *Engine) liveEndpoint(h uint64) (*endpoint, error) {
-	e.epMu.RLock()
-	ep := e.epState[h]
-	e.epMu.RUnlock()
-	if ep == nil {
-		return nil, ErrEndpointClosed
-	}
-	switch st := ucxx.Status(ep.failed.Load()); st {
-	case ucxx.StatusOK:
-		return ep, nil
-	case ucxx.StatusCanceled: // closed or aborted by the application
-		return nil, ErrEndpointClosed
-	default: // broken: say how
-		return nil, &ucxx.Error{Op: "Endpoint", Status: st}
-	}
-}
-
 // TagSend queues a send of size bytes at addr with tag on endpoint ep and returns the
 // request id its completion will carry. The memory must stay valid until then.
 //
@@ -284,7 +247,7 @@ func (e *Engine) TagSendInline(ep uint64, addr uintptr, size uint64, tag uint64,
 }
 
 func (e *Engine) tagSend(ep uint64, addr uintptr, size uint64, tag uint64, memType int, stream uintptr, inline bool) (Ticket, error) {
-	live, err := e.liveEndpoint(ep)
+	live, err := e.eps.live(ep)
 	if err != nil {
 		return Ticket{}, err
 	}
@@ -330,11 +293,7 @@ func (e *Engine) tagRecv(ep uint64, addr uintptr, size uint64, tag, mask uint64,
 	var budget *inlineBudget
 	if inline {
 		budget = &e.inlineWorkerRecv
-		e.epMu.RLock()
-		if known := e.epState[ep]; known != nil {
-			budget = &known.inlineRecv
-		}
-		e.epMu.RUnlock()
+		budget = e.eps.recvBudget(ep, budget)
 	}
 	return e.submitTransfer(s, budget)
 }
@@ -409,7 +368,7 @@ func (e *Engine) AbortEndpoint(ep uint64) error {
 // tag it receives on, and the local and remote socket addresses.
 func (e *Engine) EndpointInfo(h uint64) (info EndpointInfo, err error) {
 	err = e.onThread(func() {
-		ep := e.endpoints[h]
+		ep := e.eps.get(h)
 		if ep == nil {
 			err = ErrEndpointClosed
 			return
@@ -470,7 +429,7 @@ type Stats struct {
 // Stats returns the engine's counters, read on the progress thread.
 func (e *Engine) Stats() (s Stats, err error) {
 	err = e.onThread(func() {
-		s = Stats{InFlight: e.requests.len(), Endpoints: len(e.endpoints), Listeners: len(e.listeners)}
+		s = Stats{InFlight: e.requests.len(), Endpoints: e.eps.len(), Listeners: len(e.listeners)}
 	})
 	return s, err
 }

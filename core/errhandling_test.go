@@ -76,7 +76,7 @@ func epMode(t *testing.T, e *Engine, h uint64) (ucxx.ErrHandling, []ucxx.Transpo
 		err  error
 	)
 	if cerr := e.onThread(func() {
-		ep := e.endpoints[h]
+		ep := e.eps.get(h)
 		if ep == nil || ep.u == nil {
 			err = ErrEndpointClosed
 			return

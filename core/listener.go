@@ -46,7 +46,7 @@ func (e *Engine) accept(handle uint64, conn unsafe.Pointer) {
 	ep.listener = handle
 	u, err := e.worker.AcceptEndpointWith(conn, ep.handle, l.opts.errHandling())
 	if err != nil {
-		delete(e.endpoints, ep.handle)
+		e.eps.remove(ep)
 		return
 	}
 	ep.u = u

@@ -140,7 +140,7 @@ var ErrBadDescriptors = &ucxx.Error{Op: "SendMulti: frame descriptors", Status: 
 //
 // Errors: ErrEngineClosed, ErrEndpointClosed, the endpoint's failure, ErrBadDescriptors.
 func (e *Engine) SendMulti(ep uint64, desc uintptr, count int, tag uint64) (uint64, error) {
-	if _, err := e.liveEndpoint(ep); err != nil {
+	if _, err := e.eps.live(ep); err != nil {
 		return 0, err
 	}
 	if count < 0 || (count > 0 && desc == 0) {
@@ -189,7 +189,7 @@ func (e *Engine) RecvMulti(ep uint64, tag uint64) (uint64, error) {
 
 func (e *Engine) recvMultiOp(ep uint64, tag uint64, deferCUDA bool) (id, needID uint64, err error) {
 	if ep != 0 {
-		if _, err := e.liveEndpoint(ep); err != nil {
+		if _, err := e.eps.live(ep); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -329,7 +329,7 @@ func (e *Engine) nextReceive(q *multiQueue) {
 // pumpDiscards posts the drops of a rejected message, a window at a time.
 func (e *Engine) pumpDiscards(q *multiQueue) {
 	for q.discardLeft > 0 && q.discardInFlight < maxDiscardsInFlight {
-		ep := e.endpoints[q.key.ep]
+		ep := e.eps.get(q.key.ep)
 		if q.key.ep != 0 && !usable(ep) {
 			q.discardLeft = 0
 			return
@@ -396,7 +396,12 @@ func (e *Engine) onMultiHeader(r *request, st ucxx.Status, length uint64) {
 		e.postHeaderRecv(op)
 		return
 	}
-	e.admit(op)
+	switch ok, st := e.admission.admit(op); {
+	case st != ucxx.StatusOK:
+		e.rejectWhole(op, st)
+	case ok:
+		e.receiveFrames(op)
+	}
 }
 
 // rejectMessage fails a message whose headers broke a limit or the format. Its
@@ -551,10 +556,8 @@ func (e *Engine) onMultiPart(r *request, st ucxx.Status, length uint64) {
 
 // finishMulti reports a multi-buffer op's one completion and recycles it.
 func (e *Engine) finishMulti(op *multiOp) {
-	if op.reserved > 0 {
-		e.release(op)
-		defer e.admitWaiting()
-	}
+	// Only once op is done: receiving their frames may finish them, which admits again.
+	defer e.receiveAll(e.admission.release(op))
 	st := op.status
 	if op.abandoned && st == ucxx.StatusOK {
 		st = ucxx.StatusCanceled
@@ -623,21 +626,17 @@ func (e *Engine) cancelMulti(op *multiOp) {
 	}
 }
 
+// receiveAll receives the frames of admitted messages.
+func (e *Engine) receiveAll(admitted []*multiOp) {
+	for _, op := range admitted {
+		e.receiveFrames(op)
+	}
+}
+
 // failWaiting fails the messages of an endpoint that wait for room: they have no UCX
 // request that closing the endpoint would cancel.
 func (e *Engine) failWaiting(ep *endpoint, st ucxx.Status) {
-	keep := e.waiting[:0]
-	var failed []*multiOp
-	for _, op := range e.waiting {
-		if op.ep == ep {
-			failed = append(failed, op)
-		} else {
-			keep = append(keep, op)
-		}
-	}
-	clear(e.waiting[len(keep):])
-	e.waiting = keep
-	for _, op := range failed {
+	for _, op := range e.admission.removeEndpoint(ep) {
 		op.status = st
 		q := op.queue
 		e.finishMulti(op)

@@ -64,15 +64,13 @@ func (e *Engine) ConnectAddressWith(address []byte, opts EndpointOptions) (handl
 		ep := e.newEndpoint(defaultAcceptTimeout)
 		u, cerr := e.worker.ConnectAddressWith(address, ep.handle, opts.errHandling())
 		if cerr != nil {
-			delete(e.endpoints, ep.handle)
+			e.eps.remove(ep)
 			err = cerr
 			return
 		}
 		ep.u, ep.phase, ep.known = u, phaseReady, true
 		ep.recvTag = 0
-		e.epMu.Lock()
-		e.epState[ep.handle] = ep
-		e.epMu.Unlock()
+		e.eps.publish(ep, false)
 		handle = ep.handle
 	}); cerr != nil {
 		return 0, cerr
@@ -100,7 +98,7 @@ func (e *Engine) Info() (context, worker string, err error) {
 // Errors: ErrEndpointClosed, ErrEngineClosed, or UCX's query error.
 func (e *Engine) EndpointTransports(h uint64) (ts []ucxx.Transport, err error) {
 	if cerr := e.onThread(func() {
-		ep := e.endpoints[h]
+		ep := e.eps.get(h)
 		if ep == nil || ep.u == nil {
 			err = ErrEndpointClosed
 			return

@@ -138,7 +138,7 @@ func (e *Engine) dispatchOne(s *submission) {
 	case opTagRecv:
 		var ep *endpoint
 		if s.ep != 0 {
-			if ep = e.endpoints[s.ep]; ep == nil || ep.phase != phaseReady {
+			if ep = e.eps.get(s.ep); ep == nil || ep.phase != phaseReady {
 				st, ok := e.drainable(s.ep, ep, s.tag, s.mask)
 				if !ok {
 					e.completeNow(s.id, st, 0)
@@ -190,7 +190,7 @@ func (e *Engine) dispatchOne(s *submission) {
 // worker): its peer broke it, not the application, and a matching message already
 // waits. Otherwise it returns the status the receive fails with.
 func (e *Engine) drainable(handle uint64, ep *endpoint, tag, mask uint64) (ucxx.Status, bool) {
-	st, dead := e.dead[handle]
+	st, dead := e.eps.deadStatus(handle)
 	if !dead {
 		st = endpointStatus(ep)
 	}
@@ -206,7 +206,7 @@ func (e *Engine) drainable(handle uint64, ep *endpoint, tag, mask uint64) (ucxx.
 // readyEndpoint returns the submission's endpoint if work may be posted on it, or
 // completes the submission with the endpoint's status and returns nil.
 func (e *Engine) readyEndpoint(s *submission) *endpoint {
-	ep := e.endpoints[s.ep]
+	ep := e.eps.get(s.ep)
 	if ep == nil || ep.phase != phaseReady {
 		e.completeNow(s.id, endpointStatus(ep), 0)
 		return nil
@@ -231,7 +231,7 @@ func (e *Engine) progress() {
 		e.worked = true
 	}
 	e.drainEvents()
-	if len(e.timed) > 0 {
+	if len(e.eps.timed) > 0 {
 		e.checkDeadlines(time.Now())
 	}
 	e.flush()
@@ -322,8 +322,8 @@ func (e *Engine) sleep(evs []syscall.EpollEvent) {
 	switch {
 	case len(e.pending) > 0 || e.stopping:
 		timeout = time.Millisecond // the queue is full, or shutdown is waiting on requests
-	case len(e.timed) > 0:
-		if d := time.Until(e.nextDeadline()); d < timeout {
+	case len(e.eps.timed) > 0:
+		if d := time.Until(e.eps.nextDeadline()); d < timeout {
 			timeout = max(d, time.Millisecond)
 		}
 	}
@@ -370,7 +370,7 @@ func (e *Engine) beginStop(deadline time.Time, done chan error) {
 	for h := range e.listeners {
 		e.closeListener(h)
 	}
-	for _, ep := range e.endpoints {
+	for _, ep := range e.eps.byHandle {
 		if ep.phase == phaseHandshake {
 			e.failHandshake(ep, ucxx.StatusCanceled)
 		} else {

@@ -1,0 +1,143 @@
+package core
+
+import (
+	"sync"
+	"time"
+
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// endpointTable is the engine's endpoints, by handle, by receive tag, by deadline,
+// and, for application threads, the ready ones. It belongs to the progress thread,
+// except live and budgets, which application threads call.
+type endpointTable struct {
+	byHandle  map[uint64]*endpoint // every endpoint UCX has not finished closing
+	byRecvTag map[uint64]*endpoint // ready endpoints by receive tag (active messages)
+	// dead remembers endpoints their peer broke, after UCX closed them, until the
+	// application closes or aborts them: a receive may still drain what the peer sent
+	// before it went away (UCXX's semantics).
+	dead  map[uint64]ucxx.Status
+	timed []*endpoint // endpoints with a handshake or close deadline
+
+	mu        sync.RWMutex         // guards published
+	published map[uint64]*endpoint // endpoints the application was given, until closed
+}
+
+func newEndpointTable() endpointTable {
+	return endpointTable{
+		byHandle:  make(map[uint64]*endpoint),
+		byRecvTag: make(map[uint64]*endpoint),
+		dead:      make(map[uint64]ucxx.Status),
+		published: make(map[uint64]*endpoint),
+	}
+}
+
+// add registers a new endpoint.
+func (t *endpointTable) add(ep *endpoint) { t.byHandle[ep.handle] = ep }
+
+// get returns the endpoint with handle h, or nil.
+func (t *endpointTable) get(h uint64) *endpoint { return t.byHandle[h] }
+
+// byTag returns the ready endpoint whose receive tag is tag, or nil.
+func (t *endpointTable) byTag(tag uint64) *endpoint { return t.byRecvTag[tag] }
+
+// len is how many endpoints UCX has not finished closing.
+func (t *endpointTable) len() int { return len(t.byHandle) }
+
+// publish makes a ready endpoint visible to application threads (and, with
+// byTag, to its active messages).
+func (t *endpointTable) publish(ep *endpoint, withTag bool) {
+	if withTag {
+		t.byRecvTag[ep.recvTag] = ep
+	}
+	t.mu.Lock()
+	t.published[ep.handle] = ep
+	t.mu.Unlock()
+}
+
+// untag stops routing active messages to ep.
+func (t *endpointTable) untag(ep *endpoint) {
+	if t.byRecvTag[ep.recvTag] == ep {
+		delete(t.byRecvTag, ep.recvTag)
+	}
+}
+
+// remove forgets an endpoint UCX has closed (or never opened), remembering it as dead
+// when its peer broke a connection the application was given.
+func (t *endpointTable) remove(ep *endpoint) {
+	delete(t.byHandle, ep.handle)
+	t.mu.Lock()
+	delete(t.published, ep.handle)
+	t.mu.Unlock()
+	if st := ucxx.Status(ep.failed.Load()); ep.known && st != ucxx.StatusCanceled && st != ucxx.StatusOK {
+		t.dead[ep.handle] = st
+	}
+}
+
+// deadStatus is the status a dead endpoint's peer broke it with.
+func (t *endpointTable) deadStatus(h uint64) (ucxx.Status, bool) {
+	st, ok := t.dead[h]
+	return st, ok
+}
+
+// forget drops what is remembered of a dead endpoint the application closed.
+func (t *endpointTable) forget(h uint64) { delete(t.dead, h) }
+
+// schedule sets ep's deadline and watches it.
+func (t *endpointTable) schedule(ep *endpoint, deadline time.Time) {
+	ep.deadline = deadline
+	t.timed = append(t.timed, ep)
+}
+
+// expire calls check for every watched endpoint, keeping those it returns true for.
+func (t *endpointTable) expire(check func(*endpoint) bool) {
+	keep := t.timed[:0]
+	for _, ep := range t.timed {
+		if check(ep) {
+			keep = append(keep, ep)
+		}
+	}
+	clear(t.timed[len(keep):])
+	t.timed = keep
+}
+
+// nextDeadline is the earliest watched deadline, or the zero time.
+func (t *endpointTable) nextDeadline() time.Time {
+	var d time.Time
+	for _, ep := range t.timed {
+		if d.IsZero() || ep.deadline.Before(d) {
+			d = ep.deadline
+		}
+	}
+	return d
+}
+
+// live returns the published endpoint h if application work may still be queued on
+// it. Application threads.
+func (t *endpointTable) live(h uint64) (*endpoint, error) {
+	t.mu.RLock()
+	ep := t.published[h]
+	t.mu.RUnlock()
+	if ep == nil {
+		return nil, ErrEndpointClosed
+	}
+	switch st := ucxx.Status(ep.failed.Load()); st {
+	case ucxx.StatusOK:
+		return ep, nil
+	case ucxx.StatusCanceled: // closed or aborted by the application
+		return nil, ErrEndpointClosed
+	default: // broken: say how
+		return nil, &ucxx.Error{Op: "Endpoint", Status: st}
+	}
+}
+
+// recvBudget is the inline-wait budget of receives on endpoint h, or fallback when h
+// is not published. Application threads.
+func (t *endpointTable) recvBudget(h uint64, fallback *inlineBudget) *inlineBudget {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if ep := t.published[h]; ep != nil {
+		return &ep.inlineRecv
+	}
+	return fallback
+}
