@@ -143,8 +143,14 @@ func (e *Engine) submitOrRelease(s submission) error {
 	return err
 }
 
-// cudaThread is the progress thread's CUDA state. Progress thread only.
-type cudaThread struct {
+// cudaGate is the progress thread's CUDA state: the current context, the device
+// received frames go to, and the submissions gated on stream events. It knows nothing
+// of UCX: what passes the gate goes to post. Progress thread only.
+type cudaGate struct {
+	post          func(*submission) // dispatches a submission that passed
+	defaultDevice int               // Options.CUDADevice
+	noAffinity    bool              // Options.NoGPUAffinity
+
 	drv     *ucxx.CUDADriver
 	current int // ordinal + 1 of the device whose context is current; 0: none
 	device  int // ordinal + 1 of the device received frames are allocated on; 0: not chosen
@@ -155,21 +161,20 @@ type cudaThread struct {
 
 // ready reports whether s may be dispatched: its stream event is done, and its
 // device's context is current.
-func (e *Engine) ready(s *submission) bool {
+func (c *cudaGate) ready(s *submission) bool {
 	if s.cuda.device == 0 {
 		return true
 	}
 	if !s.cuda.done() {
 		return false
 	}
-	e.useDevice(s.cuda.device - 1)
+	c.useDevice(s.cuda.device - 1)
 	return true
 }
 
 // useDevice makes device's primary context current on the progress thread. A failure
 // leaves the thread as it was; UCX then fails the operation with its own status.
-func (e *Engine) useDevice(device int) {
-	c := &e.cuda
+func (c *cudaGate) useDevice(device int) {
 	c.device = device + 1
 	if c.current == device+1 {
 		return
@@ -187,77 +192,82 @@ func (e *Engine) useDevice(device int) {
 	}
 	if ctx.MakeCurrent() == nil {
 		c.current = device + 1
-		e.pinNearGPU(device)
+		c.pinNearGPU(device)
 	}
 }
 
-// gate dispatches s now if nothing is gated and s is ready, else queues it behind the
+// pass posts s now if nothing is gated and s is ready, else queues it behind the
 // gated submissions. Once the engine is closing nothing waits: the stop queued behind
 // must run, and it cancels what was posted.
-func (e *Engine) gate(s *submission) {
-	if e.closing.Load() {
-		e.releaseGated(true) // empty unless closing began during this batch
-		e.forceReady(s)
-		e.post(s)
+func (c *cudaGate) pass(s *submission, closing bool) {
+	if closing {
+		c.release(true) // empty unless closing began during this batch
+		c.forceReady(s)
+		c.post(s)
 		return
 	}
-	if len(e.cuda.gated) == 0 && e.ready(s) {
-		e.post(s)
+	if len(c.gated) == 0 && c.ready(s) {
+		c.post(s)
 		return
 	}
-	e.cuda.gated = append(e.cuda.gated, *s)
+	c.gated = append(c.gated, *s)
 }
+
+// waiting reports whether submissions wait for stream events.
+func (c *cudaGate) waiting() bool { return len(c.gated) > 0 }
 
 // forceReady makes s ready without waiting for its streams.
-func (e *Engine) forceReady(s *submission) {
+func (c *cudaGate) forceReady(s *submission) {
 	if s.cuda.device != 0 {
 		s.cuda.release()
-		e.useDevice(s.cuda.device - 1)
+		c.useDevice(s.cuda.device - 1)
 	}
 }
 
-// releaseGated dispatches gated submissions, in order, while they are ready; with
-// force (shutdown), all of them without waiting.
-func (e *Engine) releaseGated(force bool) {
-	g := e.cuda.gated
+// release posts gated submissions, in order, while they are ready; with force
+// (shutdown), all of them without waiting.
+func (c *cudaGate) release(force bool) {
+	g := c.gated
 	i := 0
-	for ; i < len(g) && (force || e.ready(&g[i])); i++ {
+	for ; i < len(g) && (force || c.ready(&g[i])); i++ {
 		if force {
-			e.forceReady(&g[i])
+			c.forceReady(&g[i])
 		}
-		e.post(&g[i])
+		c.post(&g[i])
 		g[i] = submission{}
 	}
 	if i > 0 {
 		n := copy(g, g[i:])
 		clear(g[n:])
-		e.cuda.gated = g[:n]
+		c.gated = g[:n]
 	}
 }
 
-// allocCUDA allocates a received frame on the engine's CUDA device. Progress thread.
-func (e *Engine) allocCUDA(size uint64) (uintptr, error) {
-	device := e.opts.CUDADevice
-	if e.cuda.device != 0 {
-		device = e.cuda.device - 1
+// alloc allocates a received frame on the engine's CUDA device.
+func (c *cudaGate) alloc(size uint64) (uintptr, error) {
+	device := c.defaultDevice
+	if c.device != 0 {
+		device = c.device - 1
 	}
-	e.useDevice(device)
-	if e.cuda.current != device+1 {
+	c.useDevice(device)
+	if c.current != device+1 {
 		return 0, fmt.Errorf("core: no CUDA context on device %d", device)
 	}
 	if size == 0 {
 		size = 1 // a distinct, freeable address for an empty frame
 	}
-	return e.cuda.drv.MemAlloc(size)
+	return c.drv.MemAlloc(size)
 }
 
-// freeCUDAFrames frees the CUDA frames of a receive that failed. Progress thread, in
-// the context they were allocated in (still current).
-func (e *Engine) freeCUDAFrames(op *multiOp) {
-	for _, p := range op.cudaFrames {
-		e.cuda.drv.MemFree(p)
+// frameType is the block record's memory type word of a frame alloc allocated.
+func (c *cudaGate) frameType() uint64 { return cudaFrameType(c.current - 1) }
+
+// free frees frames alloc allocated, in the context they were allocated in (still
+// current).
+func (c *cudaGate) free(frames []uintptr) {
+	for _, p := range frames {
+		c.drv.MemFree(p)
 	}
-	op.cudaFrames = op.cudaFrames[:0]
 }
 
 // FreeCUDA frees a CUDA frame a multi-buffer receive allocated, from any thread, with
@@ -280,9 +290,8 @@ func FreeCUDA(device int, ptr uintptr) error {
 // drives the GPU's transfers then runs where its memory traffic is short. The device
 // is found in NVML by PCI bus id (CUDA's ordinals and NVML's indexes may differ).
 // Nothing happens when NVML or the bus id is unavailable, or Options.NoGPUAffinity.
-func (e *Engine) pinNearGPU(device int) {
-	c := &e.cuda
-	if e.opts.NoGPUAffinity || c.pinned {
+func (c *cudaGate) pinNearGPU(device int) {
+	if c.noAffinity || c.pinned {
 		return
 	}
 	c.pinned = true

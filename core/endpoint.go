@@ -1,13 +1,11 @@
 package core
 
 import (
-	"encoding/binary"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
-	"github.com/ucxx-go/ucxx-go/notifier"
 	"github.com/ucxx-go/ucxx-go/ucxx"
 )
 
@@ -20,13 +18,6 @@ const (
 	phaseClosing                  // ucp_ep_close_nbx issued
 	phaseClosed                   // closed; freed once its last request ends
 )
-
-// handshakeSize is one side's handshake message: its receive tag and a check word.
-const handshakeSize = 16
-
-// handshakeMagic makes the check word: a peer that is not ucxx-go (or a corrupted
-// message) fails the handshake instead of yielding a garbage tag.
-const handshakeMagic = 0x7563_7878_676f_2d31 // "ucxxgo-1"
 
 // defaultAcceptTimeout bounds the handshake of an accepted connection.
 const defaultAcceptTimeout = 10 * time.Second
@@ -85,84 +76,6 @@ func (e *Engine) connect(s *submission) {
 	}
 	ep.u = u
 	e.startHandshake(ep)
-}
-
-// startHandshake sends our receive tag and receives the peer's, both at once, so the
-// exchange costs one one-way latency.
-func (e *Engine) startHandshake(ep *endpoint) {
-	ep.hs = ucxx.CAlloc(2 * handshakeSize)
-	out := unsafe.Slice((*byte)(ep.hs), handshakeSize)
-	binary.LittleEndian.PutUint64(out[0:], ep.recvTag)
-	binary.LittleEndian.PutUint64(out[8:], ep.recvTag^handshakeMagic)
-	e.eps.schedule(ep, ep.deadline)
-
-	send := e.requests.add(e.newID(), opTagSend, ep)
-	send.internal = stepHandshakeSend
-	send.track(ep.u.StreamSend(ep.hs, handshakeSize, send.id))
-	recv := e.requests.add(e.newID(), opTagRecv, ep)
-	recv.internal = stepHandshakeRecv
-	recv.track(ep.u.StreamRecv(unsafe.Add(ep.hs, handshakeSize), handshakeSize, recv.id))
-}
-
-// onInternal advances an endpoint or a multi-buffer op when one of the engine's own
-// requests ends.
-func (e *Engine) onInternal(r *request, st ucxx.Status, length uint64) {
-	ep := r.ep
-	switch r.internal {
-	case stepMultiPart:
-		e.onMultiPart(r, st, length)
-	case stepMultiHeader:
-		e.onMultiHeader(r, st, length)
-	case stepMultiDiscard:
-		e.onDiscard(r)
-	case stepAMData:
-		e.onAMData(r, st, length)
-	case stepHandshakeSend, stepHandshakeRecv:
-		if ep.phase != phaseHandshake {
-			return
-		}
-		if st != ucxx.StatusOK {
-			e.failHandshake(ep, st)
-			return
-		}
-		if r.internal == stepHandshakeSend {
-			ep.hsSent = true
-		} else {
-			in := unsafe.Slice((*byte)(unsafe.Add(ep.hs, handshakeSize)), handshakeSize)
-			tag := binary.LittleEndian.Uint64(in[0:])
-			if binary.LittleEndian.Uint64(in[8:]) != tag^handshakeMagic {
-				e.failHandshake(ep, ucxx.StatusIOError)
-				return
-			}
-			ep.sendTag = tag
-			ep.hsRecvd = true
-		}
-		if ep.hsSent && ep.hsRecvd {
-			e.handshakeDone(ep)
-		}
-	case stepClose:
-		e.closed(ep)
-	}
-}
-
-func (e *Engine) handshakeDone(ep *endpoint) {
-	ep.phase = phaseReady
-	ep.known = true
-	e.eps.publish(ep, true)
-	if ep.connectID != 0 {
-		e.completeNow(ep.connectID, ucxx.StatusOK, ep.handle)
-		ep.connectID = 0
-	} else {
-		e.completeNow(EventListenerAccept|ep.listener, ucxx.StatusOK, ep.handle)
-	}
-}
-
-func (e *Engine) failHandshake(ep *endpoint, st ucxx.Status) {
-	if ep.connectID != 0 {
-		e.completeNow(ep.connectID, st, 0)
-		ep.connectID = 0
-	}
-	e.teardown(ep, st, true)
 }
 
 // onEndpointError handles UCX's error callback for an endpoint.
@@ -307,9 +220,4 @@ func (e *Engine) checkDeadlines(now time.Time) {
 		}
 		return false
 	})
-}
-
-// completeNow reports a completion that has no UCX request behind it.
-func (e *Engine) completeNow(id uint64, st ucxx.Status, length uint64) {
-	e.pending = append(e.pending, notifier.Completion{ID: id, Status: int64(st), Length: length})
 }

@@ -96,7 +96,7 @@ type Engine struct {
 	// inline hands completions straight back to submitting calls that still wait.
 	inline           inlineSlots
 	inlineWorkerRecv inlineBudget // receives on no endpoint (ep 0)
-	cuda             cudaThread
+	cuda             cudaGate     // CUDA contexts and stream-gated submissions (cuda.go)
 
 	nextID     atomic.Uint64 // request ids, from 1
 	nextHandle atomic.Uint64 // endpoint and listener handles, from 1
@@ -165,6 +165,7 @@ func New(opts Options) (*Engine, error) {
 		epfd:      -1,
 	}
 	e.inline.init()
+	e.cuda = cudaGate{post: e.post, defaultDevice: opts.CUDADevice, noAffinity: opts.NoGPUAffinity}
 	e.admission = newAdmission(opts.MaxOutstandingBytes, opts.MaxEndpointOutstandingBytes)
 	reserveP()
 	started := make(chan error, 1)

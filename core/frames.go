@@ -1,6 +1,7 @@
 package core
 
 import (
+	"encoding/binary"
 	"github.com/ucxx-go/ucxx-go/ucxx"
 )
 
@@ -24,14 +25,22 @@ func (e *Engine) RecvMultiAllocated(ep uint64, tag uint64) (id, needID uint64, e
 }
 
 // ProvideFrames hands a receive waiting for its CUDA frames (block, from needID's
-// completion) their addresses, one per CUDA frame in frame order. It checks that each
-// is CUDA memory; the frames are then received into them.
+// completion) their addresses: count little-endian u64 words at addr, read during the
+// call, one per CUDA frame in frame order. It checks that each is CUDA memory; the
+// frames are then received into them.
 //
-// Errors: ErrEngineClosed, ErrNotCUDA, ucxx.ErrNoCUDA.
-func (e *Engine) ProvideFrames(block uintptr, addrs []uint64) error {
-	s := submission{op: opProvideFrames, addr: block, frames: addrs}
-	for _, a := range addrs {
-		if err := s.cuda.add(uintptr(a), 0); err != nil {
+// Errors: ErrEngineClosed, ErrBadDescriptors, ErrNotCUDA, ucxx.ErrNoCUDA.
+func (e *Engine) ProvideFrames(block uintptr, addr uintptr, count int) error {
+	if count < 0 || (count > 0 && addr == 0) {
+		return ErrBadDescriptors
+	}
+	raw := make([]byte, 8*count)
+	ucxx.CopyFrom(raw, addr)
+	s := submission{op: opProvideFrames, addr: block, frames: make([]uint64, count)}
+	for i := range s.frames {
+		s.frames[i] = binary.LittleEndian.Uint64(raw[8*i:])
+		if err := s.cuda.add(uintptr(s.frames[i]), 0); err != nil {
+			s.cuda.release()
 			return err
 		}
 	}

@@ -168,6 +168,10 @@ func EncodeHeaders(dst []byte, sizes []uint64, types []uint8, lens []int) []int 
 	return lens
 }
 
+// minDiscardFrames keeps a small Limits.MaxFrames from breaking a stream for a modest
+// excess: a message of up to this many frames is dropped rather than the stream broken.
+const minDiscardFrames = 4096
+
 // decoderState is where a MessageDecoder is in its message.
 type decoderState uint8
 
@@ -195,11 +199,13 @@ type MessageDecoder struct {
 	lim     Limits // Limits.withDefaults(), fixed at the first header
 	state   decoderState
 	headers int    // headers accepted
-	total   uint64 // announced total, once the first header passed the MaxFrames check
+	total   uint64 // the first header's announced total
 	bytes   uint64 // sum of Sizes, at most lim.MaxMessageBytes
 
-	// Set by an ErrLimit error on sizes: the sender will still send total frames.
+	// Set by an ErrLimit error the stream can recover from by dropping the sender's
+	// total frames (see Discardable).
 	discardOK bool
+	dropTotal uint64 // the total to drop when the first header's total was refused
 }
 
 // Reset readies d for a new message, keeping Limits and the storage of Sizes and Types.
@@ -212,6 +218,7 @@ func (d *MessageDecoder) Reset() {
 	d.total = 0
 	d.bytes = 0
 	d.discardOK = false
+	d.dropTotal = 0
 }
 
 // Feed decodes one received header, header being exactly the bytes received. It returns
@@ -311,6 +318,7 @@ func (d *MessageDecoder) feed(h []byte) (done bool, err error) {
 	// The header is well formed; now the limits. The total first, before anything grows.
 	if idx == 0 {
 		if total > d.lim.MaxFrames {
+			d.discardOK, d.dropTotal = total <= max(d.lim.MaxFrames, minDiscardFrames), total
 			return false, overLimit(idx, "total %d frames > MaxFrames %d", total, d.lim.MaxFrames)
 		}
 		d.total = total
@@ -354,15 +362,20 @@ func (d *MessageDecoder) Frames() int { return len(d.Sizes) }
 func (d *MessageDecoder) Total() uint64 { return d.total }
 
 // Discardable reports, after Feed returned an error wrapping ErrLimit, whether the
-// sender's frames can be received and dropped to keep the endpoint usable: ok is true
+// sender's frames can be received and dropped to keep the stream usable: ok is true
 // and n is the message's total frame count when every header so far was well formed
-// and the total was within Limits.MaxFrames, so that only a size limit was passed.
-// The sender still sends the headers after the failing one, HeaderCount(n) in all,
-// then the n frames. ok is false in every other case: the total itself was over the
-// limit, a header was malformed, or no error happened.
+// and the total is at most max(Limits.MaxFrames, minDiscardFrames). The sender still
+// sends the headers after the failing one, HeaderCount(n) in all, then the n frames.
+// ok is false in every other case: a header was malformed, no error happened, or the
+// total is beyond that: dropping that many would silently swallow as many of the
+// peer's later messages (a header announcing 1.5 million frames would eat 1.5
+// million), so the stream must break instead.
 func (d *MessageDecoder) Discardable() (n uint64, ok bool) {
 	if d.state != decFailed || !d.discardOK {
 		return 0, false
+	}
+	if d.dropTotal != 0 {
+		return d.dropTotal, true
 	}
 	return d.total, true
 }

@@ -317,7 +317,8 @@ func TestDecoderLimits(t *testing.T) {
 		discardOK bool
 		discardN  uint64
 	}{
-		{"total over MaxFrames", small, [][]byte{okHeader(HeaderMore, 301, full(112, 1))}, "total 301 frames > MaxFrames 300", false, 0},
+		{"total over MaxFrames", small, [][]byte{okHeader(HeaderMore, 301, full(112, 1))}, "total 301 frames > MaxFrames 300", true, 301},
+		{"total over the drop cap", small, [][]byte{okHeader(HeaderMore, minDiscardFrames+1, full(112, 1))}, "MaxFrames 300", false, 0},
 		{"total 2^64-1", small, [][]byte{okHeader(HeaderMore, math.MaxUint64, full(112, 1))}, "MaxFrames", false, 0},
 		{"total over default MaxFrames", Limits{}, [][]byte{okHeader(HeaderMore, 100001, full(112, 1))}, "MaxFrames 100000", false, 0},
 		{"frame over MaxFrameBytes", small, [][]byte{okHeader(0, 3, []uint64{1, 1001, 1})}, "frame 1 is 1001 bytes > MaxFrameBytes 1000", true, 3},
@@ -541,8 +542,11 @@ func checkFailed(t *testing.T, d *MessageDecoder, done bool, err error) {
 	if bad == limit {
 		t.Fatalf("error %v wraps ErrBadHeader %v, ErrLimit %v; want exactly one", err, bad, limit)
 	}
+	// Only a limit can be recovered from, and only for a total the decoder accepted or
+	// one within the drop cap.
 	n, ok := d.Discardable()
-	if ok && (!limit || n != d.Total() || n > d.Limits.withDefaults().MaxFrames) {
+	dropCap := max(d.Limits.withDefaults().MaxFrames, minDiscardFrames)
+	if ok && (!limit || (n != d.Total() && d.Total() != 0) || n > dropCap) {
 		t.Fatalf("Discardable() = %d, true after %v (Total %d)", n, err, d.Total())
 	}
 }

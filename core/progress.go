@@ -41,7 +41,7 @@ func (e *Engine) run(started chan<- error) {
 		if e.opts.Mode == Polling {
 			continue
 		}
-		if len(e.cuda.gated) > 0 {
+		if e.cuda.waiting() {
 			// Submissions wait for GPU streams: poll their events, yielding the CPU.
 			yieldCPU()
 			continue
@@ -102,12 +102,12 @@ func (e *Engine) teardownWorker() {
 
 // dispatch takes every queued submission and issues it, in order.
 func (e *Engine) dispatch() {
-	if len(e.cuda.gated) > 0 {
-		e.releaseGated(e.closing.Load())
+	if e.cuda.waiting() {
+		e.cuda.release(e.closing.Load())
 	}
 	batch := e.pool.swap(e.spare)
 	for i := range batch {
-		e.gate(&batch[i])
+		e.cuda.pass(&batch[i], e.closing.Load())
 		batch[i] = submission{} // drop references (closures, strings) held by the slot
 	}
 	e.spare = batch
@@ -262,46 +262,6 @@ func (e *Engine) drainEvents() {
 			}
 		}
 	}
-}
-
-func (e *Engine) onCompletion(ev *ucxx.Event) {
-	ucxx.FreeRequest(ev.Ptr)
-	r := e.requests.remove(ev.ID)
-	if r == nil {
-		return
-	}
-	st := ev.Status
-	if r.override != ucxx.StatusOK && st != ucxx.StatusOK {
-		st = r.override
-	}
-	switch {
-	case r.internal != notInternal:
-		e.onInternal(r, st, ev.Length)
-	case r.slot != 0 && e.inline.complete(r.slot, r.id, st, ev.Length):
-		// the submitting call took it
-	default:
-		e.completeNow(r.id, st, ev.Length)
-		e.pending[len(e.pending)-1].Tag = ev.Tag
-	}
-	if r.ep != nil {
-		if isSend(r.op) {
-			e.sendEnded(r.ep)
-		}
-		e.maybeFree(r.ep)
-	}
-	e.requests.recycle(r)
-}
-
-// flush moves pending completions into the queue and wakes its consumer once. What
-// does not fit stays pending for the next pass (the consumer is then awake).
-func (e *Engine) flush() {
-	if len(e.pending) == 0 {
-		return
-	}
-	n := e.queue.Push(e.pending)
-	rest := copy(e.pending, e.pending[n:])
-	e.pending = e.pending[:rest]
-	e.queue.Notify()
 }
 
 // sleep arms the worker and waits in epoll for UCX, a submission or a deadline,

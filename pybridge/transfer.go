@@ -1,7 +1,6 @@
 package pybridge
 
 import (
-	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -101,15 +100,7 @@ func ProvideFrames(block uintptr, desc uintptr, count int) (ok bool, err error) 
 	if err != nil {
 		return false, err
 	}
-	addrs := make([]uint64, count)
-	if count > 0 {
-		raw := make([]byte, 8*count)
-		ucxx.CopyFrom(raw, desc)
-		for i := range addrs {
-			addrs[i] = binary.LittleEndian.Uint64(raw[8*i:])
-		}
-	}
-	return true, e.ProvideFrames(block, addrs)
+	return true, e.ProvideFrames(block, desc, count)
 }
 
 // Cancel asks for a request to be cancelled; its completion still comes.

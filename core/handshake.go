@@ -1,0 +1,83 @@
+package core
+
+import (
+	"encoding/binary"
+	"unsafe"
+
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// The tag handshake: once UCX has connected two endpoints, each side sends the other
+// the tag it receives on (a stream message), so tagged messages of one connection can
+// never match another's receives.
+
+// handshakeSize is one side's handshake message: its receive tag and a check word.
+const handshakeSize = 16
+
+// handshakeMagic makes the check word: a peer that is not ucxx-go (or a corrupted
+// message) fails the handshake instead of yielding a garbage tag.
+const handshakeMagic = 0x7563_7878_676f_2d31 // "ucxxgo-1"
+
+// startHandshake sends our receive tag and receives the peer's, both at once, so the
+// exchange costs one one-way latency.
+func (e *Engine) startHandshake(ep *endpoint) {
+	ep.hs = ucxx.CAlloc(2 * handshakeSize)
+	out := unsafe.Slice((*byte)(ep.hs), handshakeSize)
+	binary.LittleEndian.PutUint64(out[0:], ep.recvTag)
+	binary.LittleEndian.PutUint64(out[8:], ep.recvTag^handshakeMagic)
+	e.eps.schedule(ep, ep.deadline)
+
+	send := e.requests.add(e.newID(), opTagSend, ep)
+	send.internal = stepHandshakeSend
+	send.track(ep.u.StreamSend(ep.hs, handshakeSize, send.id))
+	recv := e.requests.add(e.newID(), opTagRecv, ep)
+	recv.internal = stepHandshakeRecv
+	recv.track(ep.u.StreamRecv(unsafe.Add(ep.hs, handshakeSize), handshakeSize, recv.id))
+}
+
+// onHandshakeStep handles the end of one half of the handshake.
+func (e *Engine) onHandshakeStep(r *request, st ucxx.Status) {
+	ep := r.ep
+	if ep.phase != phaseHandshake {
+		return
+	}
+	if st != ucxx.StatusOK {
+		e.failHandshake(ep, st)
+		return
+	}
+	if r.internal == stepHandshakeSend {
+		ep.hsSent = true
+	} else {
+		in := unsafe.Slice((*byte)(unsafe.Add(ep.hs, handshakeSize)), handshakeSize)
+		tag := binary.LittleEndian.Uint64(in[0:])
+		if binary.LittleEndian.Uint64(in[8:]) != tag^handshakeMagic {
+			e.failHandshake(ep, ucxx.StatusIOError)
+			return
+		}
+		ep.sendTag = tag
+		ep.hsRecvd = true
+	}
+	if ep.hsSent && ep.hsRecvd {
+		e.handshakeDone(ep)
+	}
+}
+
+func (e *Engine) handshakeDone(ep *endpoint) {
+	ep.phase = phaseReady
+	ep.known = true
+	e.eps.publish(ep, true)
+	if ep.connectID != 0 {
+		e.completeNow(ep.connectID, ucxx.StatusOK, ep.handle)
+		ep.connectID = 0
+	} else {
+		e.completeNow(EventListenerAccept|ep.listener, ucxx.StatusOK, ep.handle)
+	}
+}
+
+func (e *Engine) failHandshake(ep *endpoint, st ucxx.Status) {
+	if ep.connectID != 0 {
+		e.completeNow(ep.connectID, st, 0)
+		ep.connectID = 0
+	}
+	e.teardown(ep, st, true)
+}

@@ -1,0 +1,230 @@
+package core
+
+import (
+	"unsafe"
+
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// Receiving a multi-buffer message: its headers one by one into the op's header
+// memory, then, once admission lets it (admission.go), every frame at once into one
+// block (block.go) and the CUDA frames.
+
+// RecvMulti queues a multi-buffer receive on endpoint ep (0: on the worker, from any
+// endpoint) and tag. Its completion's
+// Length is the address of the message's block (see blockLayout); the receiver owns
+// the block and frees it with free().
+func (e *Engine) RecvMulti(ep uint64, tag uint64) (uint64, error) {
+	id, _, err := e.recvMultiOp(ep, tag, false)
+	return id, err
+}
+
+func (e *Engine) recvMultiOp(ep uint64, tag uint64, deferCUDA bool) (id, needID uint64, err error) {
+	// No liveness check here: a receive on an endpoint its peer broke may still take a
+	// message that arrived before, and only the progress thread can see that.
+	if e.closing.Load() {
+		return 0, 0, ErrEngineClosed
+	}
+	op := getMultiOp()
+	op.recv = true
+	id = e.newID()
+	op.id = id
+	if deferCUDA {
+		op.deferCUDA, needID = true, e.newID()
+		op.needID = needID
+	}
+	return id, needID, e.submit(submission{op: opRecvMulti, id: id, ep: ep, tag: tag, multi: op})
+}
+
+func (e *Engine) recvMulti(s *submission) {
+	ep, ok := e.beginMulti(s)
+	if !ok {
+		return
+	}
+	op := s.multi
+	key := multiKey{tag: op.tag} // a receive on the worker: the worker's stream
+	if ep != nil {
+		key.ep = ep.handle
+	}
+	q := e.multiRecv[key]
+	if q == nil {
+		q = &multiQueue{key: key}
+		e.multiRecv[key] = q
+	}
+	op.queue = q
+	q.ops = append(q.ops, op)
+	if len(q.ops) == 1 {
+		e.startRecvMulti(q)
+	}
+}
+
+func (e *Engine) postHeaderRecv(op *multiOp) {
+	r := e.part(op, opTagRecv, stepMultiHeader)
+	op.remaining++
+	r.track(e.worker.TagRecv(uintptr(op.headers), MaxHeaderSize, op.tag, ^uint64(0), 0, r.id))
+}
+
+// onMultiHeader handles a received header.
+func (e *Engine) onMultiHeader(r *request, st ucxx.Status, length uint64) {
+	op := r.multi
+	op.remaining--
+	q := op.queue
+	if st != ucxx.StatusOK {
+		if st == ucxx.StatusMessageTruncated {
+			// A "header" longer than any header: the peer is not speaking our format,
+			// and where its message ends is unknown.
+			q.poisoned = ucxx.StatusIOError
+			st = ucxx.StatusIOError
+		}
+		op.status = st
+		e.finishMulti(op)
+		e.nextReceive(q)
+		return
+	}
+	op.gotHeader = true
+	op.headersFed++
+	done, err := op.dec.Feed(unsafe.Slice((*byte)(op.headers), length))
+	if err != nil {
+		e.rejectMessage(op, err)
+		return
+	}
+	if !done {
+		e.postHeaderRecv(op)
+		return
+	}
+	switch ok, st := e.admission.admit(op); {
+	case st != ucxx.StatusOK:
+		e.rejectWhole(op, st)
+	case ok:
+		e.receiveFrames(op)
+	}
+}
+
+// receiveFrames allocates the message's block and posts every frame receive.
+func (e *Engine) receiveFrames(op *multiOp) {
+	q := op.queue
+	if !usable(op.ep) {
+		op.status = endpointStatus(op.ep)
+		e.finishMulti(op)
+		e.nextReceive(q)
+		return
+	}
+	_, size := blockLayout(op.dec.Sizes, op.dec.Types)
+	op.block, op.blockSize = ucxx.CMalloc(size), size
+	if op.block == nil {
+		e.rejectWhole(op, ucxx.StatusNoMemory)
+		return
+	}
+	if op.deferCUDA && hasCUDA(op.dec.Types) {
+		e.askForFrames(op, size) // frames.go: the application allocates them
+		return
+	}
+	// CUDA frames first: if one cannot be allocated, nothing is posted yet.
+	for i, t := range op.dec.Types {
+		if t == MemHost {
+			continue
+		}
+		ptr, err := e.cuda.alloc(op.dec.Sizes[i])
+		if err != nil {
+			e.cuda.free(op.cudaFrames)
+			op.cudaFrames = op.cudaFrames[:0]
+			ucxx.CFree(op.block)
+			op.block = nil
+			e.rejectWhole(op, ucxx.StatusNoMemory)
+			return
+		}
+		op.cudaFrames = append(op.cudaFrames, ptr)
+	}
+	e.postFrames(op, size)
+}
+
+// postFrames writes the block's record and posts every frame receive, in frame order
+// (frames share one tag: UCX matches them in the order they are posted), into the
+// block and op.cudaFrames; then the stream's next message may start.
+func (e *Engine) postFrames(op *multiOp, size uint64) {
+	q := op.queue
+	rec := newBlockRecord(op.block, len(op.dec.Sizes), size)
+	off := alignUp(recordSize(len(op.dec.Sizes)))
+	cuda := op.cudaFrames
+	for i, sz := range op.dec.Sizes {
+		addr, memType := uintptr(op.block)+uintptr(off), ucxx.MemoryHost
+		if op.dec.Types[i] == MemHost {
+			rec.setFrame(i, off, sz, uint64(MemHost))
+			off = alignUp(off + sz)
+		} else {
+			addr, cuda, memType = cuda[0], cuda[1:], ucxx.MemoryCUDA
+			kind := e.cuda.frameType()
+			if op.userFrames {
+				kind = uint64(MemCUDA) | FrameUserFlag
+			}
+			rec.setFrame(i, uint64(addr), sz, kind)
+		}
+		r := e.part(op, opTagRecv, stepMultiPart)
+		r.expect = sz
+		op.remaining++
+		r.track(e.worker.TagRecv(addr, sz, op.tag, ^uint64(0), memType, r.id))
+	}
+	e.nextReceive(q)
+	if op.remaining == 0 {
+		e.finishMulti(op)
+	}
+}
+
+// cancelMulti cancels a multi-buffer op as a whole, never half of it: a send that was
+// posted is delivered (its frames are on their way and the receiver expects them); a
+// receive that has seen none of its message is cancelled; one that has is received
+// and dropped, so the stream stays in step.
+func (e *Engine) cancelMulti(op *multiOp) {
+	if !op.recv {
+		return
+	}
+	q := op.queue
+	if op.awaiting {
+		e.dropAwaiting(op, ucxx.StatusCanceled)
+		return
+	}
+	if op.gotHeader {
+		op.abandoned = true
+		return
+	}
+	if q.active && len(q.ops) > 0 && q.ops[0] == op {
+		// Its header receive is posted: cancelling it completes the op as Canceled.
+		for _, id := range op.parts {
+			if r := e.requests.get(id); r != nil && !r.canceled {
+				r.canceled = true
+				e.worker.Cancel(r.ucp)
+			}
+		}
+		return
+	}
+	// Nothing of it is posted (queued, or held back behind a drop): take it out.
+	for i, o := range q.ops {
+		if o == op {
+			q.ops = append(q.ops[:i], q.ops[i+1:]...)
+			break
+		}
+	}
+	op.status = ucxx.StatusCanceled
+	e.finishMulti(op)
+	if len(q.ops) == 0 {
+		e.startRecvMulti(q) // forgets the stream if nothing else holds it
+	}
+}
+
+// receiveAll receives the frames of admitted messages.
+func (e *Engine) receiveAll(admitted []*multiOp) {
+	for _, op := range admitted {
+		e.receiveFrames(op)
+	}
+}
+
+// failWaiting fails the messages of an endpoint that wait for room: they have no UCX
+// request that closing the endpoint would cancel.
+func (e *Engine) failWaiting(ep *endpoint, st ucxx.Status) {
+	for _, op := range e.admission.removeEndpoint(ep) {
+		op.status = st
+		q := op.queue
+		e.finishMulti(op)
+		e.nextReceive(q)
+	}
+}

@@ -1,0 +1,83 @@
+package core
+
+import (
+	"errors"
+
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// Rejected messages: a message whose headers break a limit or the format fails; its
+// remaining headers and frames are received and dropped where the stream can recover
+// (MessageDecoder.Discardable), or the stream is poisoned.
+
+// maxDiscardsInFlight bounds the receives posted at once to drop a rejected message:
+// a peer may announce up to 2^64 frames, and the drop must not cost memory in
+// proportion.
+const maxDiscardsInFlight = 64
+
+// rejectMessage fails a message whose headers broke a limit or the format. Its
+// remaining headers and frames are consumed and dropped when the decoder says the
+// stream can recover so (MessageDecoder.Discardable); otherwise the stream is poisoned.
+func (e *Engine) rejectMessage(op *multiOp, err error) {
+	q := op.queue
+	op.status = ucxx.StatusIOError
+	if errors.Is(err, ErrLimit) {
+		op.status = ucxx.StatusExceedsLimit
+	}
+	if total, ok := op.dec.Discardable(); ok {
+		q.discardLeft += headersLeft(total, op.headersFed) + total
+	} else {
+		q.poisoned = op.status
+	}
+	e.finishMulti(op)
+	e.nextReceive(q)
+}
+
+// headersLeft is how many headers of a message of total frames are still to come after
+// fed of them, computed without converting total to int (it may be near 2^64).
+func headersLeft(total uint64, fed int) uint64 {
+	n := (total + FramesPerHeader - 1) / FramesPerHeader
+	if n == 0 {
+		n = 1
+	}
+	if n < uint64(fed) {
+		return 0
+	}
+	return n - uint64(fed)
+}
+
+// rejectWhole fails a fully described message and drops its frames.
+func (e *Engine) rejectWhole(op *multiOp, st ucxx.Status) {
+	q := op.queue
+	op.status = st
+	q.discardLeft += uint64(len(op.dec.Sizes))
+	e.finishMulti(op)
+	e.nextReceive(q)
+}
+
+// pumpDiscards posts the drops of a rejected message, a window at a time.
+func (e *Engine) pumpDiscards(q *multiQueue) {
+	for q.discardLeft > 0 && q.discardInFlight < maxDiscardsInFlight {
+		ep := e.eps.get(q.key.ep)
+		if q.key.ep != 0 && !usable(ep) {
+			q.discardLeft = 0
+			return
+		}
+		q.discardLeft--
+		q.discardInFlight++
+		r := e.requests.add(e.newID(), opTagRecv, ep)
+		r.internal, r.stream = stepMultiDiscard, q
+		r.track(e.worker.TagRecv(0, 0, q.key.tag, ^uint64(0), 0, r.id))
+	}
+}
+
+// onDiscard handles the end of one drop.
+func (e *Engine) onDiscard(r *request) {
+	q := r.stream
+	q.discardInFlight--
+	if q.discardLeft > 0 {
+		e.startRecvMulti(q)
+	} else if len(q.ops) == 0 && q.discardInFlight == 0 && q.poisoned == ucxx.StatusOK && !q.active {
+		delete(e.multiRecv, q.key)
+	}
+}

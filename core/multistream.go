@@ -1,0 +1,80 @@
+package core
+
+import (
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// Streams: the multi-buffer receives of one endpoint and tag run one after another,
+// since the frames of consecutive messages share the tag and UCX matches receives in
+// the order they are posted.
+
+// multiKey names the stream of multi-buffer receives of one endpoint and tag.
+type multiKey struct{ ep, tag uint64 }
+
+// multiQueue holds the receives of one stream, the first active. A stream the peer
+// broke (a header we could not parse) is poisoned: its receives fail from then on, until
+// the endpoint closes. A stream dropping a rejected message holds its receives back
+// until every message to drop has a receive posted ahead of theirs.
+type multiQueue struct {
+	key             multiKey
+	ops             []*multiOp
+	active          bool // ops[0] has posted its header receive
+	poisoned        ucxx.Status
+	discardLeft     uint64 // messages still to drop, whose receives are not posted yet
+	discardInFlight int
+}
+
+// usable reports whether receives may be posted for ep (nil: the worker itself).
+func usable(ep *endpoint) bool { return ep == nil || ep.phase == phaseReady }
+
+// startRecvMulti starts the first receive of a stream, failing those that cannot run.
+func (e *Engine) startRecvMulti(q *multiQueue) {
+	if q.active {
+		return
+	}
+	if q.discardLeft > 0 {
+		e.pumpDiscards(q)
+		if q.discardLeft > 0 {
+			return // the rest start once the last drop is posted
+		}
+	}
+	for len(q.ops) > 0 {
+		op := q.ops[0]
+		st := q.poisoned
+		if st == ucxx.StatusOK && !usable(op.ep) {
+			st = endpointStatus(op.ep)
+		}
+		if st == ucxx.StatusOK {
+			op.dec.Reset()
+			op.dec.Limits = e.opts.Limits
+			op.ensureHeaders(MaxHeaderSize)
+			q.active = true
+			e.postHeaderRecv(op)
+			return
+		}
+		q.ops = q.ops[1:]
+		op.status = st
+		e.finishMulti(op)
+	}
+	if q.poisoned == ucxx.StatusOK && q.discardLeft == 0 && q.discardInFlight == 0 {
+		delete(e.multiRecv, q.key)
+	}
+}
+
+// nextReceive takes the stream's first receive off it once that receive has posted every
+// receive of its message (or failed), and starts the next.
+func (e *Engine) nextReceive(q *multiQueue) {
+	q.ops[0] = nil
+	q.ops = q.ops[1:]
+	q.active = false
+	e.startRecvMulti(q)
+}
+
+// forgetStreams drops the multi-buffer streams of a closed endpoint.
+func (e *Engine) forgetStreams(ep *endpoint) {
+	for key := range e.multiRecv {
+		if key.ep == ep.handle {
+			delete(e.multiRecv, key)
+		}
+	}
+}
