@@ -36,90 +36,90 @@ func (e *Engine) AMRecv(ep uint64) (uint64, error) {
 	return id, e.submit(submission{op: opAMRecv, id: id, ep: ep})
 }
 
-func (e *Engine) amSend(s *submission) {
-	ep := e.readyEndpoint(s)
+func (a *activeMessages) amSend(s *submission) {
+	ep := a.readyEndpoint(s)
 	if ep == nil {
 		return
 	}
-	r := e.requests.add(s.id, opAMSend, ep)
+	r := a.requests.add(s.id, opAMSend, ep)
 	r.track(ep.u.AMSend(ep.sendTag, s.addr, s.size, s.memType, s.id))
 }
 
-func (e *Engine) amRecv(s *submission) {
-	ep := e.readyEndpoint(s)
+func (a *activeMessages) amRecv(s *submission) {
+	ep := a.readyEndpoint(s)
 	if ep == nil {
 		return
 	}
 	if block, ok := ep.mailbox.take(s.id); ok {
-		e.completeNow(s.id, ucxx.StatusOK, uint64(uintptr(block)))
+		a.completeNow(s.id, ucxx.StatusOK, uint64(uintptr(block)))
 		return
 	}
-	r := e.requests.add(s.id, opAMRecv, ep)
+	r := a.requests.add(s.id, opAMRecv, ep)
 	r.internal = stepAMWait
 }
 
 // onAM handles an arriving active message.
-func (e *Engine) onAM(ev *ucxx.Event) {
-	ep := e.eps.byTag(ev.ID)
+func (a *activeMessages) onAM(ev *ucxx.Event) {
+	ep := a.eps.byTag(ev.ID)
 	switch {
 	case ev.Status == ucxx.StatusAMRendezvous && (ep == nil || ep.phase != phaseReady):
-		e.worker.AMRelease(ev.Ptr)
+		a.worker.AMRelease(ev.Ptr)
 	case ev.Status == ucxx.StatusAMRendezvous:
 		block := ucxx.CMalloc(ucxx.AMDataOffset + ev.Length)
 		if block == nil {
-			e.worker.AMRelease(ev.Ptr)
+			a.worker.AMRelease(ev.Ptr)
 			return
 		}
-		r := e.requests.add(e.newID(), opTagRecv, ep)
+		r := a.requests.add(a.newID(), opTagRecv, ep)
 		r.internal, r.data = stepAMData, block
 		r.expect = ev.Length
-		r.track(e.worker.AMRecvData(ev.Ptr, uintptr(block)+ucxx.AMDataOffset, ev.Length, r.id))
+		r.track(a.worker.AMRecvData(ev.Ptr, uintptr(block)+ucxx.AMDataOffset, ev.Length, r.id))
 	case ev.Status != ucxx.StatusOK || ev.Ptr == nil:
 		// Out of memory copying it: the message is lost, the connection goes on.
 	case ep == nil || ep.phase != phaseReady:
 		ucxx.CFree(ev.Ptr)
 	default:
-		e.deliverAM(ep, ev.Ptr, ev.Length)
+		a.deliverAM(ep, ev.Ptr, ev.Length)
 	}
 }
 
 // onAMData handles the end of a rendezvous fetch.
-func (e *Engine) onAMData(r *request, st ucxx.Status, length uint64) {
+func (a *activeMessages) onAMData(r *request, st ucxx.Status, length uint64) {
 	if st != ucxx.StatusOK || length != r.expect || r.ep.phase != phaseReady {
 		ucxx.CFree(r.data)
 		return
 	}
-	e.deliverAM(r.ep, r.data, r.expect)
+	a.deliverAM(r.ep, r.data, r.expect)
 }
 
 // deliverAM completes the endpoint's oldest am_recv with the message, or keeps it.
-func (e *Engine) deliverAM(ep *endpoint, block unsafe.Pointer, length uint64) {
+func (a *activeMessages) deliverAM(ep *endpoint, block unsafe.Pointer, length uint64) {
 	newBlockRecord(block, 1, ucxx.AMDataOffset+length).setFrame(0, ucxx.AMDataOffset, length, uint64(MemHost))
 	if id, ok := ep.mailbox.deliver(block); ok {
-		e.finishAMWait(id, ucxx.StatusOK, uint64(uintptr(block)))
+		a.finishAMWait(id, ucxx.StatusOK, uint64(uintptr(block)))
 	}
 }
 
 // cancelAMRecv answers a waiting am_recv with StatusCanceled.
-func (e *Engine) cancelAMRecv(r *request) {
+func (a *activeMessages) cancelAMRecv(r *request) {
 	if r.ep.mailbox.cancel(r.id) {
-		e.finishAMWait(r.id, ucxx.StatusCanceled, 0)
+		a.finishAMWait(r.id, ucxx.StatusCanceled, 0)
 	}
 }
 
 // dropAM fails an endpoint's waiting am_recvs with st and frees its kept messages.
-func (e *Engine) dropAM(ep *endpoint, st ucxx.Status) {
+func (a *activeMessages) dropAM(ep *endpoint, st ucxx.Status) {
 	for _, id := range ep.mailbox.close() {
-		e.finishAMWait(id, st, 0)
+		a.finishAMWait(id, st, 0)
 	}
 }
 
 // finishAMWait completes a waiting am_recv, which has no UCX request.
-func (e *Engine) finishAMWait(id uint64, st ucxx.Status, length uint64) {
-	if w := e.requests.remove(id); w != nil {
-		e.requests.recycle(w)
+func (a *activeMessages) finishAMWait(id uint64, st ucxx.Status, length uint64) {
+	if w := a.requests.remove(id); w != nil {
+		a.requests.recycle(w)
 	}
-	e.completeNow(id, st, length)
+	a.completeNow(id, st, length)
 }
 
 // amMailbox is one endpoint's active messages that no am_recv asked for yet, and its

@@ -56,13 +56,13 @@ func (e *Engine) flush() {
 func (e *Engine) onInternal(r *request, st ucxx.Status, length uint64) {
 	switch r.internal {
 	case stepMultiPart:
-		e.onMultiPart(r, st, length)
+		e.multi.onMultiPart(r, st, length)
 	case stepMultiHeader:
-		e.onMultiHeader(r, st, length)
+		e.multi.onMultiHeader(r, st, length)
 	case stepMultiDiscard:
-		e.onDiscard(r)
+		e.multi.onDiscard(r)
 	case stepAMData:
-		e.onAMData(r, st, length)
+		e.am.onAMData(r, st, length)
 	case stepHandshakeSend, stepHandshakeRecv:
 		e.onHandshakeStep(r, st)
 	case stepClose:
@@ -71,6 +71,6 @@ func (e *Engine) onInternal(r *request, st ucxx.Status, length uint64) {
 }
 
 // completeNow reports a completion that has no UCX request behind it.
-func (e *Engine) completeNow(id uint64, st ucxx.Status, length uint64) {
-	e.pending = append(e.pending, notifier.Completion{ID: id, Status: int64(st), Length: length})
+func (t *progressThread) completeNow(id uint64, st ucxx.Status, length uint64) {
+	t.pending = append(t.pending, notifier.Completion{ID: id, Status: int64(st), Length: length})
 }

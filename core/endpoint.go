@@ -115,8 +115,8 @@ func (e *Engine) teardown(ep *endpoint, st ucxx.Status, force bool) {
 			e.worker.Cancel(r.ucp)
 		}
 	}
-	e.dropAM(ep, st)
-	e.failWaiting(ep, st)
+	e.am.dropAM(ep, st)
+	e.multi.failWaiting(ep, st)
 	e.eps.untag(ep)
 	ep.phase = phaseClosing
 	if !force && ep.sends > 0 {
@@ -160,13 +160,13 @@ func (e *Engine) closed(ep *endpoint) {
 		ep.closeID = 0
 	}
 	e.eps.remove(ep)
-	e.forgetStreams(ep)
+	e.multi.forgetStreams(ep)
 	e.maybeFree(ep)
 }
 
 // maybeFree releases an endpoint's C memory once it is closed and its last request
 // has ended (UCX may still write a cancelled handshake receive until then).
-func (e *Engine) maybeFree(ep *endpoint) {
+func (t *progressThread) maybeFree(ep *endpoint) {
 	if ep.phase == phaseClosed && ep.inflight == 0 && ep.hs != nil {
 		ucxx.CFree(ep.hs)
 		ep.hs = nil

@@ -90,34 +90,32 @@ var (
 
 // Engine is a UCP context and worker with their progress thread.
 type Engine struct {
+	// progressThread: worker, requests, endpoints and pending completions, shared by
+	// the components below (thread.go).
+	progressThread
+
 	opts  Options
 	queue *notifier.Queue
 	pool  pool
 	// inline hands completions straight back to submitting calls that still wait.
 	inline           inlineSlots
 	inlineWorkerRecv inlineBudget // receives on no endpoint (ep 0)
-	cuda             cudaGate     // CUDA contexts and stream-gated submissions (cuda.go)
 
-	nextID     atomic.Uint64 // request ids, from 1
 	nextHandle atomic.Uint64 // endpoint and listener handles, from 1
+	closing    atomic.Bool
+	done       chan struct{} // closed when the progress thread has exited
 
-	eps endpointTable // its application-thread side refuses work for a dead endpoint at once
-
-	closing atomic.Bool
-	done    chan struct{} // closed when the progress thread has exited
+	// Components, owned by the progress thread.
+	cuda  cudaGate       // CUDA contexts and stream-gated submissions (cuda.go)
+	multi multiBuffers   // multi-buffer messages (multi*.go)
+	am    activeMessages // active messages (am.go)
 
 	// Owned by the progress thread.
 	ctx       *ucxx.Context
-	worker    *ucxx.Worker
-	requests  requestTable
 	listeners map[uint64]*listener
-	pending   []notifier.Completion // completions not yet in the ring (ring full)
-	events    []ucxx.Event          // scratch copy of the worker's events
+	events    []ucxx.Event // scratch copy of the worker's events
 	spare     []submission
-	multiRecv map[multiKey]*multiQueue
-	awaiting  map[uintptr]*multiOp      // block -> receive waiting for its CUDA frames (frames.go)
 	probed    map[uint64]unsafe.Pointer // handle -> message TagProbe removed
-	admission admission                 // of multi-buffer messages (admission.go)
 	epfd      int
 	worked    bool // the last pass did work: spin before sleeping (progress.go)
 	stopping  bool
@@ -156,17 +154,23 @@ func New(opts Options) (*Engine, error) {
 		queue:     q,
 		pool:      pool{wakeFD: wakeFD},
 		done:      make(chan struct{}),
-		eps:       newEndpointTable(),
-		requests:  newRequestTable(),
 		listeners: make(map[uint64]*listener),
-		multiRecv: make(map[multiKey]*multiQueue),
-		awaiting:  make(map[uintptr]*multiOp),
 		probed:    make(map[uint64]unsafe.Pointer),
 		epfd:      -1,
 	}
+	e.requests = newRequestTable()
+	e.eps = newEndpointTable()
 	e.inline.init()
 	e.cuda = cudaGate{post: e.post, defaultDevice: opts.CUDADevice, noAffinity: opts.NoGPUAffinity}
-	e.admission = newAdmission(opts.MaxOutstandingBytes, opts.MaxEndpointOutstandingBytes)
+	e.multi = multiBuffers{
+		progressThread: &e.progressThread,
+		cuda:           &e.cuda,
+		limits:         opts.Limits,
+		admission:      newAdmission(opts.MaxOutstandingBytes, opts.MaxEndpointOutstandingBytes),
+		multiRecv:      make(map[multiKey]*multiQueue),
+		awaiting:       make(map[uintptr]*multiOp),
+	}
+	e.am = activeMessages{progressThread: &e.progressThread}
 	reserveP()
 	started := make(chan error, 1)
 	go e.run(started)
@@ -225,7 +229,7 @@ func (e *Engine) onThread(f func()) error {
 	}
 }
 
-func (e *Engine) newID() uint64 { return e.nextID.Add(1) }
+func (t *progressThread) newID() uint64 { return t.nextID.Add(1) }
 
 // TagSend queues a send of size bytes at addr with tag on endpoint ep and returns the
 // request id its completion will carry. The memory must stay valid until then.

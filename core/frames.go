@@ -58,7 +58,7 @@ func hasCUDA(types []uint8) bool {
 
 // askForFrames writes the record with the CUDA frames' addresses 0 and reports the
 // block through needID's completion. Progress thread.
-func (e *Engine) askForFrames(op *multiOp, size uint64) {
+func (m *multiBuffers) askForFrames(op *multiOp, size uint64) {
 	rec := newBlockRecord(op.block, len(op.dec.Sizes), size)
 	off := alignUp(recordSize(len(op.dec.Sizes)))
 	for i, sz := range op.dec.Sizes {
@@ -70,21 +70,21 @@ func (e *Engine) askForFrames(op *multiOp, size uint64) {
 		}
 	}
 	op.awaiting = true
-	e.awaiting[uintptr(op.block)] = op
-	e.completeNow(op.needID, ucxx.StatusOK, uint64(uintptr(op.block)))
+	m.awaiting[uintptr(op.block)] = op
+	m.completeNow(op.needID, ucxx.StatusOK, uint64(uintptr(op.block)))
 }
 
 // provideFrames posts the frames of a receive that waited for them. One that is gone
 // (cancelled meanwhile) is ignored: the application knows from its completion.
-func (e *Engine) provideFrames(s *submission) {
-	op := e.awaiting[s.addr]
+func (m *multiBuffers) provideFrames(s *submission) {
+	op := m.awaiting[s.addr]
 	if op == nil {
 		return
 	}
-	delete(e.awaiting, s.addr)
+	delete(m.awaiting, s.addr)
 	op.awaiting = false
 	if !usable(op.ep) {
-		e.dropAwaiting(op, endpointStatus(op.ep))
+		m.dropAwaiting(op, endpointStatus(op.ep))
 		return
 	}
 	want := 0
@@ -94,7 +94,7 @@ func (e *Engine) provideFrames(s *submission) {
 		}
 	}
 	if len(s.frames) != want {
-		e.dropAwaiting(op, ucxx.StatusInvalidParam)
+		m.dropAwaiting(op, ucxx.StatusInvalidParam)
 		return
 	}
 	op.userFrames = true
@@ -102,20 +102,20 @@ func (e *Engine) provideFrames(s *submission) {
 		op.cudaFrames = append(op.cudaFrames, uintptr(a))
 	}
 	_, size := blockLayout(op.dec.Sizes, op.dec.Types)
-	e.postFrames(op, size)
+	m.postFrames(op, size)
 }
 
 // dropAwaiting ends a receive that waited for its frames: its frames are received
 // and dropped (the stream stays in step) and it completes with st.
-func (e *Engine) dropAwaiting(op *multiOp, st ucxx.Status) {
-	delete(e.awaiting, uintptr(op.block))
+func (m *multiBuffers) dropAwaiting(op *multiOp, st ucxx.Status) {
+	delete(m.awaiting, uintptr(op.block))
 	op.awaiting = false
-	e.rejectWhole(op, st)
+	m.rejectWhole(op, st)
 }
 
 // dropAllAwaiting ends every receive still waiting for frames (shutdown).
-func (e *Engine) dropAllAwaiting() {
-	for _, op := range e.awaiting {
-		e.dropAwaiting(op, ucxx.StatusCanceled)
+func (m *multiBuffers) dropAllAwaiting() {
+	for _, op := range m.awaiting {
+		m.dropAwaiting(op, ucxx.StatusCanceled)
 	}
 }

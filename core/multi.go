@@ -73,7 +73,7 @@ var multiOps = sync.Pool{New: func() any { return new(multiOp) }}
 
 func getMultiOp() *multiOp { return multiOps.Get().(*multiOp) }
 
-func (e *Engine) putMultiOp(op *multiOp) {
+func putMultiOp(op *multiOp) {
 	keep := multiOp{raw: op.raw[:0], frames: op.frames[:0], sizes: op.sizes[:0], types: op.types[:0],
 		lens: op.lens[:0], parts: op.parts[:0], headers: op.headers, headersCap: op.headersCap, dec: op.dec,
 		cudaFrames: op.cudaFrames[:0]}
@@ -98,32 +98,32 @@ func (op *multiOp) ensureHeaders(n int) {
 // receive with no endpoint runs on the worker, taking the message from whichever
 // endpoint sent it; so does one on an endpoint its peer broke while a message it sent
 // waits (drainable): what drains the messages of a peer that has gone away.
-func (e *Engine) beginMulti(s *submission) (*endpoint, bool) {
+func (m *multiBuffers) beginMulti(s *submission) (*endpoint, bool) {
 	op := s.multi
 	var ep *endpoint
 	if s.ep != 0 || !op.recv {
-		if ep = e.eps.get(s.ep); ep == nil || ep.phase != phaseReady {
+		if ep = m.eps.get(s.ep); ep == nil || ep.phase != phaseReady {
 			st, drain := endpointStatus(ep), false
 			if op.recv {
-				st, drain = e.drainable(s.ep, ep, s.tag|MultiTagBit, ^uint64(0))
+				st, drain = m.drainable(s.ep, ep, s.tag|MultiTagBit, ^uint64(0))
 			}
 			if !drain {
-				e.completeNow(s.id, st, 0)
-				e.putMultiOp(op)
+				m.completeNow(s.id, st, 0)
+				putMultiOp(op)
 				return nil, false
 			}
 			ep = nil
 		}
 	}
 	op.ep, op.tag = ep, s.tag|MultiTagBit
-	op.whole = e.requests.add(op.id, s.op, ep)
+	op.whole = m.requests.add(op.id, s.op, ep)
 	op.whole.internal, op.whole.multi = stepMultiWhole, op
 	return ep, true
 }
 
 // part registers one UCX request of a multi-buffer op.
-func (e *Engine) part(op *multiOp, kind opKind, step internalStep) *request {
-	r := e.requests.add(e.newID(), kind, op.ep)
+func (m *multiBuffers) part(op *multiOp, kind opKind, step internalStep) *request {
+	r := m.requests.add(m.newID(), kind, op.ep)
 	r.internal, r.multi = step, op
 	op.parts = append(op.parts, r.id)
 	return r
@@ -134,7 +134,7 @@ func (e *Engine) part(op *multiOp, kind opKind, step internalStep) *request {
 // would leave bytes the peer never wrote in the block (UCX reports a longer one as
 // truncated itself). Either fails the message; the stream stays in step, since each
 // frame is a tag message of its own.
-func (e *Engine) onMultiPart(r *request, st ucxx.Status, length uint64) {
+func (m *multiBuffers) onMultiPart(r *request, st ucxx.Status, length uint64) {
 	op := r.multi
 	op.remaining--
 	if op.recv && st == ucxx.StatusOK && length != r.expect {
@@ -144,14 +144,14 @@ func (e *Engine) onMultiPart(r *request, st ucxx.Status, length uint64) {
 		op.status = st
 	}
 	if op.remaining == 0 {
-		e.finishMulti(op)
+		m.finishMulti(op)
 	}
 }
 
 // finishMulti reports a multi-buffer op's one completion and recycles it.
-func (e *Engine) finishMulti(op *multiOp) {
+func (m *multiBuffers) finishMulti(op *multiOp) {
 	// Only once op is done: receiving their frames may finish them, which admits again.
-	defer e.receiveAll(e.admission.release(op))
+	defer m.receiveAll(m.admission.release(op))
 	st := op.status
 	if op.abandoned && st == ucxx.StatusOK {
 		st = ucxx.StatusCanceled
@@ -164,17 +164,17 @@ func (e *Engine) finishMulti(op *multiOp) {
 		} else {
 			ucxx.CFree(op.block)
 			if !op.userFrames {
-				e.cuda.free(op.cudaFrames)
+				m.cuda.free(op.cudaFrames)
 			}
 		}
 		op.block = nil
 	}
-	e.completeNow(op.id, st, value)
-	if w := e.requests.remove(op.id); w != nil {
+	m.completeNow(op.id, st, value)
+	if w := m.requests.remove(op.id); w != nil {
 		if w.ep != nil {
-			e.maybeFree(w.ep)
+			m.maybeFree(w.ep)
 		}
-		e.requests.recycle(w)
+		m.requests.recycle(w)
 	}
-	e.putMultiOp(op)
+	putMultiOp(op)
 }

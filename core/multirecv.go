@@ -36,8 +36,8 @@ func (e *Engine) recvMultiOp(ep uint64, tag uint64, deferCUDA bool) (id, needID 
 	return id, needID, e.submit(submission{op: opRecvMulti, id: id, ep: ep, tag: tag, multi: op})
 }
 
-func (e *Engine) recvMulti(s *submission) {
-	ep, ok := e.beginMulti(s)
+func (m *multiBuffers) recvMulti(s *submission) {
+	ep, ok := m.beginMulti(s)
 	if !ok {
 		return
 	}
@@ -46,26 +46,26 @@ func (e *Engine) recvMulti(s *submission) {
 	if ep != nil {
 		key.ep = ep.handle
 	}
-	q := e.multiRecv[key]
+	q := m.multiRecv[key]
 	if q == nil {
 		q = &multiQueue{key: key}
-		e.multiRecv[key] = q
+		m.multiRecv[key] = q
 	}
 	op.queue = q
 	q.ops = append(q.ops, op)
 	if len(q.ops) == 1 {
-		e.startRecvMulti(q)
+		m.startRecvMulti(q)
 	}
 }
 
-func (e *Engine) postHeaderRecv(op *multiOp) {
-	r := e.part(op, opTagRecv, stepMultiHeader)
+func (m *multiBuffers) postHeaderRecv(op *multiOp) {
+	r := m.part(op, opTagRecv, stepMultiHeader)
 	op.remaining++
-	r.track(e.worker.TagRecv(uintptr(op.headers), MaxHeaderSize, op.tag, ^uint64(0), 0, r.id))
+	r.track(m.worker.TagRecv(uintptr(op.headers), MaxHeaderSize, op.tag, ^uint64(0), 0, r.id))
 }
 
 // onMultiHeader handles a received header.
-func (e *Engine) onMultiHeader(r *request, st ucxx.Status, length uint64) {
+func (m *multiBuffers) onMultiHeader(r *request, st ucxx.Status, length uint64) {
 	op := r.multi
 	op.remaining--
 	q := op.queue
@@ -77,46 +77,46 @@ func (e *Engine) onMultiHeader(r *request, st ucxx.Status, length uint64) {
 			st = ucxx.StatusIOError
 		}
 		op.status = st
-		e.finishMulti(op)
-		e.nextReceive(q)
+		m.finishMulti(op)
+		m.nextReceive(q)
 		return
 	}
 	op.gotHeader = true
 	op.headersFed++
 	done, err := op.dec.Feed(unsafe.Slice((*byte)(op.headers), length))
 	if err != nil {
-		e.rejectMessage(op, err)
+		m.rejectMessage(op, err)
 		return
 	}
 	if !done {
-		e.postHeaderRecv(op)
+		m.postHeaderRecv(op)
 		return
 	}
-	switch ok, st := e.admission.admit(op); {
+	switch ok, st := m.admission.admit(op); {
 	case st != ucxx.StatusOK:
-		e.rejectWhole(op, st)
+		m.rejectWhole(op, st)
 	case ok:
-		e.receiveFrames(op)
+		m.receiveFrames(op)
 	}
 }
 
 // receiveFrames allocates the message's block and posts every frame receive.
-func (e *Engine) receiveFrames(op *multiOp) {
+func (m *multiBuffers) receiveFrames(op *multiOp) {
 	q := op.queue
 	if !usable(op.ep) {
 		op.status = endpointStatus(op.ep)
-		e.finishMulti(op)
-		e.nextReceive(q)
+		m.finishMulti(op)
+		m.nextReceive(q)
 		return
 	}
 	_, size := blockLayout(op.dec.Sizes, op.dec.Types)
 	op.block, op.blockSize = ucxx.CMalloc(size), size
 	if op.block == nil {
-		e.rejectWhole(op, ucxx.StatusNoMemory)
+		m.rejectWhole(op, ucxx.StatusNoMemory)
 		return
 	}
 	if op.deferCUDA && hasCUDA(op.dec.Types) {
-		e.askForFrames(op, size) // frames.go: the application allocates them
+		m.askForFrames(op, size) // frames.go: the application allocates them
 		return
 	}
 	// CUDA frames first: if one cannot be allocated, nothing is posted yet.
@@ -124,24 +124,24 @@ func (e *Engine) receiveFrames(op *multiOp) {
 		if t == MemHost {
 			continue
 		}
-		ptr, err := e.cuda.alloc(op.dec.Sizes[i])
+		ptr, err := m.cuda.alloc(op.dec.Sizes[i])
 		if err != nil {
-			e.cuda.free(op.cudaFrames)
+			m.cuda.free(op.cudaFrames)
 			op.cudaFrames = op.cudaFrames[:0]
 			ucxx.CFree(op.block)
 			op.block = nil
-			e.rejectWhole(op, ucxx.StatusNoMemory)
+			m.rejectWhole(op, ucxx.StatusNoMemory)
 			return
 		}
 		op.cudaFrames = append(op.cudaFrames, ptr)
 	}
-	e.postFrames(op, size)
+	m.postFrames(op, size)
 }
 
 // postFrames writes the block's record and posts every frame receive, in frame order
 // (frames share one tag: UCX matches them in the order they are posted), into the
 // block and op.cudaFrames; then the stream's next message may start.
-func (e *Engine) postFrames(op *multiOp, size uint64) {
+func (m *multiBuffers) postFrames(op *multiOp, size uint64) {
 	q := op.queue
 	rec := newBlockRecord(op.block, len(op.dec.Sizes), size)
 	off := alignUp(recordSize(len(op.dec.Sizes)))
@@ -153,20 +153,20 @@ func (e *Engine) postFrames(op *multiOp, size uint64) {
 			off = alignUp(off + sz)
 		} else {
 			addr, cuda, memType = cuda[0], cuda[1:], ucxx.MemoryCUDA
-			kind := e.cuda.frameType()
+			kind := m.cuda.frameType()
 			if op.userFrames {
 				kind = uint64(MemCUDA) | FrameUserFlag
 			}
 			rec.setFrame(i, uint64(addr), sz, kind)
 		}
-		r := e.part(op, opTagRecv, stepMultiPart)
+		r := m.part(op, opTagRecv, stepMultiPart)
 		r.expect = sz
 		op.remaining++
-		r.track(e.worker.TagRecv(addr, sz, op.tag, ^uint64(0), memType, r.id))
+		r.track(m.worker.TagRecv(addr, sz, op.tag, ^uint64(0), memType, r.id))
 	}
-	e.nextReceive(q)
+	m.nextReceive(q)
 	if op.remaining == 0 {
-		e.finishMulti(op)
+		m.finishMulti(op)
 	}
 }
 
@@ -174,13 +174,13 @@ func (e *Engine) postFrames(op *multiOp, size uint64) {
 // posted is delivered (its frames are on their way and the receiver expects them); a
 // receive that has seen none of its message is cancelled; one that has is received
 // and dropped, so the stream stays in step.
-func (e *Engine) cancelMulti(op *multiOp) {
+func (m *multiBuffers) cancelMulti(op *multiOp) {
 	if !op.recv {
 		return
 	}
 	q := op.queue
 	if op.awaiting {
-		e.dropAwaiting(op, ucxx.StatusCanceled)
+		m.dropAwaiting(op, ucxx.StatusCanceled)
 		return
 	}
 	if op.gotHeader {
@@ -190,9 +190,9 @@ func (e *Engine) cancelMulti(op *multiOp) {
 	if q.active && len(q.ops) > 0 && q.ops[0] == op {
 		// Its header receive is posted: cancelling it completes the op as Canceled.
 		for _, id := range op.parts {
-			if r := e.requests.get(id); r != nil && !r.canceled {
+			if r := m.requests.get(id); r != nil && !r.canceled {
 				r.canceled = true
-				e.worker.Cancel(r.ucp)
+				m.worker.Cancel(r.ucp)
 			}
 		}
 		return
@@ -205,26 +205,26 @@ func (e *Engine) cancelMulti(op *multiOp) {
 		}
 	}
 	op.status = ucxx.StatusCanceled
-	e.finishMulti(op)
+	m.finishMulti(op)
 	if len(q.ops) == 0 {
-		e.startRecvMulti(q) // forgets the stream if nothing else holds it
+		m.startRecvMulti(q) // forgets the stream if nothing else holds it
 	}
 }
 
 // receiveAll receives the frames of admitted messages.
-func (e *Engine) receiveAll(admitted []*multiOp) {
+func (m *multiBuffers) receiveAll(admitted []*multiOp) {
 	for _, op := range admitted {
-		e.receiveFrames(op)
+		m.receiveFrames(op)
 	}
 }
 
 // failWaiting fails the messages of an endpoint that wait for room: they have no UCX
 // request that closing the endpoint would cancel.
-func (e *Engine) failWaiting(ep *endpoint, st ucxx.Status) {
-	for _, op := range e.admission.removeEndpoint(ep) {
+func (m *multiBuffers) failWaiting(ep *endpoint, st ucxx.Status) {
+	for _, op := range m.admission.removeEndpoint(ep) {
 		op.status = st
 		q := op.queue
-		e.finishMulti(op)
-		e.nextReceive(q)
+		m.finishMulti(op)
+		m.nextReceive(q)
 	}
 }

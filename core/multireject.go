@@ -18,7 +18,7 @@ const maxDiscardsInFlight = 64
 // rejectMessage fails a message whose headers broke a limit or the format. Its
 // remaining headers and frames are consumed and dropped when the decoder says the
 // stream can recover so (MessageDecoder.Discardable); otherwise the stream is poisoned.
-func (e *Engine) rejectMessage(op *multiOp, err error) {
+func (m *multiBuffers) rejectMessage(op *multiOp, err error) {
 	q := op.queue
 	op.status = ucxx.StatusIOError
 	if errors.Is(err, ErrLimit) {
@@ -29,8 +29,8 @@ func (e *Engine) rejectMessage(op *multiOp, err error) {
 	} else {
 		q.poisoned = op.status
 	}
-	e.finishMulti(op)
-	e.nextReceive(q)
+	m.finishMulti(op)
+	m.nextReceive(q)
 }
 
 // headersLeft is how many headers of a message of total frames are still to come after
@@ -47,37 +47,37 @@ func headersLeft(total uint64, fed int) uint64 {
 }
 
 // rejectWhole fails a fully described message and drops its frames.
-func (e *Engine) rejectWhole(op *multiOp, st ucxx.Status) {
+func (m *multiBuffers) rejectWhole(op *multiOp, st ucxx.Status) {
 	q := op.queue
 	op.status = st
 	q.discardLeft += uint64(len(op.dec.Sizes))
-	e.finishMulti(op)
-	e.nextReceive(q)
+	m.finishMulti(op)
+	m.nextReceive(q)
 }
 
 // pumpDiscards posts the drops of a rejected message, a window at a time.
-func (e *Engine) pumpDiscards(q *multiQueue) {
+func (m *multiBuffers) pumpDiscards(q *multiQueue) {
 	for q.discardLeft > 0 && q.discardInFlight < maxDiscardsInFlight {
-		ep := e.eps.get(q.key.ep)
+		ep := m.eps.get(q.key.ep)
 		if q.key.ep != 0 && !usable(ep) {
 			q.discardLeft = 0
 			return
 		}
 		q.discardLeft--
 		q.discardInFlight++
-		r := e.requests.add(e.newID(), opTagRecv, ep)
+		r := m.requests.add(m.newID(), opTagRecv, ep)
 		r.internal, r.stream = stepMultiDiscard, q
-		r.track(e.worker.TagRecv(0, 0, q.key.tag, ^uint64(0), 0, r.id))
+		r.track(m.worker.TagRecv(0, 0, q.key.tag, ^uint64(0), 0, r.id))
 	}
 }
 
 // onDiscard handles the end of one drop.
-func (e *Engine) onDiscard(r *request) {
+func (m *multiBuffers) onDiscard(r *request) {
 	q := r.stream
 	q.discardInFlight--
 	if q.discardLeft > 0 {
-		e.startRecvMulti(q)
+		m.startRecvMulti(q)
 	} else if len(q.ops) == 0 && q.discardInFlight == 0 && q.poisoned == ucxx.StatusOK && !q.active {
-		delete(e.multiRecv, q.key)
+		delete(m.multiRecv, q.key)
 	}
 }

@@ -52,13 +52,13 @@ func (e *Engine) SendMulti(ep uint64, desc uintptr, count int, tag uint64) (uint
 		f := Frame{binary.LittleEndian.Uint64(w), binary.LittleEndian.Uint64(w[8:]), binary.LittleEndian.Uint64(w[16:]), binary.LittleEndian.Uint64(w[24:])}
 		if f.MemType > uint64(MemCUDA) || (f.Addr == 0 && f.Size != 0) {
 			cb.release()
-			e.putMultiOp(op)
+			putMultiOp(op)
 			return 0, ErrBadDescriptors
 		}
 		if f.MemType == uint64(MemCUDA) {
 			if err := cb.add(uintptr(f.Addr), uintptr(f.Stream)); err != nil {
 				cb.release()
-				e.putMultiOp(op)
+				putMultiOp(op)
 				return 0, err
 			}
 		}
@@ -79,8 +79,8 @@ func ucsMemType(t uint64) int {
 	return 0 // UCS_MEMORY_TYPE_HOST
 }
 
-func (e *Engine) sendMulti(s *submission) {
-	ep, ok := e.beginMulti(s)
+func (m *multiBuffers) sendMulti(s *submission) {
+	ep, ok := m.beginMulti(s)
 	if !ok {
 		return
 	}
@@ -94,12 +94,12 @@ func (e *Engine) sendMulti(s *submission) {
 	op.lens = EncodeHeaders(unsafe.Slice((*byte)(op.headers), nh*MaxHeaderSize), op.sizes, op.types, op.lens[:0])
 	op.remaining = len(op.lens) + len(op.frames)
 	for i, n := range op.lens {
-		r := e.part(op, opTagSend, stepMultiPart)
+		r := m.part(op, opTagSend, stepMultiPart)
 		addr := uintptr(op.headers) + uintptr(i*MaxHeaderSize)
 		r.track(ep.u.TagSend(addr, uint64(n), op.tag, 0, r.id))
 	}
 	for _, f := range op.frames {
-		r := e.part(op, opTagSend, stepMultiPart)
+		r := m.part(op, opTagSend, stepMultiPart)
 		r.track(ep.u.TagSend(uintptr(f.Addr), f.Size, op.tag, ucsMemType(f.MemType), r.id))
 	}
 }

@@ -28,12 +28,12 @@ type multiQueue struct {
 func usable(ep *endpoint) bool { return ep == nil || ep.phase == phaseReady }
 
 // startRecvMulti starts the first receive of a stream, failing those that cannot run.
-func (e *Engine) startRecvMulti(q *multiQueue) {
+func (m *multiBuffers) startRecvMulti(q *multiQueue) {
 	if q.active {
 		return
 	}
 	if q.discardLeft > 0 {
-		e.pumpDiscards(q)
+		m.pumpDiscards(q)
 		if q.discardLeft > 0 {
 			return // the rest start once the last drop is posted
 		}
@@ -46,35 +46,35 @@ func (e *Engine) startRecvMulti(q *multiQueue) {
 		}
 		if st == ucxx.StatusOK {
 			op.dec.Reset()
-			op.dec.Limits = e.opts.Limits
+			op.dec.Limits = m.limits
 			op.ensureHeaders(MaxHeaderSize)
 			q.active = true
-			e.postHeaderRecv(op)
+			m.postHeaderRecv(op)
 			return
 		}
 		q.ops = q.ops[1:]
 		op.status = st
-		e.finishMulti(op)
+		m.finishMulti(op)
 	}
 	if q.poisoned == ucxx.StatusOK && q.discardLeft == 0 && q.discardInFlight == 0 {
-		delete(e.multiRecv, q.key)
+		delete(m.multiRecv, q.key)
 	}
 }
 
 // nextReceive takes the stream's first receive off it once that receive has posted every
 // receive of its message (or failed), and starts the next.
-func (e *Engine) nextReceive(q *multiQueue) {
+func (m *multiBuffers) nextReceive(q *multiQueue) {
 	q.ops[0] = nil
 	q.ops = q.ops[1:]
 	q.active = false
-	e.startRecvMulti(q)
+	m.startRecvMulti(q)
 }
 
 // forgetStreams drops the multi-buffer streams of a closed endpoint.
-func (e *Engine) forgetStreams(ep *endpoint) {
-	for key := range e.multiRecv {
+func (m *multiBuffers) forgetStreams(ep *endpoint) {
+	for key := range m.multiRecv {
 		if key.ep == ep.handle {
-			delete(e.multiRecv, key)
+			delete(m.multiRecv, key)
 		}
 	}
 }

@@ -159,22 +159,22 @@ func (e *Engine) dispatchOne(s *submission) {
 			e.worker.Cancel(r.ucp)
 		case r.internal == stepMultiWhole:
 			r.canceled = true
-			e.cancelMulti(r.multi)
+			e.multi.cancelMulti(r.multi)
 		case r.internal == stepAMWait:
-			e.cancelAMRecv(r)
+			e.am.cancelAMRecv(r)
 		}
 	case opSendMulti:
-		e.sendMulti(s)
+		e.multi.sendMulti(s)
 	case opRecvMulti:
-		e.recvMulti(s)
+		e.multi.recvMulti(s)
 	case opAMSend:
-		e.amSend(s)
+		e.am.amSend(s)
 	case opAMRecv:
-		e.amRecv(s)
+		e.am.amRecv(s)
 	case opRecvProbed:
 		e.recvProbed(s)
 	case opProvideFrames:
-		e.provideFrames(s)
+		e.multi.provideFrames(s)
 	case opConnect:
 		e.connect(s)
 	case opCloseEndpoint:
@@ -189,15 +189,15 @@ func (e *Engine) dispatchOne(s *submission) {
 // drainable reports whether a receive on a broken endpoint may still be posted (on the
 // worker): its peer broke it, not the application, and a matching message already
 // waits. Otherwise it returns the status the receive fails with.
-func (e *Engine) drainable(handle uint64, ep *endpoint, tag, mask uint64) (ucxx.Status, bool) {
-	st, dead := e.eps.deadStatus(handle)
+func (t *progressThread) drainable(handle uint64, ep *endpoint, tag, mask uint64) (ucxx.Status, bool) {
+	st, dead := t.eps.deadStatus(handle)
 	if !dead {
 		st = endpointStatus(ep)
 	}
 	if st == ucxx.StatusCanceled {
 		return st, false // closed or aborted by the application
 	}
-	if found, _, _, _ := e.worker.TagProbe(tag, mask, false); found {
+	if found, _, _, _ := t.worker.TagProbe(tag, mask, false); found {
 		return st, true
 	}
 	return st, false
@@ -205,10 +205,10 @@ func (e *Engine) drainable(handle uint64, ep *endpoint, tag, mask uint64) (ucxx.
 
 // readyEndpoint returns the submission's endpoint if work may be posted on it, or
 // completes the submission with the endpoint's status and returns nil.
-func (e *Engine) readyEndpoint(s *submission) *endpoint {
-	ep := e.eps.get(s.ep)
+func (t *progressThread) readyEndpoint(s *submission) *endpoint {
+	ep := t.eps.get(s.ep)
 	if ep == nil || ep.phase != phaseReady {
-		e.completeNow(s.id, endpointStatus(ep), 0)
+		t.completeNow(s.id, endpointStatus(ep), 0)
 		return nil
 	}
 	return ep
@@ -258,7 +258,7 @@ func (e *Engine) drainEvents() {
 			case ucxx.EventConnRequest:
 				e.accept(ev.ID, ev.Ptr)
 			case ucxx.EventAM:
-				e.onAM(ev)
+				e.am.onAM(ev)
 			}
 		}
 	}
@@ -326,7 +326,7 @@ func (e *Engine) spin() bool {
 // aborted, every request still in flight is cancelled.
 func (e *Engine) beginStop(deadline time.Time, done chan error) {
 	e.stopping, e.stopBy, e.stopDone = true, deadline, done
-	e.dropAllAwaiting()
+	e.multi.dropAllAwaiting()
 	for h := range e.listeners {
 		e.closeListener(h)
 	}

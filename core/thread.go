@@ -1,0 +1,39 @@
+package core
+
+import (
+	"sync/atomic"
+
+	"github.com/ucxx-go/ucxx-go/notifier"
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// progressThread is what the progress thread's components share: the worker every
+// ucp_* call goes to, the requests in flight, the endpoints, and the completions
+// waiting for the queue. The Engine embeds it; each component holds a pointer to it
+// and owns the rest of its state. Everything here belongs to the progress thread,
+// except nextID and the endpoint table's application-thread side.
+type progressThread struct {
+	worker   *ucxx.Worker
+	requests requestTable
+	eps      endpointTable
+	pending  []notifier.Completion // completions not yet in the ring (completions.go)
+	nextID   atomic.Uint64         // request ids, from 1; any thread
+}
+
+// multiBuffers is the multi-buffer component: the receive streams, admission of
+// messages, and receives waiting for application-allocated frames (multi*.go,
+// admission.go, frames.go).
+type multiBuffers struct {
+	*progressThread
+	cuda      *cudaGate
+	limits    Limits
+	admission admission
+	multiRecv map[multiKey]*multiQueue
+	awaiting  map[uintptr]*multiOp // block -> receive waiting for its CUDA frames
+}
+
+// activeMessages is the active-message component: sends, and each endpoint's
+// mailbox of messages and waiting am_recvs (am.go).
+type activeMessages struct {
+	*progressThread
+}
