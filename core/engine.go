@@ -39,9 +39,8 @@ type Options struct {
 	// SpinBeforeSleep is how long a blocking-mode progress thread keeps polling after
 	// its last work before it arms the worker and sleeps, so a reply arriving within
 	// it costs no wake-up. The spin yields the CPU between polls (sched_yield): a
-	// thread sharing the CPU, the application's or the peer's, still runs. On a
-	// virtual machine waking a thread on an idle vCPU costs about 25 us, so this is
-	// what makes small round trips fast there (benchmarks/RESULTS.md). 0: off.
+	// thread sharing the CPU, the application's or the peer's, still runs. 0: off.
+	// (Why: benchmarks/design-notes.md.)
 	SpinBeforeSleep time.Duration
 	// CUDADevice is the device a multi-buffer receive allocates CUDA frames on until
 	// the application has submitted a CUDA buffer (then: that buffer's device).

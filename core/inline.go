@@ -11,8 +11,8 @@ import (
 // Inline completion: an operation that ends while the call that submitted it is still
 // in Go (an eager send, a receive whose message was already there) is handed back to
 // that call instead of going through the completion ring. The caller is spared a
-// round trip through its event loop (a wake-up, a drain, a Future), which on a
-// 2-core machine was a third of an 8-byte round trip (benchmarks/RESULTS.md).
+// round trip through its event loop (a wake-up, a drain, a Future); see
+// benchmarks/design-notes.md for what that saves.
 //
 // The submitting call takes a slot, writes its request id into it, queues the
 // submission and waits up to Options.InlineWait. The progress thread, completing a
@@ -118,9 +118,8 @@ const inlineMinWait = 2 * time.Microsecond
 // to end inline: the full Options.InlineWait, until inlineBackoff waits in a row come
 // to nothing (a server waiting for requests that come seldom, rendezvous sends); then
 // inlineMinWait, with a full wait every inlineProbe calls to notice when the traffic
-// turns quick again. Halving and doubling the wait, or backing off after 4 misses,
-// measured 1.5-2x slower 8-byte round trips: in a ping-pong one side's receive misses
-// now and then (a scheduling hiccup), and the wait collapsed.
+// turns quick again: an occasional miss (a scheduling hiccup in a ping-pong) must not
+// collapse the wait (benchmarks/design-notes.md has the alternatives measured).
 type inlineBudget struct {
 	misses atomic.Uint32 // full waits in a row that ended without a completion
 }

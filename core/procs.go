@@ -15,7 +15,7 @@ const freeProcs = 2
 // minProcs is the fewest Ps a process with an engine runs with, unless the user set
 // GOMAXPROCS: application threads (Python's, say) enter Go through cgo and each needs
 // a free P, which on a small machine is often held by the progress thread
-// (benchmarks/foundation.md). Idle Ps cost almost nothing.
+// (benchmarks/design-notes.md). Idle Ps cost almost nothing.
 const minProcs = 8
 
 // reserveP makes room for one more progress thread. A progress thread keeps its P

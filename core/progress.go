@@ -365,11 +365,10 @@ func (e *Engine) finishStop() bool {
 }
 
 // epollWait is epoll_wait as a raw system call. syscall.EpollWait tells the Go
-// scheduler the thread is in a system call: sysmon then hands the thread's P to
-// another thread after 20 us, and waking up takes it back, a futex round trip each
-// way. Measured with perf sched: about 3 context switches per round trip came from
-// that. A raw call keeps the P; New raises the P count (reserveP) so nobody waits for
-// it, and a GC stop-the-world interrupts the wait with a signal (EINTR).
+// scheduler the thread is in a system call, and sysmon then hands the thread's P to
+// another thread, which waking up must take back (benchmarks/design-notes.md). A raw
+// call keeps the P; New raises the P count (reserveP) so nobody waits for it, and a
+// GC stop-the-world interrupts the wait with a signal (EINTR).
 func epollWait(epfd int, evs []syscall.EpollEvent, msec int) (int, error) {
 	r, _, errno := syscall.RawSyscall6(syscall.SYS_EPOLL_WAIT, uintptr(epfd), uintptr(unsafe.Pointer(&evs[0])), uintptr(len(evs)), uintptr(msec), 0, 0)
 	if errno != 0 {

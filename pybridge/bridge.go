@@ -120,7 +120,7 @@ func Start(options string, mode string, delayedSubmission bool, limits string) (
 }
 
 // Defaults for the progress thread's polling before it sleeps and a submitting call's
-// wait for an inline completion (benchmarks/RESULTS.md).
+// wait for an inline completion (benchmarks/design-notes.md).
 const (
 	defaultSpin       = 200 * time.Microsecond
 	defaultInlineWait = 50 * time.Microsecond
