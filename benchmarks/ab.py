@@ -1,0 +1,87 @@
+"""A/B: the same send_recv runs under two Pythons (two builds of ucxx-go), alternating.
+
+    python benchmarks/ab.py --a /path/to/old/venv/bin/python --b .venv/bin/python \\
+        --rounds 5 --out benchmarks/results/ab.md
+
+Each configuration (8 B round trip, 1 MiB, 8 x 64 KiB send_multi by default) runs
+`--rounds` times under each interpreter, A and B alternating within a round so drift on
+a shared machine hits both. It reports the median over rounds of each run's median
+round trip and of its median bandwidth, and B's ratio to A.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CONFIGS = {
+    "8 B round trip": ["-n", "8", "--n-iter", "2000", "--n-warmup-iter", "200"],
+    "1 MiB": ["-n", "1MiB", "--n-iter", "200", "--n-warmup-iter", "20"],
+    "8 x 64 KiB send_multi": ["-n", "64KiB", "-x", "8", "--n-iter", "200", "--n-warmup-iter", "20"],
+}
+
+
+def _find(record, key):
+    """The first value of key anywhere in a nested JSON record."""
+    if isinstance(record, dict):
+        if key in record:
+            return record[key]
+        values = record.values()
+    elif isinstance(record, list):
+        values = record
+    else:
+        return None
+    for v in values:
+        found = _find(v, key)
+        if found is not None:
+            return found
+    return None
+
+
+def run_once(python, args):
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        cmd = [python, os.path.join(HERE, "send_recv.py"), "-l", "ucxx-go", "--no-detailed-report",
+               "--json", out.name, *args]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, timeout=600)
+        with open(out.name) as f:
+            record = json.load(f)
+    return _find(record, "rtt_p50_us"), _find(record, "bandwidth_median_Bps")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--a", required=True, help="Python of build A (before)")
+    p.add_argument("--b", required=True, help="Python of build B (after)")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--out", help="also write the table (Markdown) here")
+    args = p.parse_args(argv)
+    rows = []
+    for name, cfg in CONFIGS.items():
+        got = {"A": [], "B": []}
+        for r in range(args.rounds):
+            for side in ("AB" if r % 2 == 0 else "BA"):
+                got[side].append(run_once(args.a if side == "A" else args.b, cfg))
+        med = {s: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for s, v in got.items()}
+        rows.append((name, med["A"], med["B"]))
+    lines = [
+        f"A: `{args.a}`, B: `{args.b}`; {args.rounds} rounds, medians over rounds of each run's median.",
+        "",
+        "| configuration | RTT p50 A (us) | RTT p50 B (us) | B/A | bandwidth A (MB/s) | bandwidth B (MB/s) | B/A |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, a, b in rows:
+        lines.append(f"| {name} | {a[0]:.1f} | {b[0]:.1f} | {b[0] / a[0]:.2f} | {a[1] / 1e6:.0f} | {b[1] / 1e6:.0f} | {b[1] / a[1]:.2f} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
