@@ -178,12 +178,14 @@ func (e *Engine) closeEndpoint(s *submission) {
 	ep := e.eps.get(s.ep)
 	if ep == nil || ep.phase >= phaseClosing {
 		// Closing twice, or after a failure: the close still completes.
-		if ep != nil && ep.phase == phaseClosing && ep.closeID == 0 {
+		if ep != nil && ep.phase == phaseClosing && ep.closeID == 0 && s.id != 0 {
 			ep.closeID = s.id
 			e.eps.schedule(ep, time.Now().Add(time.Duration(s.timeout)))
 			return
 		}
-		e.completeNow(s.id, ucxx.StatusOK, 0)
+		if s.id != 0 {
+			e.completeNow(s.id, ucxx.StatusOK, 0)
+		}
 		return
 	}
 	ep.closeID = s.id
@@ -210,6 +212,8 @@ func (e *Engine) checkDeadlines(now time.Time) {
 			// The sends did not finish in time: close anyway, which cancels them.
 			e.closeUCX(ep, true)
 			ep.deadline = now.Add(time.Second)
+			return true
+		case ep.flushing:
 			return true
 		case ep.closeID != 0 && now.After(ep.deadline):
 			// UCX goes on closing in the background; the application has waited enough.

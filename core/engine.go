@@ -362,6 +362,14 @@ func (e *Engine) CloseEndpoint(ep uint64, timeout time.Duration) (uint64, error)
 	return id, e.submit(submission{op: opCloseEndpoint, id: id, ep: ep, timeout: int64(timeout)})
 }
 
+// ReleaseEndpoint closes an endpoint the application dropped, gracefully and in the
+// background, as CloseEndpoint with the given timeout: what was sent is still
+// delivered (sends in flight are flushed first), pending receives are cancelled. It
+// reports no completion of its own.
+func (e *Engine) ReleaseEndpoint(ep uint64, timeout time.Duration) error {
+	return e.submit(submission{op: opCloseEndpoint, ep: ep, timeout: int64(timeout)})
+}
+
 // AbortEndpoint closes an endpoint at once: everything in flight on it fails with
 // StatusCanceled. It reports no completion of its own.
 func (e *Engine) AbortEndpoint(ep uint64) error {

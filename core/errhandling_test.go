@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ucxx-go/ucxx-go/ucxx"
 )
@@ -407,4 +408,42 @@ func TestNoErrorHandlingClose(t *testing.T) {
 		runtime.KeepAlive(msg)
 		runtime.KeepAlive(out)
 	})
+}
+
+// TestReleaseEndpointDeliversWhatWasSent: an endpoint the application drops after its
+// sends completed is closed gracefully: the peer receives every message, the last a
+// rendezvous one, and then sees the connection end.
+func TestReleaseEndpointDeliversWhatWasSent(t *testing.T) {
+	client, server := newTestEngine(t, Options{}), newTestEngine(t, Options{})
+	cep, sep, cc, sc := pair(t, client, server)
+	sizes := []int{8, 64, 4096, 1 << 20}
+	bufs := make([][]byte, len(sizes))
+	for i, n := range sizes {
+		bufs[i] = bytes.Repeat([]byte{byte(i + 1)}, n)
+		id, err := server.TagSend(sep, uintptr(unsafe.Pointer(&bufs[i][0])), uint64(n), 7, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Only eager sends complete before the peer receives; the rendezvous one is
+		// still in flight when the endpoint is released.
+		if n < 1<<20 {
+			if c := sc.wait(id, 5*time.Second); c.Status != 0 {
+				t.Fatalf("send %d: status %d", i, c.Status)
+			}
+		}
+	}
+	if err := server.ReleaseEndpoint(sep, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range sizes {
+		got := make([]byte, n)
+		id, err := client.TagRecv(cep, uintptr(unsafe.Pointer(&got[0])), uint64(n), 7, ^uint64(0), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := cc.wait(id, 5*time.Second); c.Status != 0 || c.Length != uint64(n) || !bytes.Equal(got, bufs[i]) {
+			t.Fatalf("message %d: status %d, length %d of %d, intact %v", i, c.Status, c.Length, n, bytes.Equal(got, bufs[i]))
+		}
+	}
+	runtime.KeepAlive(bufs)
 }

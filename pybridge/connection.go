@@ -80,6 +80,18 @@ func CloseEndpoint(h uint64, timeoutMs int64) (id uint64, err error) {
 	return e.CloseEndpoint(h, time.Duration(timeoutMs)*time.Millisecond)
 }
 
+// ReleaseEndpoint closes an endpoint the application dropped without closing it:
+// gracefully, in the background, within timeoutMs (what was sent is delivered); no
+// completion is reported.
+func ReleaseEndpoint(h uint64, timeoutMs int64) (ok bool, err error) {
+	defer guard(&err)
+	e, err := current()
+	if err != nil {
+		return false, err
+	}
+	return true, e.ReleaseEndpoint(h, time.Duration(timeoutMs)*time.Millisecond)
+}
+
 // AbortEndpoint closes an endpoint at once, failing what is in flight on it.
 func AbortEndpoint(h uint64) (ok bool, err error) {
 	defer guard(&err)
