@@ -65,6 +65,8 @@ func (e *Engine) onInternal(r *request, st ucxx.Status, length uint64) {
 		e.am.onAMData(r, st, length)
 	case stepHandshakeSend, stepHandshakeRecv:
 		e.onHandshakeStep(r, st)
+	case stepKeepaliveSend, stepKeepaliveRecv:
+		e.onKeepalive(r, st)
 	case stepClose:
 		e.closed(r.ep)
 	}

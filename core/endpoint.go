@@ -50,6 +50,11 @@ type endpoint struct {
 	// endpoint (UCX's own flush does not finish a rendezvous send nobody receives).
 	flushing bool
 
+	// Keepalive (keepalive.go): on, when the peer was last heard, a send in flight.
+	kaOn, kaSending bool
+	peerKeepalive   bool // the peer's handshake said it keeps the connection alive
+	kaHeard         time.Time
+
 	known bool // the application was given this endpoint
 
 	mailbox amMailbox // its active messages and am_recvs (am.go)
@@ -110,11 +115,12 @@ func (e *Engine) teardown(ep *endpoint, st ucxx.Status, force bool) {
 			continue
 		}
 		switch r.internal {
-		case notInternal, stepMultiPart, stepMultiHeader, stepMultiDiscard:
+		case notInternal, stepMultiPart, stepMultiHeader, stepMultiDiscard, stepKeepaliveSend, stepKeepaliveRecv:
 			r.canceled, r.override = true, st
 			e.worker.Cancel(r.ucp)
 		}
 	}
+	e.stopKeepalive(ep)
 	e.am.dropAM(ep, st)
 	e.multi.failWaiting(ep, st)
 	e.eps.untag(ep)

@@ -51,6 +51,11 @@ type Options struct {
 	// InlineWait is how long TagSendInline and TagRecvInline wait for their operation
 	// to end before leaving its completion to the queue (see inline.go). 0: no wait.
 	InlineWait time.Duration
+	// KeepaliveTimeout is how long an endpoint with peer error handling may hear
+	// nothing from its peer before it fails with StatusTimedOut (keepalive.go); a
+	// keepalive goes out every third of it. Default DefaultKeepaliveTimeout; negative:
+	// off.
+	KeepaliveTimeout time.Duration
 	// Limits bound what a peer may announce in a multi-buffer message.
 	Limits Limits
 	// MaxOutstandingBytes bounds the bytes of multi-buffer messages being received at
@@ -108,6 +113,7 @@ type Engine struct {
 	cuda  cudaGate       // CUDA contexts and stream-gated submissions (cuda.go)
 	multi multiBuffers   // multi-buffer messages (multi*.go)
 	am    activeMessages // active messages (am.go)
+	ka    keepalive      // keepalive schedule (keepalive.go)
 
 	// Owned by the progress thread.
 	ctx       *ucxx.Context
@@ -170,6 +176,12 @@ func New(opts Options) (*Engine, error) {
 		awaiting:       make(map[uintptr]*multiOp),
 	}
 	e.am = activeMessages{progressThread: &e.progressThread}
+	if opts.KeepaliveTimeout == 0 {
+		opts.KeepaliveTimeout = DefaultKeepaliveTimeout
+	}
+	if opts.KeepaliveTimeout > 0 {
+		e.ka = keepalive{timeout: opts.KeepaliveTimeout, interval: opts.KeepaliveTimeout / 3}
+	}
 	reserveP()
 	started := make(chan error, 1)
 	go e.run(started)

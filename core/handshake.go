@@ -18,13 +18,21 @@ const handshakeSize = 16
 // message) fails the handshake instead of yielding a garbage tag.
 const handshakeMagic = 0x7563_7878_676f_2d31 // "ucxxgo-1"
 
+// handshakeKeepalive, set in the check word, says the side keeps the connection alive
+// (keepalive.go): keepalive runs only where both sides do.
+const handshakeKeepalive = 1 << 63
+
 // startHandshake sends our receive tag and receives the peer's, both at once, so the
 // exchange costs one one-way latency.
 func (e *Engine) startHandshake(ep *endpoint) {
 	ep.hs = ucxx.CAlloc(2 * handshakeSize)
 	out := unsafe.Slice((*byte)(ep.hs), handshakeSize)
 	binary.LittleEndian.PutUint64(out[0:], ep.recvTag)
-	binary.LittleEndian.PutUint64(out[8:], ep.recvTag^handshakeMagic)
+	check := ep.recvTag ^ handshakeMagic
+	if e.keepaliveWanted(ep) {
+		check ^= handshakeKeepalive
+	}
+	binary.LittleEndian.PutUint64(out[8:], check)
 	e.eps.schedule(ep, ep.deadline)
 
 	send := e.requests.add(e.newID(), opTagSend, ep)
@@ -50,7 +58,11 @@ func (e *Engine) onHandshakeStep(r *request, st ucxx.Status) {
 	} else {
 		in := unsafe.Slice((*byte)(unsafe.Add(ep.hs, handshakeSize)), handshakeSize)
 		tag := binary.LittleEndian.Uint64(in[0:])
-		if binary.LittleEndian.Uint64(in[8:]) != tag^handshakeMagic {
+		switch binary.LittleEndian.Uint64(in[8:]) {
+		case tag ^ handshakeMagic:
+		case tag ^ handshakeMagic ^ handshakeKeepalive:
+			ep.peerKeepalive = true
+		default:
 			e.failHandshake(ep, ucxx.StatusIOError)
 			return
 		}
@@ -66,6 +78,7 @@ func (e *Engine) handshakeDone(ep *endpoint) {
 	ep.phase = phaseReady
 	ep.known = true
 	e.eps.publish(ep, true)
+	e.startKeepalive(ep)
 	if ep.connectID != 0 {
 		e.completeNow(ep.connectID, ucxx.StatusOK, ep.handle)
 		ep.connectID = 0

@@ -231,8 +231,12 @@ func (e *Engine) progress() {
 		e.worked = true
 	}
 	e.drainEvents()
-	if len(e.eps.timed) > 0 {
-		e.checkDeadlines(time.Now())
+	if len(e.eps.timed) > 0 || e.ka.watched > 0 {
+		now := time.Now()
+		e.checkDeadlines(now)
+		if e.ka.due(now) {
+			e.keepaliveTick(now)
+		}
 	}
 	e.flush()
 }
@@ -282,8 +286,12 @@ func (e *Engine) sleep(evs []syscall.EpollEvent) {
 	switch {
 	case len(e.pending) > 0 || e.stopping:
 		timeout = time.Millisecond // the queue is full, or shutdown is waiting on requests
-	case len(e.eps.timed) > 0:
-		if d := time.Until(e.eps.nextDeadline()); d < timeout {
+	default:
+		next := e.eps.nextDeadline()
+		if e.ka.watched > 0 && (next.IsZero() || e.ka.next.Before(next)) {
+			next = e.ka.next
+		}
+		if d := time.Until(next); !next.IsZero() && d < timeout {
 			timeout = max(d, time.Millisecond)
 		}
 	}

@@ -45,6 +45,8 @@ const (
 	stepMultiDiscard // consumes and drops one message of a rejected multi-buffer message
 	stepAMWait       // an application's am_recv waiting for a message (no UCX request)
 	stepAMData       // fetching a rendezvous active message
+	stepKeepaliveSend
+	stepKeepaliveRecv
 )
 
 // requestTable maps request ids to requests in flight. It belongs to the progress

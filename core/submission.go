@@ -24,6 +24,7 @@ const (
 	opAMRecv
 	opRecvProbed
 	opProvideFrames
+	opKeepalive // a keepalive send or receive (requests only, never submitted)
 )
 
 // submission is one application request waiting for the progress thread. It is a
