@@ -67,6 +67,7 @@ func (e *Engine) onInternal(r *request, st ucxx.Status, length uint64) {
 		e.onHandshakeStep(r, st)
 	case stepKeepaliveSend, stepKeepaliveRecv:
 		e.onKeepalive(r, st)
+	case stepDropUnexpected:
 	case stepClose:
 		e.closed(r.ep)
 	}

@@ -1,7 +1,6 @@
 package core
 
 import (
-	"math/rand/v2"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -55,13 +54,15 @@ type endpoint struct {
 	peerKeepalive   bool // the peer's handshake said it keeps the connection alive
 	kaHeard         time.Time
 
+	unexpectedBytes int64 // charge of its held unexpected messages (unexpected.go)
+
 	known bool // the application was given this endpoint
 
 	mailbox amMailbox // its active messages and am_recvs (am.go)
 }
 
 func (e *Engine) newEndpoint(timeout time.Duration) *endpoint {
-	ep := &endpoint{handle: e.nextHandle.Add(1), recvTag: rand.Uint64() &^ MultiTagBit, deadline: time.Now().Add(timeout)}
+	ep := &endpoint{handle: e.nextHandle.Add(1), recvTag: e.eps.newRecvTag(), deadline: time.Now().Add(timeout)}
 	e.eps.add(ep)
 	return ep
 }
@@ -181,6 +182,7 @@ func (t *progressThread) maybeFree(ep *endpoint) {
 
 func (e *Engine) closeEndpoint(s *submission) {
 	e.eps.forget(s.ep)
+	e.dropHeld(s.ep)
 	ep := e.eps.get(s.ep)
 	if ep == nil || ep.phase >= phaseClosing {
 		// Closing twice, or after a failure: the close still completes.
@@ -201,6 +203,7 @@ func (e *Engine) closeEndpoint(s *submission) {
 
 func (e *Engine) abortEndpoint(s *submission) {
 	e.eps.forget(s.ep)
+	e.dropHeld(s.ep)
 	if ep := e.eps.get(s.ep); ep != nil {
 		e.teardown(ep, ucxx.StatusCanceled, true)
 	}

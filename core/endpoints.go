@@ -1,6 +1,7 @@
 package core
 
 import (
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -18,6 +19,8 @@ type endpointTable struct {
 	// before it went away (UCXX's semantics).
 	dead  map[uint64]ucxx.Status
 	timed []*endpoint // endpoints with a handshake or close deadline
+	// byTagID: every endpoint by the id in its receive tag (tags.go), until removed.
+	byTagID map[uint32]*endpoint
 
 	mu        sync.RWMutex         // guards published
 	published map[uint64]*endpoint // endpoints the application was given, until closed
@@ -28,12 +31,35 @@ func newEndpointTable() endpointTable {
 		byHandle:  make(map[uint64]*endpoint),
 		byRecvTag: make(map[uint64]*endpoint),
 		dead:      make(map[uint64]ucxx.Status),
+		byTagID:   make(map[uint32]*endpoint),
 		published: make(map[uint64]*endpoint),
 	}
 }
 
 // add registers a new endpoint.
-func (t *endpointTable) add(ep *endpoint) { t.byHandle[ep.handle] = ep }
+func (t *endpointTable) add(ep *endpoint) {
+	t.byHandle[ep.handle] = ep
+	if id := tagEndpointID(ep.recvTag); id != 0 {
+		t.byTagID[id] = ep
+	}
+}
+
+// newRecvTag returns a receive tag whose endpoint id no endpoint in the table has.
+func (t *endpointTable) newRecvTag() uint64 {
+	for {
+		if id := rand.Uint32() & tagEndpointIDMask; id != 0 && t.byTagID[id] == nil {
+			return uint64(id) << UserTagBits
+		}
+	}
+}
+
+// owner returns the endpoint whose receive tag the message tag carries, or nil.
+func (t *endpointTable) owner(tag uint64) *endpoint {
+	if id := tagEndpointID(tag); id != 0 {
+		return t.byTagID[id]
+	}
+	return nil
+}
 
 // get returns the endpoint with handle h, or nil.
 func (t *endpointTable) get(h uint64) *endpoint { return t.byHandle[h] }
@@ -66,6 +92,9 @@ func (t *endpointTable) untag(ep *endpoint) {
 // when its peer broke a connection the application was given.
 func (t *endpointTable) remove(ep *endpoint) {
 	delete(t.byHandle, ep.handle)
+	if id := tagEndpointID(ep.recvTag); t.byTagID[id] == ep {
+		delete(t.byTagID, id)
+	}
 	t.mu.Lock()
 	delete(t.published, ep.handle)
 	t.mu.Unlock()

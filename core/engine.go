@@ -56,6 +56,11 @@ type Options struct {
 	// keepalive goes out every third of it. Default DefaultKeepaliveTimeout; negative:
 	// off.
 	KeepaliveTimeout time.Duration
+	// MaxUnexpectedBytes bounds, per endpoint, the messages it sent that no receive
+	// was posted for (unexpected.go); an endpoint over it fails with
+	// StatusExceedsLimit. Messages that name no endpoint share one such bound. Default
+	// DefaultMaxUnexpectedBytes.
+	MaxUnexpectedBytes int64
 	// Limits bound what a peer may announce in a multi-buffer message.
 	Limits Limits
 	// MaxOutstandingBytes bounds the bytes of multi-buffer messages being received at
@@ -164,6 +169,10 @@ func New(opts Options) (*Engine, error) {
 		epfd:      -1,
 	}
 	e.requests = newRequestTable()
+	if opts.MaxUnexpectedBytes <= 0 {
+		opts.MaxUnexpectedBytes = DefaultMaxUnexpectedBytes
+	}
+	e.unexpected.max = opts.MaxUnexpectedBytes
 	e.eps = newEndpointTable()
 	e.inline.init()
 	e.cuda = cudaGate{post: e.post, defaultDevice: opts.CUDADevice, noAffinity: opts.NoGPUAffinity}
@@ -448,12 +457,14 @@ func (e *Engine) WorkerAddress() (addr []byte, err error) {
 // Stats are counters for tests and diagnosis.
 type Stats struct {
 	InFlight, Endpoints, Listeners int
+	UnexpectedBytes                int64 // charge of the held unexpected messages
 }
 
 // Stats returns the engine's counters, read on the progress thread.
 func (e *Engine) Stats() (s Stats, err error) {
 	err = e.onThread(func() {
-		s = Stats{InFlight: e.requests.len(), Endpoints: e.eps.len(), Listeners: len(e.listeners)}
+		s = Stats{InFlight: e.requests.len(), Endpoints: e.eps.len(), Listeners: len(e.listeners),
+			UnexpectedBytes: e.unexpected.bytes()}
 	})
 	return s, err
 }

@@ -61,7 +61,7 @@ func (m *multiBuffers) recvMulti(s *submission) {
 func (m *multiBuffers) postHeaderRecv(op *multiOp) {
 	r := m.part(op, opTagRecv, stepMultiHeader)
 	op.remaining++
-	r.track(m.worker.TagRecv(uintptr(op.headers), MaxHeaderSize, op.tag, ^uint64(0), 0, r.id))
+	m.postTagRecv(r, uintptr(op.headers), MaxHeaderSize, op.tag, ^uint64(0), 0)
 }
 
 // onMultiHeader handles a received header.
@@ -162,7 +162,7 @@ func (m *multiBuffers) postFrames(op *multiOp, size uint64) {
 		r := m.part(op, opTagRecv, stepMultiPart)
 		r.expect = sz
 		op.remaining++
-		r.track(m.worker.TagRecv(addr, sz, op.tag, ^uint64(0), memType, r.id))
+		m.postTagRecv(r, addr, sz, op.tag, ^uint64(0), memType)
 	}
 	m.nextReceive(q)
 	if op.remaining == 0 {

@@ -67,7 +67,7 @@ func (m *multiBuffers) pumpDiscards(q *multiQueue) {
 		q.discardInFlight++
 		r := m.requests.add(m.newID(), opTagRecv, ep)
 		r.internal, r.stream = stepMultiDiscard, q
-		r.track(m.worker.TagRecv(0, 0, q.key.tag, ^uint64(0), 0, r.id))
+		m.postTagRecv(r, 0, 0, q.key.tag, ^uint64(0), 0)
 	}
 }
 

@@ -20,7 +20,15 @@ type ProbeResult struct {
 func (e *Engine) TagProbe(tag, mask uint64, remove bool) (res ProbeResult, err error) {
 	err = e.onThread(func() {
 		var msg unsafe.Pointer
-		res.Found, res.SenderTag, res.Length, msg = e.worker.TagProbe(tag, mask, remove)
+		if i := e.unexpected.find(tag, mask); i >= 0 {
+			m := e.unexpected.held[i]
+			if remove {
+				m = e.unexpected.take(i)
+			}
+			res.Found, res.SenderTag, res.Length, msg = true, m.tag, m.length, m.msg
+		} else {
+			res.Found, res.SenderTag, res.Length, msg = e.worker.TagProbe(tag, mask, remove)
+		}
 		if res.Found && remove {
 			res.Handle = e.nextHandle.Add(1)
 			e.probed[res.Handle] = msg
@@ -43,7 +51,7 @@ func (e *Engine) recvProbed(s *submission) {
 	}
 	delete(e.probed, s.ep)
 	r := e.requests.add(s.id, opTagRecv, nil)
-	r.track(e.worker.TagMsgRecv(msg, s.addr, s.size, s.id))
+	r.track(e.worker.TagMsgRecv(msg, s.addr, s.size, -1, s.id))
 }
 
 // ConnectAddress creates an endpoint to a worker address (WorkerAddress of the peer)

@@ -149,7 +149,7 @@ func (e *Engine) dispatchOne(s *submission) {
 		}
 		r := e.requests.add(s.id, opTagRecv, ep)
 		r.slot = s.slot
-		r.track(e.worker.TagRecv(s.addr, s.size, s.tag, s.mask, s.memType, s.id))
+		e.postTagRecv(r, s.addr, s.size, s.tag, s.mask, s.memType)
 	case opCancel:
 		r := e.requests.get(s.id)
 		switch {
@@ -197,7 +197,7 @@ func (t *progressThread) drainable(handle uint64, ep *endpoint, tag, mask uint64
 	if st == ucxx.StatusCanceled {
 		return st, false // closed or aborted by the application
 	}
-	if found, _, _, _ := t.worker.TagProbe(tag, mask, false); found {
+	if t.waiting(tag, mask) {
 		return st, true
 	}
 	return st, false
@@ -231,6 +231,7 @@ func (e *Engine) progress() {
 		e.worked = true
 	}
 	e.drainEvents()
+	e.drainUnexpected()
 	if len(e.eps.timed) > 0 || e.ka.watched > 0 {
 		now := time.Now()
 		e.checkDeadlines(now)
@@ -335,6 +336,7 @@ func (e *Engine) spin() bool {
 func (e *Engine) beginStop(deadline time.Time, done chan error) {
 	e.stopping, e.stopBy, e.stopDone = true, deadline, done
 	e.multi.dropAllAwaiting()
+	e.dropAllHeld()
 	for h := range e.listeners {
 		e.closeListener(h)
 	}

@@ -47,6 +47,7 @@ const (
 	stepAMData       // fetching a rendezvous active message
 	stepKeepaliveSend
 	stepKeepaliveRecv
+	stepDropUnexpected // receives a held message into nothing (unexpected.go)
 )
 
 // requestTable maps request ids to requests in flight. It belongs to the progress

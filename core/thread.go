@@ -18,6 +18,8 @@ type progressThread struct {
 	eps      endpointTable
 	pending  []notifier.Completion // completions not yet in the ring (completions.go)
 	nextID   atomic.Uint64         // request ids, from 1; any thread
+	// unexpected holds the messages no receive was posted for (unexpected.go).
+	unexpected unexpectedStore
 }
 
 // multiBuffers is the multi-buffer component: the receive streams, admission of

@@ -65,8 +65,8 @@ func current() (*core.Engine, error) {
 // Start creates the engine. options is a JSON object of UCX settings without the UCX_
 // prefix; mode is "blocking" or "polling"; limits is a JSON object with any of
 // max_frames, max_frame_bytes, max_message_bytes, max_outstanding_bytes,
-// max_endpoint_outstanding_bytes (0 or absent:
-// the default). It returns "ring_address ring_size eventfd" for the completion queue
+// max_endpoint_outstanding_bytes, max_unexpected_bytes and keepalive_timeout_ms (0 or
+// absent: the default; a negative keepalive_timeout_ms turns keepalive off). It returns "ring_address ring_size eventfd" for the completion queue
 // that Python reads in place.
 func Start(options string, mode string, delayedSubmission bool, limits string) (res string, err error) {
 	defer guard(&err)
@@ -82,6 +82,8 @@ func Start(options string, mode string, delayedSubmission bool, limits string) (
 			MaxMessageBytes     uint64 `json:"max_message_bytes"`
 			MaxOutstandingBytes int64  `json:"max_outstanding_bytes"`
 			MaxEndpointBytes    int64  `json:"max_endpoint_outstanding_bytes"`
+			MaxUnexpectedBytes  int64  `json:"max_unexpected_bytes"`
+			KeepaliveTimeoutMs  int64  `json:"keepalive_timeout_ms"`
 		}
 		if err := json.Unmarshal([]byte(limits), &l); err != nil {
 			return "", &ucxx.Error{Op: "Start: limits are not a JSON object of integers", Status: ucxx.StatusInvalidParam}
@@ -89,6 +91,8 @@ func Start(options string, mode string, delayedSubmission bool, limits string) (
 		opts.Limits = core.Limits{MaxFrames: l.MaxFrames, MaxFrameBytes: l.MaxFrameBytes, MaxMessageBytes: l.MaxMessageBytes}
 		opts.MaxOutstandingBytes = l.MaxOutstandingBytes
 		opts.MaxEndpointOutstandingBytes = l.MaxEndpointBytes
+		opts.MaxUnexpectedBytes = l.MaxUnexpectedBytes
+		opts.KeepaliveTimeout = time.Duration(l.KeepaliveTimeoutMs) * time.Millisecond
 	}
 	if options != "" {
 		if err := json.Unmarshal([]byte(options), &opts.UCXOptions); err != nil {

@@ -50,9 +50,10 @@ func (w *Worker) TagProbe(tag, mask uint64, remove bool) (found bool, senderTag,
 	return found, uint64(st), uint64(ln), msg
 }
 
-// TagMsgRecv receives a message taken by TagProbe into n bytes at addr.
-func (w *Worker) TagMsgRecv(msg unsafe.Pointer, addr uintptr, n uint64, id uint64) (unsafe.Pointer, Status) {
+// TagMsgRecv receives a message taken by TagProbe into n bytes of memType memory at
+// addr (-1: let UCX detect the memory type).
+func (w *Worker) TagMsgRecv(msg unsafe.Pointer, addr uintptr, n uint64, memType int, id uint64) (unsafe.Pointer, Status) {
 	var req unsafe.Pointer
-	st := C.ucxx_tag_msg_recv(w.h, msg, C.uintptr_t(addr), C.size_t(n), C.uint64_t(id), &req)
+	st := C.ucxx_tag_msg_recv(w.h, msg, C.uintptr_t(addr), C.size_t(n), C.uint64_t(id), C.int(memType), &req)
 	return req, Status(st)
 }

@@ -356,7 +356,7 @@ int ucxx_tag_probe(ucp_worker_h w, ucp_tag_t tag, ucp_tag_t mask, int remove, ui
 }
 
 ucs_status_t ucxx_tag_msg_recv(ucp_worker_h w, void *msg, uintptr_t buf, size_t len, uint64_t id,
-                               void **req) {
+                               int memtype, void **req) {
     ucp_tag_recv_info_t info;
     ucp_request_param_t p;
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
@@ -364,6 +364,7 @@ ucs_status_t ucxx_tag_msg_recv(ucp_worker_h w, void *msg, uintptr_t buf, size_t 
     p.cb.recv = tag_recv_cb;
     p.user_data = (void *)(uintptr_t)id;
     p.recv_info.tag_info = &info;
+    set_memtype(&p, memtype);
     ucs_status_ptr_t sp = ucp_tag_msg_recv_nbx(w, (void *)buf, len, (ucp_tag_message_h)msg, &p);
     if (!UCS_PTR_IS_PTR(sp) && UCS_PTR_STATUS(sp) == UCS_OK)
         return finish(sp, id, info.length, info.sender_tag, req);

@@ -99,7 +99,7 @@ void ucxx_am_release(ucp_worker_h w, void *desc);
 int ucxx_tag_probe(ucp_worker_h w, ucp_tag_t tag, ucp_tag_t mask, int remove, uint64_t *sender_tag,
                    uint64_t *length, void **msg);
 ucs_status_t ucxx_tag_msg_recv(ucp_worker_h w, void *msg, uintptr_t buf, size_t len, uint64_t id,
-                               void **req);
+                               int memtype, void **req);
 
 // ucxx_config_print writes a UCX configuration (UCX_KEY=VALUE lines) to a malloc'd
 // string the caller frees.

@@ -1,0 +1,177 @@
+package core
+
+import (
+	"unsafe"
+
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// Unexpected messages. UCX keeps a tag message that no receive was posted for in its
+// unexpected queue, without bound, and keeps it after its sender has gone. So after
+// each progress pass the engine takes every such message out of that queue (a tag
+// probe with remove: the message's handle, not a copy of its data) into the
+// unexpected store, charged to the endpoint whose receive tag the message's tag
+// carries (tags.go), and every tag receive the engine posts looks in the store first,
+// oldest first, so messages match in the order UCX would have matched them.
+//
+// An endpoint whose held messages pass Options.MaxUnexpectedBytes fails with
+// StatusExceedsLimit, as if UCX had reported it, and its held messages are dropped.
+// Messages whose tag names no endpoint (forced tags) share one such bound, beyond
+// which each further one is dropped. A held message's charge is its length, up to
+// unexpectedLargeCharge: longer messages go by rendezvous, whose data stays with the
+// sender until the receive is posted. A peer that forces the eager protocol for large
+// messages makes UCX hold more than it is charged.
+//
+// Held messages are dropped when the application closes or aborts their endpoint, and
+// at shutdown; those of an endpoint its peer broke stay, for receives that drain it.
+
+// DefaultMaxUnexpectedBytes is the default Options.MaxUnexpectedBytes.
+const DefaultMaxUnexpectedBytes = 32 << 20
+
+// unexpectedLargeCharge is the most a held message is charged (see above), and
+// unexpectedOverhead what each costs besides its data.
+const (
+	unexpectedLargeCharge = 64 << 10
+	unexpectedOverhead    = 128
+)
+
+// maxDrainPerPass bounds the messages taken out of UCX's queue in one pass; the rest
+// wait for the next (receives still match them there, in order: they are newer than
+// everything held).
+const maxDrainPerPass = 4096
+
+// heldMessage is one message taken out of UCX's unexpected queue.
+type heldMessage struct {
+	msg    unsafe.Pointer // ucp_tag_message_h, for ucp_tag_msg_recv_nbx
+	tag    uint64
+	length uint64
+	charge int64
+	owner  *endpoint // the endpoint its tag names, or nil
+}
+
+// unexpectedStore holds the messages, oldest first. Progress thread.
+type unexpectedStore struct {
+	held     []heldMessage
+	orphaned int64 // charge of held messages no endpoint owns
+	max      int64 // Options.MaxUnexpectedBytes
+}
+
+// find returns the index of the oldest held message matching tag under mask, or -1.
+func (u *unexpectedStore) find(tag, mask uint64) int {
+	for i := range u.held {
+		if u.held[i].tag&mask == tag&mask {
+			return i
+		}
+	}
+	return -1
+}
+
+// take removes held message i and returns it, uncharged.
+func (u *unexpectedStore) take(i int) heldMessage {
+	m := u.held[i]
+	copy(u.held[i:], u.held[i+1:])
+	u.held[len(u.held)-1] = heldMessage{}
+	u.held = u.held[:len(u.held)-1]
+	if m.owner != nil {
+		m.owner.unexpectedBytes -= m.charge
+	} else {
+		u.orphaned -= m.charge
+	}
+	return m
+}
+
+// bytes is the charge of every held message.
+func (u *unexpectedStore) bytes() int64 {
+	n := u.orphaned
+	for i := range u.held {
+		if u.held[i].owner != nil {
+			n += u.held[i].charge
+		}
+	}
+	return n
+}
+
+// postTagRecv posts request r's tag receive: of the oldest held message that matches,
+// or of the next one to arrive.
+func (t *progressThread) postTagRecv(r *request, addr uintptr, size, tag, mask uint64, memType int) {
+	if len(t.unexpected.held) > 0 {
+		if i := t.unexpected.find(tag, mask); i >= 0 {
+			m := t.unexpected.take(i)
+			r.track(t.worker.TagMsgRecv(m.msg, addr, size, memType, r.id))
+			return
+		}
+	}
+	r.track(t.worker.TagRecv(addr, size, tag, mask, memType, r.id))
+}
+
+// waiting reports whether a message matching tag under mask waits, held or in UCX's
+// queue.
+func (t *progressThread) waiting(tag, mask uint64) bool {
+	if t.unexpected.find(tag, mask) >= 0 {
+		return true
+	}
+	found, _, _, _ := t.worker.TagProbe(tag, mask, false)
+	return found
+}
+
+// drop receives a held message into nothing, which frees it.
+func (t *progressThread) drop(m heldMessage) {
+	r := t.requests.add(t.newID(), opTagRecv, nil)
+	r.internal = stepDropUnexpected
+	r.track(t.worker.TagMsgRecv(m.msg, 0, 0, int(ucxx.MemoryHost), r.id))
+}
+
+// dropHeld drops the held messages of the endpoint with handle h.
+func (t *progressThread) dropHeld(h uint64) {
+	u := &t.unexpected
+	for i := 0; i < len(u.held); {
+		if o := u.held[i].owner; o != nil && o.handle == h {
+			t.drop(u.take(i))
+		} else {
+			i++
+		}
+	}
+}
+
+// dropAllHeld drops every held message (shutdown).
+func (t *progressThread) dropAllHeld() {
+	for len(t.unexpected.held) > 0 {
+		t.drop(t.unexpected.take(len(t.unexpected.held) - 1))
+	}
+}
+
+// drainUnexpected moves the messages in UCX's unexpected queue into the store,
+// failing endpoints over their bound.
+func (e *Engine) drainUnexpected() {
+	u := &e.unexpected
+	var over []*endpoint
+	for range maxDrainPerPass {
+		found, tag, length, msg := e.worker.TagProbe(0, 0, true)
+		if !found {
+			break
+		}
+		m := heldMessage{msg: msg, tag: tag, length: length, owner: e.eps.owner(tag),
+			charge: int64(min(length, unexpectedLargeCharge)) + unexpectedOverhead}
+		switch {
+		case e.stopping:
+			e.drop(m) // nobody will receive it
+		case m.owner == nil && u.orphaned+m.charge > u.max:
+			e.drop(m) // nobody to fail: the message goes
+		case m.owner == nil:
+			u.orphaned += m.charge
+			u.held = append(u.held, m)
+		default:
+			m.owner.unexpectedBytes += m.charge
+			u.held = append(u.held, m)
+			if m.owner.unexpectedBytes > u.max && m.owner.phase < phaseClosing {
+				over = append(over, m.owner)
+			}
+		}
+	}
+	for _, ep := range over {
+		if ep.phase < phaseClosing {
+			e.onEndpointError(ep.handle, ucxx.StatusExceedsLimit)
+			e.dropHeld(ep.handle)
+		}
+	}
+}
