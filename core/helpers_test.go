@@ -100,6 +100,20 @@ func noCompletion(t *testing.T, c *collector, id uint64) {
 	}
 }
 
+// settle returns once e's progress thread has dispatched everything submitted to it
+// before the call and the completions that produced are in the queue: a pass flushes
+// its completions after dispatching its submissions, so two calls on the thread, each
+// dispatched by a pass of its own, are enough. After it, noCompletion tells "never"
+// from "not yet" for whatever those submissions could have completed at once.
+func settle(t *testing.T, e *Engine) {
+	t.Helper()
+	for range 2 {
+		if _, err := e.Stats(); err != nil {
+			t.Fatalf("Stats: %v", err)
+		}
+	}
+}
+
 // pair connects two engines through a listener on loopback and returns the endpoint
 // handles of client and server.
 func pair(t testing.TB, client, server *Engine) (cep, sep uint64, cc, sc *collector) {
@@ -208,6 +222,27 @@ func holdProgress(t testing.TB, e *Engine) (release func()) {
 		t.Fatal("holdProgress: the progress thread did not run the call within 5 s")
 	}
 	return release
+}
+
+// waitProbe polls TagProbe, without removing anything, until a message matching tag
+// under mask has arrived at e, and returns what it found; it fails the test after 5 s.
+// It tells that a message sent to e is there, waiting unexpected.
+func waitProbe(t *testing.T, e *Engine, tag, mask uint64) ProbeResult {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		res, err := e.TagProbe(tag, mask, false)
+		if err != nil {
+			t.Fatalf("TagProbe: %v", err)
+		}
+		if res.Found {
+			return res
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no message for tag %#x mask %#x arrived within 5 s", tag, mask)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // Threads.
