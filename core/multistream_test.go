@@ -368,6 +368,78 @@ func TestMultiCancelWhileWaitingForRoom(t *testing.T) {
 	runtime.KeepAlive(frames)
 }
 
+// TestMultiCancelHeldBehindDrop cancels a receive that waits behind the drop of a
+// rejected message: one announcing more frames than the drop posts at once, whose
+// frames have not come yet. The cancelled receive completes at once; once the frames
+// come and are dropped, the next receive gets the next message.
+func TestMultiCancelHeldBehindDrop(t *testing.T) {
+	m := newMultiConn(t, Options{Limits: Limits{MaxFrames: 150}})
+	r1, r2 := m.startRecv(t), m.startRecv(t)
+	// A peer writing by hand: the first header of a 200-frame message, over the limit.
+	sendRaw(t, m.client, m.cep, m.cc, m.tag, okHeader(HeaderMore, 200, full(FramesPerHeader, 1)))
+	m.expectStatus(t, r1, ucxx.StatusExceedsLimit, "message over MaxFrames")
+	settle(t, m.server)
+	noCompletion(t, m.sc, r2) // held back: the drop has not posted all its receives
+	if err := m.server.Cancel(r2); err != nil {
+		t.Fatal(err)
+	}
+	m.expectStatus(t, r2, ucxx.StatusCanceled, "receive held behind the drop")
+
+	r3 := m.startRecv(t)
+	sendRaw(t, m.client, m.cep, m.cc, m.tag, okHeader(0, 200, full(200-FramesPerHeader, 1)))
+	for i := range 200 {
+		sendRaw(t, m.client, m.cep, m.cc, m.tag, []byte{byte(i)})
+	}
+	next := testMessage(9, 4, 0, 1)
+	m.send(t, next)
+	m.expect(t, r3, next, "the receive after the drop")
+}
+
+// TestMultiEndpointGoneWhileWaitingForRoom: a receive whose message waits for room
+// (admission) fails with Canceled when its endpoint is aborted, and gives back no room
+// it never had: afterwards a message of nearly the whole budget is admitted.
+func TestMultiEndpointGoneWhileWaitingForRoom(t *testing.T) {
+	const budget = 64 << 10
+	m := newMultiConn(t, Options{MaxOutstandingBytes: budget, MaxEndpointOutstandingBytes: budget})
+	// Two streams of the endpoint (two tags). The first message's frame never comes:
+	// it holds most of the room. The second's header is in, and it does not fit.
+	tag2 := m.tag ^ 1
+	r1 := m.startRecv(t)
+	r2, err := m.server.RecvMulti(m.sep, tag2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendRaw(t, m.client, m.cep, m.cc, m.tag, okHeader(0, 1, []uint64{40 << 10}))
+	sendRaw(t, m.client, m.cep, m.cc, tag2, okHeader(0, 1, []uint64{30 << 10}))
+	exchange(t, m.client, m.cep, m.cc, m.server, m.sep, m.sc, []byte("barrier"))
+	settle(t, m.server)
+	noCompletion(t, m.sc, r1)
+	noCompletion(t, m.sc, r2)
+	if err := m.server.AbortEndpoint(m.sep); err != nil {
+		t.Fatal(err)
+	}
+	m.expectStatus(t, r1, ucxx.StatusCanceled, "receive waiting for its frame")
+	m.expectStatus(t, r2, ucxx.StatusCanceled, "receive waiting for room")
+	waitIdle(t, m.server)
+
+	// A new connection to the same server: its collector reads the queue from now on.
+	client := newTestEngine(t, Options{})
+	cep, sep, cc, sc := pair(t, client, m.server)
+	tag := endpointInfo(t, client, cep).SendTag
+	big := testMessage(10, 60<<10)
+	id, err := m.server.RecvMulti(sep, tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendFrames(t, client, cep, cc, tag, big...)
+	c := sc.wait(id, 10*time.Second)
+	if st := ucxx.Status(c.Status); st != ucxx.StatusOK {
+		t.Fatalf("message of nearly the whole budget after the abort: %v", st)
+	}
+	checkFrames(t, takeBlock(t, c.Length), big, "message after the abort")
+	runtime.KeepAlive(big)
+}
+
 // TestMultiEndpointGoneWhileRecvWaits: receives waiting on an endpoint end, with a
 // status saying why, when the endpoint goes: Canceled when the application closes or
 // aborts it, the endpoint's error when the peer goes away. That holds for a receive
