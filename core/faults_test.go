@@ -13,57 +13,6 @@ import (
 	"github.com/ucxx-go/ucxx-go/ucxx"
 )
 
-// endpointInfo is EndpointInfo that fails the test on error.
-func endpointInfo(t *testing.T, e *Engine, h uint64) EndpointInfo {
-	t.Helper()
-	info, err := e.EndpointInfo(h)
-	if err != nil {
-		t.Fatalf("EndpointInfo(%d): %v", h, err)
-	}
-	return info
-}
-
-// exchange sends msg from one end of a connection to the other and checks it arrived.
-func exchange(t *testing.T, from *Engine, fromEP uint64, fc *collector, to *Engine, toEP uint64, tc *collector, msg []byte) {
-	t.Helper()
-	tag := endpointInfo(t, to, toEP).RecvTag
-	buf := make([]byte, len(msg)+1)
-	rid, err := to.TagRecv(toEP, addr(buf), uint64(len(buf)), tag, ^uint64(0), 0)
-	if err != nil {
-		t.Fatalf("TagRecv: %v", err)
-	}
-	sid, err := from.TagSend(fromEP, addr(msg), uint64(len(msg)), endpointInfo(t, from, fromEP).SendTag, 0)
-	if err != nil {
-		t.Fatalf("TagSend: %v", err)
-	}
-	if c := fc.wait(sid, 5*time.Second); c.Status != 0 {
-		t.Fatalf("send: status %d", c.Status)
-	}
-	c := tc.wait(rid, 5*time.Second)
-	if c.Status != 0 || c.Length != uint64(len(msg)) || !bytes.Equal(buf[:c.Length], msg) {
-		t.Fatalf("recv: %+v, payload %q; want %q", c, buf[:min(c.Length, uint64(len(buf)))], msg)
-	}
-	runtime.KeepAlive(msg)
-	runtime.KeepAlive(buf)
-}
-
-// noCompletion fails if a completion for id is waiting: everything the queue holds is
-// read first. After a wait for id, it checks that id completed only once.
-func noCompletion(t *testing.T, c *collector, id uint64) {
-	t.Helper()
-	for n := c.q.Pop(c.buf[:]); n > 0; n = c.q.Pop(c.buf[:]) {
-		for _, comp := range c.buf[:n] {
-			if comp.ID == id {
-				t.Fatalf("unexpected completion for %#x: %+v", id, comp)
-			}
-			c.got[comp.ID] = comp
-		}
-	}
-	if comp, ok := c.got[id]; ok {
-		t.Fatalf("unexpected completion for %#x: %+v", id, comp)
-	}
-}
-
 // collectN reads n completions carrying id (listener accepts share one id), keeping
 // the others for the collector's wait.
 func collectN(t *testing.T, c *collector, id uint64, n int, timeout time.Duration) []notifier.Completion {
@@ -193,26 +142,6 @@ func freePort(t *testing.T, e *Engine) int {
 		t.Fatalf("CloseListener: %v", err)
 	}
 	return port
-}
-
-// waitIdle waits until e has freed every endpoint and has no request in flight: a
-// close runs in the background, so this polls, for a bounded time.
-func waitIdle(t *testing.T, e *Engine) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		s, err := e.Stats()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.Endpoints == 0 && s.InFlight == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 2 s: %+v; want no endpoints and nothing in flight", s)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 func TestConnectNoListener(t *testing.T) {

@@ -2,88 +2,14 @@ package core
 
 import (
 	"bytes"
-	"encoding/binary"
-	"runtime"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/ucxx-go/ucxx-go/ucxx"
 )
 
 // The multi-buffer state machine over a loopback pair of engines: whole messages, and
 // a peer that does not keep to what its headers announce.
-
-// sendFrames sends frames as one multi-buffer message from ep and waits for it.
-func sendFrames(t *testing.T, e *Engine, ep uint64, c *collector, tag uint64, frames ...[]byte) {
-	t.Helper()
-	desc := make([]byte, FrameDescriptorSize*len(frames))
-	for i, f := range frames {
-		w := desc[i*FrameDescriptorSize:]
-		if len(f) > 0 {
-			binary.LittleEndian.PutUint64(w, uint64(addr(f)))
-		}
-		binary.LittleEndian.PutUint64(w[8:], uint64(len(f)))
-	}
-	var d uintptr
-	if len(desc) > 0 {
-		d = uintptr(unsafe.Pointer(&desc[0]))
-	}
-	id, err := e.SendMulti(ep, d, len(frames), tag)
-	if err != nil {
-		t.Fatalf("SendMulti: %v", err)
-	}
-	if comp := c.wait(id, 10*time.Second); comp.Status != 0 {
-		t.Fatalf("SendMulti completed with %v", ucxx.Status(comp.Status))
-	}
-	runtime.KeepAlive(frames) // lent to UCX until the completion
-}
-
-// sendRaw sends b as one plain tag message on tag (MultiTagBit set: it lands on the
-// peer's multi-buffer stream), playing a peer that writes headers and frames by hand.
-func sendRaw(t *testing.T, e *Engine, ep uint64, c *collector, tag uint64, b []byte) {
-	t.Helper()
-	id, err := e.TagSend(ep, addr(b), uint64(len(b)), tag|MultiTagBit, 0)
-	if err != nil {
-		t.Fatalf("TagSend: %v", err)
-	}
-	if comp := c.wait(id, 10*time.Second); comp.Status != 0 {
-		t.Fatalf("TagSend completed with %v", ucxx.Status(comp.Status))
-	}
-}
-
-// takeBlock copies the host frames out of a received block and frees it.
-func takeBlock(t *testing.T, block uint64) [][]byte {
-	t.Helper()
-	if block == 0 {
-		t.Fatal("completion without a block")
-	}
-	defer ucxx.CFreeAddr(uintptr(block))
-	head := make([]byte, 16)
-	ucxx.CopyFrom(head, uintptr(block))
-	n := binary.LittleEndian.Uint64(head)
-	rec := make([]byte, 16+24*n)
-	ucxx.CopyFrom(rec, uintptr(block))
-	var frames [][]byte
-	for i := uint64(0); i < n; i++ {
-		w := rec[16+24*i:]
-		off, size := binary.LittleEndian.Uint64(w), binary.LittleEndian.Uint64(w[8:])
-		f := make([]byte, size)
-		ucxx.CopyFrom(f, uintptr(block+off))
-		frames = append(frames, f)
-	}
-	return frames
-}
-
-func recvMulti(t *testing.T, e *Engine, ep uint64, c *collector, tag uint64) (ucxx.Status, uint64) {
-	t.Helper()
-	id, err := e.RecvMulti(ep, tag)
-	if err != nil {
-		t.Fatalf("RecvMulti: %v", err)
-	}
-	comp := c.wait(id, 10*time.Second)
-	return ucxx.Status(comp.Status), comp.Length
-}
 
 func TestMultiRoundTrip(t *testing.T) {
 	client, server := newTestEngine(t, Options{}), newTestEngine(t, Options{})

@@ -53,28 +53,6 @@ func encode(t testing.TB, sizes []uint64, types []uint8) [][]byte {
 	return hs
 }
 
-// header builds one header field by field, for malformed cases.
-func header(magic uint32, version, flags uint8, count uint16, total uint64, sizes []uint64, types []uint8) []byte {
-	h := binary.LittleEndian.AppendUint32(nil, magic)
-	h = append(h, version, flags)
-	h = binary.LittleEndian.AppendUint16(h, count)
-	h = binary.LittleEndian.AppendUint64(h, total)
-	for _, s := range sizes {
-		h = binary.LittleEndian.AppendUint64(h, s)
-	}
-	return append(h, types...)
-}
-
-// okHeader is a well-formed header as far as its own bytes go.
-func okHeader(flags uint8, total uint64, sizes []uint64) []byte {
-	return header(headerMagic, headerVersion, flags, uint16(len(sizes)), total, sizes, make([]uint8, len(sizes)))
-}
-
-// full returns n sizes of value s.
-func full(n int, s uint64) []uint64 {
-	return slices.Repeat([]uint64{s}, n)
-}
-
 // feedAll feeds hs in turn, requiring every header but the last to be accepted without
 // done, and returns the last Feed's result.
 func feedAll(t *testing.T, d *MessageDecoder, hs [][]byte) (bool, error) {

@@ -39,26 +39,6 @@ func readEventFD(t testing.TB, fd notifier.EventFD) (value uint64, ok bool) {
 	return binary.NativeEndian.Uint64(buf[:]), true
 }
 
-// holdProgress parks e's progress thread in a submitted call until release runs (at
-// the latest at cleanup, before the engine's shutdown), so that everything submitted
-// meanwhile is dispatched by the next pass as one batch.
-func holdProgress(t testing.TB, e *Engine) (release func()) {
-	t.Helper()
-	entered, gate := make(chan struct{}), make(chan struct{})
-	if err := e.submit(submission{op: opCall, call: func() { close(entered); <-gate }}); err != nil {
-		t.Fatalf("holdProgress: %v", err)
-	}
-	var once sync.Once
-	release = func() { once.Do(func() { close(gate) }) }
-	t.Cleanup(release)
-	select {
-	case <-entered:
-	case <-time.After(5 * time.Second):
-		t.Fatal("holdProgress: the progress thread did not run the call within 5 s")
-	}
-	return release
-}
-
 func TestPoolWakeProtocol(t *testing.T) {
 	p := &pool{wakeFD: newEventFD(t)}
 
