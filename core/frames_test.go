@@ -111,7 +111,7 @@ func TestRecvMultiAllocatedAsksForFrames(t *testing.T) {
 	noCompletion(t, m.sc, id) // it waits for the frames' addresses
 
 	host := make([]byte, 64)
-	err := m.server.ProvideFrames(uintptr(block), []uint64{uint64(addr(host)), uint64(addr(host))})
+	err := provideFrames(m.server, uintptr(block), []uint64{uint64(addr(host)), uint64(addr(host))})
 	if !errors.Is(err, ErrNotCUDA) && !errors.Is(err, ucxx.ErrNoCUDA) {
 		t.Fatalf("ProvideFrames with host memory: %v; want ErrNotCUDA or ucxx.ErrNoCUDA", err)
 	}
@@ -153,7 +153,7 @@ func TestRecvMultiAllocatedWaitEnds(t *testing.T) {
 	t.Run("no addresses", func(t *testing.T) {
 		m := newMultiConn(t, Options{})
 		id, block := waitForNeed(t, m)
-		if err := m.server.ProvideFrames(uintptr(block), nil); err != nil {
+		if err := provideFrames(m.server, uintptr(block), nil); err != nil {
 			t.Fatal(err)
 		}
 		m.expectStatus(t, id, ucxx.StatusInvalidParam, "receive given no frame addresses")
@@ -168,7 +168,7 @@ func TestRecvMultiAllocatedWaitEnds(t *testing.T) {
 		if err := m.server.AbortEndpoint(m.sep); err != nil {
 			t.Fatal(err)
 		}
-		if err := m.server.ProvideFrames(uintptr(block), nil); err != nil {
+		if err := provideFrames(m.server, uintptr(block), nil); err != nil {
 			t.Fatal(err)
 		}
 		m.expectStatus(t, id, ucxx.StatusCanceled, "receive whose endpoint was aborted")

@@ -247,19 +247,6 @@ func waitProbe(t *testing.T, e *Engine, tag, mask uint64) ProbeResult {
 
 // Threads.
 
-// onPinnableThread runs f on a goroutine locked to an OS thread of its own and waits
-// for it. The goroutine never unlocks: the thread exits with it, whatever affinity f
-// left it with, so no other goroutine inherits a pinned thread.
-func onPinnableThread(f func()) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread()
-		f()
-	}()
-	<-done
-}
-
 // Multi-buffer headers, written by hand (multiheader.go has the wire format).
 
 // header builds one header field by field, for malformed cases.
@@ -407,4 +394,12 @@ func takeBlock(t *testing.T, block uint64) [][]byte {
 		out[i] = f.data
 	}
 	return out
+}
+
+// provideFrames hands addrs to ProvideFrames as the descriptor array it reads.
+func provideFrames(e *Engine, block uintptr, addrs []uint64) error {
+	if len(addrs) == 0 {
+		return e.ProvideFrames(block, 0, 0)
+	}
+	return e.ProvideFrames(block, uintptr(unsafe.Pointer(&addrs[0])), len(addrs))
 }

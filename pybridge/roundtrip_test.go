@@ -700,7 +700,6 @@ func TestBridgeErrors(t *testing.T) {
 		"AMSend":    func() error { _, err := AMSend(p.cep, 0, 0, 0, 0); return err },
 		"AMRecv":    func() error { _, err := AMRecv(p.cep); return err },
 		"SendMulti": func() error { _, err := SendMulti(p.cep, 0, 0, 0); return err },
-		"RecvMulti": func() error { _, err := RecvMulti(p.cep, 0); return err },
 	} {
 		if err := call(); err == nil {
 			t.Errorf("%s on an aborted endpoint succeeded", name)

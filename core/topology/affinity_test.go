@@ -2,6 +2,7 @@ package topology
 
 import (
 	"errors"
+	"runtime"
 	"slices"
 	"syscall"
 	"testing"
@@ -106,4 +107,17 @@ func TestSamePCIBus(t *testing.T) {
 			t.Errorf("samePCIBus(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
 		}
 	}
+}
+
+// onPinnableThread runs f on a goroutine locked to an OS thread of its own and waits
+// for it. The goroutine never unlocks: the thread exits with it, whatever affinity f
+// left it with, so no other goroutine inherits a pinned thread.
+func onPinnableThread(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		f()
+	}()
+	<-done
 }
