@@ -72,6 +72,7 @@ func (a *activeMessages) onAM(ev *ucxx.Event) {
 		}
 		r := a.requests.add(a.newID(), opTagRecv, ep)
 		r.internal, r.data = stepAMData, block
+		r.arrival = ep.mailbox.arrive() // its place in arrival order, while its data comes
 		r.expect = ev.Length
 		r.track(a.worker.AMRecvData(ev.Ptr, uintptr(block)+ucxx.AMDataOffset, ev.Length, r.id))
 	case ev.Status != ucxx.StatusOK || ev.Ptr == nil:
@@ -79,23 +80,35 @@ func (a *activeMessages) onAM(ev *ucxx.Event) {
 	case ep == nil || ep.phase != phaseReady:
 		ucxx.CFree(ev.Ptr)
 	default:
-		a.deliverAM(ep, ev.Ptr, ev.Length)
+		a.deliverAM(ep, ep.mailbox.arrive(), ev.Ptr, ev.Length)
 	}
 }
 
 // onAMData handles the end of a rendezvous fetch.
 func (a *activeMessages) onAMData(r *request, st ucxx.Status, length uint64) {
-	if st != ucxx.StatusOK || length != r.expect || r.ep.phase != phaseReady {
-		ucxx.CFree(r.data)
+	if r.ep.phase != phaseReady {
+		ucxx.CFree(r.data) // the mailbox is closed
 		return
 	}
-	a.deliverAM(r.ep, r.data, r.expect)
+	if st != ucxx.StatusOK || length != r.expect {
+		ucxx.CFree(r.data)
+		r.data = nil // the message is lost; those behind it go on
+	}
+	a.deliverAM(r.ep, r.arrival, r.data, r.expect)
 }
 
-// deliverAM completes the endpoint's oldest am_recv with the message, or keeps it.
-func (a *activeMessages) deliverAM(ep *endpoint, block unsafe.Pointer, length uint64) {
-	newBlockRecord(block, 1, ucxx.AMDataOffset+length).setFrame(0, ucxx.AMDataOffset, length, uint64(MemHost))
-	if id, ok := ep.mailbox.deliver(block); ok {
+// deliverAM puts the message (nil: lost) in its place, and completes waiting am_recvs
+// with the messages now first in arrival order.
+func (a *activeMessages) deliverAM(ep *endpoint, at *amArrival, block unsafe.Pointer, length uint64) {
+	if block != nil {
+		newBlockRecord(block, 1, ucxx.AMDataOffset+length).setFrame(0, ucxx.AMDataOffset, length, uint64(MemHost))
+	}
+	at.block, at.done = block, true
+	for {
+		id, block, ok := ep.mailbox.handOut()
+		if !ok {
+			return
+		}
 		a.finishAMWait(id, ucxx.StatusOK, uint64(uintptr(block)))
 	}
 }
@@ -122,34 +135,62 @@ func (a *activeMessages) finishAMWait(id uint64, st ucxx.Status, length uint64) 
 	a.completeNow(id, st, length)
 }
 
-// amMailbox is one endpoint's active messages that no am_recv asked for yet, and its
-// am_recv requests waiting for a message; at most one of the two is non-empty. It
-// belongs to the progress thread.
+// amMailbox is one endpoint's active messages in arrival order, some perhaps still
+// being fetched (rendezvous), that no am_recv took yet, and its am_recv requests
+// waiting for a message. A message is handed out once it and every message before it
+// are in. It belongs to the progress thread.
 type amMailbox struct {
-	kept    []unsafe.Pointer // blocks, oldest first
-	waiting []uint64         // am_recv request ids, oldest first
+	arrived []*amArrival // oldest first
+	waiting []uint64     // am_recv request ids, oldest first
 }
 
-// deliver hands block to the oldest waiting am_recv, returning its id, or keeps it.
-func (m *amMailbox) deliver(block unsafe.Pointer) (id uint64, ok bool) {
-	if len(m.waiting) == 0 {
-		m.kept = append(m.kept, block)
-		return 0, false
+// amArrival is one arrived active message: done once its data is in (block) or lost
+// (block nil).
+type amArrival struct {
+	block unsafe.Pointer
+	done  bool
+}
+
+// arrive takes the next place in arrival order.
+func (m *amMailbox) arrive() *amArrival {
+	at := new(amArrival)
+	m.arrived = append(m.arrived, at)
+	return at
+}
+
+// first drops lost messages at the head and reports whether the oldest is in.
+func (m *amMailbox) first() bool {
+	for len(m.arrived) > 0 && m.arrived[0].done && m.arrived[0].block == nil {
+		m.arrived = m.arrived[1:]
+	}
+	return len(m.arrived) > 0 && m.arrived[0].done
+}
+
+// pop removes and returns the oldest message, which first reported in.
+func (m *amMailbox) pop() unsafe.Pointer {
+	block := m.arrived[0].block
+	m.arrived[0] = nil
+	m.arrived = m.arrived[1:]
+	return block
+}
+
+// handOut pairs the oldest waiting am_recv with the oldest message, if both are there.
+func (m *amMailbox) handOut() (id uint64, block unsafe.Pointer, ok bool) {
+	if len(m.waiting) == 0 || !m.first() {
+		return 0, nil, false
 	}
 	id = m.waiting[0]
 	m.waiting = m.waiting[1:]
-	return id, true
+	return id, m.pop(), true
 }
 
-// take returns the oldest kept message, or registers am_recv id as waiting.
+// take returns the oldest message if it is in, or registers am_recv id as waiting.
 func (m *amMailbox) take(id uint64) (block unsafe.Pointer, ok bool) {
-	if len(m.kept) == 0 {
-		m.waiting = append(m.waiting, id)
-		return nil, false
+	if len(m.waiting) == 0 && m.first() {
+		return m.pop(), true
 	}
-	block = m.kept[0]
-	m.kept = m.kept[1:]
-	return block, true
+	m.waiting = append(m.waiting, id)
+	return nil, false
 }
 
 // cancel stops am_recv id from waiting; false if it was not waiting.
@@ -163,10 +204,13 @@ func (m *amMailbox) cancel(id uint64) bool {
 	return false
 }
 
-// close frees the kept messages and returns the waiting am_recvs, emptying the box.
+// close frees the messages that are in and returns the waiting am_recvs, emptying the
+// box; messages still being fetched are freed when their fetch ends.
 func (m *amMailbox) close() (waiting []uint64) {
-	for _, b := range m.kept {
-		ucxx.CFree(b)
+	for _, at := range m.arrived {
+		if at.done && at.block != nil {
+			ucxx.CFree(at.block)
+		}
 	}
 	waiting = m.waiting
 	*m = amMailbox{}

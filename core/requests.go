@@ -24,6 +24,7 @@ type request struct {
 	multi    *multiOp       // the multi-buffer message this request is part of, or stands for
 	stream   *multiQueue    // stepMultiDiscard: the stream whose message it drops
 	data     unsafe.Pointer // stepAMData: the block the message is fetched into
+	arrival  *amArrival     // stepAMData: the message's place in its endpoint's mailbox
 	// expect is the length a receive into memory the engine allocated must deliver
 	// (a multi-buffer frame, a rendezvous active message): a peer that sends fewer or
 	// more bytes than it announced fails the message, so no byte it did not write
