@@ -18,17 +18,20 @@ func (e *Engine) onCompletion(ev *ucxx.Event) {
 	if r == nil {
 		return
 	}
-	st := ev.Status
+	st, length := ev.Status, ev.Length
 	if r.override != ucxx.StatusOK && st != ucxx.StatusOK {
 		st = r.override
 	}
+	if r.op == opTagSend && st == ucxx.StatusOK {
+		length = r.sent
+	}
 	switch {
 	case r.internal != notInternal:
-		e.onInternal(r, st, ev.Length)
-	case r.slot != 0 && e.inline.complete(r.slot, r.id, st, ev.Length):
+		e.onInternal(r, st, length)
+	case r.slot != 0 && e.inline.complete(r.slot, r.id, st, length):
 		// the submitting call took it
 	default:
-		e.completeNow(r.id, st, ev.Length)
+		e.completeNow(r.id, st, length)
 		e.pending[len(e.pending)-1].Tag = ev.Tag
 	}
 	if r.ep != nil {

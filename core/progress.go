@@ -133,7 +133,7 @@ func (e *Engine) dispatchOne(s *submission) {
 			return
 		}
 		r := e.requests.add(s.id, opTagSend, ep)
-		r.slot = s.slot
+		r.slot, r.sent = s.slot, s.size
 		r.track(ep.u.TagSend(s.addr, s.size, s.tag, s.memType, s.id))
 	case opTagRecv:
 		var ep *endpoint

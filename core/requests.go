@@ -30,6 +30,9 @@ type request struct {
 	// more bytes than it announced fails the message, so no byte it did not write
 	// reaches the application.
 	expect uint64
+	// sent is a send's length, which its completion reports (UCX's send callback
+	// carries none).
+	sent uint64
 }
 
 // internalStep says what an engine-owned request was for.
