@@ -3,6 +3,8 @@ package core
 import (
 	"encoding/binary"
 	"unsafe"
+
+	"github.com/ucxx-go/ucxx-go/ucxx"
 )
 
 // The block a multi-buffer or active-message receive completes with (its address is
@@ -84,3 +86,21 @@ func footprint(sizes []uint64, types []uint8) uint64 {
 }
 
 func alignUp(n uint64) uint64 { return (n + BlockAlign - 1) &^ (BlockAlign - 1) }
+
+// freeReceivedBlock frees a block no application took, with the CUDA frames the
+// engine allocated for it.
+func freeReceivedBlock(block unsafe.Pointer, cuda *cudaGate) {
+	n := binary.LittleEndian.Uint64(unsafe.Slice((*byte)(block), BlockHeaderSize))
+	rec := unsafe.Slice((*byte)(block), recordSize(int(n)))
+	var frames []uintptr
+	for i := range int(n) {
+		w := rec[BlockHeaderSize+BlockFrameRecordSize*i:]
+		if t := binary.LittleEndian.Uint64(w[16:]); t&0xff == uint64(MemCUDA) && t&FrameUserFlag == 0 {
+			frames = append(frames, uintptr(binary.LittleEndian.Uint64(w)))
+		}
+	}
+	if len(frames) > 0 {
+		cuda.free(frames)
+	}
+	ucxx.CFree(block)
+}

@@ -57,11 +57,12 @@ type multiOp struct {
 	dec        MessageDecoder
 	headersFed int
 	gotHeader  bool // part of the message arrived: cancelling now would break the stream
-	abandoned  bool // cancelled after gotHeader: the message is received, then dropped
-	block      unsafe.Pointer
-	blockSize  uint64
-	reserved   int64     // bytes held against the outstanding-bytes bounds (admission.go)
-	cudaFrames []uintptr // device allocations of the CUDA frames, until handed over
+	// framesPosted: its frame receives are posted; its stream counts it as receiving.
+	framesPosted bool
+	block        unsafe.Pointer
+	blockSize    uint64
+	reserved     int64     // bytes held against the outstanding-bytes bounds (admission.go)
+	cudaFrames   []uintptr // device allocations of the CUDA frames, until handed over
 	// deferCUDA: the application allocates the CUDA frames (frames.go); awaiting: the
 	// header is in and the engine waits for those allocations; userFrames: they came.
 	deferCUDA, awaiting, userFrames bool
@@ -152,9 +153,10 @@ func (m *multiBuffers) onMultiPart(r *request, st ucxx.Status, length uint64) {
 func (m *multiBuffers) finishMulti(op *multiOp) {
 	// Only once op is done: receiving their frames may finish them, which admits again.
 	defer m.receiveAll(m.admission.release(op))
-	st := op.status
-	if op.abandoned && st == ucxx.StatusOK {
-		st = ucxx.StatusCanceled
+	st, q, block := op.status, op.queue, op.block
+	orphan := op.recv && op.id == 0 // its request was answered (cancelMulti)
+	if orphan && st == ucxx.StatusOK && (q == nil || m.multiRecv[q.key] != q) {
+		st = ucxx.StatusCanceled // its stream is gone with its endpoint
 	}
 	var value uint64
 	if op.block != nil {
@@ -168,6 +170,18 @@ func (m *multiBuffers) finishMulti(op *multiOp) {
 			}
 		}
 		op.block = nil
+	}
+	if op.framesPosted {
+		q.receiving--
+	}
+	if orphan {
+		if st == ucxx.StatusOK {
+			m.handOver(q, block)
+		} else {
+			m.forgetIfIdle(q)
+		}
+		putMultiOp(op)
+		return
 	}
 	m.completeNow(op.id, st, value)
 	if w := m.requests.remove(op.id); w != nil {

@@ -51,11 +51,47 @@ func (m *multiBuffers) recvMulti(s *submission) {
 		q = &multiQueue{key: key}
 		m.multiRecv[key] = q
 	}
+	if len(q.ready) > 0 {
+		// A message a cancelled receive left: it comes before any other.
+		block := q.ready[0]
+		q.ready = q.ready[1:]
+		m.completeNow(op.id, ucxx.StatusOK, uint64(uintptr(block)))
+		m.orphan(op)
+		putMultiOp(op)
+		m.forgetIfIdle(q)
+		return
+	}
 	op.queue = q
 	q.ops = append(q.ops, op)
 	if len(q.ops) == 1 {
 		m.startRecvMulti(q)
 	}
+}
+
+// orphan ends op's tie to its application request, which was answered: the request
+// leaves the table, and the message op receives, if any, is handed over when it is in.
+func (m *multiBuffers) orphan(op *multiOp) {
+	if w := m.requests.remove(op.id); w != nil {
+		if w.ep != nil {
+			m.maybeFree(w.ep)
+		}
+		m.requests.recycle(w)
+	}
+	op.id, op.whole = 0, nil
+}
+
+// handOver gives a message whose receive was cancelled to the oldest receive of its
+// stream still awaited, which gives its own message up in turn, or keeps it for the
+// stream's next receive: cancelling a receive loses no message and reorders none.
+func (m *multiBuffers) handOver(q *multiQueue, block unsafe.Pointer) {
+	for _, p := range q.ops {
+		if p.id != 0 {
+			m.completeNow(p.id, ucxx.StatusOK, uint64(uintptr(block)))
+			m.orphan(p)
+			return
+		}
+	}
+	q.ready = append(q.ready, block)
 }
 
 func (m *multiBuffers) postHeaderRecv(op *multiOp) {
@@ -164,6 +200,8 @@ func (m *multiBuffers) postFrames(op *multiOp, size uint64) {
 		op.remaining++
 		m.postTagRecv(r, addr, sz, op.tag, ^uint64(0), memType)
 	}
+	op.framesPosted = true
+	q.receiving++
 	m.nextReceive(q)
 	if op.remaining == 0 {
 		m.finishMulti(op)
@@ -184,7 +222,10 @@ func (m *multiBuffers) cancelMulti(op *multiOp) {
 		return
 	}
 	if op.gotHeader {
-		op.abandoned = true
+		// Its message is on its way: the request ends now, and the message goes to
+		// the stream's next receive (handOver).
+		m.completeNow(op.id, ucxx.StatusCanceled, 0)
+		m.orphan(op)
 		return
 	}
 	if q.active && len(q.ops) > 0 && q.ops[0] == op {

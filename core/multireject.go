@@ -77,7 +77,7 @@ func (m *multiBuffers) onDiscard(r *request) {
 	q.discardInFlight--
 	if q.discardLeft > 0 {
 		m.startRecvMulti(q)
-	} else if len(q.ops) == 0 && q.discardInFlight == 0 && q.poisoned == ucxx.StatusOK && !q.active {
-		delete(m.multiRecv, q.key)
+	} else {
+		m.forgetIfIdle(q)
 	}
 }

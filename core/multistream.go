@@ -1,6 +1,8 @@
 package core
 
 import (
+	"unsafe"
+
 	"github.com/ucxx-go/ucxx-go/ucxx"
 )
 
@@ -22,6 +24,24 @@ type multiQueue struct {
 	poisoned        ucxx.Status
 	discardLeft     uint64 // messages still to drop, whose receives are not posted yet
 	discardInFlight int
+	// receiving counts the receives whose frames are posted and not all in; ready
+	// holds messages of cancelled receives that no receive took yet (handOver).
+	receiving int
+	ready     []unsafe.Pointer
+}
+
+// idle reports whether the stream holds nothing worth keeping: no receive, no drop,
+// no message of a cancelled receive, no poison.
+func (q *multiQueue) idle() bool {
+	return len(q.ops) == 0 && !q.active && q.poisoned == ucxx.StatusOK && q.discardLeft == 0 &&
+		q.discardInFlight == 0 && q.receiving == 0 && len(q.ready) == 0
+}
+
+// forgetIfIdle drops an idle stream; the next receive on its key starts a new one.
+func (m *multiBuffers) forgetIfIdle(q *multiQueue) {
+	if q.idle() && m.multiRecv[q.key] == q {
+		delete(m.multiRecv, q.key)
+	}
 }
 
 // usable reports whether receives may be posted for ep (nil: the worker itself).
@@ -56,9 +76,7 @@ func (m *multiBuffers) startRecvMulti(q *multiQueue) {
 		op.status = st
 		m.finishMulti(op)
 	}
-	if q.poisoned == ucxx.StatusOK && q.discardLeft == 0 && q.discardInFlight == 0 {
-		delete(m.multiRecv, q.key)
-	}
+	m.forgetIfIdle(q)
 }
 
 // nextReceive takes the stream's first receive off it once that receive has posted every
@@ -74,6 +92,9 @@ func (m *multiBuffers) nextReceive(q *multiQueue) {
 func (m *multiBuffers) forgetStreams(ep *endpoint) {
 	for key := range m.multiRecv {
 		if key.ep == ep.handle {
+			for _, block := range m.multiRecv[key].ready {
+				freeReceivedBlock(block, m.cuda)
+			}
 			delete(m.multiRecv, key)
 		}
 	}
