@@ -61,6 +61,10 @@ type Options struct {
 	// StatusExceedsLimit. Messages that name no endpoint share one such bound. Default
 	// DefaultMaxUnexpectedBytes.
 	MaxUnexpectedBytes int64
+	// CaptureUCXLog routes UCX's log into ucxx's buffer (ucxx.CaptureLog) instead of
+	// stdout, and has each record set the queue's log word and wake its consumer,
+	// which takes them with ucxx.TakeLog. For one engine per process.
+	CaptureUCXLog bool
 	// Limits bound what a peer may announce in a multi-buffer message.
 	Limits Limits
 	// MaxOutstandingBytes bounds the bytes of multi-buffer messages being received at
@@ -191,13 +195,17 @@ func New(opts Options) (*Engine, error) {
 	if opts.KeepaliveTimeout > 0 {
 		e.ka = keepalive{timeout: opts.KeepaliveTimeout, interval: opts.KeepaliveTimeout / 3}
 	}
+	if opts.CaptureUCXLog {
+		ucxx.CaptureLog() // before the context: its own messages are captured too
+		ucxx.NotifyLog(q.LogFlag(), q.FD())
+	}
 	reserveP()
 	started := make(chan error, 1)
 	go e.run(started)
 	if err := <-started; err != nil {
 		<-e.done
 		e.pool.wakeFD.Close()
-		q.Free()
+		e.FreeQueue()
 		return nil, err
 	}
 	return e, nil
@@ -494,4 +502,9 @@ func (e *Engine) Shutdown(timeout time.Duration) error {
 }
 
 // FreeQueue releases the completion queue after Shutdown, once its consumer stopped.
-func (e *Engine) FreeQueue() { e.queue.Free() }
+func (e *Engine) FreeQueue() {
+	if e.opts.CaptureUCXLog {
+		ucxx.NotifyLog(nil, -1)
+	}
+	e.queue.Free()
+}

@@ -11,6 +11,7 @@
 //	byte 128: wake     1 while a wake-up is pending on the eventfd
 //	byte 192: closed   1 once Close was called
 //	byte 256: capacity entries in the ring, a power of two
+//	byte 320: log      1 while the producer has log records for the consumer
 //	byte 512: entries  capacity × Completion (32 bytes each)
 //
 // Wake-ups are coalesced: the producer writes the eventfd only when it turns wake from
@@ -40,6 +41,7 @@ const (
 	WakeOffset     = 128
 	ClosedOffset   = 192
 	CapacityOffset = 256
+	LogOffset      = 320
 	EntriesOffset  = 512
 	CompletionSize = 32
 )
@@ -146,6 +148,10 @@ func (q *Queue) Address() uintptr { return uintptr(unsafe.Pointer(&q.mem[0])) }
 
 // Size is the ring's size in bytes, header included.
 func (q *Queue) Size() int { return len(q.mem) }
+
+// LogFlag is the ring's log word (LogOffset), for a producer that has log records: it
+// sets it to 1, and the consumer, seeing it, asks for them.
+func (q *Queue) LogFlag() *uint32 { return (*uint32)(unsafe.Pointer(&q.mem[LogOffset])) }
 
 // FD is the eventfd that becomes readable when a wake-up is pending.
 func (q *Queue) FD() int { return int(q.efd) }

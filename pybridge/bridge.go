@@ -72,6 +72,7 @@ func Start(options string, mode string, delayedSubmission bool, limits string) (
 	defer guard(&err)
 	opts := core.Options{
 		NoDelayedSubmission: !delayedSubmission,
+		CaptureUCXLog:       true, // Python logs it (the "ucx" logger): TakeUCXLog
 		SpinBeforeSleep:     microsecondsFromEnv("UCXGO_SPIN_US", defaultSpin),
 		InlineWait:          microsecondsFromEnv("UCXGO_INLINE_WAIT_US", defaultInlineWait),
 	}
@@ -271,4 +272,21 @@ func ProgressCPUs() (res string, err error) {
 	}
 	b, err := json.Marshal(map[string]any{"cpus": cpus, "pinned_near_gpu": pinned})
 	return string(b), err
+}
+
+// TakeUCXLog returns UCX's captured log records, oldest first, one per line as
+// "level<TAB>file:line message" (level: UCS's, 0 fatal ... 5 debug), and first a line
+// "dropped<TAB>n" when n records were lost to the full buffer. Python calls it when the
+// queue's log word is set, and after Stop.
+func TakeUCXLog() (lines string, err error) {
+	defer guard(&err)
+	records, dropped := ucxx.TakeLog()
+	var b strings.Builder
+	if dropped > 0 {
+		fmt.Fprintf(&b, "dropped\t%d\n", dropped)
+	}
+	for _, r := range records {
+		fmt.Fprintf(&b, "%d\t%s\n", r.Level, strings.ReplaceAll(r.Text, "\n", " "))
+	}
+	return b.String(), nil
 }
