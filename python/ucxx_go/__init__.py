@@ -232,7 +232,7 @@ async def recv(buffer, tag):
     (UCXX's worker-level receive: no tag mixing, the full mask)."""
     ctx = _context.get()
     addr, n, keep, mem, stream = buffer_info(buffer, writable=True)
-    rid = call(ext.pybridge_TagRecv, 0, addr, n, int(tag), (1 << 64) - 1, mem, stream)
+    rid = call(ext.pybridge_TagRecv, 0, addr, n, int(tag), _tags.MASK64, mem, stream)
     if rid & _INLINE_DONE:
         return rid & _INLINE_LENGTH
     return await ctx.wait(rid, (buffer, keep), "recv")

@@ -18,22 +18,24 @@ import ctypes
 import logging
 import threading
 
+from . import _constants as C
 from ._bridge import ext
 from .exceptions import exception_for_status
 
 logger = logging.getLogger("ucxx_go")
 
-# Word indexes (u64) into the ring: see notifier/queue.go.
-_HEAD, _TAIL, _CAPACITY, _ENTRIES = 0, 8, 32, 64
+# Word indexes (u64) into the ring, and into an entry (notifier/queue.go).
+_HEAD, _TAIL, _CAPACITY, _ENTRIES = C.RING_HEAD_WORD, C.RING_TAIL_WORD, C.RING_CAPACITY_WORD, C.RING_ENTRIES_WORD
+_ENTRY_WORDS = C.COMPLETION_WORDS
+_ID, _STATUS, _LENGTH = C.COMPLETION_ID_WORD, C.COMPLETION_STATUS_WORD, C.COMPLETION_LENGTH_WORD
 
-# Event ids: see core/engine.go.
-EVENT_ENDPOINT_ERROR = 1 << 63
-EVENT_LISTENER_ACCEPT = 1 << 62
-_EVENT_MASK = EVENT_ENDPOINT_ERROR | EVENT_LISTENER_ACCEPT
+# A completion whose id has one of these bits is an event (core/engine.go).
+_EVENT_MASK = C.EVENT_ENDPOINT_ERROR | C.EVENT_LISTENER_ACCEPT
+# The status is an int64 read as a u64 word.
 _SIGN = 1 << 63
 _WRAP = 1 << 64
 
-_WAIT_READY, _WAIT_CLOSED = 1, 2
+_WAIT_READY, _WAIT_CLOSED = C.WAIT_READY, C.WAIT_CLOSED
 
 MODES = ("thread", "reader")
 
@@ -188,8 +190,8 @@ class Completions:
             if tail == head:
                 break
             while tail != head:
-                i = _ENTRIES + ((tail & mask) << 2)
-                rid, status, length = w[i], w[i + 1], w[i + 2]
+                i = _ENTRIES + (tail & mask) * _ENTRY_WORDS
+                rid, status, length = w[i + _ID], w[i + _STATUS], w[i + _LENGTH]
                 tail += 1
                 if rid & _EVENT_MASK:
                     self._event(rid, status, length)

@@ -13,6 +13,7 @@ import threading
 import weakref
 
 from . import _completions
+from ._constants import EVENT_ENDPOINT_ERROR, EVENT_LISTENER_ACCEPT
 from ._bridge import call, ext, translate
 from .exceptions import UCXError
 
@@ -103,12 +104,12 @@ class Context:
     # -- events ------------------------------------------------------------------------
 
     def _on_event(self, rid, status, value):
-        if rid & _completions.EVENT_ENDPOINT_ERROR:
-            ep = self.endpoints.get(rid & ~_completions.EVENT_ENDPOINT_ERROR)
+        if rid & EVENT_ENDPOINT_ERROR:
+            ep = self.endpoints.get(rid & ~EVENT_ENDPOINT_ERROR)
             if ep is not None:
                 ep._on_error(status)
-        elif rid & _completions.EVENT_LISTENER_ACCEPT:
-            listener = self.listeners.get(rid & ~_completions.EVENT_LISTENER_ACCEPT)
+        elif rid & EVENT_LISTENER_ACCEPT:
+            listener = self.listeners.get(rid & ~EVENT_LISTENER_ACCEPT)
             if listener is None:
                 call(ext.pybridge_AbortEndpoint, value)
                 return

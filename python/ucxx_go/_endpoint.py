@@ -7,16 +7,16 @@ import logging
 import struct
 import weakref
 
+from . import _constants as C
 from . import _context, _tags
 from ._bridge import call, ext, translate
 from ._buffers import MEMORY_CUDA, buffer_info, host_buffer
-from ._completions import _memory_view
-from ._frames import _FRAME_CUDA, frames_from_block
+from ._frames import cuda_frame_sizes, frames_from_block
 from .exceptions import UCXCloseError, UCXError, exception_for_status
 
 logger = logging.getLogger("ucxx_go")
 
-_FULL_MASK = (1 << 64) - 1
+_FULL_MASK = _tags.MASK64
 
 ProbeInfo = collections.namedtuple("ProbeInfo", "matched sender_tag length handle")
 ProbeInfo.__doc__ = "What tag_probe found: ``matched``, and the message's ``sender_tag``, ``length`` and ``handle``."
@@ -26,13 +26,19 @@ _send_multi = ext.pybridge_SendMulti
 _recv_multi = ext.pybridge_RecvMulti
 _am_send = ext.pybridge_AMSend
 _am_recv = ext.pybridge_AMRecv
-# Multi-buffer traffic's tag bit (core.MultiTagBit).
-_MULTI_TAG_BIT = 1 << 63
+_MULTI_TAG_BIT = C.MULTI_TAG_BIT
 # A transfer call's result with this bit set is the outcome of an operation that ended
 # within the call (pybridge.InlineDone): the low bits are its length and no completion
 # will come. Otherwise it is the request id to wait for.
-_INLINE_DONE = 1 << 63
+_INLINE_DONE = C.INLINE_DONE
 _INLINE_LENGTH = _INLINE_DONE - 1
+
+# send_multi's frame descriptors (core.Frame): the Go core's memory type of a buffer
+# of each UCS memory type, and the words in the order send_multi writes them.
+_FRAME_MEM_TYPE = {C.UCS_MEMORY_TYPE_HOST: C.MEM_HOST, C.UCS_MEMORY_TYPE_CUDA: C.MEM_CUDA}
+if (C.FRAME_ADDR_WORD, C.FRAME_SIZE_WORD, C.FRAME_MEM_TYPE_WORD, C.FRAME_STREAM_WORD) != (0, 1, 2, 3) \
+        or C.FRAME_DESCRIPTOR_WORDS != 4:
+    raise ImportError("ucxx_go._endpoint: core.Frame changed; update Endpoint.send_multi's descriptors")
 
 
 def _abort_handle(ctx, handle):
@@ -293,7 +299,7 @@ class Endpoint:
         desc = array.array("Q")
         for b in buffers:
             addr, n, mv, mem, stream = buffer_info(b, writable=False)
-            desc.extend((addr, n, mem, stream))  # core.Frame; MemHost/MemCUDA are UCX's 0/1
+            desc.extend((addr, n, _FRAME_MEM_TYPE[mem], stream))  # a core.Frame
             keep.append((b, mv))
         t = self._send_tag if tag is None else _tags.mix(self._send_tag, tag, force_tag)
         count = len(keep)
@@ -354,14 +360,8 @@ class Endpoint:
                 ctx.pending.pop(need, None)  # no CUDA frame: nobody asks
                 return final.result(), provided
             block = asked.result()
-            head = _memory_view(block, 16).cast("Q")
-            count = head[0]
-            head.release()
-            record = _memory_view(block + 16, 24 * count).cast("Q")
-            sizes = [record[3 * i + 1] for i in range(count) if record[3 * i + 2] & 0xFF == _FRAME_CUDA]
-            record.release()
             desc = array.array("Q")
-            for n in sizes:
+            for n in cuda_frame_sizes(block):
                 obj = allocator(n)
                 addr, nbytes, _, mem, _ = buffer_info(obj, writable=True)
                 if mem != MEMORY_CUDA or nbytes < n:
