@@ -59,47 +59,19 @@ class Context:
             ext.pybridge_Stop(1000)
             ext.pybridge_FreeQueue()
             raise
-        self.pending = self.completions.pending
+        self.pending = self.completions.pending  # request id -> Request
         self.endpoints = weakref.WeakValueDictionary()  # handle -> Endpoint
         self.listeners = {}  # handle -> Listener (a listener lives until closed)
         self.closed = False
 
-    # -- requests --------------------------------------------------------------------
+    # -- requests (_request.Request) ---------------------------------------------------
 
     def loop(self):
+        """The running event loop, to which completions are delivered from now on."""
         loop = asyncio.get_running_loop()
         if loop is not self.completions.loop:
             self.completions.bind(loop)
         return loop
-
-    def expect(self, rid, keep, where):
-        """Register request `rid` and return its Future, without awaiting it: for a
-        caller that waits on several requests at once. The caller cancels the request
-        in Go itself if it gives up."""
-        self.loop()
-        fut = self.completions.future()
-        self.pending[rid] = (fut, keep, where)
-        return fut
-
-    async def wait(self, rid, keep, where):
-        """Await request `rid`'s completion; keep `keep` alive until Go is done with it.
-
-        Cancelling the awaiting task cancels the UCX request. The Future is cancelled at
-        once, but `keep` stays referenced until the request's completion arrives, since
-        until then UCX may still be writing into the buffer.
-        """
-        self.loop()
-        fut = self.completions.future()
-        self.pending[rid] = (fut, keep, where)
-        try:
-            return await fut
-        except asyncio.CancelledError:
-            if rid in self.pending and not self.closed:
-                try:
-                    ext.pybridge_Cancel(rid)
-                except RuntimeError:
-                    pass
-            raise
 
     # -- events ------------------------------------------------------------------------
 

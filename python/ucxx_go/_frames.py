@@ -9,6 +9,7 @@ allocations, each returned as a CudaFrame and freed when it is dropped.
 This module is Python's one reader of the block's record (_record).
 """
 
+import ctypes
 import weakref
 
 import numpy as np
@@ -16,7 +17,11 @@ import numpy as np
 from . import _constants as C
 from ._bridge import ext
 from ._completions import _memory_view
-from ._completions import free_block as _free
+
+# A block is one C malloc (core/block.go): it goes back with free().
+_free = ctypes.CDLL(None).free
+_free.argtypes = (ctypes.c_void_p,)
+_free.restype = None
 
 _EMPTY = np.empty(0, dtype=np.uint8)
 
@@ -30,6 +35,12 @@ _MEM_TYPE_MASK = (1 << C.FRAME_DEVICE_SHIFT) - 1
 # change, so must _record.
 if (C.BLOCK_HEADER_WORDS, C.BLOCK_FRAME_RECORD_WORDS) != (2, 3):
     raise ImportError("ucxx_go._frames: core/block.go's record changed; update _frames._record")
+
+
+def free_block(address):
+    """Return a block the Go core allocated to the C allocator: the release of a
+    request whose result is a block nobody took (_request.Request)."""
+    _free(address)
 
 
 def _free_cuda(device, ptr):
