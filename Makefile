@@ -29,7 +29,7 @@ test-py:
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests
 
 demo:
-	$(PYTHON) -m ucxx_go.demo
+	$(PYTHON) benchmarks/demo.py
 
 clean:
 	rm -rf build .ucx *.egg-info

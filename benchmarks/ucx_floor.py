@@ -5,7 +5,7 @@
 
 A server and a client ucx_perftest process on 127.0.0.1 run, for every size, the UCP
 tests `tag_lat` (ping-pong) and `tag_bw` (the client streams, the server sinks). This
-is what ucxx_go's own numbers (python -m ucxx_go.demo, benchmarks/completion_modes.py)
+is what ucxx_go's own numbers (benchmarks/demo.py, benchmarks/completion_modes.py)
 can at best approach with the same transports.
 
 Units, because ucx_perftest's are not the ones this project uses:
@@ -14,7 +14,7 @@ Units, because ucx_perftest's are not the ones this project uses:
   is twice it, the median round trip, which is what our Python benchmarks measure.
 - ucx_perftest prints bandwidth in MiB/s (bytes / 2**20) under the label "MB/s".
   `tag_bw_MBps` is converted to MB/s with MB = 1e6 bytes, like the `*_MBps` keys of
-  ucxx_go.demo, so the two compare directly.
+  benchmarks/demo.py, so the two compare directly.
 
 UCX_TLS: ucx_perftest exchanges addresses over its own TCP socket, so UCX_TLS need not
 include tcp; the default here, "sm,self", is same-host shared memory (posix/sysv

@@ -22,6 +22,7 @@
 """
 
 import asyncio
+import functools
 import ipaddress
 import json
 import socket
@@ -31,9 +32,10 @@ from ._address import UCXAddress, get_address, get_ucx_address_from_buffer, get_
 from ._bridge import call, ext
 from ._buffers import buffer_info
 from ._context import init, reset
-from ._endpoint import _INLINE_DONE, _INLINE_LENGTH, Endpoint
+from ._endpoint import Endpoint, _abort_handle
 from ._frames import CudaFrame
 from ._listener import Listener
+from ._request import INLINE_DONE, INLINE_LENGTH, Request, submit
 from .exceptions import *  # noqa: F401,F403
 
 __version__ = "0.1.0"
@@ -133,32 +135,10 @@ async def create_endpoint(ip_address, port, endpoint_error_handling=True, connec
     ctx = _context.get(ipv6=_is_ipv6(ip))
     if connect_timeout is None:
         connect_timeout = ctx.connect_timeout
-    rid = call(ext.pybridge_Connect, ip, int(port), int(connect_timeout * 1000), bool(endpoint_error_handling))
-    ctx.loop()
-    try:
-        handle = await ctx.wait(rid, None, "create_endpoint")
-    except asyncio.CancelledError:
-        # The connection may still complete in Go: abort it when it does.
-        ctx.pending[rid] = (_AbortOnConnect(handle_ctx=ctx), None, "create_endpoint")
-        raise
+    rid = submit(ext.pybridge_Connect, ip, int(port), int(connect_timeout * 1000), bool(endpoint_error_handling))
+    # A connection that completes after create_endpoint was cancelled is aborted.
+    handle = await Request(ctx, rid, "create_endpoint", release=functools.partial(_abort_handle, ctx))
     return Endpoint._from_handle(ctx, handle)
-
-
-class _AbortOnConnect:
-    """Stands in for the Future of a cancelled create_endpoint: aborts what arrives."""
-
-    def __init__(self, handle_ctx):
-        self._ctx = handle_ctx
-
-    def done(self):
-        return False
-
-    def set_result(self, handle):
-        if not self._ctx.closed:
-            call(ext.pybridge_AbortEndpoint, handle)
-
-    def set_exception(self, exc):
-        pass
 
 
 def get_ucx_version():
@@ -232,10 +212,10 @@ async def recv(buffer, tag):
     (UCXX's worker-level receive: no tag mixing, the full mask)."""
     ctx = _context.get()
     addr, n, keep, mem, stream = buffer_info(buffer, writable=True)
-    rid = call(ext.pybridge_TagRecv, 0, addr, n, int(tag), (1 << 64) - 1, mem, stream)
-    if rid & _INLINE_DONE:
-        return rid & _INLINE_LENGTH
-    return await ctx.wait(rid, (buffer, keep), "recv")
+    rid = submit(ext.pybridge_TagRecv, 0, addr, n, int(tag), _tags.MASK64, mem, stream)
+    if rid & INLINE_DONE:
+        return rid & INLINE_LENGTH
+    return await Request(ctx, rid, "recv", buffer, keep)
 
 
 def get_config():

@@ -10,8 +10,13 @@ and the CUDA array owns its device memory.
 import ctypes
 import math
 
-MEMORY_HOST = 0  # UCS_MEMORY_TYPE_HOST
-MEMORY_CUDA = 1  # UCS_MEMORY_TYPE_CUDA
+from ._constants import UCS_MEMORY_TYPE_CUDA, UCS_MEMORY_TYPE_HOST
+
+# A buffer's memory type as buffer_info returns it: UCX's (ucs_memory_type_t), what
+# TagSend, TagRecv and AMSend take. (Frame descriptors and block records use the Go
+# core's own, _constants.MEM_HOST and MEM_CUDA.)
+MEMORY_HOST = UCS_MEMORY_TYPE_HOST
+MEMORY_CUDA = UCS_MEMORY_TYPE_CUDA
 
 # A CUDA buffer's stream, as __cuda_array_interface__ v3 gives it: NO_STREAM means its
 # data is ready (no "stream" key, or None); 1 is the legacy default stream, 2 the

@@ -18,22 +18,24 @@ import ctypes
 import logging
 import threading
 
+from . import _constants as C
 from ._bridge import ext
-from .exceptions import exception_for_status
+from .exceptions import UCXCanceledError, exception_for_status
 
 logger = logging.getLogger("ucxx_go")
 
-# Word indexes (u64) into the ring: see notifier/queue.go.
-_HEAD, _TAIL, _CAPACITY, _ENTRIES = 0, 8, 32, 64
+# Word indexes (u64) into the ring, and into an entry (notifier/queue.go).
+_HEAD, _TAIL, _CAPACITY, _ENTRIES = C.RING_HEAD_WORD, C.RING_TAIL_WORD, C.RING_CAPACITY_WORD, C.RING_ENTRIES_WORD
+_ENTRY_WORDS = C.COMPLETION_WORDS
+_ID, _STATUS, _LENGTH = C.COMPLETION_ID_WORD, C.COMPLETION_STATUS_WORD, C.COMPLETION_LENGTH_WORD
 
-# Event ids: see core/engine.go.
-EVENT_ENDPOINT_ERROR = 1 << 63
-EVENT_LISTENER_ACCEPT = 1 << 62
-_EVENT_MASK = EVENT_ENDPOINT_ERROR | EVENT_LISTENER_ACCEPT
+# A completion whose id has one of these bits is an event (core/engine.go).
+_EVENT_MASK = C.EVENT_ENDPOINT_ERROR | C.EVENT_LISTENER_ACCEPT
+# The status is an int64 read as a u64 word.
 _SIGN = 1 << 63
 _WRAP = 1 << 64
 
-_WAIT_READY, _WAIT_CLOSED = 1, 2
+_WAIT_READY, _WAIT_CLOSED = C.WAIT_READY, C.WAIT_CLOSED
 
 MODES = ("thread", "reader")
 
@@ -47,20 +49,6 @@ _PyBUF_WRITE = 0x200
 _from_memory = ctypes.pythonapi.PyMemoryView_FromMemory
 _from_memory.restype = ctypes.py_object
 _from_memory.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int)
-
-
-_free = ctypes.CDLL(None).free
-_free.argtypes = (ctypes.c_void_p,)
-_free.restype = None
-
-# Operations whose successful completion hands Python a block of C memory (the
-# message): if nobody awaits the result any more, the drain frees it.
-BLOCK_OPS = frozenset(("Endpoint.recv_multi", "Endpoint.am_recv"))
-
-
-def free_block(address):
-    """Return a block the Go core allocated (C malloc) to the C allocator."""
-    _free(address)
 
 
 def _memory_view(address, size):
@@ -79,7 +67,7 @@ class Completions:
         self._fd = fd
         self.mode = mode
         self._on_event = on_event
-        # request id -> (future, what to keep alive until Go is done, operation name)
+        # request id -> its _request.Request, until its completion is drained
         self.pending = {}
         self._loop = None
         self._scheduled = False
@@ -188,32 +176,33 @@ class Completions:
             if tail == head:
                 break
             while tail != head:
-                i = _ENTRIES + ((tail & mask) << 2)
-                rid, status, length = w[i], w[i + 1], w[i + 2]
+                i = _ENTRIES + (tail & mask) * _ENTRY_WORDS
+                rid, status, length = w[i + _ID], w[i + _STATUS], w[i + _LENGTH]
                 tail += 1
                 if rid & _EVENT_MASK:
                     self._event(rid, status, length)
                     continue
-                entry = pending.pop(rid, None)
-                if entry is None:
+                req = pending.pop(rid, None)
+                if req is None:
                     continue
-                fut = entry[0]
+                fut = req.future
                 if fut.done():
-                    # Cancelled: the buffer is released now that Go is done with it, and a
-                    # message that arrived anyway is freed, since nobody will take it.
-                    if status == 0 and entry[2] in BLOCK_OPS:
-                        _free(length)
+                    # Cancelled: the buffer is released now that Go is done with it, and
+                    # what the request owns (a message that arrived anyway) is freed,
+                    # since nobody will take it.
+                    if status == 0:
+                        req.unclaimed(length)
                     continue
                 try:
                     if status == 0:
                         fut.set_result(length)
                     else:
                         status = status - _WRAP if status & _SIGN else status
-                        fut.set_exception(exception_for_status(status, entry[2]))
+                        fut.set_exception(exception_for_status(status, req.where))
                 except RuntimeError:
                     # The Future's loop is closed.
-                    if status == 0 and entry[2] in BLOCK_OPS:
-                        _free(length)
+                    if status == 0:
+                        req.unclaimed(length)
             w[_TAIL] = tail
 
     def _event(self, rid, status, length):
@@ -234,10 +223,11 @@ class Completions:
             self.drain()
         finally:
             self._stopped = True
-        for fut, _keep, _ in self.pending.values():
+        for req in self.pending.values():
+            fut = req.future
             if not fut.done():
                 try:
-                    fut.set_exception(exception_for_status(-16, "ucxx_go was reset"))
+                    fut.set_exception(exception_for_status(UCXCanceledError.status, "ucxx_go was reset"))
                 except RuntimeError:
                     pass
         self.pending.clear()

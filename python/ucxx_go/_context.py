@@ -13,6 +13,7 @@ import threading
 import weakref
 
 from . import _completions
+from ._constants import EVENT_ENDPOINT_ERROR, EVENT_LISTENER_ACCEPT
 from ._bridge import call, ext, translate
 from .exceptions import UCXError
 
@@ -58,57 +59,29 @@ class Context:
             ext.pybridge_Stop(1000)
             ext.pybridge_FreeQueue()
             raise
-        self.pending = self.completions.pending
+        self.pending = self.completions.pending  # request id -> Request
         self.endpoints = weakref.WeakValueDictionary()  # handle -> Endpoint
         self.listeners = {}  # handle -> Listener (a listener lives until closed)
         self.closed = False
 
-    # -- requests --------------------------------------------------------------------
+    # -- requests (_request.Request) ---------------------------------------------------
 
     def loop(self):
+        """The running event loop, to which completions are delivered from now on."""
         loop = asyncio.get_running_loop()
         if loop is not self.completions.loop:
             self.completions.bind(loop)
         return loop
 
-    def expect(self, rid, keep, where):
-        """Register request `rid` and return its Future, without awaiting it: for a
-        caller that waits on several requests at once. The caller cancels the request
-        in Go itself if it gives up."""
-        self.loop()
-        fut = self.completions.future()
-        self.pending[rid] = (fut, keep, where)
-        return fut
-
-    async def wait(self, rid, keep, where):
-        """Await request `rid`'s completion; keep `keep` alive until Go is done with it.
-
-        Cancelling the awaiting task cancels the UCX request. The Future is cancelled at
-        once, but `keep` stays referenced until the request's completion arrives, since
-        until then UCX may still be writing into the buffer.
-        """
-        self.loop()
-        fut = self.completions.future()
-        self.pending[rid] = (fut, keep, where)
-        try:
-            return await fut
-        except asyncio.CancelledError:
-            if rid in self.pending and not self.closed:
-                try:
-                    ext.pybridge_Cancel(rid)
-                except RuntimeError:
-                    pass
-            raise
-
     # -- events ------------------------------------------------------------------------
 
     def _on_event(self, rid, status, value):
-        if rid & _completions.EVENT_ENDPOINT_ERROR:
-            ep = self.endpoints.get(rid & ~_completions.EVENT_ENDPOINT_ERROR)
+        if rid & EVENT_ENDPOINT_ERROR:
+            ep = self.endpoints.get(rid & ~EVENT_ENDPOINT_ERROR)
             if ep is not None:
                 ep._on_error(status)
-        elif rid & _completions.EVENT_LISTENER_ACCEPT:
-            listener = self.listeners.get(rid & ~_completions.EVENT_LISTENER_ACCEPT)
+        elif rid & EVENT_LISTENER_ACCEPT:
+            listener = self.listeners.get(rid & ~EVENT_LISTENER_ACCEPT)
             if listener is None:
                 call(ext.pybridge_AbortEndpoint, value)
                 return

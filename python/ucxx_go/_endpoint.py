@@ -7,16 +7,17 @@ import logging
 import struct
 import weakref
 
+from . import _constants as C
 from . import _context, _tags
-from ._bridge import call, ext, translate
+from ._bridge import call, ext
 from ._buffers import MEMORY_CUDA, buffer_info, host_buffer
-from ._completions import _memory_view
-from ._frames import _FRAME_CUDA, frames_from_block
+from ._frames import cuda_frame_sizes, frames_from_block, free_block
+from ._request import INLINE_DONE, INLINE_LENGTH, Request, submit
 from .exceptions import UCXCloseError, UCXError, exception_for_status
 
 logger = logging.getLogger("ucxx_go")
 
-_FULL_MASK = (1 << 64) - 1
+_FULL_MASK = _tags.MASK64
 
 ProbeInfo = collections.namedtuple("ProbeInfo", "matched sender_tag length handle")
 ProbeInfo.__doc__ = "What tag_probe found: ``matched``, and the message's ``sender_tag``, ``length`` and ``handle``."
@@ -26,13 +27,14 @@ _send_multi = ext.pybridge_SendMulti
 _recv_multi = ext.pybridge_RecvMulti
 _am_send = ext.pybridge_AMSend
 _am_recv = ext.pybridge_AMRecv
-# Multi-buffer traffic's tag bit (core.MultiTagBit).
-_MULTI_TAG_BIT = 1 << 63
-# A transfer call's result with this bit set is the outcome of an operation that ended
-# within the call (pybridge.InlineDone): the low bits are its length and no completion
-# will come. Otherwise it is the request id to wait for.
-_INLINE_DONE = 1 << 63
-_INLINE_LENGTH = _INLINE_DONE - 1
+_MULTI_TAG_BIT = C.MULTI_TAG_BIT
+
+# send_multi's frame descriptors (core.Frame): the Go core's memory type of a buffer
+# of each UCS memory type, and the words in the order send_multi writes them.
+_FRAME_MEM_TYPE = {C.UCS_MEMORY_TYPE_HOST: C.MEM_HOST, C.UCS_MEMORY_TYPE_CUDA: C.MEM_CUDA}
+if (C.FRAME_ADDR_WORD, C.FRAME_SIZE_WORD, C.FRAME_MEM_TYPE_WORD, C.FRAME_STREAM_WORD) != (0, 1, 2, 3) \
+        or C.FRAME_DESCRIPTOR_WORDS != 4:
+    raise ImportError("ucxx_go._endpoint: core.Frame changed; update Endpoint.send_multi's descriptors")
 
 
 def _abort_handle(ctx, handle):
@@ -160,14 +162,10 @@ class Endpoint:
         self._check("send")
         addr, n, keep, mem, stream = buffer_info(buffer, writable=False)
         t = self._send_tag if tag is None else _tags.mix(self._send_tag, tag, force_tag)
-        ctx = self._ctx
-        try:
-            rid = _tag_send(self._handle, addr, n, t, mem, stream)
-        except RuntimeError as e:
-            raise translate(e) from None
-        if rid & _INLINE_DONE:
+        rid = submit(_tag_send, self._handle, addr, n, t, mem, stream)
+        if rid & INLINE_DONE:
             return
-        await ctx.wait(rid, (buffer, keep), "Endpoint.send")
+        await Request(self._ctx, rid, "Endpoint.send", buffer, keep)
 
     async def recv(self, buffer, tag=None, force_tag=False):
         """Receive the next message with this tag into a writable host or CUDA buffer
@@ -191,15 +189,11 @@ class Endpoint:
             raise UCXCloseError("Endpoint.recv: the endpoint is closed")
         # On an endpoint the peer broke, the progress thread still posts the receive
         # when a message it sent before is waiting (Engine.drainable), else fails it.
-        ctx = self._ctx
-        try:
-            rid = _tag_recv(self._handle, addr, n, t, _FULL_MASK, mem, stream)
-        except RuntimeError as e:
-            raise translate(e) from None
-        if rid & _INLINE_DONE:
-            n = rid & _INLINE_LENGTH
+        rid = submit(_tag_recv, self._handle, addr, n, t, _FULL_MASK, mem, stream)
+        if rid & INLINE_DONE:
+            n = rid & INLINE_LENGTH
         else:
-            n = await ctx.wait(rid, (buffer, keep), "Endpoint.recv")
+            n = await Request(self._ctx, rid, "Endpoint.recv", buffer, keep)
         self._received()
         return n
 
@@ -247,8 +241,8 @@ class Endpoint:
         if not handle:
             raise UCXError("recv_with_handle needs the handle of a tag_probe(remove=True) that matched")
         addr, n, keep = host_buffer(buffer, writable=True)
-        rid = call(ext.pybridge_RecvProbed, handle, addr, n)
-        n = await self._ctx.wait(rid, (buffer, keep), "Endpoint.recv_with_handle")
+        rid = submit(ext.pybridge_RecvProbed, handle, addr, n)
+        n = await Request(self._ctx, rid, "Endpoint.recv_with_handle", buffer, keep)
         self._received()
         return n
 
@@ -256,21 +250,16 @@ class Endpoint:
         """Send a host or CUDA buffer as a UCX active message, for the peer's ``am_recv``."""
         self._check("am_send")
         addr, n, keep, mem, stream = buffer_info(buffer, writable=False)
-        try:
-            rid = _am_send(self._handle, addr, n, mem, stream)
-        except RuntimeError as e:
-            raise translate(e) from None
-        await self._ctx.wait(rid, (buffer, keep), "Endpoint.am_send")
+        rid = submit(_am_send, self._handle, addr, n, mem, stream)
+        await Request(self._ctx, rid, "Endpoint.am_send", buffer, keep)
 
     async def am_recv(self):
         """Receive the next active message from the peer: a writable numpy uint8 array
         allocated here (messages that arrived earlier are queued)."""
         self._check("am_recv")
-        try:
-            rid = _am_recv(self._handle)
-        except RuntimeError as e:
-            raise translate(e) from None
-        address = await self._ctx.wait(rid, None, "Endpoint.am_recv")
+        rid = submit(_am_recv, self._handle)
+        # The message's block is the request's until it is delivered.
+        address = await Request(self._ctx, rid, "Endpoint.am_recv", release=free_block)
         self._received()
         return frames_from_block(address)[0]
 
@@ -293,15 +282,12 @@ class Endpoint:
         desc = array.array("Q")
         for b in buffers:
             addr, n, mv, mem, stream = buffer_info(b, writable=False)
-            desc.extend((addr, n, mem, stream))  # core.Frame; MemHost/MemCUDA are UCX's 0/1
+            desc.extend((addr, n, _FRAME_MEM_TYPE[mem], stream))  # a core.Frame
             keep.append((b, mv))
         t = self._send_tag if tag is None else _tags.mix(self._send_tag, tag, force_tag)
         count = len(keep)
-        try:
-            rid = _send_multi(self._handle, desc.buffer_info()[0] if count else 0, count, t)
-        except RuntimeError as e:
-            raise translate(e) from None
-        await self._ctx.wait(rid, keep, "Endpoint.send_multi")
+        rid = submit(_send_multi, self._handle, desc.buffer_info()[0] if count else 0, count, t)
+        await Request(self._ctx, rid, "Endpoint.send_multi", keep=keep)
 
     async def recv_multi(self, tag=None, force_tag=False, cuda_allocator=None):
         """Receive a message sent with ``send_multi``: a list of frames, one per frame
@@ -329,11 +315,9 @@ class Endpoint:
             address, provided = await self._recv_multi_allocated(handle, t, cuda_allocator)
             self._received()
             return frames_from_block(address, provided)
-        try:
-            rid = _recv_multi(handle, t)
-        except RuntimeError as e:
-            raise translate(e) from None
-        address = await self._ctx.wait(rid, None, "Endpoint.recv_multi")
+        rid = submit(_recv_multi, handle, t)
+        # The message's block is the request's until it is delivered.
+        address = await Request(self._ctx, rid, "Endpoint.recv_multi", release=free_block)
         self._received()
         return frames_from_block(address)
 
@@ -345,23 +329,20 @@ class Endpoint:
         ctx = self._ctx
         where = "Endpoint.recv_multi"
         rid, need = (int(x) for x in call(ext.pybridge_RecvMultiAllocated, handle, tag).split())
-        final = ctx.expect(rid, None, where)
-        asked = ctx.expect(need, None, where)
+        # The message's block is the final request's result, and the final request's
+        # until it is delivered; the `need` request reports the same block early, for
+        # its CUDA frames' sizes, and owns nothing.
+        final = Request(ctx, rid, where, release=free_block)
+        asked = Request(ctx, need, where)
         provided = []
         try:
-            await asyncio.wait((final, asked), return_when=asyncio.FIRST_COMPLETED)
-            if not asked.done():
-                ctx.pending.pop(need, None)  # no CUDA frame: nobody asks
-                return final.result(), provided
-            block = asked.result()
-            head = _memory_view(block, 16).cast("Q")
-            count = head[0]
-            head.release()
-            record = _memory_view(block + 16, 24 * count).cast("Q")
-            sizes = [record[3 * i + 1] for i in range(count) if record[3 * i + 2] & 0xFF == _FRAME_CUDA]
-            record.release()
+            await asyncio.wait((final.future, asked.future), return_when=asyncio.FIRST_COMPLETED)
+            if not asked.future.done():
+                asked.forget()  # no CUDA frame: nobody asks
+                return final.future.result(), provided
+            block = asked.future.result()
             desc = array.array("Q")
-            for n in sizes:
+            for n in cuda_frame_sizes(block):
                 obj = allocator(n)
                 addr, nbytes, _, mem, _ = buffer_info(obj, writable=True)
                 if mem != MEMORY_CUDA or nbytes < n:
@@ -370,18 +351,13 @@ class Endpoint:
                 provided.append(obj)
                 desc.append(addr)
             # UCX may write into them until the message's completion: keep them alive.
-            ctx.pending[rid] = (final, provided, where)
+            final.keep = provided
             call(ext.pybridge_ProvideFrames, block, desc.buffer_info()[0] if desc else 0, len(desc))
-            return await final, provided
         except BaseException:
-            ctx.pending.pop(need, None)
-            if not final.done() and not ctx.closed:
-                try:
-                    ext.pybridge_Cancel(rid)  # drops the message in Go, frees its block
-                except RuntimeError:
-                    pass
-            final.cancel()
+            asked.forget()
+            final.cancel()  # drops the message in Go, frees its block
             raise
+        return await final, provided
 
     async def send_obj(self, obj, tag=None):
         """Send a bytes-like object with its size first, for ``recv_obj``."""
@@ -447,11 +423,8 @@ class Endpoint:
         ctx = self._ctx
         try:
             if not ctx.closed:
-                try:
-                    rid = ext.pybridge_CloseEndpoint(self._handle, int(timeout * 1000))
-                except RuntimeError as e:
-                    raise translate(e) from None
-                await ctx.wait(rid, None, "Endpoint.close")
+                rid = submit(ext.pybridge_CloseEndpoint, self._handle, int(timeout * 1000))
+                await Request(ctx, rid, "Endpoint.close")
         except UCXError:
             pass  # the connection is gone either way
         finally:

@@ -1,25 +1,46 @@
-"""Frames of a received multi-buffer message: zero-copy arrays over memory the Go core
-allocated (layout: core/multi.go), freed when dropped.
+"""Frames of a received multi-buffer or active message: zero-copy arrays over memory the
+Go core allocated (layout: core/block.go), freed when dropped.
 
 Host frames live in one C allocation (malloc) holding a record and then the frames,
-each 64-byte aligned and disjoint from the others: frames share no memory, but one
+each BLOCK_ALIGN-aligned and disjoint from the others: frames share no memory, but one
 host frame kept alive keeps the whole block. CUDA frames are separate device
 allocations, each returned as a CudaFrame and freed when it is dropped.
+
+This module is Python's one reader of the block's record (_record).
 """
 
+import ctypes
 import weakref
 
 import numpy as np
 
+from . import _constants as C
 from ._bridge import ext
 from ._completions import _memory_view
-from ._completions import free_block as _free
+
+# A block is one C malloc (core/block.go): it goes back with free().
+_free = ctypes.CDLL(None).free
+_free.argtypes = (ctypes.c_void_p,)
+_free.restype = None
 
 _EMPTY = np.empty(0, dtype=np.uint8)
 
-# A frame's memory type word: core.MemHost or core.MemCUDA in the low byte, the CUDA
-# device's ordinal above it.
-_FRAME_CUDA = 1
+# A frame's memory type word: core.MemHost or core.MemCUDA in the bits below
+# FRAME_DEVICE_SHIFT; for a CUDA frame the device's ordinal from there, or
+# FRAME_USER_FLAG for one the application allocated (it is in `provided`).
+_MEM_TYPE_MASK = (1 << C.FRAME_DEVICE_SHIFT) - 1
+
+# The words of the record _record reads: a header of (frame count, block size), then
+# (location, size, memory type word) per frame. Go names their sizes only: if those
+# change, so must _record.
+if (C.BLOCK_HEADER_WORDS, C.BLOCK_FRAME_RECORD_WORDS) != (2, 3):
+    raise ImportError("ucxx_go._frames: core/block.go's record changed; update _frames._record")
+
+
+def free_block(address):
+    """Return a block the Go core allocated to the C allocator: the release of a
+    request whose result is a block nobody took (_request.Request)."""
+    _free(address)
 
 
 def _free_cuda(device, ptr):
@@ -61,34 +82,50 @@ class CudaFrame:
         return f"<ucxx_go.CudaFrame {self.nbytes} bytes on device {self.device} at {self.ptr:#x}>"
 
 
-# A CUDA frame the application allocated (core.userFrameFlag): it is in `provided`.
-_FRAME_USER = 1 << 16
+def _record(address):
+    """Read the record at the start of the block at `address` (core/block.go).
+
+    Returns (size of the block in bytes, [(location, size, memory type word) of each
+    frame]).
+    """
+    head = _memory_view(address, C.BLOCK_HEADER_SIZE).cast("Q")
+    count, size = head[0], head[1]
+    head.release()
+    if count == 0:
+        return size, []
+    words = _memory_view(address + C.BLOCK_HEADER_SIZE, C.BLOCK_FRAME_RECORD_SIZE * count).cast("Q")
+    flat = words.tolist()
+    words.release()
+    # Each frame's BLOCK_FRAME_RECORD_WORDS words: location, size, memory type word.
+    fields = iter(flat)
+    return size, list(zip(fields, fields, fields))
+
+
+def cuda_frame_sizes(address):
+    """The sizes of the CUDA frames of the block at `address`, in order: what
+    recv_multi's cuda_allocator must allocate once the header has arrived."""
+    return [n for _, n, kind in _record(address)[1] if kind & _MEM_TYPE_MASK == C.MEM_CUDA]
 
 
 def frames_from_block(address, provided=()):
     """Return the frames of the block at `address`: host frames as writable uint8 numpy
     arrays, CUDA frames as CudaFrame, or, where the application allocated them
     (recv_multi's cuda_allocator), the objects it allocated, taken from `provided`
-    in order."""
-    provided = iter(provided)
-    head = _memory_view(address, 16).cast("Q")
-    count, size = head[0], head[1]
-    head.release()
-    if count == 0:
+    in order. The block is theirs from now on: freed with the last host frame."""
+    size, record = _record(address)
+    if not record:
         _free(address)
         return []
-    record = _memory_view(address + 16, 24 * count).cast("Q")
+    provided = iter(provided)
     block = np.frombuffer(_memory_view(address, size), dtype=np.uint8)
     # The block's memory goes back to C once no host frame (view of `block`) is left.
     weakref.finalize(block, _free, address)
     frames = []
-    for i in range(count):
-        off, n, kind = record[3 * i], record[3 * i + 1], record[3 * i + 2]
-        if kind & _FRAME_USER:
+    for off, n, kind in record:
+        if kind & C.FRAME_USER_FLAG:
             frames.append(next(provided))
-        elif kind & 0xFF == _FRAME_CUDA:
-            frames.append(CudaFrame(off, n, kind >> 8))
+        elif kind & _MEM_TYPE_MASK == C.MEM_CUDA:
+            frames.append(CudaFrame(off, n, kind >> C.FRAME_DEVICE_SHIFT))
         else:
             frames.append(block[off:off + n] if n else _EMPTY.copy())
-    record.release()
     return frames

@@ -9,10 +9,12 @@ matches in every process.
 import hashlib
 import struct
 
+from ._constants import MULTI_TAG_BIT
+
 MASK64 = (1 << 64) - 1
-# Bit 63 marks multi-buffer traffic (core.MultiTagBit): tags mixed from user tags keep
-# it clear, so a plain message can never match a multi-buffer receive or vice versa.
-MASK63 = MASK64 >> 1
+# The multi-buffer traffic's bit (core.MultiTagBit): tags mixed from user tags keep it
+# clear, so a plain message can never match a multi-buffer receive or vice versa.
+MASK63 = MASK64 & ~MULTI_TAG_BIT
 _cache = {}
 
 

@@ -1,6 +1,6 @@
 """The main job: a loopback send/recv between two processes, ucxx_go beside asyncio TCP.
 
-    python -m ucxx_go.demo [--quick] [--tls TLS] [--json FILE]
+    python benchmarks/demo.py [--quick] [--tls TLS] [--json FILE]
 
 A server process echoes (latency) or sinks (bandwidth) what the client sends; the
 client measures, for each transport in one run:
@@ -182,7 +182,7 @@ def _cases(quick):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m ucxx_go.demo", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python benchmarks/demo.py", description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="fewer iterations (a few seconds)")
     p.add_argument("--tls", help="UCX_TLS for ucxx_go (default: UCX's choice)")
     p.add_argument("--json", help="also write the results to this file")

@@ -1,0 +1,111 @@
+"""Requests: an operation of the Go core, from its gopy call to its completion.
+
+An operation starts with one gopy call (``submit``). A transfer's result may be its
+outcome already: ``INLINE_DONE`` set, the length in the low bits, no completion to
+come. Otherwise it is a request id, whose completion comes through the ring
+(_completions): a ``Request`` waits for it, holding what the operation needs until then.
+
+    rid = submit(_tag_recv, handle, addr, n, tag, mask, mem, stream)
+    n = rid & INLINE_LENGTH if rid & INLINE_DONE else await Request(ctx, rid, "Endpoint.recv", buffer, keep)
+"""
+
+import asyncio
+
+from ._bridge import call, ext
+from ._constants import INLINE_DONE
+
+__all__ = ["INLINE_DONE", "INLINE_LENGTH", "Request", "submit"]
+
+# The length of an operation that ended within its call, under INLINE_DONE.
+INLINE_LENGTH = INLINE_DONE - 1
+
+
+# Submitting an operation is one gopy call, whose failure raises the UCXError subclass
+# for it: _bridge.call. Its result is a request id or, for a transfer, possibly
+# INLINE_DONE | length.
+submit = call
+
+
+class Request:
+    """A request in flight in the Go core, registered with the context's completions
+    until its completion comes; ``await`` it for its result (a length, a block's
+    address, an endpoint handle: the completion's value).
+
+    Parameters
+    ----------
+    ctx : _context.Context
+        The running context.
+    rid : int
+        The request id ``submit`` returned.
+    where : str
+        The operation, named in its errors (``"Endpoint.send"``).
+    buffer, keep
+        The buffer whose memory UCX uses, and what pins it (a memoryview export, the
+        CUDA array...): both stay referenced until the completion, even after the
+        awaiting task was cancelled, since until then UCX may still use the memory.
+    release : callable, optional
+        For an operation whose result is something Python then owns (a received
+        block, a connected endpoint): how to free it, ``release(value)``, when the
+        request succeeds but nobody takes the result (cancelled, or its event loop
+        closed). The request owns the result until it is delivered.
+    """
+
+    __slots__ = ("id", "where", "future", "buffer", "keep", "release", "_ctx")
+
+    def __init__(self, ctx, rid, where, buffer=None, keep=None, release=None):
+        ctx.loop()
+        self.id = rid
+        self.where = where
+        self.future = ctx.completions.future()
+        self.buffer = buffer
+        self.keep = keep
+        self.release = release
+        self._ctx = ctx
+        # Registered before anything awaits: completions are drained on this event
+        # loop's thread, so this one cannot have been read yet.
+        ctx.pending[rid] = self
+
+    def __await__(self):
+        """The completion's value.
+
+        Raises
+        ------
+        UCXError
+            The subclass for the UCS status the request failed with.
+        asyncio.CancelledError
+            The awaiting task was cancelled: so is the request (``cancel``).
+        """
+        try:
+            return (yield from self.future)
+        except asyncio.CancelledError:
+            self.cancel()
+            raise
+
+    def cancel(self):
+        """Give the request up: cancel its Future and, while its completion has not come,
+        the request in Go (the completion still comes, and the request keeps its buffer
+        until then). A result that came and that nobody took is released."""
+        fut = self.future
+        fut.cancel()
+        ctx = self._ctx
+        if ctx.pending.get(self.id) is self:
+            if not ctx.closed:
+                try:
+                    ext.pybridge_Cancel(self.id)
+                except RuntimeError:
+                    pass
+        elif not fut.cancelled() and fut.exception() is None:
+            self.unclaimed(fut.result())
+
+    def forget(self):
+        """Stop waiting for the completion, for a request whose completion may never
+        come (no cancel in Go)."""
+        pending = self._ctx.pending
+        if pending.get(self.id) is self:
+            del pending[self.id]
+
+    def unclaimed(self, value):
+        """The request succeeded with ``value`` and nobody takes it: release what it owns."""
+        release, self.release = self.release, None
+        if release is not None:
+            release(value)
