@@ -464,6 +464,8 @@ func (e *Engine) WorkerAddress() (addr []byte, err error) {
 
 // Stats are counters for tests and diagnosis.
 type Stats struct {
+	// InFlight counts the requests in flight, besides the keepalives every connection
+	// keeps posted.
 	InFlight, Endpoints, Listeners int
 	UnexpectedBytes                int64 // charge of the held unexpected messages
 }
@@ -471,7 +473,13 @@ type Stats struct {
 // Stats returns the engine's counters, read on the progress thread.
 func (e *Engine) Stats() (s Stats, err error) {
 	err = e.onThread(func() {
-		s = Stats{InFlight: e.requests.len(), Endpoints: e.eps.len(), Listeners: len(e.listeners),
+		inFlight := 0
+		for _, r := range e.requests.byID {
+			if r.op != opKeepalive { // always there while a connection is up
+				inFlight++
+			}
+		}
+		s = Stats{InFlight: inFlight, Endpoints: e.eps.len(), Listeners: len(e.listeners),
 			UnexpectedBytes: e.unexpected.bytes()}
 	})
 	return s, err

@@ -90,6 +90,7 @@ pybridge/pyconstants_test.go fails when this file is stale.
 	f.offset("RING_WAKE", notifier.WakeOffset, "notifier.WakeOffset")
 	f.offset("RING_CLOSED", notifier.ClosedOffset, "notifier.ClosedOffset")
 	f.offset("RING_CAPACITY", notifier.CapacityOffset, "notifier.CapacityOffset")
+	f.offset("RING_LOG", notifier.LogOffset, "notifier.LogOffset")
 	f.offset("RING_ENTRIES", notifier.EntriesOffset, "notifier.EntriesOffset")
 	f.size("COMPLETION", notifier.CompletionSize, notifier.Completion{}, "notifier.CompletionSize")
 	f.fields("COMPLETION", notifier.Completion{})
@@ -109,6 +110,7 @@ pybridge/pyconstants_test.go fails when this file is stale.
 
 	f.section("The tag bit of multi-buffer traffic (core/multi.go): user and endpoint tags keep it clear.")
 	f.bits("MULTI_TAG_BIT", core.MultiTagBit, "core.MultiTagBit")
+	f.int("USER_TAG_BITS", core.UserTagBits, "core.UserTagBits")
 
 	f.section("UCS memory types: the memType argument of TagSend, TagRecv and AMSend.")
 	f.int("UCS_MEMORY_TYPE_HOST", int64(ucxx.MemoryHost), "ucxx.MemoryHost")

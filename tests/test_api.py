@@ -19,11 +19,13 @@ def test_info_reports_no_gpu_quietly():
 
 
 def test_tags_are_deterministic_and_distinct():
-    base = 0x1234_5678_9ABC_DEF0
+    base = 0x1234_5678 << 32  # an endpoint's receive tag: its id, low bits 0 (core/tags.go)
     assert _tags.mix(base, None, False) == base
     assert _tags.mix(base, "frames", False) == _tags.mix(base, "frames", False)
     distinct = {_tags.mix(base, t, False) for t in [0, 1, -1, "0", b"0", (0,), "frames", ("a", 1)]}
     assert len(distinct) == 8 and base not in distinct
+    # A user tag keeps the endpoint's id, so the engine knows whose message it is.
+    assert all(t >> 32 == base >> 32 for t in distinct)
     assert _tags.mix(base, 42, True) == 42
     with pytest.raises(ValueError):
         _tags.mix(base, 1 << 64, True)

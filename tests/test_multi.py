@@ -837,9 +837,10 @@ async def test_cancelled_queued_recv_multi(pair):
     await wait_in_flight(0)
 
 
-async def test_cancel_mid_message_drops_it_whole(pair):
-    """Cancelled after its header came: the message is received and dropped, so the
-    next recv_multi gets the next message (never the rest of this one)."""
+async def test_cancel_mid_message_hands_it_to_the_next_receive(pair):
+    """Cancelled after its header came: the cancel ends the await at once, the message
+    is received on its behalf, whole, and the next recv_multi gets it; then the next
+    message (never the rest of this one as a message of its own)."""
     client, srv = pair
     task = asyncio.ensure_future(srv.recv_multi())
     await asyncio.sleep(0)
@@ -853,13 +854,17 @@ async def test_cancel_mid_message_drops_it_whole(pair):
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, PROMPT)
     await raw_send(client, b"two")  # the rest of the cancelled message
+    check_frames(await asyncio.wait_for(srv.recv_multi(), TIMEOUT), [b"one", b"two"])
     await wait_in_flight(0)
     frames = [b"the next", b"message"]
     check_frames(await transfer(client, srv, frames), frames)
     await wait_in_flight(0)
 
 
-async def test_cancel_after_arrival_frees_the_message(pair):
+async def test_cancel_after_arrival_keeps_the_message_for_the_next_receive(pair):
+    """A recv_multi cancelled after its message came (the completion was in the ring,
+    not yet drained): the next recv_multi returns that message, and dropping it frees
+    the memory."""
     client, srv = pair
     big = [np.ones(48 * MiB, dtype=np.uint8)]
     await transfer(client, srv, big)  # warm-up
@@ -881,6 +886,9 @@ async def test_cancel_after_arrival_frees_the_message(pair):
         with pytest.raises(asyncio.CancelledError):
             await task
         await asyncio.wait_for(send, TIMEOUT)
+        got = await asyncio.wait_for(srv.recv_multi(), TIMEOUT)
+        assert [g.nbytes for g in got] == [48 * MiB] and got[0][-1] == 1
+        del got
     gc.collect()
     grown = rss_bytes() - before
     assert grown < 64 * MiB, f"RSS grew by {grown / MiB:.0f} MiB: cancelled messages were not freed"

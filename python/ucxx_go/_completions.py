@@ -19,6 +19,7 @@ import logging
 import threading
 
 from . import _constants as C
+from . import _ucx_log
 from ._bridge import ext
 from .exceptions import UCXCanceledError, exception_for_status
 
@@ -26,6 +27,7 @@ logger = logging.getLogger("ucxx_go")
 
 # Word indexes (u64) into the ring, and into an entry (notifier/queue.go).
 _HEAD, _TAIL, _CAPACITY, _ENTRIES = C.RING_HEAD_WORD, C.RING_TAIL_WORD, C.RING_CAPACITY_WORD, C.RING_ENTRIES_WORD
+_LOG = C.RING_LOG_WORD  # set while UCX log records wait (_ucx_log)
 _ENTRY_WORDS = C.COMPLETION_WORDS
 _ID, _STATUS, _LENGTH = C.COMPLETION_ID_WORD, C.COMPLETION_STATUS_WORD, C.COMPLETION_LENGTH_WORD
 
@@ -204,6 +206,8 @@ class Completions:
                     if status == 0:
                         req.unclaimed(length)
             w[_TAIL] = tail
+        if w[_LOG]:
+            _ucx_log.forward()
 
     def _event(self, rid, status, length):
         status = status - _WRAP if status & _SIGN else status

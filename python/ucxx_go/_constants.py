@@ -17,6 +17,8 @@ RING_CLOSED_OFFSET = 192  # notifier.ClosedOffset
 RING_CLOSED_WORD = 24  # notifier.ClosedOffset / 8
 RING_CAPACITY_OFFSET = 256  # notifier.CapacityOffset
 RING_CAPACITY_WORD = 32  # notifier.CapacityOffset / 8
+RING_LOG_OFFSET = 320  # notifier.LogOffset
+RING_LOG_WORD = 40  # notifier.LogOffset / 8
 RING_ENTRIES_OFFSET = 512  # notifier.EntriesOffset
 RING_ENTRIES_WORD = 64  # notifier.EntriesOffset / 8
 COMPLETION_SIZE = 32  # notifier.CompletionSize
@@ -41,6 +43,7 @@ INLINE_DONE = 1 << 63  # pybridge.InlineDone
 
 # The tag bit of multi-buffer traffic (core/multi.go): user and endpoint tags keep it clear.
 MULTI_TAG_BIT = 1 << 63  # core.MultiTagBit
+USER_TAG_BITS = 32  # core.UserTagBits
 
 # UCS memory types: the memType argument of TagSend, TagRecv and AMSend.
 UCS_MEMORY_TYPE_HOST = 0  # ucxx.MemoryHost

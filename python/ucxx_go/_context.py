@@ -12,7 +12,7 @@ import os
 import threading
 import weakref
 
-from . import _completions
+from . import _completions, _ucx_log
 from ._constants import EVENT_ENDPOINT_ERROR, EVENT_LISTENER_ACCEPT
 from ._bridge import call, ext, translate
 from .exceptions import UCXError
@@ -29,6 +29,7 @@ PROGRESS_MODES = {
 
 LIMIT_KEYS = (
     "max_frames", "max_frame_bytes", "max_message_bytes", "max_outstanding_bytes", "max_endpoint_outstanding_bytes",
+    "max_unexpected_bytes",
 )
 
 _lock = threading.Lock()
@@ -106,6 +107,7 @@ class Context:
             self.completions.stop()
             self.completions.release()
             ext.pybridge_FreeQueue()
+            _ucx_log.forward()  # what UCX said while shutting down
 
 
 def init(
@@ -117,6 +119,7 @@ def init(
     connect_timeout=None,
     completion_mode=None,
     multi_buffer_limits=None,
+    keepalive_timeout=None,
 ):
     """Initialise ucxx_go's UCX context and progress engine.
 
@@ -153,6 +156,15 @@ def init(
         "reader" (default: the event loop watches the completion queue's eventfd) or
         "thread" (a notifier thread wakes the loop, as in UCXX); also
         ``UCXGO_COMPLETION_MODE``. Reader mode measured faster (benchmarks/foundation.md).
+    multi_buffer_limits : dict
+        Bounds on what peers may make this process hold: ``max_frames``,
+        ``max_frame_bytes``, ``max_message_bytes``, ``max_outstanding_bytes``,
+        ``max_endpoint_outstanding_bytes``, ``max_unexpected_bytes`` (see the README's
+        "Bounds"); also ``UCXGO_<KEY>`` in upper case.
+    keepalive_timeout : float
+        Seconds an endpoint with error handling may hear nothing from its peer before
+        it fails with UCXTimedOutError (default 30; 0 or negative: no keepalive); also
+        ``UCXGO_KEEPALIVE_TIMEOUT``. Both sides must keep alive for it to run.
 
     Raises
     ------
@@ -191,6 +203,10 @@ def init(
             if int(value) < 0:
                 raise ValueError(f"multi-buffer limit {key} must be positive, got {value}")
             limits[key] = int(value)
+        if keepalive_timeout is None and os.environ.get("UCXGO_KEEPALIVE_TIMEOUT"):
+            keepalive_timeout = float(os.environ["UCXGO_KEEPALIVE_TIMEOUT"])
+        if keepalive_timeout is not None:
+            limits["keepalive_timeout_ms"] = int(keepalive_timeout * 1000) if keepalive_timeout > 0 else -1
         _context = Context(options, progress_mode, bool(enable_delayed_submission), completion_mode, connect_timeout, limits)
 
 

@@ -3,17 +3,20 @@
 import array
 import asyncio
 import collections
+import functools
 import logging
 import struct
 import weakref
 
+import numpy
+
 from . import _constants as C
 from . import _context, _tags
 from ._bridge import call, ext
-from ._buffers import MEMORY_CUDA, buffer_info, host_buffer
+from ._buffers import MEMORY_CUDA, MEMORY_HOST, buffer_info, host_buffer
 from ._frames import cuda_frame_sizes, frames_from_block, free_block
 from ._request import INLINE_DONE, INLINE_LENGTH, Request, submit
-from .exceptions import UCXCloseError, UCXError, exception_for_status
+from .exceptions import UCXCloseError, UCXError, UCXMessageTruncatedError, exception_for_status
 
 logger = logging.getLogger("ucxx_go")
 
@@ -27,7 +30,6 @@ _send_multi = ext.pybridge_SendMulti
 _recv_multi = ext.pybridge_RecvMulti
 _am_send = ext.pybridge_AMSend
 _am_recv = ext.pybridge_AMRecv
-_MULTI_TAG_BIT = C.MULTI_TAG_BIT
 
 # send_multi's frame descriptors (core.Frame): the Go core's memory type of a buffer
 # of each UCS memory type, and the words in the order send_multi writes them.
@@ -38,10 +40,24 @@ if (C.FRAME_ADDR_WORD, C.FRAME_SIZE_WORD, C.FRAME_MEM_TYPE_WORD, C.FRAME_STREAM_
 
 
 def _abort_handle(ctx, handle):
-    """The finalizer of an Endpoint dropped without close(): abort it in Go."""
+    """Abort an endpoint nobody took (a connection whose create_endpoint was cancelled)."""
     if not ctx.closed:
         try:
             ext.pybridge_AbortEndpoint(handle)
+        except RuntimeError:
+            pass
+
+
+# How long the Go core gives a dropped endpoint's sends to finish before it closes it.
+_RELEASE_TIMEOUT_MS = 10_000
+
+
+def _release_handle(ctx, handle):
+    """The finalizer of an Endpoint dropped without close(): the Go core closes it
+    gracefully in the background, so what was sent is still delivered."""
+    if not ctx.closed:
+        try:
+            ext.pybridge_ReleaseEndpoint(handle, _RELEASE_TIMEOUT_MS)
         except RuntimeError:
             pass
 
@@ -69,7 +85,11 @@ class Endpoint:
         self._recv_count = 0  # receives completed, for close_after_n_recv
         self._close_after = None
         ctx.endpoints[handle] = self
-        self._finalizer = weakref.finalize(self, _abort_handle, ctx, handle)
+        # Messages whose receive was cancelled after they came, for the next receive of
+        # their kind and tag: (kind, tag) -> deque, oldest first (message-preserving
+        # cancellation; see _keep).
+        self._kept = {}
+        self._finalizer = weakref.finalize(self, _release_handle, ctx, handle)
 
     @classmethod
     def _from_handle(cls, ctx, handle):
@@ -117,20 +137,6 @@ class Endpoint:
             raise UCXCloseError(f"Endpoint.{op}: the endpoint is closed")
         if self._error is not None:
             raise exception_for_status(self._error, f"Endpoint.{op}: the connection failed")
-
-    def _recv_handle(self, tag, op="recv_multi"):
-        """The endpoint handle a recv_multi runs on: ours while the connection is up; 0
-        (the worker) when the peer is gone but a message it sent is still waiting, so
-        data in flight can be drained, as in UCXX. `tag` is the UCX tag the message
-        carries. (A plain recv leaves this to the progress thread: Engine.drainable.)"""
-        if self._closed:
-            raise UCXCloseError(f"Endpoint.{op}: the endpoint is closed")
-        if self._error is None:
-            return self._handle
-        found = call(ext.pybridge_TagProbe, tag, _FULL_MASK, False).split()[0]
-        if found == "1":
-            return 0
-        raise exception_for_status(self._error, f"Endpoint.{op}: the connection failed")
 
     # -- transfers ---------------------------------------------------------------------
 
@@ -187,13 +193,18 @@ class Endpoint:
         t = self._recv_tag if tag is None else _tags.mix(self._recv_tag, tag, force_tag)
         if self._closed:
             raise UCXCloseError("Endpoint.recv: the endpoint is closed")
+        if self._kept and (msg := self._take("recv", t)) is not None:
+            return self._deliver_kept(msg, keep, n, mem)
         # On an endpoint the peer broke, the progress thread still posts the receive
         # when a message it sent before is waiting (Engine.drainable), else fails it.
         rid = submit(_tag_recv, self._handle, addr, n, t, _FULL_MASK, mem, stream)
         if rid & INLINE_DONE:
             n = rid & INLINE_LENGTH
         else:
-            n = await Request(self._ctx, rid, "Endpoint.recv", buffer, keep)
+            # A host message that comes after the receive was cancelled is copied out of
+            # the buffer and kept for the next recv (a CUDA one is lost).
+            keeper = functools.partial(self._keep_bytes, t, keep) if mem == MEMORY_HOST else None
+            n = await Request(self._ctx, rid, "Endpoint.recv", buffer, keep, release=keeper)
         self._received()
         return n
 
@@ -257,9 +268,14 @@ class Endpoint:
         """Receive the next active message from the peer: a writable numpy uint8 array
         allocated here (messages that arrived earlier are queued)."""
         self._check("am_recv")
+        if self._kept and (msg := self._take("am", None)) is not None:
+            self._received()
+            return msg[0]
         rid = submit(_am_recv, self._handle)
-        # The message's block is the request's until it is delivered.
-        address = await Request(self._ctx, rid, "Endpoint.am_recv", release=free_block)
+        # The message's block is the request's until it is delivered, and kept for the
+        # next am_recv if this one was cancelled meanwhile.
+        keeper = functools.partial(self._keep_block, "am", None)
+        address = await Request(self._ctx, rid, "Endpoint.am_recv", release=keeper)
         self._received()
         return frames_from_block(address)[0]
 
@@ -310,16 +326,63 @@ class Endpoint:
             As for ``recv``.
         """
         t = self._recv_tag if tag is None else _tags.mix(self._recv_tag, tag, force_tag)
-        handle = self._recv_handle(t | _MULTI_TAG_BIT, "recv_multi")
+        if self._closed:
+            raise UCXCloseError("Endpoint.recv_multi: the endpoint is closed")
+        if self._kept and (msg := self._take("multi", t)) is not None:
+            self._received()
+            return msg
+        # On an endpoint the peer broke, the progress thread decides: it drains a
+        # message the peer sent before, or fails the receive (Engine.drainable).
         if cuda_allocator is not None:
-            address, provided = await self._recv_multi_allocated(handle, t, cuda_allocator)
+            address, provided = await self._recv_multi_allocated(self._handle, t, cuda_allocator)
             self._received()
             return frames_from_block(address, provided)
-        rid = submit(_recv_multi, handle, t)
-        # The message's block is the request's until it is delivered.
-        address = await Request(self._ctx, rid, "Endpoint.recv_multi", release=free_block)
+        rid = submit(_recv_multi, self._handle, t)
+        # The message's block is the request's until it is delivered, and kept for the
+        # next recv_multi if this one was cancelled meanwhile.
+        keeper = functools.partial(self._keep_block, "multi", t)
+        address = await Request(self._ctx, rid, "Endpoint.recv_multi", release=keeper)
         self._received()
         return frames_from_block(address)
+
+    # -- message-preserving cancellation -----------------------------------------------
+    #
+    # A receive cancelled in Go before its message came takes nothing (core); one whose
+    # message was already on its way completes anyway, after the awaiting task gave up.
+    # Its message is then kept here, and the next receive of the same kind and tag on
+    # this endpoint returns it before asking Go, so cancelling loses no message.
+
+    def _keep(self, kind, tag, msg):
+        self._kept.setdefault((kind, tag), collections.deque()).append(msg)
+
+    def _take(self, kind, tag):
+        q = self._kept.get((kind, tag))
+        if not q:
+            return None
+        msg = q.popleft()
+        if not q:
+            del self._kept[(kind, tag)]
+        return msg
+
+    def _keep_bytes(self, tag, view, n):
+        self._keep("recv", tag, bytes(view[:n]))
+
+    def _keep_block(self, kind, tag, address):
+        self._keep(kind, tag, frames_from_block(address))
+
+    def _deliver_kept(self, msg, view, n, mem):
+        """A kept plain message, for a recv into `view` (n bytes)."""
+        if len(msg) > n:
+            raise UCXMessageTruncatedError(f"Endpoint.recv: a {len(msg)}-byte message into a {n}-byte buffer")
+        if mem == MEMORY_HOST:
+            view.cast("B")[: len(msg)] = msg
+        else:
+            import cupy  # a CUDA buffer: copy to the device
+
+            dst = cupy.asarray(view).view(cupy.uint8).ravel()
+            dst[: len(msg)].set(numpy.frombuffer(msg, numpy.uint8))
+        self._received()
+        return len(msg)
 
     async def _recv_multi_allocated(self, handle, tag, allocator):
         """recv_multi whose CUDA frames `allocator` allocates: the Go core reports the
