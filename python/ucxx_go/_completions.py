@@ -190,10 +190,14 @@ class Completions:
                 fut = req.future
                 if fut.done():
                     # Cancelled: the buffer is released now that Go is done with it, and
-                    # what the request owns (a message that arrived anyway) is freed,
-                    # since nobody will take it.
+                    # what the request owns (a message that arrived anyway) goes to its
+                    # release, since this awaiter will not take it.
                     if status == 0:
                         req.unclaimed(length)
+                    try:
+                        req.settle()
+                    except RuntimeError:
+                        pass  # its loop is closed
                     continue
                 try:
                     if status == 0:

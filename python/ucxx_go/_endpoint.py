@@ -89,6 +89,10 @@ class Endpoint:
         # their kind and tag: (kind, tag) -> deque, oldest first (message-preserving
         # cancellation; see _keep).
         self._kept = {}
+        # Receives cancelled while still in Go, (kind, tag) -> deque of Requests: the
+        # next receive of that kind and tag waits for them to settle first, so a message
+        # one of them still gets comes before any later one.
+        self._cancelling = {}
         self._finalizer = weakref.finalize(self, _release_handle, ctx, handle)
 
     @classmethod
@@ -193,7 +197,7 @@ class Endpoint:
         t = self._recv_tag if tag is None else _tags.mix(self._recv_tag, tag, force_tag)
         if self._closed:
             raise UCXCloseError("Endpoint.recv: the endpoint is closed")
-        if self._kept and (msg := self._take("recv", t)) is not None:
+        if (self._kept or self._cancelling) and (msg := await self._earlier("recv", t)) is not None:
             return self._deliver_kept(msg, keep, n, mem)
         # On an endpoint the peer broke, the progress thread still posts the receive
         # when a message it sent before is waiting (Engine.drainable), else fails it.
@@ -204,7 +208,7 @@ class Endpoint:
             # A host message that comes after the receive was cancelled is copied out of
             # the buffer and kept for the next recv (a CUDA one is lost).
             keeper = functools.partial(self._keep_bytes, t, keep) if mem == MEMORY_HOST else None
-            n = await Request(self._ctx, rid, "Endpoint.recv", buffer, keep, release=keeper)
+            n = await self._await_receive(Request(self._ctx, rid, "Endpoint.recv", buffer, keep, release=keeper), "recv", t)
         self._received()
         return n
 
@@ -268,14 +272,14 @@ class Endpoint:
         """Receive the next active message from the peer: a writable numpy uint8 array
         allocated here (messages that arrived earlier are queued)."""
         self._check("am_recv")
-        if self._kept and (msg := self._take("am", None)) is not None:
+        if (self._kept or self._cancelling) and (msg := await self._earlier("am", None)) is not None:
             self._received()
             return msg[0]
         rid = submit(_am_recv, self._handle)
         # The message's block is the request's until it is delivered, and kept for the
         # next am_recv if this one was cancelled meanwhile.
         keeper = functools.partial(self._keep_block, "am", None)
-        address = await Request(self._ctx, rid, "Endpoint.am_recv", release=keeper)
+        address = await self._await_receive(Request(self._ctx, rid, "Endpoint.am_recv", release=keeper), "am", None)
         self._received()
         return frames_from_block(address)[0]
 
@@ -328,7 +332,7 @@ class Endpoint:
         t = self._recv_tag if tag is None else _tags.mix(self._recv_tag, tag, force_tag)
         if self._closed:
             raise UCXCloseError("Endpoint.recv_multi: the endpoint is closed")
-        if self._kept and (msg := self._take("multi", t)) is not None:
+        if (self._kept or self._cancelling) and (msg := await self._earlier("multi", t)) is not None:
             self._received()
             return msg
         # On an endpoint the peer broke, the progress thread decides: it drains a
@@ -341,7 +345,7 @@ class Endpoint:
         # The message's block is the request's until it is delivered, and kept for the
         # next recv_multi if this one was cancelled meanwhile.
         keeper = functools.partial(self._keep_block, "multi", t)
-        address = await Request(self._ctx, rid, "Endpoint.recv_multi", release=keeper)
+        address = await self._await_receive(Request(self._ctx, rid, "Endpoint.recv_multi", release=keeper), "multi", t)
         self._received()
         return frames_from_block(address)
 
@@ -351,6 +355,30 @@ class Endpoint:
     # message was already on its way completes anyway, after the awaiting task gave up.
     # Its message is then kept here, and the next receive of the same kind and tag on
     # this endpoint returns it before asking Go, so cancelling loses no message.
+
+    async def _await_receive(self, req, kind, tag):
+        """Await a receive's request; if the awaiting task is cancelled while the request
+        is still in Go, later receives of its kind and tag wait for it (_earlier)."""
+        try:
+            return await req
+        except asyncio.CancelledError:
+            if req.settled is not None and not req.settled.done():
+                self._cancelling.setdefault((kind, tag), collections.deque()).append(req)
+            raise
+
+    async def _earlier(self, kind, tag):
+        """A message of this kind and tag that a cancelled receive left, after waiting
+        for the receives cancelled while in Go to settle, oldest first; or None."""
+        key = (kind, tag)
+        q = self._cancelling.get(key)
+        while q:
+            req = q[0]
+            await asyncio.shield(req.settled)
+            if q and q[0] is req:
+                q.popleft()
+        if q is not None and not q and self._cancelling.get(key) is q:
+            del self._cancelling[key]
+        return self._take(kind, tag)
 
     def _keep(self, kind, tag, msg):
         self._kept.setdefault((kind, tag), collections.deque()).append(msg)

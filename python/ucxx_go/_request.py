@@ -50,7 +50,7 @@ class Request:
         closed). The request owns the result until it is delivered.
     """
 
-    __slots__ = ("id", "where", "future", "buffer", "keep", "release", "_ctx")
+    __slots__ = ("id", "where", "future", "buffer", "keep", "release", "settled", "_ctx")
 
     def __init__(self, ctx, rid, where, buffer=None, keep=None, release=None):
         ctx.loop()
@@ -60,6 +60,9 @@ class Request:
         self.buffer = buffer
         self.keep = keep
         self.release = release
+        # Made by cancel() while the request is still in Go: resolved once its
+        # completion came and what it owned was released (settle).
+        self.settled = None
         self._ctx = ctx
         # Registered before anything awaits: completions are drained on this event
         # loop's thread, so this one cannot have been read yet.
@@ -89,6 +92,7 @@ class Request:
         fut.cancel()
         ctx = self._ctx
         if ctx.pending.get(self.id) is self:
+            self.settled = fut.get_loop().create_future()
             if not ctx.closed:
                 try:
                     ext.pybridge_Cancel(self.id)
@@ -109,3 +113,9 @@ class Request:
         release, self.release = self.release, None
         if release is not None:
             release(value)
+
+    def settle(self):
+        """The completion of a cancelled request came (and ``unclaimed`` ran if it
+        succeeded): wake whoever waits for that (``settled``)."""
+        if self.settled is not None and not self.settled.done():
+            self.settled.set_result(None)
