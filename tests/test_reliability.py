@@ -232,3 +232,61 @@ def test_ucx_log_goes_to_the_ucx_logger_not_stdout():
     assert out.stdout == b"", f"UCX wrote to stdout: {out.stdout[:500]!r}"
     count = int(out.stderr.decode().split("records")[-1].split()[0])
     assert count >= 1, f"no UCX warning reached the 'ucx' logger: {out.stderr.decode()[-2000:]}"
+
+
+# -- several event loops ----------------------------------------------------------------------
+
+
+async def test_a_helper_loop_leaves_the_main_loop_receiving(pair):
+    """A helper thread runs a short asyncio.run() that uses the library while the main
+    loop has a recv pending: before, the main recv stayed stuck (data in its buffer, the
+    await not completed 10 s later) until the main loop made another request."""
+    client, srv = pair
+    pending = asyncio.ensure_future(srv.recv(bytearray(5)))
+    await asyncio.sleep(0)  # posted
+
+    def helper():
+        async def use_library():
+            lst = ucxx_go.create_listener(lambda ep: None)
+            ep = await ucxx_go.create_endpoint("127.0.0.1", lst.port)
+            ep.abort()
+            lst.close()
+
+        asyncio.run(use_library())
+
+    await asyncio.get_running_loop().run_in_executor(None, helper)
+    await client.send(b"hello")
+    assert await asyncio.wait_for(pending, TIMEOUT) == 5
+
+
+async def test_two_loops_at_once(server):
+    """Two threads, each with its own event loop and connection, exchange 200 messages
+    each at the same time: before, one side's sends hung."""
+    port = server.listener.port
+
+    def side(tag):
+        async def run():
+            ep = await asyncio.wait_for(ucxx_go.create_endpoint("127.0.0.1", port), TIMEOUT)
+            for i in range(200):
+                await asyncio.wait_for(ep.send(struct.pack("<II", tag, i)), TIMEOUT)
+            buf = bytearray(8)
+            await asyncio.wait_for(ep.recv(buf), TIMEOUT)  # the server's answer
+            await ep.close()
+            return struct.unpack("<II", buf)
+
+        return asyncio.run(run())
+
+    loop = asyncio.get_running_loop()
+    sides = [loop.run_in_executor(None, side, t) for t in (1, 2)]
+    for _ in range(2):
+        srv = await asyncio.wait_for(server.accepted.get(), TIMEOUT)
+        seen = []
+        for _ in range(200):
+            buf = bytearray(8)
+            await asyncio.wait_for(srv.recv(buf), TIMEOUT)
+            seen.append(struct.unpack("<II", buf))
+        tag = seen[0][0]
+        assert seen == [(tag, i) for i in range(200)]
+        await srv.send(struct.pack("<II", tag, 999))
+    answers = await asyncio.wait_for(asyncio.gather(*sides), TIMEOUT)
+    assert sorted(a[0] for a in answers) == [1, 2] and all(a[1] == 999 for a in answers)

@@ -9,8 +9,15 @@ completions costs no call into Go. Two ways bring the event loop to the ring:
 - "thread" (UCXX's design): a notifier thread blocks in Go (GIL released) until the
   ring has entries, then schedules one drain on the loop.
 
-Either way drains run on the event loop's thread, which is also where requests are
-registered, so a completion can never be read before its Future is registered.
+Either way drains run on an event loop's thread, and a request is registered before
+its operation is submitted, so a completion can never be read before its Request.
+
+Several event loops (threads each running asyncio.run, say) may use the library at
+once: every loop that made a request watches the ring (reader mode: its own reader on
+the eventfd; thread mode: the notifier thread wakes the most recent live one), one
+drain runs at a time, and each completion is resolved on the loop its Future belongs
+to (call_soon_threadsafe when that is another loop). So a loop that goes away never
+leaves another's completions unread.
 """
 
 import asyncio
@@ -41,6 +48,9 @@ _WAIT_READY, _WAIT_CLOSED = C.WAIT_READY, C.WAIT_CLOSED
 
 MODES = ("thread", "reader")
 
+# The most completions kept for requests not registered yet (see register).
+_EARLY_MAX = 4096
+
 # The Future pool: creating an asyncio Future costs ~540 ns, taking one from a list
 # ~115 ns. In thread mode the notifier thread refills the pool (to _POOL_FULL when
 # below _POOL_LOW, as UCXX does), so creation leaves the event loop's thread; in
@@ -58,6 +68,37 @@ def _memory_view(address, size):
     return _from_memory(address, size, _PyBUF_WRITE)
 
 
+def _fail(fut, exc):
+    if not fut.done():
+        fut.set_exception(exc)
+
+
+def _resolve(req, status, length):
+    """Resolve a request's Future with its completion, on the Future's loop."""
+    fut = req.future
+    if fut.done():
+        # Cancelled: the buffer is released now that Go is done with it, and what the
+        # request owns (a message that arrived anyway) goes to its release, since this
+        # awaiter will not take it.
+        if status == 0:
+            req.unclaimed(length)
+        try:
+            req.settle()
+        except RuntimeError:
+            pass  # its loop is closed
+        return
+    try:
+        if status == 0:
+            fut.set_result(length)
+        else:
+            status = status - _WRAP if status & _SIGN else status
+            fut.set_exception(exception_for_status(status, req.where))
+    except RuntimeError:
+        # The Future's loop is closed.
+        if status == 0:
+            req.unclaimed(length)
+
+
 class Completions:
     """The ring, the pending requests, and the delivery mode that drains one into the other."""
 
@@ -71,55 +112,64 @@ class Completions:
         self._on_event = on_event
         # request id -> its _request.Request, until its completion is drained
         self.pending = {}
-        self._loop = None
+        # Completions drained before their Request was registered (another loop's
+        # thread drained them between submit and register): id -> (status, length).
+        self._early = {}
+        self._registering = threading.Lock()  # guards the pending/early hand-over
+        self._loop = None  # the most recently attached loop
+        self._loops = []  # every loop attached and not closed
+        self._draining = threading.Lock()  # one drain at a time, whichever thread
+        self._binding = threading.Lock()  # guards _loops
         self._scheduled = False
         self._thread = None
         self._stopped = False
-        self._pool = []
+        # The Future pool: (loop, Futures of that loop). Replaced whole, never mixed:
+        # a Future of another loop would resolve where nobody awaits it.
+        self._pool = (None, [])
 
     # -- binding to an event loop ----------------------------------------------------
 
     def bind(self, loop):
-        """Deliver to `loop` from now on (the first loop, or a new one after asyncio.run)."""
+        """Have `loop` watch the ring too (its requests' completions reach it whichever
+        loop drains)."""
         if loop is self._loop:
             return
-        old, self._loop = self._loop, loop
-        if self.mode == "reader":
-            if old is not None and not old.is_closed():
-                try:
-                    old.remove_reader(self._fd)
-                except (RuntimeError, ValueError):
-                    pass
-            loop.add_reader(self._fd, self._on_readable)
-        elif self._thread is None:
-            self._thread = threading.Thread(target=self._notifier, name="ucxx_go-notifier", daemon=True)
-            self._thread.start()
-        self._scheduled = False
-        self._pool = []  # Futures of the old loop are useless
-        # Entries may have arrived while no loop was bound.
+        with self._binding:
+            self._loop = loop
+            self._loops = [lp for lp in self._loops if not lp.is_closed()]
+            if loop in self._loops:
+                return
+            self._loops.append(loop)
+            if self.mode == "reader":
+                loop.add_reader(self._fd, self._on_readable)
+            elif self._thread is None:
+                self._thread = threading.Thread(target=self._notifier, name="ucxx_go-notifier", daemon=True)
+                self._thread.start()
+            self._scheduled = False
+        # Entries may have arrived while no loop watched.
         loop.call_soon(self.drain)
 
     @property
     def loop(self):
         return self._loop
 
-    def future(self):
-        """A Future of the bound loop, from the pool."""
-        try:
-            return self._pool.pop()
-        except IndexError:
-            loop = self._loop
-            self._pool = [loop.create_future() for _ in range(_POOL_BATCH)]
-            return loop.create_future()
+    def future(self, loop):
+        """A Future of `loop` (the running one), from the pool."""
+        pool_loop, pool = self._pool
+        if pool_loop is loop:
+            try:
+                return pool.pop()
+            except IndexError:
+                pass
+        self._pool = (loop, [loop.create_future() for _ in range(_POOL_BATCH)])
+        return loop.create_future()
 
     def _refill(self, loop):
         """Top the pool up from the notifier thread (Future creation is thread-safe:
         it touches no loop state)."""
-        pool = self._pool
-        if len(pool) < _POOL_LOW:
-            fresh = [asyncio.Future(loop=loop) for _ in range(_POOL_FULL - len(pool))]
-            if self._loop is loop:
-                pool.extend(fresh)
+        pool_loop, pool = self._pool
+        if pool_loop is loop and len(pool) < _POOL_LOW:
+            pool.extend(asyncio.Future(loop=loop) for _ in range(_POOL_FULL - len(pool)))
 
     # -- delivery modes --------------------------------------------------------------
 
@@ -131,7 +181,7 @@ class Completions:
                 r = wait(1000)
             except RuntimeError:
                 r = _WAIT_CLOSED
-            loop = self._loop
+            loop = self._live_loop()
             if r == _WAIT_CLOSED:
                 self._call_soon(loop, self.drain)
                 return
@@ -140,6 +190,16 @@ class Completions:
                 self._call_soon(loop, self._scheduled_drain)
             if loop is not None and not loop.is_closed():
                 self._refill(loop)
+
+    def _live_loop(self):
+        """The most recently attached loop that is not closed (thread mode's drainer)."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            return loop
+        for lp in reversed(self._loops):
+            if not lp.is_closed():
+                return lp
+        return None
 
     @staticmethod
     def _call_soon(loop, fn):
@@ -169,6 +229,11 @@ class Completions:
         """Resolve the Future of every completion in the ring."""
         if self._stopped:
             return
+        with self._draining:
+            self._drain()
+
+    def _drain(self):
+        here = asyncio._get_running_loop()
         w = self._words
         mask = self._mask
         pending = self.pending
@@ -186,32 +251,39 @@ class Completions:
                     continue
                 req = pending.pop(rid, None)
                 if req is None:
-                    continue
-                fut = req.future
-                if fut.done():
-                    # Cancelled: the buffer is released now that Go is done with it, and
-                    # what the request owns (a message that arrived anyway) goes to its
-                    # release, since this awaiter will not take it.
-                    if status == 0:
-                        req.unclaimed(length)
-                    try:
-                        req.settle()
-                    except RuntimeError:
-                        pass  # its loop is closed
+                    with self._registering:
+                        req = pending.pop(rid, None)
+                        if req is None:
+                            self._keep_early(rid, status, length)
+                            continue
+                loop = req.future.get_loop()
+                if loop is here or here is None:
+                    _resolve(req, status, length)
                     continue
                 try:
-                    if status == 0:
-                        fut.set_result(length)
-                    else:
-                        status = status - _WRAP if status & _SIGN else status
-                        fut.set_exception(exception_for_status(status, req.where))
-                except RuntimeError:
-                    # The Future's loop is closed.
+                    loop.call_soon_threadsafe(_resolve, req, status, length)
+                except RuntimeError:  # its loop is closed: nobody takes the result
                     if status == 0:
                         req.unclaimed(length)
             w[_TAIL] = tail
         if w[_LOG]:
             _ucx_log.forward()
+
+    def register(self, req):
+        """Register a submitted request for its completion, or resolve it now if a drain
+        already read its completion."""
+        with self._registering:
+            early = self._early.pop(req.id, None) if self._early else None
+            if early is None:
+                self.pending[req.id] = req
+                return
+        _resolve(req, *early)
+
+    def _keep_early(self, rid, status, length):
+        early = self._early
+        if len(early) >= _EARLY_MAX:  # ids nobody registers (forgotten requests)
+            del early[next(iter(early))]
+        early[rid] = (status, length)
 
     def _event(self, rid, status, length):
         status = status - _WRAP if status & _SIGN else status
@@ -222,22 +294,30 @@ class Completions:
 
     def stop(self):
         """Final drain after the engine stopped; later drains do nothing."""
-        if self.mode == "reader" and self._loop is not None and not self._loop.is_closed():
-            try:
-                self._loop.remove_reader(self._fd)
-            except (RuntimeError, ValueError):
-                pass
+        if self.mode == "reader":
+            for loop in self._loops:
+                if not loop.is_closed():
+                    try:
+                        loop.remove_reader(self._fd)
+                    except (RuntimeError, ValueError):
+                        pass
         try:
             self.drain()
         finally:
             self._stopped = True
+        here = asyncio._get_running_loop()
         for req in self.pending.values():
             fut = req.future
-            if not fut.done():
-                try:
-                    fut.set_exception(exception_for_status(UCXCanceledError.status, "ucxx_go was reset"))
-                except RuntimeError:
-                    pass
+            if fut.done():
+                continue
+            exc = exception_for_status(UCXCanceledError.status, "ucxx_go was reset")
+            try:
+                if fut.get_loop() is here or here is None:
+                    fut.set_exception(exc)
+                else:
+                    fut.get_loop().call_soon_threadsafe(_fail, fut, exc)
+            except RuntimeError:
+                pass  # its loop is closed
         self.pending.clear()
 
     def join(self, timeout):

@@ -29,12 +29,13 @@ class Listener:
         self._tasks = set()
         self._active = weakref.WeakSet()  # accepted endpoints, not kept alive by us
         ctx.listeners[handle] = self
-        # Accepts are delivered on the event loop; bind one now if this is called inside
-        # one (UCXX's create_listener is synchronous but called from async code).
+        # Accepts are delivered on the event loop the listener was made in (UCXX's
+        # create_listener is synchronous but called from async code), which watches
+        # the ring from now on; outside a loop, on whichever loop drains.
         try:
-            ctx.loop()
+            self._loop = ctx.loop()
         except RuntimeError:
-            pass
+            self._loop = None
 
     @property
     def port(self):
@@ -59,6 +60,13 @@ class Listener:
         return sum(1 for ep in list(self._active) if ep.alive)
 
     def _on_accept(self, handle):
+        loop = self._loop
+        if loop is not None and loop is not asyncio._get_running_loop() and not loop.is_closed():
+            loop.call_soon_threadsafe(self._on_accept_here, handle)
+            return
+        self._on_accept_here(handle)
+
+    def _on_accept_here(self, handle):
         ep = Endpoint._from_handle(self._ctx, handle)
         self._active.add(ep)
         if self._closed:

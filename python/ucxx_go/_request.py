@@ -53,10 +53,10 @@ class Request:
     __slots__ = ("id", "where", "future", "buffer", "keep", "release", "settled", "_ctx")
 
     def __init__(self, ctx, rid, where, buffer=None, keep=None, release=None):
-        ctx.loop()
+        loop = ctx.loop()
         self.id = rid
         self.where = where
-        self.future = ctx.completions.future()
+        self.future = ctx.completions.future(loop)
         self.buffer = buffer
         self.keep = keep
         self.release = release
@@ -64,9 +64,9 @@ class Request:
         # completion came and what it owned was released (settle).
         self.settled = None
         self._ctx = ctx
-        # Registered before anything awaits: completions are drained on this event
-        # loop's thread, so this one cannot have been read yet.
-        ctx.pending[rid] = self
+        # Registered after the operation was submitted: another event loop's thread may
+        # have drained its completion already, which then waits in `early`.
+        ctx.completions.register(self)
 
     def __await__(self):
         """The completion's value.
