@@ -1,4 +1,9 @@
-"""Loads the Go extension and turns its errors into UCXError subclasses.
+"""Loads the Go extension on first use and turns its errors into UCXError subclasses.
+
+Loading the extension starts the Go runtime, which does not survive fork(): so
+importing ucxx_go loads nothing, and ``ext`` loads the extension at its first
+attribute access. A child forked before that loads its own; a child forked after
+gets UCXForkError from every access to ``ext`` instead of a hang in Go.
 
 The extension links against libucp from the libucx wheel. libucx.load_library() loads
 it first, so the extension's dependency resolves by soname wherever the wheels are
@@ -10,18 +15,95 @@ time, which on a machine without a GPU never happens.
 import os
 import re
 import sys
+import threading
 
-import libucx
+from .exceptions import UCXCloseError, UCXConfigError, UCXError, UCXForkError, exception_for_status
 
-from .exceptions import UCXCloseError, UCXConfigError, UCXError, exception_for_status
+# Loading: one thread loads, others wait (sys.setdlopenflags is process-wide). The lock
+# is made afresh in a forked child, which a thread loading at fork() time would
+# otherwise leave locked.
+_lock = threading.Lock()
+_loaded_by = None  # the pid that loaded (or began loading) the extension
 
-libucx.load_library()
-_flags = sys.getdlopenflags()
-sys.setdlopenflags(os.RTLD_LAZY | os.RTLD_LOCAL)
-try:
-    from . import _pybridge as ext
-finally:
-    sys.setdlopenflags(_flags)
+
+class _Unloaded:
+    """The extension before its first use: any attribute loads it."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):  # copy, pickle and inspect probe these: don't load for them
+            raise AttributeError(name)
+        _load()
+        return getattr(self, name)
+
+    def __repr__(self):
+        return "<ucxx_go extension, not loaded>"
+
+
+class _Loaded:
+    """The loaded extension: its functions in the instance dict. No __getattr__, so an
+    attribute access is a plain dict hit that the interpreter specialises, as cheap as
+    the module's own."""
+
+    def __repr__(self):
+        return "<ucxx_go extension>"
+
+
+class _Forked:
+    """The extension in a child forked after the parent loaded it: unusable."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise UCXForkError(
+            f"ucxx_go was used before fork() (process {_loaded_by} loaded its Go runtime, "
+            "which does not survive fork()), so it cannot be used in this forked child. "
+            "Start child processes with the 'spawn' or 'forkserver' start method "
+            "(multiprocessing.get_context('spawn')), or fork before ucxx_go's first use."
+        )
+
+    def __repr__(self):
+        return "<ucxx_go extension, unusable after fork()>"
+
+
+ext = _Unloaded()
+
+
+def _load():
+    """Load the extension (libucp first, then the extension with lazy, local binding)
+    and put its functions on ``ext``."""
+    global _loaded_by
+    with _lock:
+        if type(ext) is not _Unloaded:
+            return  # another thread loaded it meanwhile
+        _loaded_by = os.getpid()
+        try:
+            import libucx
+
+            libucx.load_library()
+            flags = sys.getdlopenflags()
+            sys.setdlopenflags(os.RTLD_LAZY | os.RTLD_LOCAL)
+            try:
+                from . import _pybridge as module
+            finally:
+                sys.setdlopenflags(flags)
+        except BaseException:
+            _loaded_by = None
+            raise
+        ext.__dict__.update((k, v) for k, v in vars(module).items() if not k.startswith("__"))
+        ext.__class__ = _Loaded
+
+
+def _after_fork_in_child():
+    """In a forked child: if the parent had loaded the extension (or was loading it),
+    drop its functions, so that the next access raises UCXForkError."""
+    global _lock
+    _lock = threading.Lock()
+    if _loaded_by is not None:
+        ext.__dict__.clear()
+        ext.__class__ = _Forked
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 _PREFIX = re.compile(r"^\[(?:ucs (-?\d+)|(closed))\] ")
 

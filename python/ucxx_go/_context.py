@@ -263,3 +263,19 @@ def _at_exit():
 
 
 atexit.register(_at_exit)
+
+
+def _after_fork_in_child():
+    """A forked child has none of the parent's Go engine: it drops the context it
+    inherited, which stays marked closed so that the finalizers and close() of the
+    endpoints and listeners it inherited make no Go calls. Any new use of ucxx_go then
+    starts a context, which raises UCXForkError (_bridge). The lock is made afresh: a
+    thread of the parent may have held it at fork() time."""
+    global _context, _lock
+    _lock = threading.Lock()
+    ctx, _context = _context, None
+    if ctx is not None:
+        ctx.closed = True
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -24,12 +24,6 @@ _FULL_MASK = _tags.MASK64
 
 ProbeInfo = collections.namedtuple("ProbeInfo", "matched sender_tag length handle")
 ProbeInfo.__doc__ = "What tag_probe found: ``matched``, and the message's ``sender_tag``, ``length`` and ``handle``."
-_tag_send = ext.pybridge_TagSend
-_tag_recv = ext.pybridge_TagRecv
-_send_multi = ext.pybridge_SendMulti
-_recv_multi = ext.pybridge_RecvMulti
-_am_send = ext.pybridge_AMSend
-_am_recv = ext.pybridge_AMRecv
 
 # send_multi's frame descriptors (core.Frame): the Go core's memory type of a buffer
 # of each UCS memory type, and the words in the order send_multi writes them.
@@ -172,7 +166,7 @@ class Endpoint:
         self._check("send")
         addr, n, keep, mem, stream = buffer_info(buffer, writable=False)
         t = self._send_tag if tag is None else _tags.mix(self._send_tag, tag, force_tag)
-        rid = submit(_tag_send, self._handle, addr, n, t, mem, stream)
+        rid = submit(ext.pybridge_TagSend, self._handle, addr, n, t, mem, stream)
         if rid & INLINE_DONE:
             return
         await Request(self._ctx, rid, "Endpoint.send", buffer, keep)
@@ -201,7 +195,7 @@ class Endpoint:
             return self._deliver_kept(msg, keep, n, mem)
         # On an endpoint the peer broke, the progress thread still posts the receive
         # when a message it sent before is waiting (Engine.drainable), else fails it.
-        rid = submit(_tag_recv, self._handle, addr, n, t, _FULL_MASK, mem, stream)
+        rid = submit(ext.pybridge_TagRecv, self._handle, addr, n, t, _FULL_MASK, mem, stream)
         if rid & INLINE_DONE:
             n = rid & INLINE_LENGTH
         else:
@@ -265,7 +259,7 @@ class Endpoint:
         """Send a host or CUDA buffer as a UCX active message, for the peer's ``am_recv``."""
         self._check("am_send")
         addr, n, keep, mem, stream = buffer_info(buffer, writable=False)
-        rid = submit(_am_send, self._handle, addr, n, mem, stream)
+        rid = submit(ext.pybridge_AMSend, self._handle, addr, n, mem, stream)
         await Request(self._ctx, rid, "Endpoint.am_send", buffer, keep)
 
     async def am_recv(self):
@@ -275,7 +269,7 @@ class Endpoint:
         if (self._kept or self._cancelling) and (msg := await self._earlier("am", None)) is not None:
             self._received()
             return msg[0]
-        rid = submit(_am_recv, self._handle)
+        rid = submit(ext.pybridge_AMRecv, self._handle)
         # The message's block is the request's until it is delivered, and kept for the
         # next am_recv if this one was cancelled meanwhile.
         keeper = functools.partial(self._keep_block, "am", None)
@@ -306,7 +300,7 @@ class Endpoint:
             keep.append((b, mv))
         t = self._send_tag if tag is None else _tags.mix(self._send_tag, tag, force_tag)
         count = len(keep)
-        rid = submit(_send_multi, self._handle, desc.buffer_info()[0] if count else 0, count, t)
+        rid = submit(ext.pybridge_SendMulti, self._handle, desc.buffer_info()[0] if count else 0, count, t)
         await Request(self._ctx, rid, "Endpoint.send_multi", keep=keep)
 
     async def recv_multi(self, tag=None, force_tag=False, cuda_allocator=None):
@@ -341,7 +335,7 @@ class Endpoint:
             address, provided = await self._recv_multi_allocated(self._handle, t, cuda_allocator)
             self._received()
             return frames_from_block(address, provided)
-        rid = submit(_recv_multi, self._handle, t)
+        rid = submit(ext.pybridge_RecvMulti, self._handle, t)
         # The message's block is the request's until it is delivered, and kept for the
         # next recv_multi if this one was cancelled meanwhile.
         keeper = functools.partial(self._keep_block, "multi", t)

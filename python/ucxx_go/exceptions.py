@@ -2,7 +2,8 @@
 
 Every failure ucxx_go reports is a UCXError. Match the subclass to tell a peer that
 went away (UCXConnectionResetError, UCXEndpointTimeoutError, ...) from work we
-cancelled (UCXCanceledError) and from use after close (UCXCloseError).
+cancelled (UCXCanceledError), from use after close (UCXCloseError) and from use in a
+child forked after the parent used ucxx_go (UCXForkError).
 """
 
 __all__ = [
@@ -15,7 +16,7 @@ __all__ = [
     "UCXExceedsLimitError", "UCXUnsupportedError", "UCXRejectedError",
     "UCXNotConnectedError", "UCXConnectionResetError", "UCXFirstLinkFailureError",
     "UCXLastLinkFailureError", "UCXFirstEndpointFailureError", "UCXEndpointTimeoutError",
-    "UCXLastEndpointFailureError", "UCXCloseError", "UCXConfigError", "UCXCanceled",
+    "UCXLastEndpointFailureError", "UCXCloseError", "UCXConfigError", "UCXForkError", "UCXCanceled",
     "UCXMsgTruncated", "exception_for_status",
 ]
 
@@ -76,6 +77,12 @@ class UCXCloseError(UCXError):
 
 class UCXConfigError(UCXError):
     """A UCX configuration option or value was rejected."""
+
+
+class UCXForkError(UCXError):
+    """ucxx_go was used in a child forked after the parent had used it: the Go runtime
+    does not survive fork(). Start children with the 'spawn' or 'forkserver' method, or
+    fork before ucxx_go's first use."""
 
 
 # UCXX's aliases.
