@@ -1,17 +1,96 @@
-"""Helpers shared by the tests: a listener that hands over its endpoints, spawned peers,
-bounded waits. Fixtures built on them live in conftest.py."""
+"""Helpers shared by the tests: the timeouts every module bounds its waits with, a
+listener that hands over its endpoints, spawned peers, the Go engine's counts, and
+bounded waits. Fixtures built on them live in conftest.py.
+
+How a test waits for something: await the thing itself (a Future, a task, an
+asyncio.Event set by a callback, a queue a peer writes to). Only state with nothing to
+await (the Go engine's counts, a probe match, a file appearing) is polled, with
+wait_for_condition, which is bounded in time and in polls.
+"""
 
 import asyncio
+import math
 import multiprocessing
+import time
 
 import numpy as np
+import pytest
 
 import ucxx_go
 
 TIMEOUT = 10.0  # bound on any await that a bug could leave hanging
 STARTUP = 30.0  # a spawned interpreter imports numpy and ucxx_go before it answers
+PROMPT = 5.0  # bound on a failure that must be reported promptly (a peer gone, a close)
+SETTLE = 2.0  # bound on Go-side state catching up with what Python saw complete
+# Every await in a spawned peer (_peers.py, _api_peers.py, _multi_peers.py): a peer whose
+# parent is gone must not linger.
+PEER_DEADLINE = 30.0
+# The GPU tests (tests/gpu/): CUDA's start-up and transfers of up to 1 GiB.
+GPU_TIMEOUT = 120.0
+
+MiB = 1 << 20
 
 mp = multiprocessing.get_context("spawn")
+
+
+# -- bounded waits -------------------------------------------------------------------------
+
+
+async def wait_for_condition(predicate, what, timeout=PROMPT, interval=0.005):
+    """Poll `predicate()` until it returns something true, and return that; fail the test
+    with "`what`: not within `timeout` s" otherwise.
+
+    Only for state with nothing to await. The first poll is immediate, the second after
+    one turn of the event loop, then every `interval` s; the loop ends at the deadline or
+    after as many polls as fit in it, whichever comes first. `what` may be a callable
+    giving the message (for one that shows the last state polled).
+    """
+    deadline = time.monotonic() + timeout
+    for poll in range(math.ceil(timeout / interval) + 2):
+        got = predicate()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0 if poll == 0 else interval)
+    pytest.fail(f"{what() if callable(what) else what}: not within {timeout} s")
+
+
+# -- the Go engine's counts ----------------------------------------------------------------
+
+
+def engine_stats():
+    """What the Go engine holds: (requests in flight, endpoints, listeners). The call
+    runs on the progress thread, after every submission made before it."""
+    return tuple(int(x) for x in ucxx_go._bridge.ext.pybridge_Stats().split())
+
+
+def in_flight():
+    """The number of requests the Go engine holds."""
+    return engine_stats()[0]
+
+
+async def wait_stats(in_flight=None, endpoints=None, listeners=None, timeout=SETTLE):
+    """Wait until the engine holds what is expected (None leaves a count unchecked)."""
+    want = (in_flight, endpoints, listeners)
+    got = None
+
+    def matches():
+        nonlocal got
+        got = engine_stats()
+        return all(w is None or w == g for w, g in zip(want, got))
+
+    await wait_for_condition(
+        matches, lambda: f"the engine's (in flight, endpoints, listeners): {got}, expected {want}", timeout
+    )
+
+
+async def wait_in_flight(expected, timeout=SETTLE):
+    """Wait until the engine holds `expected` requests."""
+    await wait_stats(in_flight=expected, timeout=timeout)
+
+
+# -- connections ---------------------------------------------------------------------------
 
 
 class Server:
@@ -53,7 +132,11 @@ async def exchange(sender, receiver, payload, **tags):
     assert out.tobytes() == bytes(payload)
 
 
+# -- spawned peers -------------------------------------------------------------------------
+
+
 def start(processes, target, *args):
+    """Spawn a daemon process running target(*args); `processes` is conftest's fixture."""
     p = mp.Process(target=target, args=args, daemon=True)
     p.start()
     processes.append(p)
@@ -63,3 +146,9 @@ def start(processes, target, *args):
 async def queue_get(q, timeout=STARTUP):
     """Get from a multiprocessing queue without blocking the event loop."""
     return await asyncio.get_running_loop().run_in_executor(None, q.get, True, timeout)
+
+
+async def join(p, timeout=STARTUP):
+    """Join process `p` without blocking the event loop; fail if it is still running."""
+    await asyncio.get_running_loop().run_in_executor(None, p.join, timeout)
+    assert not p.is_alive(), f"{p.name} did not exit within {timeout} s"

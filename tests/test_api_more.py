@@ -10,7 +10,6 @@ spawned from _api_peers.py, joined with a timeout, and their exit codes asserted
 import asyncio
 import contextlib
 import ipaddress
-import multiprocessing
 import pickle
 import re
 import socket
@@ -20,54 +19,41 @@ import numpy as np
 import pytest
 
 import ucxx_go
-from _support import Server, exchange, start, queue_get
+from _support import (
+    PROMPT,
+    SETTLE,
+    STARTUP,
+    TIMEOUT,
+    Server,
+    exchange,
+    in_flight,
+    join,
+    mp,
+    queue_get,
+    start,
+    wait_for_condition,
+    wait_in_flight,
+)
 
 import _api_peers  # tests/ is on sys.path (conftest.py's directory, "prepend" import mode)
-
-TIMEOUT = 10.0  # bound on any await a bug could leave hanging
-STARTUP = 30.0  # a spawned interpreter imports numpy and ucxx_go before it answers
-
-mp = multiprocessing.get_context("spawn")
 
 
 # -- helpers -------------------------------------------------------------------------------
 
 
-def in_flight():
-    """The number of requests the Go engine holds."""
-    return int(ucxx_go._bridge.ext.pybridge_Stats().split()[0])
+async def probe_until_matched(ep, timeout=SETTLE, **kwargs):
+    """Poll ep.tag_probe(**kwargs) (UCX's queue: nothing to await) until it matches;
+    return its ProbeInfo."""
 
-
-async def until(predicate, what, limit=5.0):
-    """Poll `predicate` (state with nothing to await) until true, at most `limit` s."""
-    deadline = time.monotonic() + limit
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not within {limit} s")
-        await asyncio.sleep(0.005)
-
-
-async def wait_in_flight(expected, limit=2.0):
-    await until(lambda: in_flight() == expected, f"the engine holding {expected} requests", limit)
-
-
-async def probe_until_matched(ep, limit=2.0, **kwargs):
-    """Poll ep.tag_probe(**kwargs) until it matches; return its ProbeInfo."""
-    for _ in range(int(limit / 0.005)):
+    def probe():
         info = ep.tag_probe(**kwargs)
-        if info.matched:
-            return info
-        await asyncio.sleep(0.005)
-    pytest.fail(f"tag_probe({kwargs}) matched nothing within {limit} s")
+        return info if info.matched else None
+
+    return await wait_for_condition(probe, f"tag_probe({kwargs}) matching", timeout)
 
 
 def random_bytes(size, seed=0):
     return np.random.default_rng(seed).integers(0, 256, size, dtype="u1")
-
-
-async def join(p, timeout=STARTUP):
-    await asyncio.get_running_loop().run_in_executor(None, p.join, timeout)
-    assert not p.is_alive(), f"{p.name} did not exit within {timeout} s"
 
 
 # -- 1: active messages --------------------------------------------------------------------
@@ -154,7 +140,7 @@ async def test_cancelled_am_recv_then_next_message(pair):
     await wait_in_flight(1)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(task, 5.0)
+        await asyncio.wait_for(task, PROMPT)
     assert task.cancelled()
     await wait_in_flight(0)
     # The cancelled am_recv took nothing: the next message goes to the next am_recv.
@@ -171,8 +157,8 @@ async def test_am_recv_pending_when_peer_closes(pair):
     await asyncio.wait_for(client.close(), TIMEOUT)
     t0 = time.monotonic()
     with pytest.raises(ucxx_go.UCXError) as info:
-        await asyncio.wait_for(task, 5.0)
-    assert time.monotonic() - t0 < 5.0
+        await asyncio.wait_for(task, PROMPT)
+    assert time.monotonic() - t0 < PROMPT
     assert not isinstance(info.value, ucxx_go.UCXCloseError), "broken by the peer, not closed by us"
     assert srv.closed and not srv.alive
     await wait_in_flight(0)
@@ -255,7 +241,7 @@ async def test_drain_after_peer_closed(pair, size):
     payload = random_bytes(size, seed=3)
     await asyncio.wait_for(client.send(payload), TIMEOUT)  # eager: done once sent
     await asyncio.wait_for(client.close(), TIMEOUT)
-    await until(lambda: srv.closed, "the server endpoint reporting closed after its peer closed")
+    await wait_for_condition(lambda: srv.closed, "the server endpoint reporting closed after its peer closed")
     assert not srv.alive
     info = await probe_until_matched(srv)
     assert info.length == size
@@ -338,9 +324,9 @@ async def test_close_after_n_recv(pair):
     for i in range(3):
         assert not srv.closed, f"closed after {i} receives"
         await exchange(client, srv, bytes([i]) * 8)
-    await until(lambda: srv.closed, "the endpoint closing itself after the third receive")
+    await wait_for_condition(lambda: srv.closed, "the endpoint closing itself after the third receive")
     with pytest.raises(ucxx_go.UCXError) as info:
-        await asyncio.wait_for(pending, 5.0)
+        await asyncio.wait_for(pending, PROMPT)
     assert not isinstance(info.value, ucxx_go.UCXCloseError), "closed by the peer, not by us"
     with pytest.raises(ucxx_go.UCXCloseError):
         await asyncio.wait_for(srv.send(b"late"), TIMEOUT)
@@ -357,16 +343,16 @@ async def test_close_after_n_recv_counted_from_creation(pair):
     srv.close_after_n_recv(3, count_from_ep_creation=True)
     assert srv.alive
     await exchange(client, srv, b"third!!!")
-    await until(lambda: srv.closed, "the endpoint closing itself after one more receive")
+    await wait_for_condition(lambda: srv.closed, "the endpoint closing itself after one more receive")
     with pytest.raises(ucxx_go.UCXError):
-        await asyncio.wait_for(pending, 5.0)
+        await asyncio.wait_for(pending, PROMPT)
 
 
 async def test_close_after_n_recv_already_reached(pair):
     client, srv = pair
     await exchange(client, srv, b"one")
     srv.close_after_n_recv(1, count_from_ep_creation=True)  # reached already: closes now
-    await until(lambda: srv.closed, "the endpoint closing at once")
+    await wait_for_condition(lambda: srv.closed, "the endpoint closing at once")
 
 
 # -- 5: set_close_callback -----------------------------------------------------------------
@@ -390,7 +376,7 @@ async def test_close_callback_called_once(pair, how):
         assert calls, "abort calls the callback synchronously"
     else:
         await asyncio.wait_for(srv.close(), TIMEOUT)
-    await asyncio.wait_for(called.wait(), 5.0)
+    await asyncio.wait_for(called.wait(), PROMPT)
     assert calls == [((1, "two"), {"three": 3})]
     # Whatever happens next, no second call.
     await asyncio.wait_for(client.close(), TIMEOUT)
@@ -422,7 +408,7 @@ async def test_close_with_recv_in_flight(pair):
     await asyncio.wait_for(client.close(timeout=2.0), TIMEOUT)
     assert time.monotonic() - t0 < 2.0 + 1.0
     with pytest.raises(ucxx_go.UCXError):
-        await asyncio.wait_for(recv, 5.0)
+        await asyncio.wait_for(recv, PROMPT)
     await wait_in_flight(0)
 
 
@@ -433,7 +419,7 @@ async def test_close_with_send_in_flight(server, op):
     big = np.ones(8 << 20, dtype="u1")
     send = asyncio.ensure_future(client.send(big) if op == "send" else client.send_multi([big, big[:100]]))
     try:
-        await until(lambda: in_flight() >= 1, "the send reaching the engine")
+        await wait_for_condition(lambda: in_flight() >= 1, "the send reaching the engine")
         await asyncio.sleep(0.05)
         assert not send.done()
         t0 = time.monotonic()
@@ -467,8 +453,8 @@ async def test_cancelled_close_still_closes(pair):
     assert client.closed and not client.alive
     # The close went on without its caller: the peer sees the connection end.
     with pytest.raises(ucxx_go.UCXError):
-        await asyncio.wait_for(peer_recv, 5.0)
-    await until(lambda: calls == ["closed"], "the close callback after a cancelled close")
+        await asyncio.wait_for(peer_recv, PROMPT)
+    await wait_for_condition(lambda: calls == ["closed"], "the close callback after a cancelled close")
     await asyncio.wait_for(client.close(), TIMEOUT)  # waits for the first, harmless
     assert calls == ["closed"]
 
@@ -484,9 +470,9 @@ async def test_abort_is_synchronous_and_idempotent(pair):
     client.abort()
     assert client.closed
     with pytest.raises(ucxx_go.UCXCanceledError):
-        await asyncio.wait_for(own_recv, 5.0)
+        await asyncio.wait_for(own_recv, PROMPT)
     with pytest.raises(ucxx_go.UCXError):
-        await asyncio.wait_for(peer_recv, 5.0)
+        await asyncio.wait_for(peer_recv, PROMPT)
     await asyncio.wait_for(client.close(), 1.0)  # after abort: returns at once
     await wait_in_flight(0)
 
@@ -519,13 +505,13 @@ async def test_400_endpoints_to_one_listener():
         echoes = await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(count))), 30.0)
         assert echoes == list(range(count))
         assert len(clients) == count
-        await until(lambda: listener.active_clients == count, f"{count} active clients")
+        await wait_for_condition(lambda: listener.active_clients == count, f"{count} active clients")
         # Clients that close stop counting.
         half = count // 2
         await asyncio.wait_for(asyncio.gather(*(ep.close() for ep in clients[:half])), 20.0)
-        await until(lambda: listener.active_clients == count - half, f"{count - half} active clients")
+        await wait_for_condition(lambda: listener.active_clients == count - half, f"{count - half} active clients")
         await asyncio.wait_for(asyncio.gather(*(ep.close() for ep in clients[half:])), 20.0)
-        await until(lambda: listener.active_clients == 0, "no active clients")
+        await wait_for_condition(lambda: listener.active_clients == 0, "no active clients")
         await asyncio.wait_for(asyncio.gather(*(ep.close() for ep in server_eps)), 20.0)
     finally:
         for ep in clients + server_eps:

@@ -50,10 +50,10 @@ from distributed.utils import get_ip  # noqa: E402
 from distributed.utils_test import gen_cluster  # noqa: E402
 
 import ucxx_go  # noqa: E402
+from _support import TIMEOUT  # noqa: E402  (the bound on a comm-level await)
 from ucxx_go import distributed_backend  # noqa: E402
 
-TIMEOUT = 10.0  # bound on any comm-level await a bug could leave hanging
-STARTUP = 60.0  # bound on starting or stopping a cluster (spawned processes import a lot)
+CLUSTER_STARTUP = 60.0  # bound on starting or stopping a cluster (spawned processes import a lot)
 COMPUTE = 60.0  # bound on a computation
 
 ADDRS = ["ucxgo://127.0.0.1", "ucxgo://0.0.0.0", "ucxgo://"]
@@ -144,7 +144,7 @@ def assert_concrete(address):
 
 
 @contextlib.asynccontextmanager
-async def running(obj, timeout=STARTUP):
+async def running(obj, timeout=CLUSTER_STARTUP):
     """Start a distributed Scheduler, Worker, Client or cluster and close it on the way
     out, both bounded."""
     try:
@@ -761,7 +761,7 @@ async def test_local_cluster_processes():
         return os.getpid(), type(backends["ucxgo"]).__module__
 
     async with running(local_cluster()) as cluster, running(Client(cluster, asynchronous=True)) as c:
-        await wait(c.wait_for_workers(2), STARTUP)
+        await wait(c.wait_for_workers(2), CLUSTER_STARTUP)
         workers = (await wait(c.scheduler.identity()))["workers"]
         assert len(workers) == 2 and all(w.startswith("ucxgo://127.0.0.1:") for w in workers)
         found = await wait(c.run(backend_of_this_process), COMPUTE)
@@ -781,7 +781,7 @@ async def test_worker_killed_mid_computation():
 
     tasks = 100
     async with running(local_cluster()) as cluster, running(Client(cluster, asynchronous=True)) as c:
-        await wait(c.wait_for_workers(2), STARTUP)
+        await wait(c.wait_for_workers(2), CLUSTER_STARTUP)
         futures = c.map(slow_inc, range(tasks), pure=False)
         total = c.submit(sum, futures)
         await wait(c.gather(futures[:10]), COMPUTE)
@@ -798,7 +798,7 @@ async def test_worker_killed_mid_computation():
         [removed] = [msg for _, msg in cluster.scheduler.get_events(victim) if msg["action"] == "remove-worker"]
         assert not removed["expected"]
         assert removed["processing-tasks"] or removed["lost-computed-tasks"]
-        await wait(c.wait_for_workers(2), STARTUP)
+        await wait(c.wait_for_workers(2), CLUSTER_STARTUP)
         assert nanny.process is not None and nanny.process.process.pid != pid  # restarted
 
 
@@ -863,10 +863,10 @@ async def test_cli_scheduler_and_workers(processes, tmp_path):
         "--port", "0", "--no-dashboard", "--dashboard-address", ":0", "--scheduler-file", str(scheduler_file),
     )
     address = None
-    deadline = time.monotonic() + STARTUP
+    deadline = time.monotonic() + CLUSTER_STARTUP
     while address is None:  # a file appearing: nothing to await
         assert scheduler.returncode is None, tail(scheduler_log)
-        assert time.monotonic() < deadline, f"no scheduler file after {STARTUP} s:\n{tail(scheduler_log)}"
+        assert time.monotonic() < deadline, f"no scheduler file after {CLUSTER_STARTUP} s:\n{tail(scheduler_log)}"
         with contextlib.suppress(FileNotFoundError, json.JSONDecodeError, KeyError):
             address = json.loads(scheduler_file.read_text())["address"]
         if address is None:
@@ -883,7 +883,7 @@ async def test_cli_scheduler_and_workers(processes, tmp_path):
     ]
     async with running(Client(address, asynchronous=True)) as c:
         try:
-            await wait(c.wait_for_workers(2), STARTUP)
+            await wait(c.wait_for_workers(2), CLUSTER_STARTUP)
         except asyncio.TimeoutError:
             pytest.fail("workers did not join:\n" + "\n".join(tail(log) for log in worker_logs))
         joined = (await wait(c.scheduler.identity()))["workers"]

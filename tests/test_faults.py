@@ -14,41 +14,8 @@ import numpy as np
 import pytest
 
 import ucxx_go
-from _support import Server, exchange
+from _support import PROMPT, TIMEOUT, Server, exchange, in_flight, wait_in_flight, wait_stats
 from ucxx_go import _endpoint
-
-TIMEOUT = 10.0  # bound on any await that a bug could leave hanging
-
-
-def engine_stats():
-    """What the Go engine holds: (requests in flight, endpoints, listeners)."""
-    return tuple(int(x) for x in ucxx_go._bridge.ext.pybridge_Stats().split())
-
-
-def in_flight():
-    """The number of requests the Go engine holds."""
-    return engine_stats()[0]
-
-
-async def wait_stats(in_flight=None, endpoints=None, listeners=None, limit=2.0):
-    """Wait until the engine holds what is expected (Go-side state: nothing to await).
-
-    None leaves a count unchecked.
-    """
-    want = (in_flight, endpoints, listeners)
-    deadline = time.monotonic() + limit
-    while True:
-        got = engine_stats()
-        if all(w is None or w == g for w, g in zip(want, got)):
-            return
-        if time.monotonic() > deadline:
-            pytest.fail(f"the engine holds (in flight, endpoints, listeners) = {got}, expected {want}")
-        await asyncio.sleep(0.01)
-
-
-async def wait_in_flight(expected, limit=2.0):
-    """Wait until the engine holds `expected` requests."""
-    await wait_stats(in_flight=expected, limit=limit)
 
 
 async def round_trip(a, b, size=1000):
@@ -176,7 +143,7 @@ async def test_close_fails_pending_recv(pair, how):
     else:
         client.abort()
     with pytest.raises(ucxx_go.UCXCanceledError):
-        await asyncio.wait_for(task, 5.0)
+        await asyncio.wait_for(task, PROMPT)
     await wait_in_flight(0)
 
 
@@ -198,8 +165,8 @@ async def test_cancelled_recv_frees_its_request(pair):
     t0 = time.monotonic()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(task, 5.0)
-    assert time.monotonic() - t0 < 5.0
+        await asyncio.wait_for(task, PROMPT)
+    assert time.monotonic() - t0 < PROMPT
     assert task.cancelled()
     await wait_in_flight(0)
     # The cancelled recv took nothing: the next message goes to the next recv, whole.
@@ -225,7 +192,7 @@ async def test_many_cancelled_recvs_then_recv(pair):
     await wait_in_flight(50)
     for t in tasks:
         t.cancel()
-    done, pending = await asyncio.wait(tasks, timeout=5.0)
+    done, pending = await asyncio.wait(tasks, timeout=PROMPT)
     assert not pending
     assert all(t.cancelled() for t in done)
     await wait_in_flight(0)
@@ -292,7 +259,7 @@ async def test_cancelled_connects_leave_nothing_open(server):
             continue
         await asyncio.wait_for(ep.close(), TIMEOUT)
     # Every connection the server saw is broken by its client, and the engine drops it.
-    await wait_stats(in_flight=0, endpoints=0, listeners=1, limit=5.0)
+    await wait_stats(in_flight=0, endpoints=0, listeners=1, timeout=PROMPT)
     for ep in server.endpoints:
         assert not ep.alive
 
@@ -316,10 +283,10 @@ async def test_peer_close_fails_pending_recv(pair):
     await asyncio.wait_for(srv.close(), TIMEOUT)
     t0 = time.monotonic()
     with pytest.raises(ucxx_go.UCXError) as info:
-        await asyncio.wait_for(task, 5.0)
-    assert time.monotonic() - t0 < 5.0
+        await asyncio.wait_for(task, PROMPT)
+    assert time.monotonic() - t0 < PROMPT
     assert not isinstance(info.value, ucxx_go.UCXCloseError), "closed by the peer, not by us"
-    await asyncio.wait_for(called.wait(), 5.0)
+    await asyncio.wait_for(called.wait(), PROMPT)
     assert not client.alive
     assert client.closed  # as in UCXX: an endpoint its peer closed reports closed
     with pytest.raises(ucxx_go.UCXError):
@@ -338,8 +305,8 @@ async def test_dropped_endpoint_is_aborted(server):
     gc.collect()
     t0 = time.monotonic()
     with pytest.raises(ucxx_go.UCXError):
-        await asyncio.wait_for(task, 5.0)
-    assert time.monotonic() - t0 < 5.0
+        await asyncio.wait_for(task, PROMPT)
+    assert time.monotonic() - t0 < PROMPT
     assert not srv.alive
     await wait_stats(in_flight=0, endpoints=0)  # both are gone from the engine: aborted, and broken
     # The dropped endpoint counts as closed: reset is not refused because of it.

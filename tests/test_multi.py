@@ -13,7 +13,6 @@ with init() apply to both sides, and only the receiving side checks them.
 
 import asyncio
 import gc
-import multiprocessing
 import os
 import signal
 import struct
@@ -23,35 +22,14 @@ import numpy as np
 import pytest
 
 import ucxx_go
-from _support import queue_get
+from _support import MiB, PROMPT, STARTUP, TIMEOUT, engine_stats, join, mp, queue_get, start, wait_in_flight
 from ucxx_go import _endpoint
 
 import _multi_peers  # tests/ is on sys.path (conftest.py's directory)
 from _multi_peers import FRAMES_PER_HEADER, HEADER_MORE, pack_header, raw_tag
 
-TIMEOUT = 10.0  # bound on any await that a bug could leave hanging
-PROMPT = 5.0  # bound on a failure that must be reported promptly
-STARTUP = 30.0  # a spawned interpreter imports numpy and ucxx_go before it answers
-MiB = 1 << 20
-
-mp = multiprocessing.get_context("spawn")
-
 
 # -- helpers -------------------------------------------------------------------------------
-
-
-def engine_stats():
-    """What the Go engine holds: (requests in flight, endpoints, listeners)."""
-    return tuple(int(x) for x in ucxx_go._bridge.ext.pybridge_Stats().split())
-
-
-async def wait_in_flight(expected, limit=2.0):
-    """Wait until the Go engine holds `expected` requests (Go-side state: nothing to await)."""
-    deadline = time.monotonic() + limit
-    while (got := engine_stats()[0]) != expected:
-        if time.monotonic() > deadline:
-            pytest.fail(f"the engine holds {got} requests, expected {expected}")
-        await asyncio.sleep(0.01)
 
 
 def rss_bytes():
@@ -906,9 +884,7 @@ async def test_close_fails_pending_recv_multi(pair):
 async def test_peer_killed_during_recv_multi(net, processes, partial):
     port = net.listen().port
     ready = mp.Queue()
-    peer = mp.Process(target=_multi_peers.connect_then_hang, args=(port, ready, partial, MiB), daemon=True)
-    peer.start()
-    processes.append(peer)
+    peer = start(processes, _multi_peers.connect_then_hang, port, ready, partial, MiB)
     ep = await net.accept()
     recv = asyncio.ensure_future(ep.recv_multi())
     await asyncio.sleep(0)
@@ -927,7 +903,7 @@ async def test_peer_killed_during_recv_multi(net, processes, partial):
     assert not ep.alive
     with pytest.raises(ucxx_go.UCXError):
         await asyncio.wait_for(ep.recv_multi(), PROMPT)
-    await asyncio.get_running_loop().run_in_executor(None, peer.join, TIMEOUT)
+    await join(peer, TIMEOUT)
     assert peer.exitcode == -signal.SIGKILL
     await asyncio.wait_for(ep.close(), TIMEOUT)
     await wait_in_flight(0)

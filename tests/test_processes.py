@@ -7,7 +7,6 @@ timeout and its exit code asserted.
 """
 
 import asyncio
-import multiprocessing
 import os
 import signal
 import time
@@ -16,28 +15,9 @@ import numpy as np
 import pytest
 
 import ucxx_go
-from _support import start, queue_get
+from _support import PROMPT, TIMEOUT, join, mp, queue_get, start, wait_in_flight
 
 import _peers  # tests/ is on sys.path: conftest.py's directory, rootdir "prepend" import mode
-
-TIMEOUT = 10.0  # bound on any await a bug could leave hanging
-STARTUP = 30.0  # a spawned interpreter imports numpy and ucxx_go before it answers
-
-mp = multiprocessing.get_context("spawn")
-
-
-async def wait_in_flight(expected, limit=2.0):
-    """Wait until the Go engine holds `expected` requests (Go-side state: nothing to await)."""
-    deadline = time.monotonic() + limit
-    while (got := int(ucxx_go._bridge.ext.pybridge_Stats().split()[0])) != expected:
-        if time.monotonic() > deadline:
-            pytest.fail(f"the engine holds {got} requests, expected {expected}")
-        await asyncio.sleep(0.01)
-
-
-async def join(p, timeout=TIMEOUT):
-    await asyncio.get_running_loop().run_in_executor(None, p.join, timeout)
-    assert not p.is_alive(), f"{p.name} did not exit within {timeout} s"
 
 
 async def test_echo_with_server_process(processes):
@@ -59,7 +39,7 @@ async def test_echo_with_server_process(processes):
                 np.testing.assert_array_equal(out, msg, err_msg=f"connection {i}, {size} bytes")
         finally:
             await asyncio.wait_for(ep.close(), TIMEOUT)
-    await join(server)
+    await join(server, TIMEOUT)
     assert server.exitcode == 0
 
 
@@ -83,13 +63,13 @@ async def test_peer_killed_during_recv(processes, server):
     t0 = time.monotonic()
     peer.kill()
     with pytest.raises(ucxx_go.UCXError) as info:
-        await asyncio.wait_for(recv, 5.0)
+        await asyncio.wait_for(recv, PROMPT)
     elapsed = time.monotonic() - t0
-    assert elapsed < 5.0, f"the pending recv failed {elapsed:.2f} s after the peer was killed"
+    assert elapsed < PROMPT, f"the pending recv failed {elapsed:.2f} s after the peer was killed"
     assert not isinstance(info.value, ucxx_go.UCXCloseError), "broken by the peer, not closed by us"
-    await asyncio.wait_for(called.wait(), 5.0)
+    await asyncio.wait_for(called.wait(), PROMPT)
     assert not ep.alive
-    await join(peer)
+    await join(peer, TIMEOUT)
     assert peer.exitcode == -signal.SIGKILL
     await asyncio.wait_for(ep.close(), TIMEOUT)
     assert calls == [("peer gone",)]
@@ -111,6 +91,6 @@ async def test_string_tags_match_across_hash_seeds(processes, server, monkeypatc
     n = await asyncio.wait_for(ep.recv(buf, tag="frames"), TIMEOUT)
     assert bytes(buf[:n]) == payload
     await asyncio.wait_for(ep.send(b"!"), TIMEOUT)
-    await join(peer)
+    await join(peer, TIMEOUT)
     assert peer.exitcode == 0
     await asyncio.wait_for(ep.close(), TIMEOUT)
