@@ -9,6 +9,7 @@ wait_for_condition, which is bounded in time and in polls.
 """
 
 import asyncio
+import inspect
 import math
 import multiprocessing
 import time
@@ -54,6 +55,37 @@ async def wait_for_condition(predicate, what, timeout=PROMPT, interval=0.005):
             break
         await asyncio.sleep(0 if poll == 0 else interval)
     pytest.fail(f"{what() if callable(what) else what}: not within {timeout} s")
+
+
+def block_until(predicate, what, timeout=TIMEOUT, interval=0.001):
+    """wait_for_condition without running the event loop (so without draining
+    completions): for a test that must see Go finish before Python hears of it."""
+    deadline = time.monotonic() + timeout
+    for _ in range(math.ceil(timeout / interval) + 1):
+        if predicate():
+            return
+        if time.monotonic() > deadline:
+            break
+        time.sleep(interval)
+    pytest.fail(f"{what}: not within {timeout} s")
+
+
+async def started(*coros):
+    """Start each coroutine as a task, in this order, and return the tasks once every one
+    has run up to its first suspension.
+
+    A ucxx_go operation submits its request to the engine before it first suspends, and
+    the engine's progress thread takes submissions in order: what a test does after this
+    comes after those requests. (Nothing signals that a task has started; its
+    coroutine's state says so.)
+    """
+    tasks = [asyncio.ensure_future(c) for c in coros]
+
+    def all_started():
+        return all(t.done() or inspect.getcoroutinestate(t.get_coro()) != inspect.CORO_CREATED for t in tasks)
+
+    await wait_for_condition(all_started, f"{len(tasks)} tasks starting", timeout=TIMEOUT)
+    return tasks
 
 
 # -- the Go engine's counts ----------------------------------------------------------------
@@ -130,6 +162,17 @@ async def exchange(sender, receiver, payload, **tags):
     n, _ = await asyncio.wait_for(asyncio.gather(receiver.recv(out, **tags), sender.send(payload, **tags)), TIMEOUT)
     assert n == len(payload)
     assert out.tobytes() == bytes(payload)
+
+
+async def barrier(sender, receiver):
+    """A 1-byte message from `sender` to `receiver` on a tag of its own, sent after
+    everything `sender` submitted before the call: UCX delivers a connection's messages
+    in order, so once it is in, so is all that (eager messages and frames, headers, the
+    announcements of rendezvous ones)."""
+    out = bytearray(1)
+    await asyncio.wait_for(
+        asyncio.gather(receiver.recv(out, tag="barrier"), sender.send(b"!", tag="barrier")), TIMEOUT
+    )
 
 
 # -- spawned peers -------------------------------------------------------------------------

@@ -26,16 +26,18 @@ from _support import (
     TIMEOUT,
     Server,
     exchange,
-    in_flight,
     join,
     mp,
     queue_get,
     start,
+    started,
     wait_for_condition,
     wait_in_flight,
+    wait_stats,
 )
 
 import _api_peers  # tests/ is on sys.path (conftest.py's directory, "prepend" import mode)
+from _multi_peers import raw_tag
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -50,6 +52,14 @@ async def probe_until_matched(ep, timeout=SETTLE, **kwargs):
         return info if info.matched else None
 
     return await wait_for_condition(probe, f"tag_probe({kwargs}) matching", timeout)
+
+
+def close_event(ep):
+    """An asyncio.Event that ep's close callback sets (once it closes, is closed by its
+    peer or breaks)."""
+    event = asyncio.Event()
+    ep.set_close_callback(event.set)
+    return event
 
 
 def random_bytes(size, seed=0):
@@ -101,7 +111,6 @@ async def test_am_sent_before_recv_are_queued_in_order(pair):
 async def test_am_recv_waiting_before_sends(pair):
     client, srv = pair
     tasks = [asyncio.ensure_future(srv.am_recv()) for _ in range(5)]
-    await asyncio.sleep(0)
     await wait_in_flight(5)
     assert not any(t.done() for t in tasks)
     msgs = [bytes([i]) * (i + 1) * 1000 for i in range(5)]
@@ -136,7 +145,6 @@ async def test_am_on_two_endpoints_not_mixed(server):
 async def test_cancelled_am_recv_then_next_message(pair):
     client, srv = pair
     task = asyncio.ensure_future(srv.am_recv())
-    await asyncio.sleep(0)
     await wait_in_flight(1)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -152,7 +160,6 @@ async def test_cancelled_am_recv_then_next_message(pair):
 async def test_am_recv_pending_when_peer_closes(pair):
     client, srv = pair
     task = asyncio.ensure_future(srv.am_recv())
-    await asyncio.sleep(0)
     await wait_in_flight(1)
     await asyncio.wait_for(client.close(), TIMEOUT)
     t0 = time.monotonic()
@@ -238,11 +245,12 @@ async def test_drain_after_peer_closed(pair, size):
     """UCXX's pattern: the peer sends and closes; the server sees it closed, then probes
     and receives what was sent before the close."""
     client, srv = pair
+    srv_closed = close_event(srv)
     payload = random_bytes(size, seed=3)
     await asyncio.wait_for(client.send(payload), TIMEOUT)  # eager: done once sent
     await asyncio.wait_for(client.close(), TIMEOUT)
-    await wait_for_condition(lambda: srv.closed, "the server endpoint reporting closed after its peer closed")
-    assert not srv.alive
+    await asyncio.wait_for(srv_closed.wait(), PROMPT)  # the server sees its peer's close
+    assert srv.closed and not srv.alive
     info = await probe_until_matched(srv)
     assert info.length == size
     out = np.zeros(size, dtype="u1")
@@ -320,11 +328,13 @@ async def test_garbage_worker_address_does_not_crash(processes):
 async def test_close_after_n_recv(pair):
     client, srv = pair
     pending = asyncio.ensure_future(client.recv(bytearray(8)))
+    srv_closed = close_event(srv)
     srv.close_after_n_recv(3)
     for i in range(3):
         assert not srv.closed, f"closed after {i} receives"
         await exchange(client, srv, bytes([i]) * 8)
-    await wait_for_condition(lambda: srv.closed, "the endpoint closing itself after the third receive")
+    await asyncio.wait_for(srv_closed.wait(), PROMPT)  # it closes itself after the third receive
+    assert srv.closed
     with pytest.raises(ucxx_go.UCXError) as info:
         await asyncio.wait_for(pending, PROMPT)
     assert not isinstance(info.value, ucxx_go.UCXCloseError), "closed by the peer, not by us"
@@ -335,6 +345,7 @@ async def test_close_after_n_recv(pair):
 async def test_close_after_n_recv_counted_from_creation(pair):
     client, srv = pair
     pending = asyncio.ensure_future(client.recv(bytearray(8)))
+    srv_closed = close_event(srv)
     for i in range(2):
         await exchange(client, srv, bytes([i]) * 8)
     with pytest.raises(ucxx_go.UCXError):
@@ -343,23 +354,26 @@ async def test_close_after_n_recv_counted_from_creation(pair):
     srv.close_after_n_recv(3, count_from_ep_creation=True)
     assert srv.alive
     await exchange(client, srv, b"third!!!")
-    await wait_for_condition(lambda: srv.closed, "the endpoint closing itself after one more receive")
+    await asyncio.wait_for(srv_closed.wait(), PROMPT)  # it closes itself after one more receive
+    assert srv.closed
     with pytest.raises(ucxx_go.UCXError):
         await asyncio.wait_for(pending, PROMPT)
 
 
 async def test_close_after_n_recv_already_reached(pair):
     client, srv = pair
+    srv_closed = close_event(srv)
     await exchange(client, srv, b"one")
     srv.close_after_n_recv(1, count_from_ep_creation=True)  # reached already: closes now
-    await wait_for_condition(lambda: srv.closed, "the endpoint closing at once")
+    await asyncio.wait_for(srv_closed.wait(), PROMPT)
+    assert srv.closed
 
 
 # -- 5: set_close_callback -----------------------------------------------------------------
 
 
 @pytest.mark.parametrize("how", ["close", "abort", "peer"])
-async def test_close_callback_called_once(pair, how):
+async def test_close_callback_called_once(server, pair, how):
     client, srv = pair
     calls = []
     called = asyncio.Event()
@@ -382,7 +396,16 @@ async def test_close_callback_called_once(pair, how):
     await asyncio.wait_for(client.close(), TIMEOUT)
     client.abort()
     await asyncio.wait_for(srv.close(), TIMEOUT)
-    await asyncio.sleep(0.05)  # let any (wrong) late event arrive
+    # Nothing can be reported about the two endpoints once the engine has dropped them,
+    # and what was reported before is delivered through the completion queue ahead of
+    # a later message's completion: after one on a new connection, a (wrong) late event
+    # would have called back.
+    await wait_stats(endpoints=0)
+    c2, s2 = await server.connect()
+    try:
+        await exchange(c2, s2, b"after the closes")
+    finally:
+        c2.abort()
     assert len(calls) == 1
 
 
@@ -402,7 +425,6 @@ async def test_close_is_idempotent(pair):
 async def test_close_with_recv_in_flight(pair):
     client, _ = pair
     recv = asyncio.ensure_future(client.recv(bytearray(64)))
-    await asyncio.sleep(0)
     await wait_in_flight(1)
     t0 = time.monotonic()
     await asyncio.wait_for(client.close(timeout=2.0), TIMEOUT)
@@ -419,8 +441,10 @@ async def test_close_with_send_in_flight(server, op):
     big = np.ones(8 << 20, dtype="u1")
     send = asyncio.ensure_future(client.send(big) if op == "send" else client.send_multi([big, big[:100]]))
     try:
-        await wait_for_condition(lambda: in_flight() >= 1, "the send reaching the engine")
-        await asyncio.sleep(0.05)
+        # The message (its rendezvous announcement, or the header) is waiting at the peer,
+        # which never receives it: the send is stuck, not merely starting.
+        tag = {} if op == "send" else {"tag": raw_tag(client), "force_tag": True}
+        await probe_until_matched(srv, **tag)
         assert not send.done()
         t0 = time.monotonic()
         await asyncio.wait_for(client.close(timeout=1.0), TIMEOUT)
@@ -444,9 +468,14 @@ async def test_cancelled_close_still_closes(pair):
     client, srv = pair
     peer_recv = asyncio.ensure_future(srv.recv(bytearray(8)))
     calls = []
-    client.set_close_callback(calls.append, cb_args=("closed",))
-    closing = asyncio.ensure_future(client.close())
-    await asyncio.sleep(0)  # the close has started
+    called = asyncio.Event()
+
+    def on_close(*args):
+        calls.append(args)
+        called.set()
+
+    client.set_close_callback(on_close, cb_args=("closed",))
+    [closing] = await started(client.close())  # the close has started
     closing.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(closing, TIMEOUT)
@@ -454,16 +483,16 @@ async def test_cancelled_close_still_closes(pair):
     # The close went on without its caller: the peer sees the connection end.
     with pytest.raises(ucxx_go.UCXError):
         await asyncio.wait_for(peer_recv, PROMPT)
-    await wait_for_condition(lambda: calls == ["closed"], "the close callback after a cancelled close")
+    await asyncio.wait_for(called.wait(), PROMPT)  # the close callback, after a cancelled close
+    assert calls == [("closed",)]
     await asyncio.wait_for(client.close(), TIMEOUT)  # waits for the first, harmless
-    assert calls == ["closed"]
+    assert calls == [("closed",)]
 
 
 async def test_abort_is_synchronous_and_idempotent(pair):
     client, srv = pair
     peer_recv = asyncio.ensure_future(srv.recv(bytearray(8)))
     own_recv = asyncio.ensure_future(client.recv(bytearray(8)))
-    await asyncio.sleep(0)
     await wait_in_flight(2)
     assert client.abort() is None
     assert client.closed and not client.alive  # at once, nothing awaited

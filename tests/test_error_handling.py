@@ -18,7 +18,7 @@ import pytest
 
 import ucxx_go
 from _peers import echo_messages, echo_server
-from _support import TIMEOUT, Server, mp, queue_get, start
+from _support import TIMEOUT, Server, join, mp, queue_get, start, wait_in_flight
 
 SHM_TLS = "sm,self,tcp"  # tcp only for the listener's connection manager
 SIZES = (8, 1 << 20)
@@ -81,7 +81,7 @@ async def test_close_and_abort_cancel_pending_recv(accepted, how):
     client, srv = await accepted.connect(endpoint_error_handling=False)
     await echo_pair(client, srv)
     task = asyncio.ensure_future(client.recv(bytearray(16)))
-    await asyncio.sleep(0.05)
+    await wait_in_flight(1)  # posted before the close
     t0 = time.monotonic()
     if how == "close":
         await asyncio.wait_for(client.close(), TIMEOUT)
@@ -116,7 +116,7 @@ async def test_peer_close_detected_only_with_error_handling(error_handling):
         client, srv = await a.connect(endpoint_error_handling=error_handling)
         await echo_pair(client, srv)
         task = asyncio.ensure_future(srv.recv(bytearray(16)))
-        await asyncio.sleep(0.05)
+        await wait_in_flight(1)  # posted before the peer closes
         await asyncio.wait_for(client.close(), TIMEOUT)
         if error_handling:
             with pytest.raises(ucxx_go.UCXError) as info:
@@ -194,7 +194,7 @@ async def test_echo_with_server_process(processes, error_handling):
         print(f"1 MiB echo across processes, error handling {error_handling}: {per_echo * 1e3:.2f} ms")
     finally:
         await asyncio.wait_for(ep.close(), TIMEOUT)
-    await asyncio.get_running_loop().run_in_executor(None, server.join, TIMEOUT)
+    await join(server, TIMEOUT)
     assert server.exitcode == 0
 
 

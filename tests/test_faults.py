@@ -136,7 +136,6 @@ async def test_operations_on_closed_endpoint(pair, no_submission, how):
 async def test_close_fails_pending_recv(pair, how):
     client, _ = pair
     task = asyncio.ensure_future(client.recv(bytearray(16)))
-    await asyncio.sleep(0)
     await wait_in_flight(1)
     if how == "close":
         await asyncio.wait_for(client.close(), TIMEOUT)
@@ -160,8 +159,7 @@ async def test_cancelled_recv_frees_its_request(pair):
     client, srv = pair
     await wait_in_flight(0)
     task = asyncio.ensure_future(client.recv(bytearray(16)))
-    await asyncio.sleep(0)  # let the task run up to its await: the recv is submitted
-    await wait_in_flight(1)
+    await wait_in_flight(1)  # the recv is submitted
     t0 = time.monotonic()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -188,7 +186,6 @@ async def test_recv_timeout_then_recv(pair):
 async def test_many_cancelled_recvs_then_recv(pair):
     client, srv = pair
     tasks = [asyncio.ensure_future(client.recv(bytearray(8))) for _ in range(50)]
-    await asyncio.sleep(0)
     await wait_in_flight(50)
     for t in tasks:
         t.cancel()
@@ -278,7 +275,6 @@ async def test_peer_close_fails_pending_recv(pair):
 
     client.set_close_callback(on_close, cb_args=("client",))
     task = asyncio.ensure_future(client.recv(bytearray(16)))
-    await asyncio.sleep(0)
     await wait_in_flight(1)
     await asyncio.wait_for(srv.close(), TIMEOUT)
     t0 = time.monotonic()
@@ -299,7 +295,6 @@ async def test_peer_close_fails_pending_recv(pair):
 async def test_dropped_endpoint_is_aborted(server):
     client, srv = await server.connect()
     task = asyncio.ensure_future(srv.recv(bytearray(16)))
-    await asyncio.sleep(0)
     await wait_in_flight(1)
     del client
     gc.collect()

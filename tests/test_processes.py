@@ -57,8 +57,7 @@ async def test_peer_killed_during_recv(processes, server):
 
     ep.set_close_callback(on_close, cb_args=("peer gone",))
     recv = asyncio.ensure_future(ep.recv(bytearray(64)))
-    await asyncio.sleep(0)  # the recv is posted before the peer dies
-    await wait_in_flight(1)
+    await wait_in_flight(1)  # the recv is posted before the peer dies
     assert not recv.done()
     t0 = time.monotonic()
     peer.kill()
