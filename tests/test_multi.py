@@ -22,7 +22,21 @@ import numpy as np
 import pytest
 
 import ucxx_go
-from _support import MiB, PROMPT, STARTUP, TIMEOUT, engine_stats, join, mp, queue_get, start, wait_in_flight
+from _support import (
+    MiB,
+    PROMPT,
+    STARTUP,
+    TIMEOUT,
+    barrier,
+    block_until,
+    in_flight,
+    join,
+    mp,
+    queue_get,
+    start,
+    started,
+    wait_in_flight,
+)
 from ucxx_go import _endpoint
 
 import _multi_peers  # tests/ is on sys.path (conftest.py's directory)
@@ -251,8 +265,8 @@ async def test_concurrent_recv_multi_posted_after_the_sends(pair):
     client, srv = pair
     n = 50
     messages = [tagged_message(i) for i in range(n)]
-    sends = [asyncio.ensure_future(client.send_multi(m)) for m in messages]
-    await asyncio.sleep(0)  # every send is submitted
+    sends = await started(*(client.send_multi(m) for m in messages))
+    await barrier(client, srv)  # every message is in: headers, eager frames, rendezvous announcements
     got = await asyncio.wait_for(asyncio.gather(*[srv.recv_multi() for _ in range(n)]), TIMEOUT)
     await asyncio.wait_for(asyncio.gather(*sends), TIMEOUT)
     for i, frames in enumerate(got):
@@ -279,8 +293,7 @@ async def test_interleaved_with_plain_send(pair, tag, order):
 
     buf = bytearray(4096)
     first, second = (receivers, senders) if order == "recv-first" else (senders, receivers)
-    early = [asyncio.ensure_future(x) for x in first()]
-    await asyncio.sleep(0)  # posted before the others
+    early = await started(*first())  # posted before the others
     late = [asyncio.ensure_future(x) for x in second()]
     await asyncio.wait_for(asyncio.gather(*early, *late), TIMEOUT)
     results = [t.result() for t in (early if order == "recv-first" else late)]
@@ -399,11 +412,10 @@ def _frames_with_big_one(count, at, big=2048):
 async def test_limit_rejects_message_and_stream_stays_in_step(net, limits, frames, queued):
     ucxx_go.init(multi_buffer_limits=limits)
     client, srv = await net.pair()
-    rejected = asyncio.ensure_future(srv.recv_multi())
+    [rejected] = await started(srv.recv_multi())
     # queued: the next receive waits behind the rejected one, and must not be posted
     # before the receives that drop the rejected message's frames.
-    following = asyncio.ensure_future(srv.recv_multi()) if queued else None
-    await asyncio.sleep(0)
+    [following] = await started(srv.recv_multi()) if queued else [None]
     send = asyncio.ensure_future(client.send_multi(frames))
     with pytest.raises(ucxx_go.UCXExceedsLimitError, match="Endpoint.recv_multi"):
         await asyncio.wait_for(rejected, TIMEOUT)
@@ -498,16 +510,12 @@ async def test_message_waiting_for_room_fails_when_its_endpoint_breaks(net, how)
     ucxx_go.init(multi_buffer_limits={"max_outstanding_bytes": 8 * MiB, "max_endpoint_outstanding_bytes": 8 * MiB})
     (c1, s1), (c2, s2) = await net.pair(), await net.pair()
     # Connection 1 takes 6 MiB of the room and holds it: its frame never comes.
-    hold = asyncio.ensure_future(s1.recv_multi())
-    await asyncio.sleep(0)
+    [hold] = await started(s1.recv_multi())
     await asyncio.wait_for(c1.send(pack_header([6 * MiB]), tag=raw_tag(c1), force_tag=True), TIMEOUT)
     # Connection 2's 4 MiB message waits for room.
-    waiting = asyncio.ensure_future(s2.recv_multi())
-    await asyncio.sleep(0)
+    [waiting] = await started(s2.recv_multi())
     send = asyncio.ensure_future(c2.send_multi([np.ones(4 * MiB, dtype=np.uint8)]))
-    # A plain message after each as a barrier: once it is in, so are the headers.
-    barriers = (c1.send(b"!"), s1.recv(bytearray(1)), c2.send(b"!"), s2.recv(bytearray(1)))
-    await asyncio.wait_for(asyncio.gather(*barriers), TIMEOUT)
+    await asyncio.gather(barrier(c1, s1), barrier(c2, s2))  # both headers are in
     assert not waiting.done()
     try:
         if how == "peer-abort":
@@ -592,9 +600,7 @@ POISONING = [
 async def test_bad_header_poisons_the_stream(net, payloads, error):
     client, srv = await net.pair()
     # Two receives queued: the first takes the bad header, the second finds the stream poisoned.
-    first = asyncio.ensure_future(srv.recv_multi())
-    second = asyncio.ensure_future(srv.recv_multi())
-    await asyncio.sleep(0)
+    first, second = await started(srv.recv_multi(), srv.recv_multi())
     t0 = time.monotonic()
     for p in payloads:
         await raw_send(client, p)
@@ -611,8 +617,7 @@ async def test_bad_header_poisons_the_stream(net, payloads, error):
 @pytest.mark.parametrize("payloads, error", POISONING)
 async def test_poisoned_stream_stays_poisoned(net, payloads, error):
     client, srv = await net.pair()
-    first = asyncio.ensure_future(srv.recv_multi())
-    await asyncio.sleep(0)
+    [first] = await started(srv.recv_multi())
     for p in payloads:
         await raw_send(client, p)
     with pytest.raises(error):
@@ -674,8 +679,7 @@ async def test_huge_frame_is_rejected_and_stream_stays_in_step(net, size):
     """A frame over max_frame_bytes: the count is within limits, so the announced frame
     is received and dropped, and the stream stays usable."""
     client, srv = await net.pair()
-    recv = asyncio.ensure_future(srv.recv_multi())
-    await asyncio.sleep(0)
+    [recv] = await started(srv.recv_multi())
     t0 = time.monotonic()
     await raw_send(client, pack_header([size]))
     with pytest.raises(ucxx_go.UCXExceedsLimitError):
@@ -693,8 +697,7 @@ async def test_message_over_limit_in_sum_from_raw_peer(net):
     """Frames each within max_frame_bytes (64 GiB) whose sum passes max_message_bytes
     (128 GiB): rejected, the three announced frames dropped, the stream in step."""
     client, srv = await net.pair()
-    recv = asyncio.ensure_future(srv.recv_multi())
-    await asyncio.sleep(0)
+    [recv] = await started(srv.recv_multi())
     await raw_send(client, pack_header([(64 << 30)] * 3))
     with pytest.raises(ucxx_go.UCXExceedsLimitError):
         await asyncio.wait_for(recv, PROMPT)
@@ -710,16 +713,13 @@ async def receive_behind_a_drop(net, announced):
     (client, srv, task), waits behind the drop (checked not done)."""
     ucxx_go.init(multi_buffer_limits={"max_frames": 10})
     client, srv = await net.pair()
-    rejected = asyncio.ensure_future(srv.recv_multi())
-    waiting = asyncio.ensure_future(srv.recv_multi())
-    await asyncio.sleep(0)
+    rejected, waiting = await started(srv.recv_multi(), srv.recv_multi())
     await raw_send(client, pack_header([1] * announced))
     with pytest.raises(ucxx_go.UCXExceedsLimitError):
         await asyncio.wait_for(rejected, PROMPT)
     for _ in range(5):
         await raw_send(client, b"f")
-    # A barrier: once the plain message is in, so are the five frames.
-    await asyncio.wait_for(asyncio.gather(srv.recv(bytearray(1)), client.send(b"!")), TIMEOUT)
+    await barrier(client, srv)  # the five frames are in
     assert not waiting.done()
     return client, srv, waiting
 
@@ -778,7 +778,6 @@ async def test_cancelled_recv_multi_then_recv_multi(pair):
     client, srv = pair
     await wait_in_flight(0)
     task = asyncio.ensure_future(srv.recv_multi())
-    await asyncio.sleep(0)
     await wait_in_flight(2)  # the whole receive and its header receive
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -803,8 +802,7 @@ async def test_timed_out_recv_multi_then_recv_multi(pair):
 async def test_cancelled_queued_recv_multi(pair):
     """Cancelling the second of three queued receives: the others get the two messages."""
     client, srv = pair
-    tasks = [asyncio.ensure_future(srv.recv_multi()) for _ in range(3)]
-    await asyncio.sleep(0)
+    tasks = await started(*(srv.recv_multi() for _ in range(3)))
     tasks[1].cancel()
     a, b = [b"first"], [b"second", b"2"]
     await asyncio.wait_for(asyncio.gather(client.send_multi(a), client.send_multi(b)), TIMEOUT)
@@ -819,13 +817,10 @@ async def test_cancel_mid_message_drops_it_whole(pair):
     """Cancelled after its header came: the message is received and dropped, so the
     next recv_multi gets the next message (never the rest of this one)."""
     client, srv = pair
-    task = asyncio.ensure_future(srv.recv_multi())
-    await asyncio.sleep(0)
+    [task] = await started(srv.recv_multi())
     await raw_send(client, pack_header([3, 3]))
     await raw_send(client, b"one")
-    # A barrier: once the plain message is in, the header and first frame were matched.
-    out = bytearray(1)
-    await asyncio.wait_for(asyncio.gather(srv.recv(out), client.send(b"!")), TIMEOUT)
+    await barrier(client, srv)  # the header and first frame were matched
     assert not task.done()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -845,16 +840,11 @@ async def test_cancel_after_arrival_frees_the_message(pair):
     before = rss_bytes()
     for _ in range(4):
         task = asyncio.ensure_future(srv.recv_multi())
-        await asyncio.sleep(0)
         await wait_in_flight(2)  # the receive is posted: in flight only goes to 0 once it completed
-        send = asyncio.ensure_future(client.send_multi(big))
-        await asyncio.sleep(0)
+        [send] = await started(client.send_multi(big))
         # Wait, without running the event loop (so without draining completions), until
         # Go has completed both: the receive's block is then Python's to free.
-        deadline = time.monotonic() + TIMEOUT
-        while engine_stats()[0] != 0:
-            assert time.monotonic() < deadline, "the transfer did not finish in Go"
-            time.sleep(0.001)
+        block_until(lambda: in_flight() == 0, "the transfer finishing in Go")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -868,7 +858,6 @@ async def test_close_fails_pending_recv_multi(pair):
     client, srv = pair
     task = asyncio.ensure_future(srv.recv_multi())
     queued = asyncio.ensure_future(srv.recv_multi())
-    await asyncio.sleep(0)
     await wait_in_flight(3)
     await asyncio.wait_for(srv.close(), TIMEOUT)
     for t in (task, queued):
@@ -886,8 +875,7 @@ async def test_peer_killed_during_recv_multi(net, processes, partial):
     ready = mp.Queue()
     peer = start(processes, _multi_peers.connect_then_hang, port, ready, partial, MiB)
     ep = await net.accept()
-    recv = asyncio.ensure_future(ep.recv_multi())
-    await asyncio.sleep(0)
+    [recv] = await started(ep.recv_multi())
     assert await queue_get(ready)
     # The barrier: after it, the header and first frame (if sent) are in.
     out = bytearray(1)
