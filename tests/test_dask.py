@@ -50,7 +50,7 @@ from distributed.utils import get_ip  # noqa: E402
 from distributed.utils_test import gen_cluster  # noqa: E402
 
 import ucxx_go  # noqa: E402
-from _support import TIMEOUT  # noqa: E402  (the bound on a comm-level await)
+from _support import TIMEOUT, started, wait_for_condition  # noqa: E402  (TIMEOUT: a comm-level await)
 from ucxx_go import distributed_backend  # noqa: E402
 
 CLUSTER_STARTUP = 60.0  # bound on starting or stopping a cluster (spawned processes import a lot)
@@ -411,9 +411,7 @@ async def test_comm_closed_explicit(addr, loopback_contact):
     """check_comm_closed_explicit: reads in flight on both ends fail when one closes;
     later reads and writes fail on both."""
     a, b = await comm_pair(addr)
-    a_read = asyncio.ensure_future(a.read())
-    b_read = asyncio.ensure_future(b.read())
-    await asyncio.sleep(0)  # let both reads post their receives
+    a_read, b_read = await started(a.read(), b.read())  # both reads have posted their receives
     await close_all(a)
     with pytest.raises(CommClosedError):
         await wait(a_read)
@@ -432,13 +430,13 @@ async def test_messages_written_before_close_are_read_first():
     """close() flushes: what a comm wrote before it closed is still read by the peer,
     then the peer's next read raises CommClosedError (as with TCP's FIN)."""
     a, b = await comm_pair("ucxgo://127.0.0.1")
+    b_ep_closed = asyncio.Event()  # the close reaching b's endpoint (the comm does not say)
+    b._ep.set_close_callback(b_ep_closed.set)
     await wait(a.write({"last": 1}))
     await wait(a.write({"last": 2}))
     await close_all(a)
-    deadline = time.monotonic() + TIMEOUT
-    while b._ep.alive:  # the close reaches b's endpoint in Go: nothing to await
-        assert time.monotonic() < deadline, "the close never reached the peer"
-        await asyncio.sleep(0.01)
+    await wait(b_ep_closed.wait())
+    assert not b._ep.alive
     try:
         assert await wait(b.read()) == {"last": 1}
         assert await wait(b.read()) == {"last": 2}
@@ -774,15 +772,19 @@ async def test_local_cluster_processes():
 async def test_worker_killed_mid_computation():
     """SIGKILL one of two worker processes while tasks run: its nanny starts a new one,
     the scheduler reruns what was lost, the result is right."""
+    released = "ucxgo-test-worker-killed"
 
-    def slow_inc(i):
-        time.sleep(0.05)
+    def held_inc(i):
+        # Tasks past the first ten wait until the test has killed a worker: the kill then
+        # lands mid-computation, with a task running on each worker.
+        if i >= 10 and not distributed.Event(released).wait(COMPUTE):
+            raise TimeoutError("the test never released the tasks")
         return i + 1
 
     tasks = 100
     async with running(local_cluster()) as cluster, running(Client(cluster, asynchronous=True)) as c:
         await wait(c.wait_for_workers(2), CLUSTER_STARTUP)
-        futures = c.map(slow_inc, range(tasks), pure=False)
+        futures = c.map(held_inc, range(tasks), pure=False)
         total = c.submit(sum, futures)
         await wait(c.gather(futures[:10]), COMPUTE)
         assert not total.done()
@@ -793,6 +795,7 @@ async def test_worker_killed_mid_computation():
         assert state.processing or state.has_what  # it has work to lose
         pid = nanny.process.process.pid
         os.kill(pid, signal.SIGKILL)
+        await wait(distributed.Event(released, client=c).set())
 
         assert await wait(total, COMPUTE) == sum(i + 1 for i in range(tasks))
         [removed] = [msg for _, msg in cluster.scheduler.get_events(victim) if msg["action"] == "remove-worker"]
@@ -862,15 +865,18 @@ async def test_cli_scheduler_and_workers(processes, tmp_path):
         processes, scheduler_log, dask_exe, "scheduler", "--protocol", "ucxgo", "--host", "127.0.0.1",
         "--port", "0", "--no-dashboard", "--dashboard-address", ":0", "--scheduler-file", str(scheduler_file),
     )
-    address = None
-    deadline = time.monotonic() + CLUSTER_STARTUP
-    while address is None:  # a file appearing: nothing to await
+
+    def scheduler_address():  # a file appearing: nothing to await
         assert scheduler.returncode is None, tail(scheduler_log)
-        assert time.monotonic() < deadline, f"no scheduler file after {CLUSTER_STARTUP} s:\n{tail(scheduler_log)}"
         with contextlib.suppress(FileNotFoundError, json.JSONDecodeError, KeyError):
-            address = json.loads(scheduler_file.read_text())["address"]
-        if address is None:
-            await asyncio.sleep(0.05)
+            return json.loads(scheduler_file.read_text())["address"]
+
+    address = await wait_for_condition(
+        scheduler_address,
+        lambda: f"the scheduler writing its file (its log ends:\n{tail(scheduler_log)}\n)",
+        CLUSTER_STARTUP,
+        interval=0.05,
+    )
     assert address.startswith("ucxgo://127.0.0.1:")
 
     worker_logs = [tmp_path / f"worker{i}.log" for i in range(2)]
