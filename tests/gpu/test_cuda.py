@@ -19,7 +19,7 @@ if _GPUS == 0:
 
 import ucxx_go  # noqa: E402
 from _gpu_peers import ECHO_MULTI, ECHO_TAG, QUIT, serve  # noqa: E402
-from _support import GPU_TIMEOUT  # noqa: E402
+from _support import GPU_TIMEOUT, started  # noqa: E402
 
 
 def pattern(n, seed=0):
@@ -167,14 +167,12 @@ async def test_cancel_and_close_with_cuda_in_flight():
     try:
         ep = await ucxx_go.create_endpoint("127.0.0.1", listener.port)
         buf = cp.empty(64 << 20, dtype=cp.uint8)
-        recv = asyncio.ensure_future(ep.recv(buf))
-        await asyncio.sleep(0.05)
+        [recv] = await started(ep.recv(buf))  # submitted: the cancel finds it in flight
         recv.cancel()
         with pytest.raises(asyncio.CancelledError):
             await asyncio.wait_for(recv, 10)
         big = pattern(256 << 20)
-        send = asyncio.ensure_future(ep.send(big))  # rendezvous: nobody receives
-        await asyncio.sleep(0.05)
+        [send] = await started(ep.send(big))  # rendezvous: nobody receives
         t0 = time.monotonic()
         await asyncio.wait_for(ep.close(timeout=2.0), 10)
         assert time.monotonic() - t0 < 5
@@ -202,9 +200,8 @@ async def test_device_memory_returned_after_1000_receives(gpu_peer):
     free_before, _ = cp.cuda.runtime.memGetInfo()
     for _ in range(1000):
         await asyncio.wait_for(round_trip(), GPU_TIMEOUT)
-    gc.collect()
+    gc.collect()  # received frames are freed by cuMemFree, which returns once they are
     pool.free_all_blocks()
-    await asyncio.sleep(0.1)
     free_after, _ = cp.cuda.runtime.memGetInfo()
     grown = free_before - free_after
     assert grown < 32 << 20, f"device memory use grew by {grown / 2**20:.1f} MiB over 1000 receives"
