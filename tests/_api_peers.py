@@ -20,6 +20,16 @@ EXIT_NOT_REJECTED = 4
 EXIT_WRONG_ERROR = 5
 
 
+def exit_with(main):
+    """Run the coroutine function `main` and exit with the code it returns, once
+    ucxx_go's context is reset."""
+    import ucxx_go
+
+    code = asyncio.run(main())
+    ucxx_go.reset()
+    sys.exit(code)
+
+
 def worker_address_peer(in_queue, out_queue, to_parent_tag, from_parent_tag, payload, reply):
     """Talk to the parent by worker address, with no listener on either side.
 
@@ -47,9 +57,7 @@ def worker_address_peer(in_queue, out_queue, to_parent_tag, from_parent_tag, pay
             await asyncio.wait_for(ep.close(), PEER_DEADLINE)
         return 0
 
-    code = asyncio.run(main())
-    ucxx_go.reset()
-    sys.exit(code)
+    exit_with(main)
 
 
 def connect_to_garbage_address(address):
@@ -81,6 +89,4 @@ def connect_to_garbage_address(address):
             await asyncio.wait_for(ep.close(), PEER_DEADLINE)
         return 0
 
-    code = asyncio.run(main())
-    ucxx_go.reset()
-    sys.exit(code)
+    exit_with(main)

@@ -13,6 +13,7 @@ import inspect
 import math
 import multiprocessing
 import time
+import weakref
 
 import numpy as np
 import pytest
@@ -126,15 +127,27 @@ async def wait_in_flight(expected, timeout=SETTLE):
 
 
 class Server:
-    """A listener that hands each accepted endpoint to the test, and aborts them at the end.
+    """A listener that hands each accepted endpoint to the test, and at the end aborts
+    them and the clients it connected that are still referenced (a test may drop one to
+    see its finalizer abort it).
 
-    `listener_kwargs` go to ucxx_go.create_listener (port, endpoint_error_handling, ...)."""
+    The listener is made on first use (so a test may still call ucxx_go.init first);
+    `listener_kwargs` go to ucxx_go.create_listener (port, ip, endpoint_error_handling, ...).
+    """
 
     def __init__(self, handler=None, **listener_kwargs):
         self.accepted = asyncio.Queue()
-        self.endpoints = []
+        self.endpoints = []  # accepted
+        self._clients = weakref.WeakSet()
         self._handler = handler
-        self.listener = ucxx_go.create_listener(self._on_accept, **listener_kwargs)
+        self._listener_kwargs = listener_kwargs
+        self._listener = None
+
+    @property
+    def listener(self):
+        if self._listener is None:
+            self._listener = ucxx_go.create_listener(self._on_accept, **self._listener_kwargs)
+        return self._listener
 
     def _on_accept(self, ep):
         self.endpoints.append(ep)
@@ -142,18 +155,22 @@ class Server:
         if self._handler is not None:
             return self._handler(ep)
 
-    async def connect(self, **kwargs):
-        """Connect a client; return (client endpoint, server endpoint)."""
-        client = await asyncio.wait_for(
-            ucxx_go.create_endpoint("127.0.0.1", self.listener.port, **kwargs), TIMEOUT
-        )
-        server = await asyncio.wait_for(self.accepted.get(), TIMEOUT)
-        return client, server
+    async def accept(self):
+        """The next endpoint the listener accepted."""
+        return await asyncio.wait_for(self.accepted.get(), TIMEOUT)
+
+    async def connect(self, host="127.0.0.1", **kwargs):
+        """Connect a client to `host`; return (client endpoint, server endpoint)."""
+        port = self.listener.port
+        client = await asyncio.wait_for(ucxx_go.create_endpoint(host, port, **kwargs), TIMEOUT)
+        self._clients.add(client)
+        return client, await self.accept()
 
     def close(self):
-        for ep in self.endpoints:
+        for ep in [*self.endpoints, *self._clients]:
             ep.abort()
-        self.listener.close()
+        if self._listener is not None:
+            self._listener.close()
 
 
 async def exchange(sender, receiver, payload, **tags):
@@ -173,6 +190,58 @@ async def barrier(sender, receiver):
     await asyncio.wait_for(
         asyncio.gather(receiver.recv(out, tag="barrier"), sender.send(b"!", tag="barrier")), TIMEOUT
     )
+
+
+async def close_or_abort(ep, how):
+    """End `ep` as a test parametrized by `how` says: "close" (awaited) or "abort"."""
+    if how == "close":
+        await asyncio.wait_for(ep.close(), TIMEOUT)
+    else:
+        assert how == "abort", how
+        ep.abort()
+
+
+class CloseCallback:
+    """`ep`'s close callback, set with `args` and `kwargs` for the endpoint to pass back:
+    `calls` holds the (args, kwargs) of each call, and the asyncio.Event `called` is
+    set at the first."""
+
+    def __init__(self, ep, *args, **kwargs):
+        self.calls = []
+        self.called = asyncio.Event()
+        ep.set_close_callback(self._on_close, cb_args=args, cb_kwargs=kwargs)
+
+    def _on_close(self, *args, **kwargs):
+        self.calls.append((args, kwargs))
+        self.called.set()
+
+    async def wait(self, timeout=PROMPT):
+        await asyncio.wait_for(self.called.wait(), timeout)
+
+
+async def broken_by_peer(operation, since):
+    """Await `operation`, pending when the peer closed or went away at `since` (a
+    time.monotonic() reading): it must fail within PROMPT s with a UCXError other than
+    UCXCloseError (broken by the peer, not closed by us). Returns the error."""
+    with pytest.raises(ucxx_go.UCXError) as info:
+        await asyncio.wait_for(operation, PROMPT)
+    elapsed = time.monotonic() - since
+    assert elapsed < PROMPT, f"the pending operation failed {elapsed:.2f} s after the peer went away"
+    assert not isinstance(info.value, ucxx_go.UCXCloseError), "broken by the peer, not closed by us"
+    return info.value
+
+
+def refuse_submissions(monkeypatch, *names):
+    """Make the named submission functions of ucxx_go._endpoint (_tag_send, _tag_recv,
+    _send_multi, _recv_multi) fail the test if called: what a check refuses must never
+    reach the engine. `monkeypatch.undo()` lets them through again."""
+    from ucxx_go import _endpoint
+
+    def refuse(*args):
+        raise AssertionError("a request was submitted to the engine")
+
+    for name in names:
+        monkeypatch.setattr(_endpoint, name, refuse)
 
 
 # -- spawned peers -------------------------------------------------------------------------

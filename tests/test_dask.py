@@ -50,7 +50,7 @@ from distributed.utils import get_ip  # noqa: E402
 from distributed.utils_test import gen_cluster  # noqa: E402
 
 import ucxx_go  # noqa: E402
-from _support import TIMEOUT, started, wait_for_condition  # noqa: E402  (TIMEOUT: a comm-level await)
+from _support import TIMEOUT, CloseCallback, started, wait_for_condition  # noqa: E402  (TIMEOUT: comm-level)
 from ucxx_go import distributed_backend  # noqa: E402
 
 CLUSTER_STARTUP = 60.0  # bound on starting or stopping a cluster (spawned processes import a lot)
@@ -430,12 +430,11 @@ async def test_messages_written_before_close_are_read_first():
     """close() flushes: what a comm wrote before it closed is still read by the peer,
     then the peer's next read raises CommClosedError (as with TCP's FIN)."""
     a, b = await comm_pair("ucxgo://127.0.0.1")
-    b_ep_closed = asyncio.Event()  # the close reaching b's endpoint (the comm does not say)
-    b._ep.set_close_callback(b_ep_closed.set)
+    b_ep_closed = CloseCallback(b._ep)  # the close reaching b's endpoint (the comm does not say)
     await wait(a.write({"last": 1}))
     await wait(a.write({"last": 2}))
     await close_all(a)
-    await wait(b_ep_closed.wait())
+    await b_ep_closed.wait(TIMEOUT)
     assert not b._ep.alive
     try:
         assert await wait(b.read()) == {"last": 1}

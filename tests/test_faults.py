@@ -14,8 +14,19 @@ import numpy as np
 import pytest
 
 import ucxx_go
-from _support import PROMPT, TIMEOUT, Server, exchange, in_flight, wait_in_flight, wait_stats
-from ucxx_go import _endpoint
+from _support import (
+    PROMPT,
+    TIMEOUT,
+    CloseCallback,
+    Server,
+    broken_by_peer,
+    close_or_abort,
+    exchange,
+    in_flight,
+    refuse_submissions,
+    wait_in_flight,
+    wait_stats,
+)
 
 
 async def round_trip(a, b, size=1000):
@@ -28,12 +39,7 @@ async def round_trip(a, b, size=1000):
 @pytest.fixture
 def no_submission(monkeypatch):
     """Fail the test if a send or recv reaches the Go engine."""
-
-    def refuse(*args):
-        raise AssertionError("a request was submitted to the engine")
-
-    monkeypatch.setattr(_endpoint, "_tag_send", refuse)
-    monkeypatch.setattr(_endpoint, "_tag_recv", refuse)
+    refuse_submissions(monkeypatch, "_tag_send", "_tag_recv")
     return monkeypatch
 
 
@@ -112,10 +118,7 @@ async def test_operations_on_closed_endpoint(pair, no_submission, how):
     client, _ = pair
     calls = []
     client.set_close_callback(calls.append, cb_args=("closed",))
-    if how == "close":
-        await asyncio.wait_for(client.close(), TIMEOUT)
-    else:
-        client.abort()
+    await close_or_abort(client, how)
     assert client.closed
     assert not client.alive
     assert calls == ["closed"]
@@ -137,10 +140,7 @@ async def test_close_fails_pending_recv(pair, how):
     client, _ = pair
     task = asyncio.ensure_future(client.recv(bytearray(16)))
     await wait_in_flight(1)
-    if how == "close":
-        await asyncio.wait_for(client.close(), TIMEOUT)
-    else:
-        client.abort()
+    await close_or_abort(client, how)
     with pytest.raises(ucxx_go.UCXCanceledError):
         await asyncio.wait_for(task, PROMPT)
     await wait_in_flight(0)
@@ -266,29 +266,18 @@ async def test_cancelled_connects_leave_nothing_open(server):
 
 async def test_peer_close_fails_pending_recv(pair):
     client, srv = pair
-    calls = []
-    called = asyncio.Event()
-
-    def on_close(*args):
-        calls.append(args)
-        called.set()
-
-    client.set_close_callback(on_close, cb_args=("client",))
+    closed = CloseCallback(client, "client")
     task = asyncio.ensure_future(client.recv(bytearray(16)))
     await wait_in_flight(1)
     await asyncio.wait_for(srv.close(), TIMEOUT)
-    t0 = time.monotonic()
-    with pytest.raises(ucxx_go.UCXError) as info:
-        await asyncio.wait_for(task, PROMPT)
-    assert time.monotonic() - t0 < PROMPT
-    assert not isinstance(info.value, ucxx_go.UCXCloseError), "closed by the peer, not by us"
-    await asyncio.wait_for(called.wait(), PROMPT)
+    await broken_by_peer(task, since=time.monotonic())
+    await closed.wait()
     assert not client.alive
     assert client.closed  # as in UCXX: an endpoint its peer closed reports closed
     with pytest.raises(ucxx_go.UCXError):
         await asyncio.wait_for(client.send(b"late"), TIMEOUT)
     await asyncio.wait_for(client.close(), TIMEOUT)
-    assert calls == [("client",)]
+    assert closed.calls == [(("client",), {})]
     await wait_in_flight(0)
 
 
