@@ -17,7 +17,6 @@ import struct  # noqa: E402
 
 from _support import PEER_DEADLINE  # noqa: E402  (tests/ is on a spawned peer's sys.path)
 
-
 # core.MultiTagBit: a plain send whose tag has it set lands on the peer's multi-buffer
 # stream of that tag.
 MULTI_BIT = 1 << 63

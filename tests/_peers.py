@@ -15,7 +15,6 @@ import struct  # noqa: E402
 from _support import PEER_DEADLINE  # noqa: E402  (tests/ is on a spawned peer's sys.path)
 
 
-
 async def echo_messages(ep, count):
     """Echo `count` messages, each announced by its 8-byte little-endian size."""
     import numpy as np

@@ -27,7 +27,7 @@ SETTLE = 2.0  # bound on Go-side state catching up with what Python saw complete
 # Every await in a spawned peer (_peers.py, _api_peers.py, _multi_peers.py): a peer whose
 # parent is gone must not linger.
 PEER_DEADLINE = 30.0
-# The GPU tests (tests/gpu/): CUDA's start-up and transfers of up to 1 GiB.
+# The GPU tests (tests/gpu/) and their peer: CUDA's start-up and transfers of up to 1 GiB.
 GPU_TIMEOUT = 120.0
 
 MiB = 1 << 20

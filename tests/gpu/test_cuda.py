@@ -200,7 +200,7 @@ async def test_device_memory_returned_after_1000_receives(gpu_peer):
     free_before, _ = cp.cuda.runtime.memGetInfo()
     for _ in range(1000):
         await asyncio.wait_for(round_trip(), GPU_TIMEOUT)
-    gc.collect()  # received frames are freed by cuMemFree, which returns once they are
+    gc.collect()  # the dropped CudaFrames are freed now: cuMemFree does not return before
     pool.free_all_blocks()
     free_after, _ = cp.cuda.runtime.memGetInfo()
     grown = free_before - free_after
