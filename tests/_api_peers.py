@@ -12,12 +12,22 @@ os.environ.setdefault("UCX_NET_DEVICES", "lo")
 import asyncio  # noqa: E402
 import sys  # noqa: E402
 
-# Every await in a peer is bounded by this: a peer whose parent is gone must not linger.
-DEADLINE = 30.0
+from _support import PEER_DEADLINE  # noqa: E402  (tests/ is on a spawned peer's sys.path)
+
 # Exit codes that say which check failed.
 EXIT_WRONG_PAYLOAD = 3
 EXIT_NOT_REJECTED = 4
 EXIT_WRONG_ERROR = 5
+
+
+def exit_with(main):
+    """Run the coroutine function `main` and exit with the code it returns, once
+    ucxx_go's context is reset."""
+    import ucxx_go
+
+    code = asyncio.run(main())
+    ucxx_go.reset()
+    sys.exit(code)
 
 
 def worker_address_peer(in_queue, out_queue, to_parent_tag, from_parent_tag, payload, reply):
@@ -33,23 +43,21 @@ def worker_address_peer(in_queue, out_queue, to_parent_tag, from_parent_tag, pay
     import ucxx_go
 
     async def main():
-        parent = in_queue.get(timeout=DEADLINE)
+        parent = in_queue.get(timeout=PEER_DEADLINE)
         assert isinstance(parent, ucxx_go.UCXAddress), type(parent)
         out_queue.put(ucxx_go.get_worker_address())
-        ep = await asyncio.wait_for(ucxx_go.create_endpoint_from_worker_address(parent), DEADLINE)
+        ep = await asyncio.wait_for(ucxx_go.create_endpoint_from_worker_address(parent), PEER_DEADLINE)
         try:
-            await asyncio.wait_for(ep.send(payload, tag=to_parent_tag, force_tag=True), DEADLINE)
+            await asyncio.wait_for(ep.send(payload, tag=to_parent_tag, force_tag=True), PEER_DEADLINE)
             buf = np.zeros(len(reply), dtype="u1")
-            await asyncio.wait_for(ucxx_go.recv(buf, from_parent_tag), DEADLINE)
+            await asyncio.wait_for(ucxx_go.recv(buf, from_parent_tag), PEER_DEADLINE)
             if buf.tobytes() != reply:
                 return EXIT_WRONG_PAYLOAD
         finally:
-            await asyncio.wait_for(ep.close(), DEADLINE)
+            await asyncio.wait_for(ep.close(), PEER_DEADLINE)
         return 0
 
-    code = asyncio.run(main())
-    ucxx_go.reset()
-    sys.exit(code)
+    exit_with(main)
 
 
 def connect_to_garbage_address(address):
@@ -59,7 +67,7 @@ def connect_to_garbage_address(address):
 
     async def main():
         try:
-            ep = await asyncio.wait_for(ucxx_go.create_endpoint_from_worker_address(address), DEADLINE)
+            ep = await asyncio.wait_for(ucxx_go.create_endpoint_from_worker_address(address), PEER_DEADLINE)
         except ucxx_go.UCXError:
             pass
         except Exception as e:  # rejected, but not the way the API documents
@@ -69,18 +77,16 @@ def connect_to_garbage_address(address):
             ep.abort()
             return EXIT_NOT_REJECTED
         # Still fine: an endpoint to our own worker carries a message.
-        ep = await asyncio.wait_for(ucxx_go.create_endpoint_from_worker_address(ucxx_go.get_worker_address()), DEADLINE)
+        ep = await asyncio.wait_for(ucxx_go.create_endpoint_from_worker_address(ucxx_go.get_worker_address()), PEER_DEADLINE)
         try:
             buf = bytearray(4)
             await asyncio.wait_for(
-                asyncio.gather(ucxx_go.recv(buf, 77), ep.send(b"live", tag=77, force_tag=True)), DEADLINE
+                asyncio.gather(ucxx_go.recv(buf, 77), ep.send(b"live", tag=77, force_tag=True)), PEER_DEADLINE
             )
             if bytes(buf) != b"live":
                 return EXIT_WRONG_PAYLOAD
         finally:
-            await asyncio.wait_for(ep.close(), DEADLINE)
+            await asyncio.wait_for(ep.close(), PEER_DEADLINE)
         return 0
 
-    code = asyncio.run(main())
-    ucxx_go.reset()
-    sys.exit(code)
+    exit_with(main)

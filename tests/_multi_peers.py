@@ -15,8 +15,7 @@ os.environ.setdefault("UCX_NET_DEVICES", "lo")
 import asyncio  # noqa: E402
 import struct  # noqa: E402
 
-# Every await in a peer is bounded by this: a peer whose parent is gone must not linger.
-DEADLINE = 30.0
+from _support import PEER_DEADLINE  # noqa: E402  (tests/ is on a spawned peer's sys.path)
 
 # core.MultiTagBit: a plain send whose tag has it set lands on the peer's multi-buffer
 # stream of that tag.
@@ -58,16 +57,16 @@ def connect_then_hang(port, ready_queue, partial, frame_size):
     import ucxx_go
 
     async def main():
-        ep = await asyncio.wait_for(ucxx_go.create_endpoint("127.0.0.1", port), DEADLINE)
+        ep = await asyncio.wait_for(ucxx_go.create_endpoint("127.0.0.1", port), PEER_DEADLINE)
         if partial:
             tag = raw_tag(ep)
             header = pack_header([frame_size, frame_size])
-            await asyncio.wait_for(ep.send(header, tag=tag, force_tag=True), DEADLINE)
-            await asyncio.wait_for(ep.send(bytes(frame_size), tag=tag, force_tag=True), DEADLINE)
-        await asyncio.wait_for(ep.send(b"!"), DEADLINE)
+            await asyncio.wait_for(ep.send(header, tag=tag, force_tag=True), PEER_DEADLINE)
+            await asyncio.wait_for(ep.send(bytes(frame_size), tag=tag, force_tag=True), PEER_DEADLINE)
+        await asyncio.wait_for(ep.send(b"!"), PEER_DEADLINE)
         ready_queue.put(True)
         # Never set: the parent kills this process while it waits (the deadline only
         # bounds a peer whose parent went away).
-        await asyncio.wait_for(asyncio.Event().wait(), DEADLINE)
+        await asyncio.wait_for(asyncio.Event().wait(), PEER_DEADLINE)
 
     asyncio.run(main())

@@ -12,8 +12,7 @@ os.environ.setdefault("UCX_NET_DEVICES", "lo")
 import asyncio  # noqa: E402
 import struct  # noqa: E402
 
-# Every await in a peer is bounded by this: a peer whose parent is gone must not linger.
-DEADLINE = 30.0
+from _support import PEER_DEADLINE  # noqa: E402  (tests/ is on a spawned peer's sys.path)
 
 
 async def echo_messages(ep, count):
@@ -57,7 +56,7 @@ def echo_server(port_queue, connections, messages, tls=None, error_handling=True
         port_queue.put(listener.port)
         try:
             for _ in range(connections):
-                await asyncio.wait_for(done.get(), DEADLINE)
+                await asyncio.wait_for(done.get(), PEER_DEADLINE)
         finally:
             listener.close()
         if failures:
@@ -72,11 +71,11 @@ def connect_and_hang(port, ready_queue):
     import ucxx_go
 
     async def main():
-        ep = await asyncio.wait_for(ucxx_go.create_endpoint("127.0.0.1", port), DEADLINE)
+        ep = await asyncio.wait_for(ucxx_go.create_endpoint("127.0.0.1", port), PEER_DEADLINE)
         ready_queue.put(ep.local_address)
         # Never set: the parent kills this process while it waits (the deadline only
         # bounds a peer whose parent went away).
-        await asyncio.wait_for(asyncio.Event().wait(), DEADLINE)
+        await asyncio.wait_for(asyncio.Event().wait(), PEER_DEADLINE)
 
     asyncio.run(main())
 
@@ -93,12 +92,12 @@ def send_tagged(port, report_queue, tag, payload, decoy):
     report_queue.put(hash(tag))
 
     async def main():
-        ep = await asyncio.wait_for(ucxx_go.create_endpoint("127.0.0.1", port), DEADLINE)
-        await asyncio.wait_for(ep.send(decoy, tag=(tag, "not-this-one")), DEADLINE)
-        await asyncio.wait_for(ep.send(payload, tag=tag), DEADLINE)
+        ep = await asyncio.wait_for(ucxx_go.create_endpoint("127.0.0.1", port), PEER_DEADLINE)
+        await asyncio.wait_for(ep.send(decoy, tag=(tag, "not-this-one")), PEER_DEADLINE)
+        await asyncio.wait_for(ep.send(payload, tag=tag), PEER_DEADLINE)
         ack = bytearray(1)
-        await asyncio.wait_for(ep.recv(ack), DEADLINE)
-        await asyncio.wait_for(ep.close(), DEADLINE)
+        await asyncio.wait_for(ep.recv(ack), PEER_DEADLINE)
+        await asyncio.wait_for(ep.close(), PEER_DEADLINE)
 
     asyncio.run(main())
     ucxx_go.reset()

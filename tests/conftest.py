@@ -9,6 +9,7 @@ os.environ.setdefault("UCX_NET_DEVICES", "lo")
 import pytest  # noqa: E402
 
 import ucxx_go  # noqa: E402
+from _peers import echo_messages  # noqa: E402
 from _support import TIMEOUT, Server  # noqa: E402
 
 
@@ -25,20 +26,10 @@ def fresh_context():
 def echo_listener():
     """A listener whose handler echoes one message of the size it is told, then closes.
 
-    Protocol: the client sends 8 bytes (little-endian size), then the message; the
-    server sends the message back.
+    Protocol (_peers.echo_messages): the client sends 8 bytes (little-endian size), then
+    the message; the server sends the message back.
     """
-    import numpy as np
-
-    async def handler(ep):
-        size = np.empty(1, dtype="<u8")
-        await ep.recv(size)
-        buf = np.empty(int(size[0]), dtype="u1")
-        await ep.recv(buf)
-        await ep.send(buf)
-        await ep.close()
-
-    listener = ucxx_go.create_listener(handler)
+    listener = ucxx_go.create_listener(lambda ep: echo_messages(ep, 1))
     yield listener
     listener.close()
 

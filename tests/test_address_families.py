@@ -13,23 +13,21 @@ import numpy as np
 import pytest
 
 import ucxx_go
-from _support import TIMEOUT, exchange
+from _support import TIMEOUT, Server, exchange
 
 
 async def echo_through(listen_ip, connect_ip):
     """Connect to a listener on listen_ip through connect_ip; move 100 kB each way."""
-    accepted = asyncio.Queue()
-    listener = ucxx_go.create_listener(accepted.put_nowait, ip=listen_ip)
+    listening = Server(ip=listen_ip)
     try:
-        client = await asyncio.wait_for(ucxx_go.create_endpoint(connect_ip, listener.port), TIMEOUT)
-        server = await asyncio.wait_for(accepted.get(), TIMEOUT)
+        client, server = await listening.connect(connect_ip)
         payload = np.arange(100_000, dtype="u1")
         await exchange(client, server, payload)
         await exchange(server, client, payload[::-1].copy())
         await client.close()
         await server.close()
     finally:
-        listener.close()
+        listening.close()
 
 
 @pytest.mark.parametrize(

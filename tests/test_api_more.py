@@ -10,7 +10,6 @@ spawned from _api_peers.py, joined with a timeout, and their exit codes asserted
 import asyncio
 import contextlib
 import ipaddress
-import multiprocessing
 import pickle
 import re
 import socket
@@ -20,54 +19,45 @@ import numpy as np
 import pytest
 
 import ucxx_go
-from _support import Server, exchange, start, queue_get
+from _support import (
+    PROMPT,
+    SETTLE,
+    STARTUP,
+    TIMEOUT,
+    CloseCallback,
+    Server,
+    broken_by_peer,
+    exchange,
+    join,
+    mp,
+    queue_get,
+    start,
+    started,
+    wait_for_condition,
+    wait_in_flight,
+    wait_stats,
+)
 
 import _api_peers  # tests/ is on sys.path (conftest.py's directory, "prepend" import mode)
-
-TIMEOUT = 10.0  # bound on any await a bug could leave hanging
-STARTUP = 30.0  # a spawned interpreter imports numpy and ucxx_go before it answers
-
-mp = multiprocessing.get_context("spawn")
+from _multi_peers import raw_tag
 
 
 # -- helpers -------------------------------------------------------------------------------
 
 
-def in_flight():
-    """The number of requests the Go engine holds."""
-    return int(ucxx_go._bridge.ext.pybridge_Stats().split()[0])
+async def probe_until_matched(ep, timeout=SETTLE, **kwargs):
+    """Poll ep.tag_probe(**kwargs) (UCX's queue: nothing to await) until it matches;
+    return its ProbeInfo."""
 
-
-async def until(predicate, what, limit=5.0):
-    """Poll `predicate` (state with nothing to await) until true, at most `limit` s."""
-    deadline = time.monotonic() + limit
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not within {limit} s")
-        await asyncio.sleep(0.005)
-
-
-async def wait_in_flight(expected, limit=2.0):
-    await until(lambda: in_flight() == expected, f"the engine holding {expected} requests", limit)
-
-
-async def probe_until_matched(ep, limit=2.0, **kwargs):
-    """Poll ep.tag_probe(**kwargs) until it matches; return its ProbeInfo."""
-    for _ in range(int(limit / 0.005)):
+    def probe():
         info = ep.tag_probe(**kwargs)
-        if info.matched:
-            return info
-        await asyncio.sleep(0.005)
-    pytest.fail(f"tag_probe({kwargs}) matched nothing within {limit} s")
+        return info if info.matched else None
+
+    return await wait_for_condition(probe, f"tag_probe({kwargs}) matching", timeout)
 
 
 def random_bytes(size, seed=0):
     return np.random.default_rng(seed).integers(0, 256, size, dtype="u1")
-
-
-async def join(p, timeout=STARTUP):
-    await asyncio.get_running_loop().run_in_executor(None, p.join, timeout)
-    assert not p.is_alive(), f"{p.name} did not exit within {timeout} s"
 
 
 # -- 1: active messages --------------------------------------------------------------------
@@ -115,7 +105,6 @@ async def test_am_sent_before_recv_are_queued_in_order(pair):
 async def test_am_recv_waiting_before_sends(pair):
     client, srv = pair
     tasks = [asyncio.ensure_future(srv.am_recv()) for _ in range(5)]
-    await asyncio.sleep(0)
     await wait_in_flight(5)
     assert not any(t.done() for t in tasks)
     msgs = [bytes([i]) * (i + 1) * 1000 for i in range(5)]
@@ -150,11 +139,10 @@ async def test_am_on_two_endpoints_not_mixed(server):
 async def test_cancelled_am_recv_then_next_message(pair):
     client, srv = pair
     task = asyncio.ensure_future(srv.am_recv())
-    await asyncio.sleep(0)
     await wait_in_flight(1)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(task, 5.0)
+        await asyncio.wait_for(task, PROMPT)
     assert task.cancelled()
     await wait_in_flight(0)
     # The cancelled am_recv took nothing: the next message goes to the next am_recv.
@@ -166,14 +154,9 @@ async def test_cancelled_am_recv_then_next_message(pair):
 async def test_am_recv_pending_when_peer_closes(pair):
     client, srv = pair
     task = asyncio.ensure_future(srv.am_recv())
-    await asyncio.sleep(0)
     await wait_in_flight(1)
     await asyncio.wait_for(client.close(), TIMEOUT)
-    t0 = time.monotonic()
-    with pytest.raises(ucxx_go.UCXError) as info:
-        await asyncio.wait_for(task, 5.0)
-    assert time.monotonic() - t0 < 5.0
-    assert not isinstance(info.value, ucxx_go.UCXCloseError), "broken by the peer, not closed by us"
+    await broken_by_peer(task, since=time.monotonic())
     assert srv.closed and not srv.alive
     await wait_in_flight(0)
 
@@ -252,11 +235,12 @@ async def test_drain_after_peer_closed(pair, size):
     """UCXX's pattern: the peer sends and closes; the server sees it closed, then probes
     and receives what was sent before the close."""
     client, srv = pair
+    srv_closed = CloseCallback(srv)
     payload = random_bytes(size, seed=3)
     await asyncio.wait_for(client.send(payload), TIMEOUT)  # eager: done once sent
     await asyncio.wait_for(client.close(), TIMEOUT)
-    await until(lambda: srv.closed, "the server endpoint reporting closed after its peer closed")
-    assert not srv.alive
+    await srv_closed.wait()  # the server sees its peer's close
+    assert srv.closed and not srv.alive
     info = await probe_until_matched(srv)
     assert info.length == size
     out = np.zeros(size, dtype="u1")
@@ -334,14 +318,14 @@ async def test_garbage_worker_address_does_not_crash(processes):
 async def test_close_after_n_recv(pair):
     client, srv = pair
     pending = asyncio.ensure_future(client.recv(bytearray(8)))
+    srv_closed = CloseCallback(srv)
     srv.close_after_n_recv(3)
     for i in range(3):
         assert not srv.closed, f"closed after {i} receives"
         await exchange(client, srv, bytes([i]) * 8)
-    await until(lambda: srv.closed, "the endpoint closing itself after the third receive")
-    with pytest.raises(ucxx_go.UCXError) as info:
-        await asyncio.wait_for(pending, 5.0)
-    assert not isinstance(info.value, ucxx_go.UCXCloseError), "closed by the peer, not by us"
+    await srv_closed.wait()  # it closes itself after the third receive
+    assert srv.closed
+    await broken_by_peer(pending, since=time.monotonic())
     with pytest.raises(ucxx_go.UCXCloseError):
         await asyncio.wait_for(srv.send(b"late"), TIMEOUT)
 
@@ -349,6 +333,7 @@ async def test_close_after_n_recv(pair):
 async def test_close_after_n_recv_counted_from_creation(pair):
     client, srv = pair
     pending = asyncio.ensure_future(client.recv(bytearray(8)))
+    srv_closed = CloseCallback(srv)
     for i in range(2):
         await exchange(client, srv, bytes([i]) * 8)
     with pytest.raises(ucxx_go.UCXError):
@@ -357,23 +342,26 @@ async def test_close_after_n_recv_counted_from_creation(pair):
     srv.close_after_n_recv(3, count_from_ep_creation=True)
     assert srv.alive
     await exchange(client, srv, b"third!!!")
-    await until(lambda: srv.closed, "the endpoint closing itself after one more receive")
+    await srv_closed.wait()  # it closes itself after one more receive
+    assert srv.closed
     with pytest.raises(ucxx_go.UCXError):
-        await asyncio.wait_for(pending, 5.0)
+        await asyncio.wait_for(pending, PROMPT)
 
 
 async def test_close_after_n_recv_already_reached(pair):
     client, srv = pair
+    srv_closed = CloseCallback(srv)
     await exchange(client, srv, b"one")
     srv.close_after_n_recv(1, count_from_ep_creation=True)  # reached already: closes now
-    await until(lambda: srv.closed, "the endpoint closing at once")
+    await srv_closed.wait()
+    assert srv.closed
 
 
 # -- 5: set_close_callback -----------------------------------------------------------------
 
 
 @pytest.mark.parametrize("how", ["close", "abort", "peer"])
-async def test_close_callback_called_once(pair, how):
+async def test_close_callback_called_once(server, pair, how):
     client, srv = pair
     calls = []
     called = asyncio.Event()
@@ -390,13 +378,22 @@ async def test_close_callback_called_once(pair, how):
         assert calls, "abort calls the callback synchronously"
     else:
         await asyncio.wait_for(srv.close(), TIMEOUT)
-    await asyncio.wait_for(called.wait(), 5.0)
+    await asyncio.wait_for(called.wait(), PROMPT)
     assert calls == [((1, "two"), {"three": 3})]
     # Whatever happens next, no second call.
     await asyncio.wait_for(client.close(), TIMEOUT)
     client.abort()
     await asyncio.wait_for(srv.close(), TIMEOUT)
-    await asyncio.sleep(0.05)  # let any (wrong) late event arrive
+    # Nothing can be reported about the two endpoints once the engine has dropped them,
+    # and what was reported before is delivered through the completion queue ahead of
+    # a later message's completion: after one on a new connection, a (wrong) late event
+    # would have called back.
+    await wait_stats(endpoints=0)
+    c2, s2 = await server.connect()
+    try:
+        await exchange(c2, s2, b"after the closes")
+    finally:
+        c2.abort()
     assert len(calls) == 1
 
 
@@ -416,13 +413,12 @@ async def test_close_is_idempotent(pair):
 async def test_close_with_recv_in_flight(pair):
     client, _ = pair
     recv = asyncio.ensure_future(client.recv(bytearray(64)))
-    await asyncio.sleep(0)
     await wait_in_flight(1)
     t0 = time.monotonic()
     await asyncio.wait_for(client.close(timeout=2.0), TIMEOUT)
     assert time.monotonic() - t0 < 2.0 + 1.0
     with pytest.raises(ucxx_go.UCXError):
-        await asyncio.wait_for(recv, 5.0)
+        await asyncio.wait_for(recv, PROMPT)
     await wait_in_flight(0)
 
 
@@ -433,8 +429,10 @@ async def test_close_with_send_in_flight(server, op):
     big = np.ones(8 << 20, dtype="u1")
     send = asyncio.ensure_future(client.send(big) if op == "send" else client.send_multi([big, big[:100]]))
     try:
-        await until(lambda: in_flight() >= 1, "the send reaching the engine")
-        await asyncio.sleep(0.05)
+        # The message (its rendezvous announcement, or the header) is waiting at the peer,
+        # which never receives it: the send is stuck, not merely starting.
+        tag = {} if op == "send" else {"tag": raw_tag(client), "force_tag": True}
+        await probe_until_matched(srv, **tag)
         assert not send.done()
         t0 = time.monotonic()
         await asyncio.wait_for(client.close(timeout=1.0), TIMEOUT)
@@ -457,36 +455,34 @@ async def test_close_with_send_in_flight(server, op):
 async def test_cancelled_close_still_closes(pair):
     client, srv = pair
     peer_recv = asyncio.ensure_future(srv.recv(bytearray(8)))
-    calls = []
-    client.set_close_callback(calls.append, cb_args=("closed",))
-    closing = asyncio.ensure_future(client.close())
-    await asyncio.sleep(0)  # the close has started
+    closed = CloseCallback(client, "closed")
+    [closing] = await started(client.close())  # the close has started
     closing.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(closing, TIMEOUT)
     assert client.closed and not client.alive
     # The close went on without its caller: the peer sees the connection end.
     with pytest.raises(ucxx_go.UCXError):
-        await asyncio.wait_for(peer_recv, 5.0)
-    await until(lambda: calls == ["closed"], "the close callback after a cancelled close")
+        await asyncio.wait_for(peer_recv, PROMPT)
+    await closed.wait()  # the close callback, after a cancelled close
+    assert closed.calls == [(("closed",), {})]
     await asyncio.wait_for(client.close(), TIMEOUT)  # waits for the first, harmless
-    assert calls == ["closed"]
+    assert closed.calls == [(("closed",), {})]
 
 
 async def test_abort_is_synchronous_and_idempotent(pair):
     client, srv = pair
     peer_recv = asyncio.ensure_future(srv.recv(bytearray(8)))
     own_recv = asyncio.ensure_future(client.recv(bytearray(8)))
-    await asyncio.sleep(0)
     await wait_in_flight(2)
     assert client.abort() is None
     assert client.closed and not client.alive  # at once, nothing awaited
     client.abort()
     assert client.closed
     with pytest.raises(ucxx_go.UCXCanceledError):
-        await asyncio.wait_for(own_recv, 5.0)
+        await asyncio.wait_for(own_recv, PROMPT)
     with pytest.raises(ucxx_go.UCXError):
-        await asyncio.wait_for(peer_recv, 5.0)
+        await asyncio.wait_for(peer_recv, PROMPT)
     await asyncio.wait_for(client.close(), 1.0)  # after abort: returns at once
     await wait_in_flight(0)
 
@@ -519,13 +515,13 @@ async def test_400_endpoints_to_one_listener():
         echoes = await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(count))), 30.0)
         assert echoes == list(range(count))
         assert len(clients) == count
-        await until(lambda: listener.active_clients == count, f"{count} active clients")
+        await wait_for_condition(lambda: listener.active_clients == count, f"{count} active clients")
         # Clients that close stop counting.
         half = count // 2
         await asyncio.wait_for(asyncio.gather(*(ep.close() for ep in clients[:half])), 20.0)
-        await until(lambda: listener.active_clients == count - half, f"{count - half} active clients")
+        await wait_for_condition(lambda: listener.active_clients == count - half, f"{count - half} active clients")
         await asyncio.wait_for(asyncio.gather(*(ep.close() for ep in clients[half:])), 20.0)
-        await until(lambda: listener.active_clients == 0, "no active clients")
+        await wait_for_condition(lambda: listener.active_clients == 0, "no active clients")
         await asyncio.wait_for(asyncio.gather(*(ep.close() for ep in server_eps)), 20.0)
     finally:
         for ep in clients + server_eps:

@@ -7,17 +7,8 @@ import numpy as np
 import ucxx_go
 
 
-async def connected_pair():
-    """A client endpoint and the server's endpoint for the same connection."""
-    server_ep = asyncio.get_running_loop().create_future()
-    listener = ucxx_go.create_listener(lambda ep: server_ep.set_result(ep))
-    client = await ucxx_go.create_endpoint("127.0.0.1", listener.port)
-    server = await asyncio.wait_for(server_ep, 10)
-    return listener, client, server
-
-
-async def test_thousand_concurrent_tagged_messages():
-    listener, client, server = await connected_pair()
+async def test_thousand_concurrent_tagged_messages(pair):
+    client, server = pair
     n = 1000
     outs = [np.empty(16, dtype="<u8") for _ in range(n)]
     recvs = [asyncio.ensure_future(server.recv(outs[i], tag=i)) for i in range(n)]
@@ -28,11 +19,10 @@ async def test_thousand_concurrent_tagged_messages():
         assert (out == i).all(), f"message {i} landed in the wrong buffer"
     await client.close()
     await server.close()
-    listener.close()
 
 
-async def test_order_is_kept_on_one_tag():
-    listener, client, server = await connected_pair()
+async def test_order_is_kept_on_one_tag(pair):
+    client, server = pair
     n = 500
     outs = [np.empty(4, dtype="<u8") for _ in range(n)]
     recvs = [asyncio.ensure_future(server.recv(o)) for o in outs]
@@ -41,11 +31,10 @@ async def test_order_is_kept_on_one_tag():
     assert [int(o[0]) for o in outs] == list(range(n))
     await client.close()
     await server.close()
-    listener.close()
 
 
-async def test_both_directions_at_once():
-    listener, client, server = await connected_pair()
+async def test_both_directions_at_once(pair):
+    client, server = pair
     a, b = np.arange(1 << 18, dtype="u1"), np.arange(1 << 18, dtype="u1")[::-1].copy()
     ra, rb = np.empty_like(a), np.empty_like(b)
     await asyncio.wait_for(
@@ -54,7 +43,6 @@ async def test_both_directions_at_once():
     assert (ra == a).all() and (rb == b).all()
     await client.close()
     await server.close()
-    listener.close()
 
 
 async def test_many_endpoints_to_one_listener():

@@ -6,6 +6,7 @@ tests/gpu/."""
 import pytest
 
 import ucxx_go
+from _support import started
 from ucxx_go._buffers import MEMORY_CUDA, buffer_info
 from ucxx_go._bridge import ext
 
@@ -100,8 +101,7 @@ async def test_recv_multi_with_cuda_allocator_and_host_frames_only(pair):
         asked.append(n)
         raise AssertionError("no CUDA frame was sent")
 
-    waiting = asyncio.ensure_future(server.recv_multi(cuda_allocator=allocator))
-    await asyncio.sleep(0.05)
+    [waiting] = await started(server.recv_multi(cuda_allocator=allocator))  # posted, nothing came
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting

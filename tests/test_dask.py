@@ -50,10 +50,10 @@ from distributed.utils import get_ip  # noqa: E402
 from distributed.utils_test import gen_cluster  # noqa: E402
 
 import ucxx_go  # noqa: E402
+from _support import TIMEOUT, CloseCallback, started, wait_for_condition  # noqa: E402  (TIMEOUT: comm-level)
 from ucxx_go import distributed_backend  # noqa: E402
 
-TIMEOUT = 10.0  # bound on any comm-level await a bug could leave hanging
-STARTUP = 60.0  # bound on starting or stopping a cluster (spawned processes import a lot)
+CLUSTER_STARTUP = 60.0  # bound on starting or stopping a cluster (spawned processes import a lot)
 COMPUTE = 60.0  # bound on a computation
 
 ADDRS = ["ucxgo://127.0.0.1", "ucxgo://0.0.0.0", "ucxgo://"]
@@ -144,7 +144,7 @@ def assert_concrete(address):
 
 
 @contextlib.asynccontextmanager
-async def running(obj, timeout=STARTUP):
+async def running(obj, timeout=CLUSTER_STARTUP):
     """Start a distributed Scheduler, Worker, Client or cluster and close it on the way
     out, both bounded."""
     try:
@@ -411,9 +411,7 @@ async def test_comm_closed_explicit(addr, loopback_contact):
     """check_comm_closed_explicit: reads in flight on both ends fail when one closes;
     later reads and writes fail on both."""
     a, b = await comm_pair(addr)
-    a_read = asyncio.ensure_future(a.read())
-    b_read = asyncio.ensure_future(b.read())
-    await asyncio.sleep(0)  # let both reads post their receives
+    a_read, b_read = await started(a.read(), b.read())  # both reads have posted their receives
     await close_all(a)
     with pytest.raises(CommClosedError):
         await wait(a_read)
@@ -432,13 +430,12 @@ async def test_messages_written_before_close_are_read_first():
     """close() flushes: what a comm wrote before it closed is still read by the peer,
     then the peer's next read raises CommClosedError (as with TCP's FIN)."""
     a, b = await comm_pair("ucxgo://127.0.0.1")
+    b_ep_closed = CloseCallback(b._ep)  # the close reaching b's endpoint (the comm does not say)
     await wait(a.write({"last": 1}))
     await wait(a.write({"last": 2}))
     await close_all(a)
-    deadline = time.monotonic() + TIMEOUT
-    while b._ep.alive:  # the close reaches b's endpoint in Go: nothing to await
-        assert time.monotonic() < deadline, "the close never reached the peer"
-        await asyncio.sleep(0.01)
+    await b_ep_closed.wait(TIMEOUT)
+    assert not b._ep.alive
     try:
         assert await wait(b.read()) == {"last": 1}
         assert await wait(b.read()) == {"last": 2}
@@ -761,7 +758,7 @@ async def test_local_cluster_processes():
         return os.getpid(), type(backends["ucxgo"]).__module__
 
     async with running(local_cluster()) as cluster, running(Client(cluster, asynchronous=True)) as c:
-        await wait(c.wait_for_workers(2), STARTUP)
+        await wait(c.wait_for_workers(2), CLUSTER_STARTUP)
         workers = (await wait(c.scheduler.identity()))["workers"]
         assert len(workers) == 2 and all(w.startswith("ucxgo://127.0.0.1:") for w in workers)
         found = await wait(c.run(backend_of_this_process), COMPUTE)
@@ -774,15 +771,19 @@ async def test_local_cluster_processes():
 async def test_worker_killed_mid_computation():
     """SIGKILL one of two worker processes while tasks run: its nanny starts a new one,
     the scheduler reruns what was lost, the result is right."""
+    released = "ucxgo-test-worker-killed"
 
-    def slow_inc(i):
-        time.sleep(0.05)
+    def held_inc(i):
+        # Tasks past the first ten wait until the test has killed a worker: the kill then
+        # lands mid-computation, with a task running on each worker.
+        if i >= 10 and not distributed.Event(released).wait(COMPUTE):
+            raise TimeoutError("the test never released the tasks")
         return i + 1
 
     tasks = 100
     async with running(local_cluster()) as cluster, running(Client(cluster, asynchronous=True)) as c:
-        await wait(c.wait_for_workers(2), STARTUP)
-        futures = c.map(slow_inc, range(tasks), pure=False)
+        await wait(c.wait_for_workers(2), CLUSTER_STARTUP)
+        futures = c.map(held_inc, range(tasks), pure=False)
         total = c.submit(sum, futures)
         await wait(c.gather(futures[:10]), COMPUTE)
         assert not total.done()
@@ -793,12 +794,13 @@ async def test_worker_killed_mid_computation():
         assert state.processing or state.has_what  # it has work to lose
         pid = nanny.process.process.pid
         os.kill(pid, signal.SIGKILL)
+        await wait(distributed.Event(released, client=c).set())
 
         assert await wait(total, COMPUTE) == sum(i + 1 for i in range(tasks))
         [removed] = [msg for _, msg in cluster.scheduler.get_events(victim) if msg["action"] == "remove-worker"]
         assert not removed["expected"]
         assert removed["processing-tasks"] or removed["lost-computed-tasks"]
-        await wait(c.wait_for_workers(2), STARTUP)
+        await wait(c.wait_for_workers(2), CLUSTER_STARTUP)
         assert nanny.process is not None and nanny.process.process.pid != pid  # restarted
 
 
@@ -862,15 +864,18 @@ async def test_cli_scheduler_and_workers(processes, tmp_path):
         processes, scheduler_log, dask_exe, "scheduler", "--protocol", "ucxgo", "--host", "127.0.0.1",
         "--port", "0", "--no-dashboard", "--dashboard-address", ":0", "--scheduler-file", str(scheduler_file),
     )
-    address = None
-    deadline = time.monotonic() + STARTUP
-    while address is None:  # a file appearing: nothing to await
+
+    def scheduler_address():  # a file appearing: nothing to await
         assert scheduler.returncode is None, tail(scheduler_log)
-        assert time.monotonic() < deadline, f"no scheduler file after {STARTUP} s:\n{tail(scheduler_log)}"
         with contextlib.suppress(FileNotFoundError, json.JSONDecodeError, KeyError):
-            address = json.loads(scheduler_file.read_text())["address"]
-        if address is None:
-            await asyncio.sleep(0.05)
+            return json.loads(scheduler_file.read_text())["address"]
+
+    address = await wait_for_condition(
+        scheduler_address,
+        lambda: f"the scheduler writing its file (its log ends:\n{tail(scheduler_log)}\n)",
+        CLUSTER_STARTUP,
+        interval=0.05,
+    )
     assert address.startswith("ucxgo://127.0.0.1:")
 
     worker_logs = [tmp_path / f"worker{i}.log" for i in range(2)]
@@ -883,7 +888,7 @@ async def test_cli_scheduler_and_workers(processes, tmp_path):
     ]
     async with running(Client(address, asynchronous=True)) as c:
         try:
-            await wait(c.wait_for_workers(2), STARTUP)
+            await wait(c.wait_for_workers(2), CLUSTER_STARTUP)
         except asyncio.TimeoutError:
             pytest.fail("workers did not join:\n" + "\n".join(tail(log) for log in worker_logs))
         joined = (await wait(c.scheduler.identity()))["workers"]

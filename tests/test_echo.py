@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import ucxx_go
+from _support import TIMEOUT
 
 SIZES = [0, 1, 8 << 10, 1 << 20, 64 << 20]
 KINDS = ["bytes", "bytearray", "memoryview", "numpy"]
@@ -35,7 +36,7 @@ async def test_echo(echo_listener, kind, size):
     ep = await ucxx_go.create_endpoint("127.0.0.1", echo_listener.port)
     msg = make(kind, payload)
     out = empty(kind, size)
-    await asyncio.wait_for(ep.send(np.array([size], dtype="<u8")), 10)
+    await asyncio.wait_for(ep.send(np.array([size], dtype="<u8")), TIMEOUT)
     await asyncio.wait_for(ep.send(msg), 30)
     got = await asyncio.wait_for(ep.recv(out), 30)
     assert got == size
@@ -74,8 +75,8 @@ async def test_send_obj_recv_obj():
     listener = ucxx_go.create_listener(handler)
     ep = await ucxx_go.create_endpoint("127.0.0.1", listener.port)
     await ep.send_obj(b"ping" * 5000)
-    assert await asyncio.wait_for(got, 10) == bytearray(b"ping" * 5000)
-    assert await asyncio.wait_for(ep.recv_obj(), 10) == bytearray(b"pong" * 1000)
+    assert await asyncio.wait_for(got, TIMEOUT) == bytearray(b"ping" * 5000)
+    assert await asyncio.wait_for(ep.recv_obj(), TIMEOUT) == bytearray(b"pong" * 1000)
     await ep.close()
     listener.close()
 
@@ -88,7 +89,7 @@ async def test_short_message_into_larger_buffer():
     listener = ucxx_go.create_listener(handler)
     ep = await ucxx_go.create_endpoint("127.0.0.1", listener.port)
     out = bytearray(10)
-    assert await asyncio.wait_for(ep.recv(out), 10) == 3
+    assert await asyncio.wait_for(ep.recv(out), TIMEOUT) == 3
     assert out[:3] == b"abc"
     await ep.close()
     listener.close()
@@ -100,6 +101,6 @@ async def test_fortran_ordered_and_multidimensional_arrays(echo_listener):
     out = np.empty((32, 64), dtype="f8")  # C order: the same bytes as a.T
     await ep.send(np.array([a.nbytes], dtype="<u8"))
     await ep.send(a)
-    await asyncio.wait_for(ep.recv(out), 10)
+    await asyncio.wait_for(ep.recv(out), TIMEOUT)
     assert (out == a.T).all()
     await ep.close()

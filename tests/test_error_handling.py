@@ -18,7 +18,7 @@ import pytest
 
 import ucxx_go
 from _peers import echo_messages, echo_server
-from _support import TIMEOUT, Server, mp, queue_get, start
+from _support import PROMPT, TIMEOUT, Server, close_or_abort, join, mp, queue_get, start, wait_in_flight
 
 SHM_TLS = "sm,self,tcp"  # tcp only for the listener's connection manager
 SIZES = (8, 1 << 20)
@@ -81,15 +81,12 @@ async def test_close_and_abort_cancel_pending_recv(accepted, how):
     client, srv = await accepted.connect(endpoint_error_handling=False)
     await echo_pair(client, srv)
     task = asyncio.ensure_future(client.recv(bytearray(16)))
-    await asyncio.sleep(0.05)
+    await wait_in_flight(1)  # posted before the close
     t0 = time.monotonic()
-    if how == "close":
-        await asyncio.wait_for(client.close(), TIMEOUT)
-    else:
-        client.abort()
+    await close_or_abort(client, how)
     with pytest.raises(ucxx_go.UCXCanceledError):
-        await asyncio.wait_for(task, 5.0)
-    assert time.monotonic() - t0 < 5.0
+        await asyncio.wait_for(task, PROMPT)
+    assert time.monotonic() - t0 < PROMPT
     assert client.closed
     with pytest.raises(ucxx_go.UCXCloseError):
         await asyncio.wait_for(client.send(b"late"), TIMEOUT)
@@ -116,11 +113,11 @@ async def test_peer_close_detected_only_with_error_handling(error_handling):
         client, srv = await a.connect(endpoint_error_handling=error_handling)
         await echo_pair(client, srv)
         task = asyncio.ensure_future(srv.recv(bytearray(16)))
-        await asyncio.sleep(0.05)
+        await wait_in_flight(1)  # posted before the peer closes
         await asyncio.wait_for(client.close(), TIMEOUT)
         if error_handling:
             with pytest.raises(ucxx_go.UCXError) as info:
-                await asyncio.wait_for(task, 5.0)
+                await asyncio.wait_for(task, PROMPT)
             assert not isinstance(info.value, ucxx_go.UCXCloseError), "closed by the peer, not by us"
         else:
             done, _ = await asyncio.wait([task], timeout=0.5)
@@ -128,7 +125,7 @@ async def test_peer_close_detected_only_with_error_handling(error_handling):
             assert not srv.closed
             await asyncio.wait_for(srv.close(), TIMEOUT)
             with pytest.raises(ucxx_go.UCXCanceledError):
-                await asyncio.wait_for(task, 5.0)
+                await asyncio.wait_for(task, PROMPT)
     finally:
         a.close()
 
@@ -194,7 +191,7 @@ async def test_echo_with_server_process(processes, error_handling):
         print(f"1 MiB echo across processes, error handling {error_handling}: {per_echo * 1e3:.2f} ms")
     finally:
         await asyncio.wait_for(ep.close(), TIMEOUT)
-    await asyncio.get_running_loop().run_in_executor(None, server.join, TIMEOUT)
+    await join(server, TIMEOUT)
     assert server.exitcode == 0
 
 

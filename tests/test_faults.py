@@ -14,41 +14,19 @@ import numpy as np
 import pytest
 
 import ucxx_go
-from _support import Server, exchange
-from ucxx_go import _endpoint
-
-TIMEOUT = 10.0  # bound on any await that a bug could leave hanging
-
-
-def engine_stats():
-    """What the Go engine holds: (requests in flight, endpoints, listeners)."""
-    return tuple(int(x) for x in ucxx_go._bridge.ext.pybridge_Stats().split())
-
-
-def in_flight():
-    """The number of requests the Go engine holds."""
-    return engine_stats()[0]
-
-
-async def wait_stats(in_flight=None, endpoints=None, listeners=None, limit=2.0):
-    """Wait until the engine holds what is expected (Go-side state: nothing to await).
-
-    None leaves a count unchecked.
-    """
-    want = (in_flight, endpoints, listeners)
-    deadline = time.monotonic() + limit
-    while True:
-        got = engine_stats()
-        if all(w is None or w == g for w, g in zip(want, got)):
-            return
-        if time.monotonic() > deadline:
-            pytest.fail(f"the engine holds (in flight, endpoints, listeners) = {got}, expected {want}")
-        await asyncio.sleep(0.01)
-
-
-async def wait_in_flight(expected, limit=2.0):
-    """Wait until the engine holds `expected` requests."""
-    await wait_stats(in_flight=expected, limit=limit)
+from _support import (
+    PROMPT,
+    TIMEOUT,
+    CloseCallback,
+    Server,
+    broken_by_peer,
+    close_or_abort,
+    exchange,
+    in_flight,
+    refuse_submissions,
+    wait_in_flight,
+    wait_stats,
+)
 
 
 async def round_trip(a, b, size=1000):
@@ -61,12 +39,7 @@ async def round_trip(a, b, size=1000):
 @pytest.fixture
 def no_submission(monkeypatch):
     """Fail the test if a send or recv reaches the Go engine."""
-
-    def refuse(*args):
-        raise AssertionError("a request was submitted to the engine")
-
-    monkeypatch.setattr(_endpoint, "_tag_send", refuse)
-    monkeypatch.setattr(_endpoint, "_tag_recv", refuse)
+    refuse_submissions(monkeypatch, "_tag_send", "_tag_recv")
     return monkeypatch
 
 
@@ -145,10 +118,7 @@ async def test_operations_on_closed_endpoint(pair, no_submission, how):
     client, _ = pair
     calls = []
     client.set_close_callback(calls.append, cb_args=("closed",))
-    if how == "close":
-        await asyncio.wait_for(client.close(), TIMEOUT)
-    else:
-        client.abort()
+    await close_or_abort(client, how)
     assert client.closed
     assert not client.alive
     assert calls == ["closed"]
@@ -169,14 +139,10 @@ async def test_operations_on_closed_endpoint(pair, no_submission, how):
 async def test_close_fails_pending_recv(pair, how):
     client, _ = pair
     task = asyncio.ensure_future(client.recv(bytearray(16)))
-    await asyncio.sleep(0)
     await wait_in_flight(1)
-    if how == "close":
-        await asyncio.wait_for(client.close(), TIMEOUT)
-    else:
-        client.abort()
+    await close_or_abort(client, how)
     with pytest.raises(ucxx_go.UCXCanceledError):
-        await asyncio.wait_for(task, 5.0)
+        await asyncio.wait_for(task, PROMPT)
     await wait_in_flight(0)
 
 
@@ -193,13 +159,12 @@ async def test_cancelled_recv_frees_its_request(pair):
     client, srv = pair
     await wait_in_flight(0)
     task = asyncio.ensure_future(client.recv(bytearray(16)))
-    await asyncio.sleep(0)  # let the task run up to its await: the recv is submitted
-    await wait_in_flight(1)
+    await wait_in_flight(1)  # the recv is submitted
     t0 = time.monotonic()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(task, 5.0)
-    assert time.monotonic() - t0 < 5.0
+        await asyncio.wait_for(task, PROMPT)
+    assert time.monotonic() - t0 < PROMPT
     assert task.cancelled()
     await wait_in_flight(0)
     # The cancelled recv took nothing: the next message goes to the next recv, whole.
@@ -221,11 +186,10 @@ async def test_recv_timeout_then_recv(pair):
 async def test_many_cancelled_recvs_then_recv(pair):
     client, srv = pair
     tasks = [asyncio.ensure_future(client.recv(bytearray(8))) for _ in range(50)]
-    await asyncio.sleep(0)
     await wait_in_flight(50)
     for t in tasks:
         t.cancel()
-    done, pending = await asyncio.wait(tasks, timeout=5.0)
+    done, pending = await asyncio.wait(tasks, timeout=PROMPT)
     assert not pending
     assert all(t.cancelled() for t in done)
     await wait_in_flight(0)
@@ -292,7 +256,7 @@ async def test_cancelled_connects_leave_nothing_open(server):
             continue
         await asyncio.wait_for(ep.close(), TIMEOUT)
     # Every connection the server saw is broken by its client, and the engine drops it.
-    await wait_stats(in_flight=0, endpoints=0, listeners=1, limit=5.0)
+    await wait_stats(in_flight=0, endpoints=0, listeners=1, timeout=PROMPT)
     for ep in server.endpoints:
         assert not ep.alive
 
@@ -302,44 +266,31 @@ async def test_cancelled_connects_leave_nothing_open(server):
 
 async def test_peer_close_fails_pending_recv(pair):
     client, srv = pair
-    calls = []
-    called = asyncio.Event()
-
-    def on_close(*args):
-        calls.append(args)
-        called.set()
-
-    client.set_close_callback(on_close, cb_args=("client",))
+    closed = CloseCallback(client, "client")
     task = asyncio.ensure_future(client.recv(bytearray(16)))
-    await asyncio.sleep(0)
     await wait_in_flight(1)
     await asyncio.wait_for(srv.close(), TIMEOUT)
-    t0 = time.monotonic()
-    with pytest.raises(ucxx_go.UCXError) as info:
-        await asyncio.wait_for(task, 5.0)
-    assert time.monotonic() - t0 < 5.0
-    assert not isinstance(info.value, ucxx_go.UCXCloseError), "closed by the peer, not by us"
-    await asyncio.wait_for(called.wait(), 5.0)
+    await broken_by_peer(task, since=time.monotonic())
+    await closed.wait()
     assert not client.alive
     assert client.closed  # as in UCXX: an endpoint its peer closed reports closed
     with pytest.raises(ucxx_go.UCXError):
         await asyncio.wait_for(client.send(b"late"), TIMEOUT)
     await asyncio.wait_for(client.close(), TIMEOUT)
-    assert calls == [("client",)]
+    assert closed.calls == [(("client",), {})]
     await wait_in_flight(0)
 
 
 async def test_dropped_endpoint_is_aborted(server):
     client, srv = await server.connect()
     task = asyncio.ensure_future(srv.recv(bytearray(16)))
-    await asyncio.sleep(0)
     await wait_in_flight(1)
     del client
     gc.collect()
     t0 = time.monotonic()
     with pytest.raises(ucxx_go.UCXError):
-        await asyncio.wait_for(task, 5.0)
-    assert time.monotonic() - t0 < 5.0
+        await asyncio.wait_for(task, PROMPT)
+    assert time.monotonic() - t0 < PROMPT
     assert not srv.alive
     await wait_stats(in_flight=0, endpoints=0)  # both are gone from the engine: aborted, and broken
     # The dropped endpoint counts as closed: reset is not refused because of it.

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import ucxx_go
+from _support import TIMEOUT
 
 MODES = [
     dict(),
@@ -41,8 +42,8 @@ async def test_mode_echo(kwargs):
     out = np.empty(1 << 16, dtype="u1")
     for i in range(20):
         msg = np.full(1 << 16, i, dtype="u1")
-        await asyncio.wait_for(ep.send(msg), 10)
-        await asyncio.wait_for(ep.recv(out), 10)
+        await asyncio.wait_for(ep.send(msg), TIMEOUT)
+        await asyncio.wait_for(ep.recv(out), TIMEOUT)
         assert (out == i).all()
     await ep.close()
     listener.close()
@@ -80,7 +81,7 @@ async def test_new_event_loop_after_reset_free_use():
     ep = await ucxx_go.create_endpoint("127.0.0.1", listener.port)
     await ep.send(b"hello")
     out = bytearray(5)
-    await asyncio.wait_for(ep.recv(out), 10)
+    await asyncio.wait_for(ep.recv(out), TIMEOUT)
     assert out == b"hello"
     await ep.close()
     listener.close()

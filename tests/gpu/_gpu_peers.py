@@ -16,8 +16,9 @@ os.environ.setdefault("UCX_NET_DEVICES", "lo")
 
 import asyncio  # noqa: E402
 
+from _support import GPU_TIMEOUT  # noqa: E402  (tests/ is on a spawned peer's sys.path)
+
 ECHO_TAG, ECHO_MULTI, QUIT = 1, 2, 3
-DEADLINE = 120.0
 
 
 def serve(port_queue):
@@ -33,15 +34,15 @@ def serve(port_queue):
             try:
                 while True:
                     ctl = np.empty(2, dtype="<u8")
-                    await asyncio.wait_for(ep.recv(ctl), DEADLINE)
+                    await asyncio.wait_for(ep.recv(ctl), GPU_TIMEOUT)
                     command, size = int(ctl[0]), int(ctl[1])
                     if command == ECHO_TAG:
                         buf = cp.empty(size, dtype=cp.uint8)
-                        await asyncio.wait_for(ep.recv(buf), DEADLINE)
-                        await asyncio.wait_for(ep.send(buf), DEADLINE)
+                        await asyncio.wait_for(ep.recv(buf), GPU_TIMEOUT)
+                        await asyncio.wait_for(ep.send(buf), GPU_TIMEOUT)
                     elif command == ECHO_MULTI:
-                        frames = await asyncio.wait_for(ep.recv_multi(), DEADLINE)
-                        await asyncio.wait_for(ep.send_multi(frames), DEADLINE)
+                        frames = await asyncio.wait_for(ep.recv_multi(), GPU_TIMEOUT)
+                        await asyncio.wait_for(ep.send_multi(frames), GPU_TIMEOUT)
                     else:
                         break
                 await ep.close()
@@ -55,7 +56,7 @@ def serve(port_queue):
         listener = ucxx_go.create_listener(handler)
         port_queue.put(listener.port)
         try:
-            await asyncio.wait_for(done, DEADLINE * 4)
+            await asyncio.wait_for(done, GPU_TIMEOUT * 4)
         finally:
             listener.close()
 

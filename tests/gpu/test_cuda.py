@@ -19,8 +19,7 @@ if _GPUS == 0:
 
 import ucxx_go  # noqa: E402
 from _gpu_peers import ECHO_MULTI, ECHO_TAG, QUIT, serve  # noqa: E402
-
-TIMEOUT = 120.0
+from _support import GPU_TIMEOUT, started  # noqa: E402
 
 
 def pattern(n, seed=0):
@@ -52,7 +51,7 @@ async def gpu_peer():
 async def echo_tag(ep, buf):
     await ep.send(np.array([ECHO_TAG, buf.nbytes], dtype="<u8"))
     out = cp.empty(buf.nbytes, dtype=cp.uint8)
-    await asyncio.wait_for(asyncio.gather(ep.send(buf), ep.recv(out)), TIMEOUT)
+    await asyncio.wait_for(asyncio.gather(ep.send(buf), ep.recv(out)), GPU_TIMEOUT)
     return out
 
 
@@ -73,8 +72,8 @@ async def test_mixed_host_and_cuda_multi(gpu_peer):
         pattern(5 << 20, 3),
     ]
     await gpu_peer.send(np.array([ECHO_MULTI, 0], dtype="<u8"))
-    await asyncio.wait_for(gpu_peer.send_multi(frames), TIMEOUT)
-    got = await asyncio.wait_for(gpu_peer.recv_multi(), TIMEOUT)
+    await asyncio.wait_for(gpu_peer.send_multi(frames), GPU_TIMEOUT)
+    got = await asyncio.wait_for(gpu_peer.recv_multi(), GPU_TIMEOUT)
     assert len(got) == len(frames)
     for sent, recv in zip(frames, got):
         if isinstance(sent, np.ndarray):
@@ -102,10 +101,10 @@ async def test_recv_multi_into_frames_from_a_user_allocator(gpu_peer):
     await gpu_peer.send(np.array([ECHO_MULTI, 0], dtype="<u8"))
     await gpu_peer.send_multi(frames)
     with pytest.raises(MemoryError):
-        await asyncio.wait_for(gpu_peer.recv_multi(cuda_allocator=failing), TIMEOUT)
+        await asyncio.wait_for(gpu_peer.recv_multi(cuda_allocator=failing), GPU_TIMEOUT)
     await gpu_peer.send(np.array([ECHO_MULTI, 0], dtype="<u8"))
     await gpu_peer.send_multi(frames)
-    got = await asyncio.wait_for(gpu_peer.recv_multi(cuda_allocator=from_pool), TIMEOUT)
+    got = await asyncio.wait_for(gpu_peer.recv_multi(cuda_allocator=from_pool), GPU_TIMEOUT)
     assert isinstance(got[0], np.ndarray) and np.array_equal(got[0], frames[0])
     assert got[1] is allocated[0] and got[2] is allocated[1]
     assert bool(cp.array_equal(got[1], frames[1])) and bool(cp.array_equal(got[2], frames[2]))
@@ -150,8 +149,8 @@ async def test_send_waits_for_the_producing_stream_only(gpu_peer):
             c += 1
         other.synchronize()
         other_done = time.monotonic() - t0
-        await asyncio.wait_for(gpu_peer.send(a), TIMEOUT)
-        await asyncio.wait_for(recv, TIMEOUT)
+        await asyncio.wait_for(gpu_peer.send(a), GPU_TIMEOUT)
+        await asyncio.wait_for(recv, GPU_TIMEOUT)
     assert other_done < 0.25, f"another stream's work waited {other_done:.3f}s"
     cp.cuda.runtime.deviceSynchronize()
     assert bool((out == 42).all()), "the send did not wait for the stream that filled the buffer"
@@ -168,14 +167,12 @@ async def test_cancel_and_close_with_cuda_in_flight():
     try:
         ep = await ucxx_go.create_endpoint("127.0.0.1", listener.port)
         buf = cp.empty(64 << 20, dtype=cp.uint8)
-        recv = asyncio.ensure_future(ep.recv(buf))
-        await asyncio.sleep(0.05)
+        [recv] = await started(ep.recv(buf))  # submitted: the cancel finds it in flight
         recv.cancel()
         with pytest.raises(asyncio.CancelledError):
             await asyncio.wait_for(recv, 10)
         big = pattern(256 << 20)
-        send = asyncio.ensure_future(ep.send(big))  # rendezvous: nobody receives
-        await asyncio.sleep(0.05)
+        [send] = await started(ep.send(big))  # rendezvous: nobody receives
         t0 = time.monotonic()
         await asyncio.wait_for(ep.close(timeout=2.0), 10)
         assert time.monotonic() - t0 < 5
@@ -197,15 +194,14 @@ async def test_device_memory_returned_after_1000_receives(gpu_peer):
         assert isinstance(got[0], ucxx_go.CudaFrame)
 
     for _ in range(20):  # warm up: UCX's registration caches, CUDA IPC mappings
-        await asyncio.wait_for(round_trip(), TIMEOUT)
+        await asyncio.wait_for(round_trip(), GPU_TIMEOUT)
     gc.collect()
     pool.free_all_blocks()
     free_before, _ = cp.cuda.runtime.memGetInfo()
     for _ in range(1000):
-        await asyncio.wait_for(round_trip(), TIMEOUT)
-    gc.collect()
+        await asyncio.wait_for(round_trip(), GPU_TIMEOUT)
+    gc.collect()  # the dropped CudaFrames are freed now: cuMemFree does not return before
     pool.free_all_blocks()
-    await asyncio.sleep(0.1)
     free_after, _ = cp.cuda.runtime.memGetInfo()
     grown = free_before - free_after
     assert grown < 32 << 20, f"device memory use grew by {grown / 2**20:.1f} MiB over 1000 receives"
