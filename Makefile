@@ -4,7 +4,8 @@
 # the Go tests link against.
 PYTHON ?= $(shell [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)
 export UCX_NET_DEVICES ?= lo
-# Bounded fuzzing of the decoders in CI (seconds per target).
+# Bounded fuzzing in CI (seconds per target): the header decoders, and the real
+# receive path (two engines over loopback, hostile header and frame sequences).
 FUZZTIME ?= 10s
 
 .PHONY: test test-go test-py fuzz ucx demo clean
@@ -20,10 +21,11 @@ test-go: ucx
 	go vet ./...
 	go test -race -count=1 ./...
 
-# Each decoder fuzz target runs for FUZZTIME on top of its committed corpus.
+# Each fuzz target runs for FUZZTIME on top of its committed corpus.
 fuzz: ucx
 	go test -run '^$$' -fuzz '^FuzzDecodeHeader$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./core
 	go test -run '^$$' -fuzz '^FuzzMessageDecoder$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./core
+	go test -run '^$$' -fuzz '^FuzzMultiReceivePath$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./core
 
 test-py:
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests

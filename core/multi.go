@@ -57,6 +57,8 @@ type multiOp struct {
 	dec        MessageDecoder
 	headersFed int
 	gotHeader  bool // part of the message arrived: cancelling now would break the stream
+	// cancelled: Cancel came while its header receive was posted (cancelMulti).
+	cancelled bool
 	// framesPosted: its frame receives are posted; its stream counts it as receiving.
 	framesPosted bool
 	block        unsafe.Pointer
@@ -190,5 +192,9 @@ func (m *multiBuffers) finishMulti(op *multiOp) {
 		}
 		m.requests.recycle(w)
 	}
+	recv := op.recv
 	putMultiOp(op)
+	if recv && q != nil {
+		m.forgetIfIdle(q) // its last receive may just have completed
+	}
 }

@@ -119,6 +119,12 @@ func (m *multiBuffers) onMultiHeader(r *request, st ucxx.Status, length uint64) 
 	}
 	op.gotHeader = true
 	op.headersFed++
+	if op.cancelled && op.id != 0 {
+		// Cancelled while its header was on the way: as cancelMulti does once a
+		// header is in, the request ends now and the message goes to the next receive.
+		m.completeNow(op.id, ucxx.StatusCanceled, 0)
+		m.orphan(op)
+	}
 	done, err := op.dec.Feed(unsafe.Slice((*byte)(op.headers), length))
 	if err != nil {
 		m.rejectMessage(op, err)
@@ -230,6 +236,9 @@ func (m *multiBuffers) cancelMulti(op *multiOp) {
 	}
 	if q.active && len(q.ops) > 0 && q.ops[0] == op {
 		// Its header receive is posted: cancelling it completes the op as Canceled.
+		// UCX may have matched the header already (its completion not handled yet):
+		// then onMultiHeader ends the receive as one cancelled after its header.
+		op.cancelled = true
 		for _, id := range op.parts {
 			if r := m.requests.get(id); r != nil && !r.canceled {
 				r.canceled = true
