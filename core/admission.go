@@ -68,30 +68,25 @@ func (a *admission) release(op *multiOp) (admitted []*multiOp) {
 		op.ep.heldBytes -= op.reserved
 	}
 	op.reserved = 0
-	keep := a.waiting[:0]
-	for _, w := range a.waiting {
-		if a.reserve(w, int64(footprint(w.dec.Sizes, w.dec.Types))) {
-			admitted = append(admitted, w)
-		} else {
-			keep = append(keep, w)
-		}
-	}
-	clear(a.waiting[len(keep):])
-	a.waiting = keep
-	return admitted
+	return a.take(func(w *multiOp) bool { return a.reserve(w, int64(footprint(w.dec.Sizes, w.dec.Types))) })
 }
 
 // removeEndpoint takes ep's waiting messages out of the queue and returns them.
-func (a *admission) removeEndpoint(ep *endpoint) (removed []*multiOp) {
+func (a *admission) removeEndpoint(ep *endpoint) []*multiOp {
+	return a.take(func(op *multiOp) bool { return op.ep == ep })
+}
+
+// take removes the waiting messages pick chooses, in order, and returns them.
+func (a *admission) take(pick func(*multiOp) bool) (taken []*multiOp) {
 	keep := a.waiting[:0]
 	for _, op := range a.waiting {
-		if op.ep == ep {
-			removed = append(removed, op)
+		if pick(op) {
+			taken = append(taken, op)
 		} else {
 			keep = append(keep, op)
 		}
 	}
 	clear(a.waiting[len(keep):])
 	a.waiting = keep
-	return removed
+	return taken
 }

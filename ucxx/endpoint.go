@@ -77,14 +77,11 @@ func (w *Worker) Connect(ip string, port int, handle uint64) (*Endpoint, error) 
 
 // ConnectWith is Connect with the error handling mode mode.
 func (w *Worker) ConnectWith(ip string, port int, handle uint64, mode ErrHandling) (*Endpoint, error) {
-	sa, err := newSockaddr(ip, port)
+	sa, err := w.sockaddrFor(ip, port)
 	if err != nil {
 		return nil, err
 	}
 	defer sa.free()
-	if err := w.checkFamily(sa, ip); err != nil {
-		return nil, err
-	}
 	e := &Endpoint{mode: mode}
 	if st := Status(C.ucxx_ep_create_to_sockaddr(w.h, sa.ptr(), sa.len, C.uint64_t(handle), mode.mode(), &e.h)); st != StatusOK {
 		return nil, st.Err("ucp_ep_create(sockaddr)")

@@ -20,14 +20,11 @@ func (w *Worker) Listen(ip string, port int, handle uint64) (*Listener, error) {
 	if ip == "" && w.ipv6 {
 		ip = "::" // the wildcard of the TCP transport's family
 	}
-	sa, err := newSockaddr(ip, port)
+	sa, err := w.sockaddrFor(ip, port)
 	if err != nil {
 		return nil, err
 	}
 	defer sa.free()
-	if err := w.checkFamily(sa, ip); err != nil {
-		return nil, err
-	}
 	l := &Listener{}
 	if st := Status(C.ucxx_listener_create(w.h, sa.ptr(), sa.len, C.uint64_t(handle), &l.h)); st != StatusOK {
 		return nil, st.Err("ucp_listener_create")

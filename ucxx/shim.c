@@ -213,20 +213,32 @@ ucs_status_t ucxx_tag_send(ucp_ep_h ep, uintptr_t buf, size_t len, ucp_tag_t tag
     return finish(ucp_tag_send_nbx(ep, (const void *)buf, len, tag, &p), id, len, tag, req);
 }
 
+// tag_recv_param sets up a tag receive's parameters: its callback, its id, where an
+// immediate completion's info goes, its memory type.
+static void tag_recv_param(ucp_request_param_t *p, ucp_tag_recv_info_t *info, uint64_t id,
+                           int memtype) {
+    p->op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                      UCP_OP_ATTR_FIELD_RECV_INFO;
+    p->cb.recv = tag_recv_cb;
+    p->user_data = (void *)(uintptr_t)id;
+    p->recv_info.tag_info = info;
+    set_memtype(p, memtype);
+}
+
+// tag_recv_finish reports a tag receive's outcome: an immediate success with its info.
+static ucs_status_t tag_recv_finish(ucs_status_ptr_t sp, ucp_tag_recv_info_t *info, uint64_t id,
+                                    void **req) {
+    if (!UCS_PTR_IS_PTR(sp) && UCS_PTR_STATUS(sp) == UCS_OK)
+        return finish(sp, id, info->length, info->sender_tag, req);
+    return finish(sp, id, 0, 0, req);
+}
+
 ucs_status_t ucxx_tag_recv(ucp_worker_h w, uintptr_t buf, size_t len, ucp_tag_t tag,
                            ucp_tag_t mask, uint64_t id, int memtype, void **req) {
     ucp_tag_recv_info_t info;
     ucp_request_param_t p;
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                     UCP_OP_ATTR_FIELD_RECV_INFO;
-    p.cb.recv = tag_recv_cb;
-    p.user_data = (void *)(uintptr_t)id;
-    p.recv_info.tag_info = &info;
-    set_memtype(&p, memtype);
-    ucs_status_ptr_t sp = ucp_tag_recv_nbx(w, (void *)buf, len, tag, mask, &p);
-    if (UCS_PTR_IS_PTR(sp)) return finish(sp, id, 0, 0, req);
-    if (UCS_PTR_STATUS(sp) == UCS_OK) return finish(sp, id, info.length, info.sender_tag, req);
-    return finish(sp, id, 0, 0, req);
+    tag_recv_param(&p, &info, id, memtype);
+    return tag_recv_finish(ucp_tag_recv_nbx(w, (void *)buf, len, tag, mask, &p), &info, id, req);
 }
 
 ucs_status_t ucxx_stream_send(ucp_ep_h ep, const void *buf, size_t len, uint64_t id, void **req) {
@@ -359,16 +371,9 @@ ucs_status_t ucxx_tag_msg_recv(ucp_worker_h w, void *msg, uintptr_t buf, size_t 
                                int memtype, void **req) {
     ucp_tag_recv_info_t info;
     ucp_request_param_t p;
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                     UCP_OP_ATTR_FIELD_RECV_INFO;
-    p.cb.recv = tag_recv_cb;
-    p.user_data = (void *)(uintptr_t)id;
-    p.recv_info.tag_info = &info;
-    set_memtype(&p, memtype);
-    ucs_status_ptr_t sp = ucp_tag_msg_recv_nbx(w, (void *)buf, len, (ucp_tag_message_h)msg, &p);
-    if (!UCS_PTR_IS_PTR(sp) && UCS_PTR_STATUS(sp) == UCS_OK)
-        return finish(sp, id, info.length, info.sender_tag, req);
-    return finish(sp, id, 0, 0, req);
+    tag_recv_param(&p, &info, id, memtype);
+    return tag_recv_finish(ucp_tag_msg_recv_nbx(w, (void *)buf, len, (ucp_tag_message_h)msg, &p),
+                           &info, id, req);
 }
 
 

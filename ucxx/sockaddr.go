@@ -40,6 +40,20 @@ func newSockaddr(ip string, port int) (sockaddr, error) {
 // before UCX sees it. UCX_TCP_AF_PRIO=inet6 makes the TCP transport use IPv6.
 var ErrAddressFamily = &Error{Op: "sockaddr: address family differs from the TCP transport's (UCX_TCP_AF_PRIO)", Status: StatusUnsupported}
 
+// sockaddrFor returns ip:port as a sockaddr of the worker's TCP family (see
+// checkFamily); the caller frees it.
+func (w *Worker) sockaddrFor(ip string, port int) (sockaddr, error) {
+	sa, err := newSockaddr(ip, port)
+	if err != nil {
+		return sockaddr{}, err
+	}
+	if err := w.checkFamily(sa, ip); err != nil {
+		sa.free()
+		return sockaddr{}, err
+	}
+	return sa, nil
+}
+
 // checkFamily returns ErrAddressFamily, wrapped with the address, if s is not of the
 // worker's TCP family.
 func (w *Worker) checkFamily(s sockaddr, ip string) error {
