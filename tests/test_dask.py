@@ -858,10 +858,13 @@ async def test_cli_scheduler_and_workers(processes, tmp_path):
     dask_exe = os.path.join(os.path.dirname(sys.executable), "dask")
     if not os.path.exists(dask_exe):
         pytest.skip(f"no dask command beside {sys.executable}")
+    # Run by this interpreter, not the one its #! line names: a copied virtualenv's
+    # scripts still name the original's, whose ucxx_go may be another build.
+    dask_cmd = (sys.executable, dask_exe)
     scheduler_file = tmp_path / "scheduler.json"
     scheduler_log = tmp_path / "scheduler.log"
     scheduler = await start_process(
-        processes, scheduler_log, dask_exe, "scheduler", "--protocol", "ucxgo", "--host", "127.0.0.1",
+        processes, scheduler_log, *dask_cmd, "scheduler", "--protocol", "ucxgo", "--host", "127.0.0.1",
         "--port", "0", "--no-dashboard", "--dashboard-address", ":0", "--scheduler-file", str(scheduler_file),
     )
 
@@ -881,7 +884,7 @@ async def test_cli_scheduler_and_workers(processes, tmp_path):
     worker_logs = [tmp_path / f"worker{i}.log" for i in range(2)]
     workers = [
         await start_process(
-            processes, log, dask_exe, "worker", address, "--host", "127.0.0.1",
+            processes, log, *dask_cmd, "worker", address, "--host", "127.0.0.1",
             "--no-dashboard", "--nthreads", "1", "--nworkers", "1",
         )
         for log in worker_logs
