@@ -232,16 +232,17 @@ async def broken_by_peer(operation, since):
 
 
 def refuse_submissions(monkeypatch, *names):
-    """Make the named submission functions of ucxx_go._endpoint (_tag_send, _tag_recv,
-    _send_multi, _recv_multi) fail the test if called: what a check refuses must never
-    reach the engine. `monkeypatch.undo()` lets them through again."""
-    from ucxx_go import _endpoint
+    """Make the named functions of the Go extension (pybridge_TagSend, pybridge_TagRecv,
+    pybridge_SendMulti, pybridge_RecvMulti, ...) fail the test if called: what a check
+    refuses must never reach the engine. `monkeypatch.undo()` lets them through again."""
+    from ucxx_go._bridge import ext
 
     def refuse(*args):
         raise AssertionError("a request was submitted to the engine")
 
     for name in names:
-        monkeypatch.setattr(_endpoint, name, refuse)
+        getattr(ext, name)  # loads the extension, so the patch is not undone by loading
+        monkeypatch.setattr(ext, name, refuse)
 
 
 # -- spawned peers -------------------------------------------------------------------------

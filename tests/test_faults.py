@@ -39,7 +39,7 @@ async def round_trip(a, b, size=1000):
 @pytest.fixture
 def no_submission(monkeypatch):
     """Fail the test if a send or recv reaches the Go engine."""
-    refuse_submissions(monkeypatch, "_tag_send", "_tag_recv")
+    refuse_submissions(monkeypatch, "pybridge_TagSend", "pybridge_TagRecv")
     return monkeypatch
 
 

@@ -861,7 +861,7 @@ async def test_peer_killed_during_recv_multi(server, processes, partial):
 @pytest.fixture
 def no_multi_submission(monkeypatch):
     """Fail the test if a send_multi reaches the Go engine."""
-    refuse_submissions(monkeypatch, "_send_multi")
+    refuse_submissions(monkeypatch, "pybridge_SendMulti")
     return monkeypatch
 
 
@@ -907,7 +907,7 @@ async def test_frames_not_a_sequence(pair):
 async def test_multi_on_closed_endpoint(pair, how, monkeypatch):
     client, srv = pair
     await close_or_abort(client, how)
-    refuse_submissions(monkeypatch, "_send_multi", "_recv_multi")
+    refuse_submissions(monkeypatch, "pybridge_SendMulti", "pybridge_RecvMulti")
     with pytest.raises(ucxx_go.UCXCloseError, match="Endpoint.send_multi"):
         await asyncio.wait_for(client.send_multi([b"x"]), TIMEOUT)
     with pytest.raises(ucxx_go.UCXCloseError, match="Endpoint.send_multi"):
