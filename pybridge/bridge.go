@@ -34,21 +34,34 @@ var engine atomic.Pointer[core.Engine]
 // errNotStarted is returned by everything but Start and Version before Start.
 var errNotStarted = fmt.Errorf("ucxx-go is not initialised: %w", ucxx.ErrClosed)
 
+// The prefixes of the errors Python sees: ErrorPrefixClosed, or ErrorPrefixStatus,
+// the UCS status in decimal and ErrorPrefixEnd. Python's copy is generated.
+const (
+	ErrorPrefixClosed = "[closed] "
+	ErrorPrefixStatus = "[ucs "
+	ErrorPrefixEnd    = "] "
+)
+
 // bridgeError gives err the prefix Python maps to an exception class.
 func bridgeError(err error) error {
 	if err == nil {
 		return nil
 	}
 	if errors.Is(err, ucxx.ErrClosed) {
-		return fmt.Errorf("[closed] %v", err)
+		return fmt.Errorf("%s%v", ErrorPrefixClosed, err)
 	}
-	return fmt.Errorf("[ucs %d] %v", int64(ucxx.StatusOf(err)), err)
+	return statusError(ucxx.StatusOf(err), err)
+}
+
+// statusError prefixes err with st.
+func statusError(st ucxx.Status, err any) error {
+	return fmt.Errorf("%s%d%s%v", ErrorPrefixStatus, int64(st), ErrorPrefixEnd, err)
 }
 
 // guard turns a panic into an error and prefixes whatever error is returned.
 func guard(err *error) {
 	if r := recover(); r != nil {
-		*err = fmt.Errorf("[ucs %d] ucxx-go internal error: %v", int64(ucxx.StatusIOError), r)
+		*err = statusError(ucxx.StatusIOError, fmt.Sprintf("ucxx-go internal error: %v", r))
 		return
 	}
 	*err = bridgeError(*err)

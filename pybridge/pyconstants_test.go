@@ -107,6 +107,9 @@ pybridge/pyconstants_test.go fails when this file is stale.
 	f.section("A TagSend/TagRecv result with this bit set is the outcome of an operation that\n" +
 		"ended within the call, its length in the low bits; otherwise it is a request id.")
 	f.bits("INLINE_DONE", InlineDone, "pybridge.InlineDone")
+	f.str("ERROR_PREFIX_CLOSED", ErrorPrefixClosed, "pybridge.ErrorPrefixClosed")
+	f.str("ERROR_PREFIX_STATUS", ErrorPrefixStatus, "pybridge.ErrorPrefixStatus")
+	f.str("ERROR_PREFIX_END", ErrorPrefixEnd, "pybridge.ErrorPrefixEnd")
 
 	f.section("The tag bit of multi-buffer traffic (core/multi.go): user and endpoint tags keep it clear.")
 	f.bits("MULTI_TAG_BIT", core.MultiTagBit, "core.MultiTagBit")
@@ -149,6 +152,10 @@ func (f *pyConstants) section(comment string) {
 
 func (f *pyConstants) assign(name, value, source string) {
 	f.printf("%s = %s  # %s\n", name, value, source)
+}
+
+func (f *pyConstants) str(name, v, source string) {
+	f.assign(name, strconv.Quote(v), source)
 }
 
 func (f *pyConstants) int(name string, v int64, source string) {

@@ -17,6 +17,7 @@ import re
 import sys
 import threading
 
+from . import _constants as C
 from .exceptions import UCXCloseError, UCXConfigError, UCXError, UCXForkError, exception_for_status
 
 # Loading: one thread loads, others wait (sys.setdlopenflags is process-wide). The lock
@@ -105,7 +106,12 @@ def _after_fork_in_child():
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
-_PREFIX = re.compile(r"^\[(?:ucs (-?\d+)|(closed))\] ")
+# The errors' prefixes (pybridge/bridge.go): ERROR_PREFIX_STATUS, a status,
+# ERROR_PREFIX_END; or ERROR_PREFIX_CLOSED.
+_PREFIX = re.compile(
+    "^(?:" + re.escape(C.ERROR_PREFIX_STATUS) + "(-?\\d+)" + re.escape(C.ERROR_PREFIX_END)
+    + "|(" + re.escape(C.ERROR_PREFIX_CLOSED) + "))"
+)
 
 
 def translate(err):

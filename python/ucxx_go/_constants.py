@@ -40,6 +40,9 @@ EVENT_LISTENER_ACCEPT = 1 << 62  # core.EventListenerAccept
 # A TagSend/TagRecv result with this bit set is the outcome of an operation that
 # ended within the call, its length in the low bits; otherwise it is a request id.
 INLINE_DONE = 1 << 63  # pybridge.InlineDone
+ERROR_PREFIX_CLOSED = "[closed] "  # pybridge.ErrorPrefixClosed
+ERROR_PREFIX_STATUS = "[ucs "  # pybridge.ErrorPrefixStatus
+ERROR_PREFIX_END = "] "  # pybridge.ErrorPrefixEnd
 
 # The tag bit of multi-buffer traffic (core/multi.go): user and endpoint tags keep it clear.
 MULTI_TAG_BIT = 1 << 63  # core.MultiTagBit
