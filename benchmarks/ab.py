@@ -58,9 +58,12 @@ def main(argv=None):
     p.add_argument("--b", required=True, help="Python of build B (after)")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--out", help="also write the table (Markdown) here")
+    p.add_argument("--only", action="append", choices=list(CONFIGS), help="run only this configuration (repeatable)")
     args = p.parse_args(argv)
     rows = []
     for name, cfg in CONFIGS.items():
+        if args.only and name not in args.only:
+            continue
         got = {"A": [], "B": []}
         for r in range(args.rounds):
             for side in ("AB" if r % 2 == 0 else "BA"):

@@ -19,8 +19,11 @@ type endpointTable struct {
 	// before it went away (UCXX's semantics).
 	dead  map[uint64]ucxx.Status
 	timed []*endpoint // endpoints with a handshake or close deadline
-	// byTagID: every endpoint by the id in its receive tag (tags.go), until removed.
+	// byTagID: every endpoint by the id in its receive tag (tags.go), and the last
+	// maxRetiredTagIDs removed ones (retired, oldest first), so that messages still
+	// arriving for a closed endpoint are known as its own (unexpected.go).
 	byTagID map[uint32]*endpoint
+	retired []uint32
 
 	mu        sync.RWMutex         // guards published
 	published map[uint64]*endpoint // endpoints the application was given, until closed
@@ -92,8 +95,15 @@ func (t *endpointTable) untag(ep *endpoint) {
 // when its peer broke a connection the application was given.
 func (t *endpointTable) remove(ep *endpoint) {
 	delete(t.byHandle, ep.handle)
-	if id := tagEndpointID(ep.recvTag); t.byTagID[id] == ep {
-		delete(t.byTagID, id)
+	if id := tagEndpointID(ep.recvTag); id != 0 && t.byTagID[id] == ep {
+		t.retired = append(t.retired, id)
+		if len(t.retired) > maxRetiredTagIDs {
+			old := t.retired[0]
+			t.retired = t.retired[1:]
+			if o := t.byTagID[old]; o != nil && o.phase == phaseClosed {
+				delete(t.byTagID, old)
+			}
+		}
 	}
 	t.mu.Lock()
 	delete(t.published, ep.handle)
@@ -102,6 +112,9 @@ func (t *endpointTable) remove(ep *endpoint) {
 		t.dead[ep.handle] = st
 	}
 }
+
+// maxRetiredTagIDs bounds the closed endpoints byTagID remembers.
+const maxRetiredTagIDs = 1024
 
 // deadStatus is the status a dead endpoint's peer broke it with.
 func (t *endpointTable) deadStatus(h uint64) (ucxx.Status, bool) {

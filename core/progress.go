@@ -231,7 +231,9 @@ func (e *Engine) progress() {
 		e.worked = true
 	}
 	e.drainEvents()
-	e.drainUnexpected()
+	if e.unexpected.passes++; e.unexpected.passes >= drainEveryPasses {
+		e.drainUnexpected()
+	}
 	if len(e.eps.timed) > 0 || e.ka.watched > 0 {
 		now := time.Now()
 		e.checkDeadlines(now)
@@ -276,6 +278,7 @@ func (e *Engine) sleep(evs []syscall.EpollEvent) {
 	if e.spin() {
 		return
 	}
+	e.drainUnexpected() // before an idle wait: what came unasked is held and bounded now
 	if !e.pool.prepareSleep() {
 		return
 	}

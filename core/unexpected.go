@@ -35,6 +35,13 @@ const (
 	unexpectedOverhead    = 128
 )
 
+// drainEveryPasses is how often, under traffic, the progress thread takes what UCX
+// holds unexpected into the store; it also does before it sleeps. Between drains
+// messages stay in UCX's queue, newer than everything held, and receives still match
+// them there in order; most are matched by receives posted meanwhile, without the
+// store (benchmarks/design-notes.md).
+const drainEveryPasses = 64
+
 // maxDrainPerPass bounds the messages taken out of UCX's queue in one pass; the rest
 // wait for the next (receives still match them there, in order: they are newer than
 // everything held).
@@ -51,6 +58,7 @@ type heldMessage struct {
 
 // unexpectedStore holds the messages, oldest first. Progress thread.
 type unexpectedStore struct {
+	passes   int // progress passes since the last drain
 	held     []heldMessage
 	orphaned int64 // charge of held messages no endpoint owns
 	max      int64 // Options.MaxUnexpectedBytes
@@ -144,6 +152,7 @@ func (t *progressThread) dropAllHeld() {
 // failing endpoints over their bound.
 func (e *Engine) drainUnexpected() {
 	u := &e.unexpected
+	u.passes = 0
 	var over []*endpoint
 	for range maxDrainPerPass {
 		found, tag, length, msg := e.worker.TagProbe(0, 0, true)
@@ -155,6 +164,8 @@ func (e *Engine) drainUnexpected() {
 		switch {
 		case e.stopping:
 			e.drop(m) // nobody will receive it
+		case m.owner != nil && !e.mayHold(m.owner):
+			e.drop(m) // its endpoint was closed, or failed for holding too much
 		case m.owner == nil && u.orphaned+m.charge > u.max:
 			e.drop(m) // nobody to fail: the message goes
 		case m.owner == nil:
@@ -174,4 +185,21 @@ func (e *Engine) drainUnexpected() {
 			e.dropHeld(ep.handle)
 		}
 	}
+}
+
+// mayHold reports whether messages for ep may be held: it is open, or its peer broke
+// it and the application has not closed it yet (receives may still drain them).
+func (e *Engine) mayHold(ep *endpoint) bool {
+	if ep.phase < phaseClosing {
+		return true
+	}
+	switch ucxx.Status(ep.failed.Load()) {
+	case ucxx.StatusOK, ucxx.StatusCanceled, ucxx.StatusExceedsLimit:
+		return false // closed by the application, or failed for holding too much
+	}
+	if ep.phase == phaseClosed {
+		_, dead := e.eps.deadStatus(ep.handle)
+		return dead
+	}
+	return true
 }
