@@ -128,3 +128,32 @@ func TestUnexpectedOrphansAreBounded(t *testing.T) {
 	}
 	noCompletion(t, sc, EventEndpointError|sep)
 }
+
+// TestUnexpectedOfAClosedEndpointIsFreed: messages that arrive for an endpoint the
+// application is closing or closed, unreceived, are freed with it: those held at the
+// close, and those still in UCX's queue or in flight then (they are known as the closed
+// endpoint's, not kept as orphans).
+func TestUnexpectedOfAClosedEndpointIsFreed(t *testing.T) {
+	client, server := newTestEngine(t, Options{}), newTestEngine(t, Options{})
+	cep, sep, cc, sc := pair(t, client, server)
+	base := endpointInfo(t, client, cep).SendTag
+	floodTags(t, client, cep, cc, base, 20, 8<<10) // held at the close
+	msg := bytes.Repeat([]byte{0xcd}, 8<<10)
+	for i := range 200 { // in flight at the close
+		if _, err := client.TagSend(cep, uintptr(unsafe.Pointer(&msg[0])), uint64(len(msg)), base+uint64(100+i), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id, err := server.CloseEndpoint(sep, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.wait(id, 5*time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for n := unexpectedBytes(t, server); n != 0; n = unexpectedBytes(t, server) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes still held 5 s after the endpoint was closed", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
