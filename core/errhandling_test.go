@@ -36,14 +36,19 @@ import (
 //     fails with StatusCanceled): the send ends when the peer receives it.
 
 // shmTLS is the UCX_TLS with which a listener connection carries its data over shared
-// memory when error handling is off.
+// memory (with error handling only if UCX_MM_ERROR_HANDLING=y, as UCXDefaults has it).
 const shmTLS = "sm,self,tcp"
 
 var noErrHandling = EndpointOptions{NoErrorHandling: true}
 
-func shmEngine(t *testing.T, tls string) *Engine {
+// shmEngine is an engine on UCX_TLS tls; mm is UCX_MM_ERROR_HANDLING, "" for UCXDefaults'.
+func shmEngine(t *testing.T, tls, mm string) *Engine {
 	t.Helper()
-	return newTestEngine(t, Options{UCXOptions: map[string]string{"TLS": tls}})
+	opts := map[string]string{"TLS": tls}
+	if mm != "" {
+		opts["MM_ERROR_HANDLING"] = mm
+	}
+	return newTestEngine(t, Options{UCXOptions: opts})
 }
 
 // pairWith is pair with endpoint options on both sides.
@@ -142,19 +147,23 @@ func roundTrip(t *testing.T, client *Engine, cep uint64, cc *collector, server *
 	runtime.KeepAlive(out)
 }
 
-// TestNoErrorHandlingEchoOverSharedMemory: without error handling, a listener
-// connection between two engines (two UCP contexts, as two processes would have)
-// carries its data over shared memory; with error handling the same UCX_TLS gives TCP.
-func TestNoErrorHandlingEchoOverSharedMemory(t *testing.T) {
+// TestEchoOverSharedMemory: a listener connection between two engines (two UCP
+// contexts, as two processes would have) carries its data over shared memory, with
+// error handling too under UCXDefaults; with error handling and UCX's own
+// MM_ERROR_HANDLING=n the same UCX_TLS gives TCP.
+func TestEchoOverSharedMemory(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		opts EndpointOptions
+		mm   string
+		shm  bool
 	}{
-		{"no-error-handling", noErrHandling},
-		{"error-handling", EndpointOptions{}},
+		{"no-error-handling", noErrHandling, "", true},
+		{"error-handling", EndpointOptions{}, "", true},
+		{"error-handling/MM_ERROR_HANDLING=n", EndpointOptions{}, "n", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			client, server := shmEngine(t, shmTLS), shmEngine(t, shmTLS)
+			client, server := shmEngine(t, shmTLS, tc.mm), shmEngine(t, shmTLS, tc.mm)
 			cep, sep, cc, sc := pairWith(t, client, server, tc.opts)
 			for _, size := range []int{8, 1 << 20} {
 				roundTrip(t, client, cep, cc, server, sep, sc, size, 3)
@@ -172,11 +181,13 @@ func TestNoErrorHandlingEchoOverSharedMemory(t *testing.T) {
 				}
 				shm := slices.ContainsFunc(ts, isSharedMemory)
 				tcpData := slices.ContainsFunc(ts, func(tr ucxx.Transport) bool { return tr.Name == "tcp" && tr.Device != "" })
-				if tc.opts.NoErrorHandling && (!shm || tcpData) {
-					t.Errorf("%s: transports %v; want shared memory and no TCP data lane", end.name, ts)
+				// With error handling UCX keeps a TCP lane beside shared memory (for
+				// keepalive); without, none.
+				if tc.shm && (!shm || tcpData && tc.opts.NoErrorHandling) {
+					t.Errorf("%s: transports %v; want shared memory (and no TCP data lane without error handling)", end.name, ts)
 				}
-				if !tc.opts.NoErrorHandling && (shm || !tcpData) {
-					t.Errorf("%s: transports %v; want TCP only (shared memory has no peer failure handler)", end.name, ts)
+				if !tc.shm && (shm || !tcpData) {
+					t.Errorf("%s: transports %v; want TCP only (shared memory without MM_ERROR_HANDLING has no peer failure handler)", end.name, ts)
 				}
 			}
 
@@ -197,12 +208,13 @@ func TestNoErrorHandlingEchoOverSharedMemory(t *testing.T) {
 	}
 }
 
-// TestSharedMemoryOnlyTLS: with UCX_TLS=sm,self, error handling rules out every
-// transport; without it, a worker-address endpoint works and a listener connection
-// still cannot be made (no network device for UCX's connection manager).
+// TestSharedMemoryOnlyTLS: with UCX_TLS=sm,self and UCX's own MM_ERROR_HANDLING=n,
+// error handling rules out every transport; without it, a worker-address endpoint
+// works and a listener connection still cannot be made (no network device for UCX's
+// connection manager).
 func TestSharedMemoryOnlyTLS(t *testing.T) {
 	const tls = "sm,self"
-	client, server := shmEngine(t, tls), shmEngine(t, tls)
+	client, server := shmEngine(t, tls, "n"), shmEngine(t, tls, "n")
 	cc, sc := newCollector(t, client), newCollector(t, server)
 	for _, tc := range []struct {
 		name string
@@ -324,7 +336,7 @@ func TestNoErrorHandlingClose(t *testing.T) {
 	defer runtime.KeepAlive(buf)
 
 	t.Run("both-sides", func(t *testing.T) {
-		client, server := shmEngine(t, shmTLS), shmEngine(t, shmTLS)
+		client, server := shmEngine(t, shmTLS, ""), shmEngine(t, shmTLS, "")
 		cep, sep, cc, sc := pairWith(t, client, server, noErrHandling)
 		exchange(t, client, cep, cc, server, sep, sc, []byte("before the close"))
 		crid, srid := recvPending(t, client, cep, buf[:32]), recvPending(t, server, sep, buf[32:])
@@ -338,7 +350,7 @@ func TestNoErrorHandlingClose(t *testing.T) {
 		waitIdle(t, server)
 	})
 	t.Run("abort", func(t *testing.T) {
-		client, server := shmEngine(t, shmTLS), shmEngine(t, shmTLS)
+		client, server := shmEngine(t, shmTLS, ""), shmEngine(t, shmTLS, "")
 		cep, sep, cc, sc := pairWith(t, client, server, noErrHandling)
 		exchange(t, client, cep, cc, server, sep, sc, []byte("before the abort"))
 		rid := recvPending(t, client, cep, buf)
@@ -361,7 +373,7 @@ func TestNoErrorHandlingClose(t *testing.T) {
 		waitIdle(t, server)
 	})
 	t.Run("peer-shut-down", func(t *testing.T) {
-		client, server := shmEngine(t, shmTLS), shmEngine(t, shmTLS)
+		client, server := shmEngine(t, shmTLS, ""), shmEngine(t, shmTLS, "")
 		cep, sep, cc, sc := pairWith(t, client, server, noErrHandling)
 		exchange(t, client, cep, cc, server, sep, sc, []byte("before the shutdown"))
 		rid := recvPending(t, client, cep, buf)
@@ -379,7 +391,7 @@ func TestNoErrorHandlingClose(t *testing.T) {
 		// A rendezvous send the peer does not fetch: the close waits for it until its
 		// deadline, then forces, which does not end the send (see the top of this
 		// file); the send ends once the peer receives it.
-		client, server := shmEngine(t, shmTLS), shmEngine(t, shmTLS)
+		client, server := shmEngine(t, shmTLS, ""), shmEngine(t, shmTLS, "")
 		cep, sep, cc, sc := pairWith(t, client, server, noErrHandling)
 		release := holdProgress(t, server)
 		msg := make([]byte, 1<<20)

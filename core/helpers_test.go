@@ -8,6 +8,7 @@ package core
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"runtime"
 	"slices"
@@ -198,7 +199,16 @@ func waitIdle(t *testing.T, e *Engine) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 2 s: %+v; want no endpoints and nothing in flight", s)
+			var dump []string
+			done := make(chan struct{})
+			_ = e.submit(submission{op: opCall, call: func() {
+				for _, r := range e.requests.byID {
+					dump = append(dump, fmt.Sprintf("id %#x op %v internal %v ep %v canceled %v multi %v expect %d", r.id, r.op, r.internal, r.ep != nil, r.canceled, r.multi != nil, r.expect))
+				}
+				close(done)
+			}})
+			<-done
+			t.Fatalf("after 2 s: %+v; want no endpoints and nothing in flight; %v", s, dump)
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -59,7 +59,9 @@ func (m *multiBuffers) rejectWhole(op *multiOp, st ucxx.Status) {
 func (m *multiBuffers) pumpDiscards(q *multiQueue) {
 	for q.discardLeft > 0 && q.discardInFlight < maxDiscardsInFlight {
 		ep := m.eps.get(q.key.ep)
-		if q.key.ep != 0 && !usable(ep) {
+		if q.key.ep != 0 && (ep == nil || !usable(ep)) {
+			// Gone or going: what is left of the message will not come, and what came
+			// is dropped with the endpoint's other unreceived messages (unexpected.go).
 			q.discardLeft = 0
 			return
 		}

@@ -51,7 +51,7 @@ func (e *Engine) run(started chan<- error) {
 }
 
 func (e *Engine) setup() (err error) {
-	if e.ctx, err = ucxx.NewContext(e.opts.UCXOptions); err != nil {
+	if e.ctx, err = ucxx.NewContextWithDefaults(UCXDefaults, e.opts.UCXOptions); err != nil {
 		return err
 	}
 	defer func() {

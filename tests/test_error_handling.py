@@ -130,22 +130,39 @@ async def test_peer_close_detected_only_with_error_handling(error_handling):
         a.close()
 
 
-async def test_worker_address_without_error_handling():
-    # Shared memory only: error handling leaves no transport at all.
+async def _exchange_over_worker_address(ep):
+    for size in SIZES:
+        msg = np.arange(size, dtype="u8").view("u1")[:size].copy()
+        out = np.zeros_like(msg)
+        n, _ = await asyncio.wait_for(
+            asyncio.gather(ucxx_go.recv(out, 0x77), ep.send(msg, tag=0x77, force_tag=True)), TIMEOUT
+        )
+        assert n == size
+        np.testing.assert_array_equal(out, msg)
+
+
+async def test_shared_memory_with_error_handling_by_default():
+    """ucxx_go turns on UCX's error handling for shared memory (MM_ERROR_HANDLING=y),
+    so an endpoint with peer error handling may use it: UCX_TLS=sm,self connects."""
     ucxx_go.init(options={"TLS": "sm,self"})
+    ep = await ucxx_go.create_endpoint_from_worker_address(ucxx_go.get_worker_address())
+    try:
+        assert any(t.endswith(":memory") for t in ep.get_active_transports())
+        await _exchange_over_worker_address(ep)
+    finally:
+        await asyncio.wait_for(ep.close(), TIMEOUT)
+
+
+async def test_worker_address_without_error_handling():
+    # Shared memory only, and UCX's own MM_ERROR_HANDLING=n: error handling leaves no
+    # transport at all.
+    ucxx_go.init(options={"TLS": "sm,self", "MM_ERROR_HANDLING": "n"})
     address = ucxx_go.get_worker_address()
     with pytest.raises(ucxx_go.UCXUnreachableError):
         await ucxx_go.create_endpoint_from_worker_address(address)
     ep = await ucxx_go.create_endpoint_from_worker_address(address, endpoint_error_handling=False)
     try:
-        for size in SIZES:
-            msg = np.arange(size, dtype="u8").view("u1")[:size].copy()
-            out = np.zeros_like(msg)
-            n, _ = await asyncio.wait_for(
-                asyncio.gather(ucxx_go.recv(out, 0x77), ep.send(msg, tag=0x77, force_tag=True)), TIMEOUT
-            )
-            assert n == size
-            np.testing.assert_array_equal(out, msg)
+        await _exchange_over_worker_address(ep)
     finally:
         await asyncio.wait_for(ep.close(), TIMEOUT)
 

@@ -28,6 +28,13 @@ type Context struct {
 // Errors: *Error with StatusNoElem-like statuses for an unknown option key or value,
 // or the status of ucp_init.
 func NewContext(options map[string]string) (*Context, error) {
+	return NewContextWithDefaults(nil, options)
+}
+
+// NewContextWithDefaults is NewContext with defaults applied first: each default whose
+// UCX_<KEY> environment variable is unset and which options do not name. A default
+// this UCX does not know, or whose value it rejects, is left out.
+func NewContextWithDefaults(defaults, options map[string]string) (*Context, error) {
 	var cfg *C.ucp_config_t
 	if st := Status(C.ucp_config_read(nil, nil, &cfg)); st != StatusOK {
 		return nil, st.Err("ucp_config_read")
@@ -38,17 +45,15 @@ func NewContext(options map[string]string) (*Context, error) {
 			C.ucp_config_release(cfg)
 		}
 	}()
-	keys := make([]string, 0, len(options))
-	for k := range options {
-		keys = append(keys, k)
+	for _, k := range sortedKeys(defaults) {
+		name := strings.TrimPrefix(k, "UCX_")
+		if _, set := os.LookupEnv("UCX_" + name); set || named(options, name) {
+			continue
+		}
+		_ = configModify(cfg, name, defaults[k]) // unknown to this UCX: left out
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		ck, cv := C.CString(strings.TrimPrefix(k, "UCX_")), C.CString(options[k])
-		st := Status(C.ucp_config_modify(cfg, ck, cv))
-		C.free(unsafe.Pointer(ck))
-		C.free(unsafe.Pointer(cv))
-		if st != StatusOK {
+	for _, k := range sortedKeys(options) {
+		if st := configModify(cfg, strings.TrimPrefix(k, "UCX_"), options[k]); st != StatusOK {
 			return nil, &Error{Op: fmt.Sprintf("ucp_config_modify(%s=%s)", k, options[k]), Status: st}
 		}
 	}
@@ -58,6 +63,31 @@ func NewContext(options map[string]string) (*Context, error) {
 	}
 	keep = true
 	return c, nil
+}
+
+// configModify sets one UCX variable (name without the UCX_ prefix) in cfg.
+func configModify(cfg *C.ucp_config_t, name, value string) Status {
+	ck, cv := C.CString(name), C.CString(value)
+	defer C.free(unsafe.Pointer(ck))
+	defer C.free(unsafe.Pointer(cv))
+	return Status(C.ucp_config_modify(cfg, ck, cv))
+}
+
+// named reports whether options set name, with or without the UCX_ prefix.
+func named(options map[string]string, name string) bool {
+	_, bare := options[name]
+	_, prefixed := options["UCX_"+name]
+	return bare || prefixed
+}
+
+// sortedKeys: m's keys in order, so that settings apply the same way every time.
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // tcpPrefersIPv6 reports whether UCX_TCP_AF_PRIO (an option, else the environment, else

@@ -28,7 +28,9 @@ func CaptureLog() { captureOnce.Do(func() { C.ucxx_log_capture() }) }
 // NotifyLog makes each captured message set *flag to 1 and signal eventfd fd (-1: no
 // fd); TakeLog clears the flag once the buffer is empty. flag must stay valid until
 // NotifyLog(nil, -1).
-func NotifyLog(flag *uint32, fd int) { C.ucxx_log_notify((*C.uint32_t)(unsafe.Pointer(flag)), C.int(fd)) }
+func NotifyLog(flag *uint32, fd int) {
+	C.ucxx_log_notify((*C.uint32_t)(unsafe.Pointer(flag)), C.int(fd))
+}
 
 // TakeLog removes and returns the captured messages, oldest first, and how many were
 // dropped because the buffer was full.

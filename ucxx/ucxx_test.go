@@ -87,6 +87,32 @@ func TestUnknownOption(t *testing.T) {
 	}
 }
 
+// TestDefaultsGiveWay: a default applies unless the environment or an option names its
+// variable; a default this UCX does not know is left out.
+func TestDefaultsGiveWay(t *testing.T) {
+	t.Setenv("UCX_TCP_RX_SEG_SIZE", "128K")
+	defaults := map[string]string{
+		"MM_ERROR_HANDLING": "y",    // applies
+		"TCP_RX_SEG_SIZE":   "256K", // the environment wins
+		"TCP_TX_SEG_SIZE":   "256K", // the option wins
+		"NO_SUCH_OPTION":    "1",    // unknown: left out
+	}
+	ctx, err := NewContextWithDefaults(defaults, map[string]string{"UCX_TCP_TX_SEG_SIZE": "32K"})
+	if err != nil {
+		t.Fatalf("NewContextWithDefaults: %v", err)
+	}
+	defer ctx.Close()
+	cfg := ctx.Config() // transport variables only where modified, not from the environment
+	for k, want := range map[string]string{"MM_ERROR_HANDLING": "y", "TCP_TX_SEG_SIZE": "32K"} {
+		if got := cfg[k]; got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
+	if got := cfg["TCP_RX_SEG_SIZE"]; got == "256K" {
+		t.Errorf("TCP_RX_SEG_SIZE = %q: the default overrode the environment", got)
+	}
+}
+
 func TestBadAddresses(t *testing.T) {
 	w := newWorker(t)
 	for _, tc := range []struct {

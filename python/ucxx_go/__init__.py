@@ -61,11 +61,9 @@ def create_listener(callback_func, port=None, endpoint_error_handling=True, conn
         The port to bind; any free port when None or 0.
     endpoint_error_handling : bool
         Whether the endpoints this listener accepts have UCX's peer error handling
-        (default True). False lets UCX use shared memory (posix, sysv, cma) between
-        processes on one host, which error handling rules out, but then a peer that
-        closes or dies is not detected: receives from it wait until cancelled or until
-        the endpoint is closed or aborted (see ``create_endpoint``). Clients should
-        connect with the same setting.
+        (default True). False: a peer that closes or dies is not detected, and
+        receives from it wait until cancelled or until the endpoint is closed or
+        aborted (see ``create_endpoint``). Clients should connect with the same setting.
     ip : str
         The address to bind; all interfaces when empty.
 
@@ -111,15 +109,16 @@ async def create_endpoint(ip_address, port, endpoint_error_handling=True, connec
         The listener's port.
     endpoint_error_handling : bool
         Whether the endpoint has UCX's peer error handling (default True), as in UCXX.
-        With it, UCX only uses transports that can detect a failed peer: TCP, CMA and
-        RDMA, so two processes on one host talk over TCP on loopback. With False, UCX
-        may use shared memory (posix, sysv, cma), but a peer that closes or dies is
-        not detected: no error reaches the endpoint, receives from it wait until
-        cancelled or until the endpoint is closed or aborted (``close()`` and
-        ``abort()`` still end on time and cancel them), and a rendezvous send the peer
-        never receives stays in flight. The listener should use the same setting.
-        Connecting through a listener needs ``tcp`` in ``UCX_TLS`` either way (UCX's
-        connection manager); ``"sm,self,tcp"`` keeps the data on shared memory.
+        Two processes on one host use shared memory either way (ucxx_go sets UCX's
+        ``MM_ERROR_HANDLING=y`` unless ``UCX_MM_ERROR_HANDLING`` says otherwise; with
+        UCX's own ``n``, error handling leaves them TCP on loopback). With False, a
+        peer that closes or dies is not detected: no error reaches the endpoint,
+        receives from it wait until cancelled or until the endpoint is closed or
+        aborted (``close()`` and ``abort()`` still end on time and cancel them), and a
+        rendezvous send the peer never receives stays in flight. The listener should
+        use the same setting. Connecting through a listener needs ``tcp`` in
+        ``UCX_TLS`` either way (UCX's connection manager); ``"sm,self,tcp"`` keeps the
+        data on shared memory.
     connect_timeout : float, optional
         Seconds to wait for the connection (default: init's, 5 s).
 
@@ -189,17 +188,17 @@ async def create_endpoint_from_worker_address(address, endpoint_error_handling=T
     """Connect to the worker whose address is ``address`` (``get_worker_address()`` of
     the peer). No tags are exchanged: pass ``tag=..., force_tag=True`` on both sides.
 
-    ``endpoint_error_handling`` is as for ``create_endpoint``: False lets UCX use
-    shared memory, even with ``UCX_TLS=sm,self``, and a peer that dies is then not
-    detected.
+    ``endpoint_error_handling`` is as for ``create_endpoint``. With ``UCX_TLS=sm,self``
+    only shared memory is left, which takes error handling only with UCX's
+    ``MM_ERROR_HANDLING=y`` (ucxx_go's default).
 
     Raises
     ------
     UCXInvalidAddrError
         ``address`` is not a worker address.
     UCXUnreachableError
-        No transport reaches the peer: with error handling, ``UCX_TLS=sm,self`` leaves
-        none (shared memory cannot detect a failed peer).
+        No transport reaches the peer: e.g. ``UCX_TLS=sm,self`` with error handling and
+        ``UCX_MM_ERROR_HANDLING=n``.
     """
     ctx = _context.get()
     address = UCXAddress.from_buffer(address)

@@ -21,7 +21,7 @@ from distributed.comm.utils import ensure_concrete_host, from_frames, to_frames
 from distributed.utils import ensure_ip, get_ip, get_ipv6, nbytes
 
 import ucxx_go
-from ucxx_go.exceptions import UCXConfigError, UCXError
+from ucxx_go.exceptions import UCXError
 
 logger = logging.getLogger("ucxx_go.distributed")
 
@@ -40,36 +40,24 @@ def _init_from_config():
     if cfg.get("tls"):
         options.setdefault("TLS", cfg["tls"])
     limits = {k.replace("-", "_"): v for k, v in (cfg.get("multi-buffer-limits", {}) or {}).items()}
-    # Workers on one host exchange data over shared memory only if UCX's shared-memory
-    # transports accept peer error handling, which the backend keeps on (a killed
-    # worker must be noticed) and UCX refuses by default. With it, benchmark_hardware's
-    # 1-50 MiB transfers measured 1.5-1.8x faster than over UCX's TCP (benchmarks/DASK.md).
-    defaults = {"MM_ERROR_HANDLING": "y"}
-    for attempt in (dict(defaults, **options), options):
-        try:
-            ucxx_go.init(
-                options=attempt,
-                env_takes_precedence=True,
-                progress_mode=cfg.get("progress-mode"),
-                completion_mode=cfg.get("completion-mode"),
-                multi_buffer_limits=limits or None,
-            )
-            return
-        except UCXConfigError:
-            if attempt is options:
-                raise
-            # A UCX without MM_ERROR_HANDLING: go on without it.
-        except RuntimeError:
-            return  # initialised meanwhile
+    try:
+        ucxx_go.init(
+            options=options,
+            env_takes_precedence=True,
+            progress_mode=cfg.get("progress-mode"),
+            completion_mode=cfg.get("completion-mode"),
+            multi_buffer_limits=limits or None,
+        )
+    except RuntimeError:
+        pass  # initialised meanwhile
 
 
 def _endpoint_error_handling():
     """distributed.comm.ucxgo.endpoint-error-handling (default True), UCXX's
     endpoint_error_handling for every endpoint the backend creates or accepts.
 
-    False lets workers on one host exchange data over shared memory, but a peer that
-    closes or dies is then not detected: a read from it waits until the comm is
-    closed or aborted. As an environment variable:
+    False: a peer that closes or dies is not detected, and a read from it waits until
+    the comm is closed or aborted (workers on one host use shared memory either way). As an environment variable:
     DASK_DISTRIBUTED__COMM__UCXGO__ENDPOINT_ERROR_HANDLING=False.
     """
     value = dask.config.get("distributed.comm.ucxgo.endpoint-error-handling", default=True)

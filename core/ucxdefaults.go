@@ -1,0 +1,22 @@
+package core
+
+// UCXDefaults are the UCX settings an Engine's context uses unless the environment
+// (UCX_<KEY>) or Options.UCXOptions set them; a default the loaded UCX does not know
+// is left out. They are the fastest settings found that keep peer error handling on
+// (benchmarks/ucx_settings.md has the study and the settings that lost):
+//
+//   - MM_ERROR_HANDLING=y: UCX's shared-memory transports accept endpoints with peer
+//     error handling, which UCX refuses by default; without it two processes on one
+//     host talk over TCP on loopback.
+//   - TCP_TX_SEG_SIZE, TCP_RX_SEG_SIZE=256K: the TCP transport's buffer size. UCX's
+//     8 KiB default cuts every message above it into 8 KiB fragments, each copied and
+//     sent on its own (rendezvous included: over TCP UCX pipelines it through these
+//     buffers). Each buffer in use holds 256 KiB.
+//
+// RNDV_SCHEME=put_zcopy, as fast over TCP, is not among them: with shared memory and
+// no CMA it leaves UCX no rendezvous protocol, so every message is sent eagerly.
+var UCXDefaults = map[string]string{
+	"MM_ERROR_HANDLING": "y",
+	"TCP_TX_SEG_SIZE":   "256K",
+	"TCP_RX_SEG_SIZE":   "256K",
+}
