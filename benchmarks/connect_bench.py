@@ -99,7 +99,10 @@ def run_backend(python, backend, n, env):
     server = subprocess.Popen([python, HERE, "--role", "server", "--backend", backend], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True, env=env)
     try:
-        port = int(server.stdout.readline())
+        line = server.stdout.readline()
+        while line and not line.strip().isdigit():  # UCX may print warnings to stdout first
+            line = server.stdout.readline()
+        port = int(line)
         out = subprocess.run([python, HERE, "--role", "client", "--backend", backend, "--port", str(port),
                               "-n", str(n)], capture_output=True, text=True, env=env, timeout=600, check=True)
         return json.loads(out.stdout.strip().splitlines()[-1])
