@@ -6,9 +6,13 @@ ucxx or neither, and compare.py imports this before it knows which.
 """
 
 import ipaddress
+import json
 import math
+import os
 import re
 import statistics
+import subprocess
+import tempfile
 
 # dask.utils.parse_bytes' units, which UCXX's benchmark accepts: decimal without "i",
 # binary with it, case-insensitive ("10 Mb" is 10_000_000 bytes, "1MiB" is 1_048_576).
@@ -101,3 +105,26 @@ def print_separator(char="-", length=80):
 def print_key_value(key, value, key_length=25):
     """One line of UCXX's report layout: the key padded to a fixed width, then the value."""
     print(f"{key: <{key_length}} | {value}")
+
+
+def send_recv_once(python, args, env=None, timeout=600):
+    """Run ucxx_go's send_recv.py once under ``python`` with extra ``args``; return its
+    (round trip p50 in us, median bandwidth in bytes/s), or None if it failed."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "send_recv.py")
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        cmd = [python, script, "-l", "ucxx-go", "--no-detailed-report", "--json", out.name, *args]
+        res = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, timeout=timeout)
+        if res.returncode != 0:
+            return None
+        with open(out.name) as f:
+            results = json.load(f)["results"]
+    return results["rtt_p50_us"], results["bandwidth_median_Bps"]
+
+
+def emit_markdown(lines, out=None):
+    """Print a report's lines, and write them to ``out`` too when given."""
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if out:
+        with open(out, "w") as f:
+            f.write(text)

@@ -10,46 +10,16 @@ round trip and of its median bandwidth, and B's ratio to A.
 """
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from _bench_common import emit_markdown, send_recv_once
+
 CONFIGS = {
     "8 B round trip": ["-n", "8", "--n-iter", "2000", "--n-warmup-iter", "200"],
     "1 MiB": ["-n", "1MiB", "--n-iter", "200", "--n-warmup-iter", "20"],
     "8 x 64 KiB send_multi": ["-n", "64KiB", "-x", "8", "--n-iter", "200", "--n-warmup-iter", "20"],
 }
-
-
-def _find(record, key):
-    """The first value of key anywhere in a nested JSON record."""
-    if isinstance(record, dict):
-        if key in record:
-            return record[key]
-        values = record.values()
-    elif isinstance(record, list):
-        values = record
-    else:
-        return None
-    for v in values:
-        found = _find(v, key)
-        if found is not None:
-            return found
-    return None
-
-
-def run_once(python, args):
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        cmd = [python, os.path.join(HERE, "send_recv.py"), "-l", "ucxx-go", "--no-detailed-report",
-               "--json", out.name, *args]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, timeout=600)
-        with open(out.name) as f:
-            record = json.load(f)
-    return _find(record, "rtt_p50_us"), _find(record, "bandwidth_median_Bps")
 
 
 def main(argv=None):
@@ -67,7 +37,10 @@ def main(argv=None):
         got = {"A": [], "B": []}
         for r in range(args.rounds):
             for side in ("AB" if r % 2 == 0 else "BA"):
-                got[side].append(run_once(args.a if side == "A" else args.b, cfg))
+                res = send_recv_once(args.a if side == "A" else args.b, cfg)
+                if res is None:
+                    raise RuntimeError(f"send_recv failed under build {side}: {cfg}")
+                got[side].append(res)
         med = {s: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for s, v in got.items()}
         rows.append((name, med["A"], med["B"]))
     lines = [
@@ -78,11 +51,7 @@ def main(argv=None):
     ]
     for name, a, b in rows:
         lines.append(f"| {name} | {a[0]:.1f} | {b[0]:.1f} | {b[0] / a[0]:.2f} | {a[1] / 1e6:.0f} | {b[1] / 1e6:.0f} | {b[1] / a[1]:.2f} |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+    emit_markdown(lines, args.out)
     return 0
 
 

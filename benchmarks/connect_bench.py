@@ -19,6 +19,8 @@ import subprocess
 import sys
 import time
 
+from _bench_common import emit_markdown, percentile
+
 HERE = os.path.abspath(__file__)
 MODULES = {"ucxx-go": "ucxx_go", "ucxx-async": "ucxx"}
 
@@ -148,13 +150,9 @@ def main(argv=None):
     for b in order:
         t = sorted(times[b])
         med = statistics.median(t)
-        p90 = t[min(len(t) - 1, int(0.9 * len(t)))]
+        p90 = percentile(t, 90)
         lines.append(f"| {b} | {med * 1e3:.2f} | {p90 * 1e3:.2f} | {t[-1] * 1e3:.2f} | {med / base:.2f} |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+    emit_markdown(lines, args.out)
     return 0
 
 

@@ -11,18 +11,13 @@ to them; rows that name UCX's defaults set those variables to UCX's built-in val
 """
 
 import argparse
-import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
-import tempfile
 
-from _bench_common import format_bytes
+from _bench_common import emit_markdown, format_bytes, send_recv_once
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SEND_RECV = os.path.join(HERE, "send_recv.py")
 
 # (name, environment). Transport groups first, then protocol choices on each.
 VARIANTS = {
@@ -49,18 +44,9 @@ def run_once(env_vars, n_bytes, n_buffers, n_iter, timeout):
     env = {k: v for k, v in os.environ.items() if k not in STUDIED}
     env.setdefault("UCX_NET_DEVICES", "lo")
     env.update(env_vars)
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        cmd = [sys.executable, SEND_RECV, "-l", "ucxx-go", "--no-detailed-report", "--reuse-alloc",
-               "-b", "0", "-c", "1", "-n", str(n_bytes), "-x", str(n_buffers), "--n-iter", str(n_iter),
-               "--n-warmup-iter", str(max(2, n_iter // 10)), "--json", out.name, "--timeout", str(timeout)]
-        res = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                             timeout=timeout + 60)
-        if res.returncode != 0:
-            return None
-        with open(out.name) as f:
-            rec = json.load(f)
-    r = rec["results"]
-    return r["rtt_p50_us"], r["bandwidth_median_Bps"]
+    args = ["--reuse-alloc", "-b", "0", "-c", "1", "-n", str(n_bytes), "-x", str(n_buffers), "--n-iter", str(n_iter),
+            "--n-warmup-iter", str(max(2, n_iter // 10)), "--timeout", str(timeout)]
+    return send_recv_once(sys.executable, args, env, timeout + 60)
 
 
 def main(argv=None):
@@ -106,11 +92,7 @@ def main(argv=None):
             bw = statistics.median(x[1] for x in runs) / 1e6
             cells.append(f"{rtt:,.1f} µs / {bw:,.0f}")
         lines.append(f"| {v} | " + " | ".join(cells) + " |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+    emit_markdown(lines, args.out)
     return 0
 
 
