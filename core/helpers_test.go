@@ -115,6 +115,31 @@ func settle(t *testing.T, e *Engine) {
 	}
 }
 
+// clientsOf listens on server and returns a function that connects a new client
+// engine to it and returns the client, both endpoint handles and the client's
+// collector; sc is server's collector.
+func clientsOf(t *testing.T, server *Engine, sc *collector) func() (client *Engine, cep, sep uint64, cc *collector) {
+	t.Helper()
+	lh, port, err := server.Listen("127.0.0.1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() (client *Engine, cep, sep uint64, cc *collector) {
+		t.Helper()
+		client = newTestEngine(t, Options{})
+		cc = newCollector(t, client)
+		id, err := client.Connect("127.0.0.1", port, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		comp := cc.wait(id, 10*time.Second)
+		if comp.Status != 0 {
+			t.Fatalf("Connect: %v", ucxx.Status(comp.Status))
+		}
+		return client, comp.Length, sc.wait(EventListenerAccept|lh, 10*time.Second).Length, cc
+	}
+}
+
 // pair connects two engines through a listener on loopback and returns the endpoint
 // handles of client and server.
 func pair(t testing.TB, client, server *Engine) (cep, sep uint64, cc, sc *collector) {

@@ -112,24 +112,8 @@ func TestMultiLiarsDoNotStallAnHonestPeer(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			server := newTestEngine(t, Options{MaxOutstandingBytes: budget, MaxEndpointOutstandingBytes: c.perEP})
-			lh, port, err := server.Listen("127.0.0.1", 0)
-			if err != nil {
-				t.Fatal(err)
-			}
 			sc := newCollector(t, server)
-			connect := func() (client *Engine, cep, sep uint64, cc *collector) {
-				client = newTestEngine(t, Options{})
-				cc = newCollector(t, client)
-				id, err := client.Connect("127.0.0.1", port, 5*time.Second)
-				if err != nil {
-					t.Fatal(err)
-				}
-				comp := cc.wait(id, 10*time.Second)
-				if comp.Status != 0 {
-					t.Fatalf("Connect: %v", ucxx.Status(comp.Status))
-				}
-				return client, comp.Length, sc.wait(EventListenerAccept|lh, 10*time.Second).Length, cc
-			}
+			connect := clientsOf(t, server, sc)
 			var liarRecvs []uint64
 			for i, size := range c.liars {
 				client, cep, sep, cc := connect()

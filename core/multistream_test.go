@@ -312,22 +312,9 @@ func TestMultiCancelWhileWaitingForRoom(t *testing.T) {
 	const budget = 1 << 20
 	server := newTestEngine(t, Options{MaxOutstandingBytes: budget, MaxEndpointOutstandingBytes: budget})
 	sc := newCollector(t, server)
-	lh, port, err := server.Listen("127.0.0.1", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dial := clientsOf(t, server, sc)
 	connect := func() (client *Engine, cep, sep uint64, cc *collector, tag uint64) {
-		client = newTestEngine(t, Options{})
-		cc = newCollector(t, client)
-		id, err := client.Connect("127.0.0.1", port, 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		comp := cc.wait(id, 10*time.Second)
-		if comp.Status != 0 {
-			t.Fatalf("Connect: %v", ucxx.Status(comp.Status))
-		}
-		cep, sep = comp.Length, sc.wait(EventListenerAccept|lh, 10*time.Second).Length
+		client, cep, sep, cc = dial()
 		return client, cep, sep, cc, endpointInfo(t, client, cep).SendTag
 	}
 

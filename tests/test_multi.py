@@ -431,25 +431,11 @@ async def test_outstanding_bytes_make_messages_wait(server):
     await wait_in_flight(0)
 
 
-async def test_message_over_endpoint_outstanding_bytes_is_rejected(server):
-    """A message over the per-endpoint bound (default: half of max_outstanding_bytes)
-    is rejected, though the worker's bound would hold it."""
+async def _rejected_then_next(server, big):
+    """With max_outstanding_bytes 8 MiB, the message big is rejected with
+    UCXExceedsLimitError, its send still completes, and the next message arrives."""
     ucxx_go.init(multi_buffer_limits={"max_outstanding_bytes": 8 * MiB})
     client, srv = await server.connect()
-    send = asyncio.ensure_future(client.send_multi([np.ones(5 * MiB, dtype=np.uint8)]))
-    with pytest.raises(ucxx_go.UCXExceedsLimitError):
-        await asyncio.wait_for(srv.recv_multi(), TIMEOUT)
-    await asyncio.wait_for(send, TIMEOUT)
-    nxt = [np.full(MiB, 3, dtype=np.uint8), b"next"]
-    check_frames(await transfer(client, srv, nxt), nxt)
-    await wait_in_flight(0)
-
-
-@pytest.mark.parametrize("frames", [1, 4])
-async def test_message_over_outstanding_bytes_is_rejected(server, frames):
-    ucxx_go.init(multi_buffer_limits={"max_outstanding_bytes": 8 * MiB})
-    client, srv = await server.connect()
-    big = [np.ones(16 * MiB // frames, dtype=np.uint8)] * frames
     send = asyncio.ensure_future(client.send_multi(big))
     with pytest.raises(ucxx_go.UCXExceedsLimitError):
         await asyncio.wait_for(srv.recv_multi(), TIMEOUT)
@@ -457,6 +443,17 @@ async def test_message_over_outstanding_bytes_is_rejected(server, frames):
     nxt = [np.full(MiB, 3, dtype=np.uint8), b"next"]
     check_frames(await transfer(client, srv, nxt), nxt)
     await wait_in_flight(0)
+
+
+async def test_message_over_endpoint_outstanding_bytes_is_rejected(server):
+    """A message over the per-endpoint bound (default: half of max_outstanding_bytes)
+    is rejected, though the worker's bound would hold it."""
+    await _rejected_then_next(server, [np.ones(5 * MiB, dtype=np.uint8)])
+
+
+@pytest.mark.parametrize("frames", [1, 4])
+async def test_message_over_outstanding_bytes_is_rejected(server, frames):
+    await _rejected_then_next(server, [np.ones(16 * MiB // frames, dtype=np.uint8)] * frames)
 
 
 @pytest.mark.parametrize("how", ["peer-abort", "local-abort"])
