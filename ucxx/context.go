@@ -47,10 +47,10 @@ func NewContextWithDefaults(defaults, options map[string]string) (*Context, erro
 	}()
 	for _, k := range sortedKeys(defaults) {
 		name := strings.TrimPrefix(k, "UCX_")
-		if _, set := os.LookupEnv("UCX_" + name); set || named(options, name) {
-			continue
+		_, inEnv := os.LookupEnv("UCX_" + name)
+		if _, inOptions := option(options, name); !inEnv && !inOptions {
+			_ = configModify(cfg, name, defaults[k]) // unknown to this UCX: left out
 		}
-		_ = configModify(cfg, name, defaults[k]) // unknown to this UCX: left out
 	}
 	for _, k := range sortedKeys(options) {
 		if st := configModify(cfg, strings.TrimPrefix(k, "UCX_"), options[k]); st != StatusOK {
@@ -73,11 +73,13 @@ func configModify(cfg *C.ucp_config_t, name, value string) Status {
 	return Status(C.ucp_config_modify(cfg, ck, cv))
 }
 
-// named reports whether options set name, with or without the UCX_ prefix.
-func named(options map[string]string, name string) bool {
-	_, bare := options[name]
-	_, prefixed := options["UCX_"+name]
-	return bare || prefixed
+// option is the value options give name, spelt with or without the UCX_ prefix.
+func option(options map[string]string, name string) (string, bool) {
+	if v, ok := options[name]; ok {
+		return v, true
+	}
+	v, ok := options["UCX_"+name]
+	return v, ok
 }
 
 // sortedKeys: m's keys in order, so that settings apply the same way every time.
@@ -93,10 +95,7 @@ func sortedKeys(m map[string]string) []string {
 // tcpPrefersIPv6 reports whether UCX_TCP_AF_PRIO (an option, else the environment, else
 // UCX's default "inet,inet6") names inet6 first.
 func tcpPrefersIPv6(options map[string]string) bool {
-	prio, ok := options["TCP_AF_PRIO"]
-	if !ok {
-		prio, ok = options["UCX_TCP_AF_PRIO"]
-	}
+	prio, ok := option(options, "TCP_AF_PRIO")
 	if !ok {
 		prio = os.Getenv("UCX_TCP_AF_PRIO")
 	}

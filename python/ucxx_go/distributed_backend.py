@@ -57,8 +57,8 @@ def _endpoint_error_handling():
     endpoint_error_handling for every endpoint the backend creates or accepts.
 
     False: a peer that closes or dies is not detected, and a read from it waits until
-    the comm is closed or aborted (workers on one host use shared memory either way). As an environment variable:
-    DASK_DISTRIBUTED__COMM__UCXGO__ENDPOINT_ERROR_HANDLING=False.
+    the comm is closed or aborted (workers on one host use shared memory either way).
+    As an environment variable: DASK_DISTRIBUTED__COMM__UCXGO__ENDPOINT_ERROR_HANDLING=False.
     """
     value = dask.config.get("distributed.comm.ucxgo.endpoint-error-handling", default=True)
     if isinstance(value, str):  # from YAML or the environment as text, e.g. "false"
