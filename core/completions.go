@@ -68,8 +68,8 @@ func (e *Engine) onInternal(r *request, st ucxx.Status, length uint64) {
 		e.am.onAMData(r, st, length)
 	case stepHandshakeSend, stepHandshakeRecv:
 		e.onHandshakeStep(r, st)
-	case stepKeepaliveSend, stepKeepaliveRecv:
-		e.onKeepalive(r, st)
+	case stepControlSend, stepControlRecv:
+		e.onControl(r, st)
 	case stepDropUnexpected:
 	case stepClose:
 		e.closed(r.ep)

@@ -33,7 +33,7 @@ type endpoint struct {
 	sendTag                uint64 // the peer's receive tag: our messages carry it
 	recvTag                uint64 // ours, chosen at random (bit 63 clear) and told to the peer
 
-	hs              unsafe.Pointer // C memory: our handshake message, then the peer's
+	hs              unsafe.Pointer // C memory: the handshake's messages, then control words (control.go)
 	hsSent, hsRecvd bool
 
 	connectID uint64 // the application's Connect request, 0 once answered or for accepted
@@ -48,6 +48,11 @@ type endpoint struct {
 	// flushing: a graceful close waits for sends in flight before UCX closes the
 	// endpoint (UCX's own flush does not finish a rendezvous send nobody receives).
 	flushing bool
+	// The goodbye of a graceful close (goodbye.go).
+	controlOn          bool // the control receive is posted (control.go)
+	awaitingGoodbyeAck bool // our goodbye is sent; UCX closes once the peer answers
+	peerSaidGoodbye    bool // the peer closes gracefully and sent all it will send
+	ucxClosing         bool // ucp_ep_close_nbx issued
 
 	// Keepalive (keepalive.go): on, when the peer was last heard, a send in flight.
 	kaOn, kaSending bool
@@ -112,11 +117,11 @@ func (e *Engine) teardown(ep *endpoint, st ucxx.Status, force bool) {
 	// work submitted meanwhile fails with this status rather than a bare "closed".
 	ep.failed.Store(int64(st))
 	for _, r := range e.requests.byID {
-		if r.ep != ep || r.canceled || (!force && isSend(r.op)) {
+		if r.ep != ep || r.canceled || (!force && (isSend(r.op) || r.op == opControl)) {
 			continue
 		}
 		switch r.internal {
-		case notInternal, stepMultiPart, stepMultiHeader, stepMultiDiscard, stepKeepaliveSend, stepKeepaliveRecv:
+		case notInternal, stepMultiPart, stepMultiHeader, stepMultiDiscard, stepControlSend, stepControlRecv:
 			r.canceled, r.override = true, st
 			e.worker.Cancel(r.ucp)
 		}
@@ -126,24 +131,28 @@ func (e *Engine) teardown(ep *endpoint, st ucxx.Status, force bool) {
 	e.multi.failWaiting(ep, st)
 	e.eps.untag(ep)
 	ep.phase = phaseClosing
-	if !force && ep.sends > 0 {
+	switch {
+	case force:
+		e.closeUCX(ep, true)
+	case ep.sends > 0:
 		ep.flushing = true
-		return
+	default:
+		e.sayGoodbye(ep)
 	}
-	e.closeUCX(ep, force)
 }
 
 // closeUCX asks UCX to close the endpoint; closed runs when it has.
 //
 // An endpoint without error handling is always force-closed, as UCXX closes every
-// endpoint; a graceful close has waited for its sends first (teardown). Such an
-// endpoint is not told when its peer closes first, and UCX's flush against a peer
-// gone logs an ERROR per lane ("error during flush: Connection reset by remote
-// peer"). A completed send over shared memory has put its data in the peer's
-// memory; over a TCP lane the tail of the last eager messages may still wait in the
-// lane's send buffer when the socket was full, and the force close drops it.
+// endpoint; a graceful close has waited for its sends and the peer's goodbye first
+// (teardown, goodbye.go). Such an endpoint is not told when its peer closes first,
+// and UCX's flush against a peer gone logs an ERROR per lane ("error during flush:
+// Connection reset by remote peer").
 func (e *Engine) closeUCX(ep *endpoint, force bool) {
-	ep.flushing = false
+	if ep.ucxClosing {
+		return
+	}
+	ep.flushing, ep.awaitingGoodbyeAck, ep.ucxClosing = false, false, true
 	if ep.u.ErrHandling() == ucxx.ErrHandlingNone {
 		force = true
 	}
@@ -155,7 +164,7 @@ func (e *Engine) closeUCX(ep *endpoint, force bool) {
 // sendEnded lets a flushing close go on once the endpoint's last send has ended.
 func (e *Engine) sendEnded(ep *endpoint) {
 	if ep.flushing && ep.sends == 0 {
-		e.closeUCX(ep, false)
+		e.sayGoodbye(ep)
 	}
 }
 
@@ -217,12 +226,13 @@ func (e *Engine) checkDeadlines(now time.Time) {
 			e.failHandshake(ep, ucxx.StatusTimedOut)
 		case ep.phase == phaseHandshake:
 			return true
-		case ep.flushing && now.After(ep.deadline):
-			// The sends did not finish in time: close anyway, which cancels them.
+		case (ep.flushing || ep.awaitingGoodbyeAck) && now.After(ep.deadline):
+			// The sends did not finish, or the peer did not answer our goodbye, in
+			// time: close anyway, which cancels what is left.
 			e.closeUCX(ep, true)
 			ep.deadline = now.Add(time.Second)
 			return true
-		case ep.flushing:
+		case ep.flushing || ep.awaitingGoodbyeAck:
 			return true
 		case ep.closeID != 0 && now.After(ep.deadline):
 			// UCX goes on closing in the background; the application has waited enough.

@@ -475,7 +475,7 @@ func (e *Engine) Stats() (s Stats, err error) {
 	err = e.onThread(func() {
 		inFlight := 0
 		for _, r := range e.requests.byID {
-			if r.op != opKeepalive { // always there while a connection is up
+			if r.op != opControl { // always there while a connection is up
 				inFlight++
 			}
 		}

@@ -25,7 +25,7 @@ const handshakeKeepalive = 1 << 63
 // startHandshake sends our receive tag and receives the peer's, both at once, so the
 // exchange costs one one-way latency.
 func (e *Engine) startHandshake(ep *endpoint) {
-	ep.hs = ucxx.CAlloc(2 * handshakeSize)
+	ep.hs = ucxx.CAlloc(controlMemorySize)
 	out := unsafe.Slice((*byte)(ep.hs), handshakeSize)
 	binary.LittleEndian.PutUint64(out[0:], ep.recvTag)
 	check := ep.recvTag ^ handshakeMagic
@@ -78,7 +78,10 @@ func (e *Engine) handshakeDone(ep *endpoint) {
 	ep.phase = phaseReady
 	ep.known = true
 	e.eps.publish(ep, true)
-	e.startKeepalive(ep)
+	if ep.u.ErrHandling() == ucxx.ErrHandlingPeer {
+		e.startControl(ep)
+		e.startKeepalive(ep)
+	}
 	if ep.connectID != 0 {
 		e.completeNow(ep.connectID, ucxx.StatusOK, ep.handle)
 		ep.connectID = 0

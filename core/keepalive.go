@@ -2,26 +2,21 @@ package core
 
 import (
 	"time"
-	"unsafe"
 
 	"github.com/ucxx-go/ucxx-go/ucxx"
 )
 
 // Keepalive: a peer that stops (SIGSTOP, a hung host) keeps its TCP connection up, and
-// the kernel still acknowledges it, so neither TCP nor UCX notices. Each ready endpoint
-// with peer error handling therefore keeps a stream receive posted, and the progress
-// thread sends the peer a small stream message every interval. An endpoint that has
-// heard nothing for Options.KeepaliveTimeout fails with StatusTimedOut, as if UCX had
-// reported it: its pending operations fail and EventEndpointError is reported. Both
-// sides of a connection must want it (the tag handshake tells each side the other's
-// choice); endpoints made by ConnectAddress, or without error handling, have none.
+// the kernel still acknowledges it, so neither TCP nor UCX notices. The progress
+// thread therefore sends each ready endpoint's peer controlKeepalive on the control
+// channel (control.go) every interval. An endpoint that has heard nothing for
+// Options.KeepaliveTimeout fails with StatusTimedOut, as if UCX had reported it: its
+// pending operations fail and EventEndpointError is reported. Both sides of a
+// connection must want it (the tag handshake tells each side the other's choice);
+// endpoints made by ConnectAddress, or without error handling, have none.
 
 // DefaultKeepaliveTimeout is the default Options.KeepaliveTimeout.
 const DefaultKeepaliveTimeout = 30 * time.Second
-
-// keepaliveSize is one keepalive message, sent from and received into the endpoint's
-// handshake memory, unused once the handshake is done.
-const keepaliveSize = 8
 
 // keepalive is the engine's keepalive schedule. Progress thread.
 type keepalive struct {
@@ -51,30 +46,16 @@ func (e *Engine) startKeepalive(ep *endpoint) {
 		e.ka.next = ep.kaHeard.Add(e.ka.interval)
 	}
 	e.ka.watched++
-	e.postKeepaliveRecv(ep)
 }
 
-func (e *Engine) postKeepaliveRecv(ep *endpoint) {
-	r := e.requests.add(e.newID(), opKeepalive, ep)
-	r.internal = stepKeepaliveRecv
-	r.track(ep.u.StreamRecv(unsafe.Add(ep.hs, handshakeSize), keepaliveSize, r.id))
-}
-
-// onKeepalive handles the end of a keepalive send or receive.
-func (e *Engine) onKeepalive(r *request, st ucxx.Status) {
-	ep := r.ep
-	if r.internal == stepKeepaliveSend {
-		ep.kaSending = false
-		return
-	}
-	if st == ucxx.StatusOK && ep.phase == phaseReady {
+// heard notes that a control word came from the peer.
+func (e *Engine) heard(ep *endpoint) {
+	if ep.kaOn {
 		ep.kaHeard = time.Now()
-		e.postKeepaliveRecv(ep)
 	}
 }
 
-// stopKeepalive takes a closing endpoint off the schedule; teardown cancels its
-// keepalive requests.
+// stopKeepalive takes a closing endpoint off the schedule.
 func (e *Engine) stopKeepalive(ep *endpoint) {
 	if ep.kaOn {
 		ep.kaOn = false
@@ -94,9 +75,7 @@ func (e *Engine) keepaliveTick(now time.Time) {
 			silent = append(silent, ep)
 		case !ep.kaSending:
 			ep.kaSending = true
-			r := e.requests.add(e.newID(), opKeepalive, ep)
-			r.internal = stepKeepaliveSend
-			r.track(ep.u.StreamSend(ep.hs, keepaliveSize, r.id))
+			e.sendControl(ep, controlKeepalive)
 		}
 	}
 	for _, ep := range silent {

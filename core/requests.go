@@ -33,6 +33,8 @@ type request struct {
 	// sent is a send's length, which its completion reports (UCX's send callback
 	// carries none).
 	sent uint64
+	// word is what a control send sends.
+	word controlWord
 }
 
 // internalStep says what an engine-owned request was for.
@@ -49,8 +51,8 @@ const (
 	stepMultiDiscard // consumes and drops one message of a rejected multi-buffer message
 	stepAMWait       // an application's am_recv waiting for a message (no UCX request)
 	stepAMData       // fetching a rendezvous active message
-	stepKeepaliveSend
-	stepKeepaliveRecv
+	stepControlSend // a control word to the peer (control.go)
+	stepControlRecv // the control receive every ready endpoint keeps posted
 	stepDropUnexpected // receives a held message into nothing (unexpected.go)
 )
 

@@ -24,7 +24,7 @@ const (
 	opAMRecv
 	opRecvProbed
 	opProvideFrames
-	opKeepalive // a keepalive send or receive (requests only, never submitted)
+	opControl // a control word's send or receive (requests only, never submitted)
 )
 
 // submission is one application request waiting for the progress thread. It is a

@@ -1,0 +1,103 @@
+package core
+
+import (
+	"encoding/binary"
+	"unsafe"
+
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// The control channel: once the tag handshake is done, every endpoint with peer error
+// handling keeps one 8-byte stream receive posted, and the two engines of a
+// connection exchange control words on it: keepalives (keepalive.go) and the goodbye
+// of a graceful close (goodbye.go). Stream messages travel on the lane that carries
+// the tagged messages' eager data and rendezvous control, so a control word arrives
+// after everything its sender sent before it. (UCX never ends a stream receive of an
+// endpoint without error handling that it force-closes, and those endpoints are
+// force-closed anyway.)
+
+// controlSize is one control word.
+const controlSize = 8
+
+// controlWord is what a control message says.
+type controlWord uint64
+
+const (
+	controlKeepalive  controlWord = 0x7563_7878_676f_6b61 // "ucxxgoka": I am alive
+	controlGoodbye    controlWord = 0x7563_7878_676f_6279 // "ucxxgoby": I sent all I will send
+	controlGoodbyeAck controlWord = 0x7563_7878_676f_6f6b // "ucxxgook": I have it all; close
+)
+
+// controlWords are the words an endpoint sends, each from its own slot of the
+// endpoint's C memory, so a send in flight never sees its word change.
+var controlWords = [...]controlWord{controlKeepalive, controlGoodbye, controlGoodbyeAck}
+
+// controlMemorySize is the endpoint's C memory: the handshake's two messages, then
+// one slot per control word it sends. The control receive reuses the peer's
+// handshake message.
+const controlMemorySize = 2*handshakeSize + len(controlWords)*controlSize
+
+// startControl fills the send slots and posts the first control receive, once the
+// handshake is done.
+func (e *Engine) startControl(ep *endpoint) {
+	for i, w := range controlWords {
+		slot := unsafe.Slice((*byte)(unsafe.Add(ep.hs, 2*handshakeSize+i*controlSize)), controlSize)
+		binary.LittleEndian.PutUint64(slot, uint64(w))
+	}
+	ep.controlOn = true
+	e.postControlRecv(ep)
+}
+
+func (e *Engine) postControlRecv(ep *endpoint) {
+	r := e.requests.add(e.newID(), opControl, ep)
+	r.internal = stepControlRecv
+	r.track(ep.u.StreamRecv(unsafe.Add(ep.hs, handshakeSize), controlSize, r.id))
+}
+
+// sendControl sends w to the peer.
+func (e *Engine) sendControl(ep *endpoint, w controlWord) {
+	for i, cw := range controlWords {
+		if cw == w {
+			r := e.requests.add(e.newID(), opControl, ep)
+			r.internal, r.word = stepControlSend, w
+			r.track(ep.u.StreamSend(unsafe.Add(ep.hs, 2*handshakeSize+i*controlSize), controlSize, r.id))
+			return
+		}
+	}
+}
+
+// onControl handles the end of a control send or receive. A received word is acted
+// on and the next receive posted, until UCX closes the endpoint; a receive that
+// fails ends a close waiting for the peer's answer to its goodbye (goodbye.go).
+func (e *Engine) onControl(r *request, st ucxx.Status) {
+	ep := r.ep
+	if r.internal == stepControlSend {
+		if r.word == controlKeepalive {
+			ep.kaSending = false
+		}
+		return
+	}
+	if st != ucxx.StatusOK {
+		e.goodbyeLost(ep)
+		return
+	}
+	if ep.phase > phaseClosing || ep.ucxClosing {
+		return
+	}
+	w := controlWord(binary.LittleEndian.Uint64(unsafe.Slice((*byte)(unsafe.Add(ep.hs, handshakeSize)), controlSize)))
+	switch w {
+	case controlKeepalive:
+		e.heard(ep)
+	case controlGoodbye:
+		e.heard(ep)
+		e.onGoodbye(ep)
+	case controlGoodbyeAck:
+		e.heard(ep)
+		e.onGoodbyeAck(ep)
+	default:
+		// Only a peer breaking the protocol sends anything else.
+		e.onEndpointError(ep.handle, ucxx.StatusIOError)
+		return
+	}
+	e.postControlRecv(ep)
+}
