@@ -45,14 +45,14 @@ const (
 	stepHandshakeSend
 	stepHandshakeRecv
 	stepClose
-	stepMultiPart    // a header or frame of a multi-buffer send, or a frame of a receive
-	stepMultiHeader  // a header of a multi-buffer receive
-	stepMultiWhole   // stands for a whole multi-buffer operation (no UCX request), for Cancel
-	stepMultiDiscard // consumes and drops one message of a rejected multi-buffer message
-	stepAMWait       // an application's am_recv waiting for a message (no UCX request)
-	stepAMData       // fetching a rendezvous active message
-	stepControlSend // a control word to the peer (control.go)
-	stepControlRecv // the control receive every ready endpoint keeps posted
+	stepMultiPart      // a header or frame of a multi-buffer send, or a frame of a receive
+	stepMultiHeader    // a header of a multi-buffer receive
+	stepMultiWhole     // stands for a whole multi-buffer operation (no UCX request), for Cancel
+	stepMultiDiscard   // consumes and drops one message of a rejected multi-buffer message
+	stepAMWait         // an application's am_recv waiting for a message (no UCX request)
+	stepAMData         // fetching a rendezvous active message
+	stepControlSend    // a control word to the peer (control.go)
+	stepControlRecv    // the control receive every ready endpoint keeps posted
 	stepDropUnexpected // receives a held message into nothing (unexpected.go)
 )
 

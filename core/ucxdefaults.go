@@ -12,6 +12,9 @@ package core
 //     8 KiB default cuts every message above it into 8 KiB fragments, each copied and
 //     sent on its own (rendezvous included: over TCP UCX pipelines it through these
 //     buffers). Each buffer in use holds 256 KiB.
+//   - TCP_CM_REUSEADDR=y: a listener binds with SO_REUSEADDR, as TCP servers do, so a
+//     port whose connections are still in TIME_WAIT (a scheduler restarted on its
+//     port) can be listened on again at once; two listeners on one port stay refused.
 //
 // RNDV_SCHEME=put_zcopy, as fast over TCP, is not among them: with shared memory and
 // no CMA it leaves UCX no rendezvous protocol, so every message is sent eagerly.
@@ -19,4 +22,5 @@ var UCXDefaults = map[string]string{
 	"MM_ERROR_HANDLING": "y",
 	"TCP_TX_SEG_SIZE":   "256K",
 	"TCP_RX_SEG_SIZE":   "256K",
+	"TCP_CM_REUSEADDR":  "y",
 }

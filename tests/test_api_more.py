@@ -607,6 +607,29 @@ async def test_listener_port_reused_after_close(server):
         second.close()
 
 
+async def test_listener_port_reused_while_its_connections_wait_in_time_wait(server):
+    """The accepting side closes first, so the listener's port is left with a
+    connection in TIME_WAIT (as when a scheduler restarts on its port): listening on it
+    again works at once (UCX_TCP_CM_REUSEADDR=y among our defaults), while a second
+    listener on a port in use is still refused."""
+    port = server.listener.port
+    with pytest.raises(ucxx_go.UCXBusyError):
+        ucxx_go.create_listener(lambda ep: None, port=port)
+    client, srv = await server.connect()
+    await exchange(client, srv, b"before the restart")
+    await asyncio.wait_for(srv.close(), TIMEOUT)
+    await asyncio.wait_for(client.close(), TIMEOUT)
+    server.listener.close()
+    second = Server(port=port)
+    try:
+        assert second.listener.port == port
+        client, srv = await second.connect()
+        await exchange(client, srv, b"after the restart")
+        client.abort()
+    finally:
+        second.close()
+
+
 # -- 9: configuration and addresses --------------------------------------------------------
 
 

@@ -27,6 +27,7 @@ import signal  # noqa: E402
 import socket  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
+import warnings  # noqa: E402
 
 import dask  # noqa: E402
 import dask.array as da  # noqa: E402
@@ -277,7 +278,82 @@ async def test_many_listeners(addr, loopback_contact):
             listener.stop()
 
 
+async def test_listener_host_port():
+    """As TCPListener.get_host_port: refused before start, then the bound (host, port)."""
+    listener = listen("ucxgo://127.0.0.1", lambda comm: None)
+    with pytest.raises(ValueError):
+        listener.get_host_port()
+    await wait(listener.start())
+    try:
+        host, port = listener.get_host_port()
+        assert listener.listen_address == f"ucxgo://{host}:{port}" and host == "127.0.0.1"
+    finally:
+        listener.stop()
+
+
+@pytest.mark.parametrize(
+    "peer, local", [("ucxgo://127.0.0.1:80", "ucxgo://127.0.0.1"), ("ucxgo://[::1]:80", "ucxgo://[::1]")]
+)
+def test_local_address_for_warns_nothing(peer, local):
+    """distributed runs its tests with warnings as errors; get_ipv6 is deprecated."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert get_local_address_for(peer) == local
+
+
+async def test_stop_aborts_comms_in_their_handshake():
+    """A peer that connects but never sends distributed's handshake: stopping the
+    listener as distributed's servers do (stop, then abort_handshaking_comms) aborts
+    that comm, the handler never sees it, and the peer learns of it."""
+    handled = []
+    async with listening("ucxgo://127.0.0.1", handled.append) as listener:
+        ep = await wait(ucxx_go.create_endpoint("127.0.0.1", listener.get_host_port()[1]))
+        try:
+            # The listener's side writes its half of the handshake first.
+            await wait(ep.recv_multi())
+            listener.stop()
+            listener.abort_handshaking_comms()
+            with pytest.raises(ucxx_go.UCXError):
+                await wait(ep.recv_multi())
+        finally:
+            ep.abort()
+    assert handled == []
+
+
 # -- comms ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [8, 16 << 20])
+async def test_both_sides_write_then_read(size):
+    """A write returns once the message is queued, as tcp's does, so two tasks that
+    each write and then read finish, however large the message (16 MiB goes by UCX
+    rendezvous, which the peer completes by reading)."""
+    client, server = await comm_pair("ucxgo://127.0.0.1")
+    payload = np.arange(size, dtype="u1")
+
+    async def write_then_read(comm, name):
+        await wait(comm.write({"from": name, "data": to_serialize(payload)}))
+        return await wait(comm.read())
+
+    got_by_client, got_by_server = await wait(
+        asyncio.gather(write_then_read(client, "client"), write_then_read(server, "server"))
+    )
+    assert got_by_client["from"] == "server" and got_by_server["from"] == "client"
+    for got in (got_by_client, got_by_server):
+        np.testing.assert_array_equal(np.asarray(got["data"]), payload)
+    await close_all(client, server)
+
+
+async def test_write_failing_after_it_returned_fails_the_next_read():
+    """A write that returned and then failed (its peer went away before taking the
+    rendezvous message) is reported by the comm's next operation, once."""
+    client, server = await comm_pair("ucxgo://127.0.0.1")
+    await wait(client.write({"data": to_serialize(np.zeros(16 << 20, dtype="u1"))}))
+    server.abort()
+    with pytest.raises(CommClosedError, match="after a failed write|read"):
+        await wait(client.read())
+    assert client.closed()
+    await wait(client.close())
 
 
 @pytest.mark.parametrize("addr", ADDRS)

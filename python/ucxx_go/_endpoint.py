@@ -291,6 +291,14 @@ class Endpoint:
         UCXCloseError, UCXError
             As for ``send``.
         """
+        await self._start_send_multi(buffers, tag, force_tag)
+
+    def _start_send_multi(self, buffers, tag=None, force_tag=False):
+        """Start ``send_multi`` at once and return its request: UCX holds the message
+        (and the request keeps ``buffers`` alive) until the request completes. Awaiting
+        the request gives send_multi's outcome. For callers that return before the
+        peer receives, as the Dask backend's ``write`` does.
+        """
         self._check("send_multi")
         keep = []
         desc = array.array("Q")
@@ -301,7 +309,7 @@ class Endpoint:
         t = self._send_tag if tag is None else _tags.mix(self._send_tag, tag, force_tag)
         count = len(keep)
         rid = submit(ext.pybridge_SendMulti, self._handle, desc.buffer_info()[0] if count else 0, count, t)
-        await Request(self._ctx, rid, "Endpoint.send_multi", keep=keep)
+        return Request(self._ctx, rid, "Endpoint.send_multi", keep=keep)
 
     async def recv_multi(self, tag=None, force_tag=False, cuda_allocator=None):
         """Receive a message sent with ``send_multi``: a list of frames, one per frame

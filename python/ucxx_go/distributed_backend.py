@@ -15,10 +15,10 @@ import logging
 
 import dask
 from distributed.comm.addressing import parse_host_port, unparse_host_port
-from distributed.comm.core import Comm, CommClosedError, Connector, Listener
+from distributed.comm.core import BaseListener, Comm, CommClosedError, Connector
 from distributed.comm.registry import Backend
 from distributed.comm.utils import ensure_concrete_host, from_frames, to_frames
-from distributed.utils import ensure_ip, get_ip, get_ipv6, nbytes
+from distributed.utils import ensure_ip, get_ip, nbytes
 
 import ucxx_go
 from ucxx_go.exceptions import UCXError
@@ -71,7 +71,14 @@ def _comm_closed(exc, what):
 
 
 class UCXGoComm(Comm):
-    """One connection: reads and writes whole distributed messages."""
+    """One connection: reads and writes whole distributed messages.
+
+    As distributed's tcp and inproc comms, ``write`` returns once the message is
+    queued (UCX holds it), not when the peer has read it, so one task may write and
+    then read. Until UCX is done with a message its frames stay referenced; a write
+    that fails after it returned fails the comm's next write, read or close with
+    CommClosedError.
+    """
 
     def __init__(self, ep, local_addr, peer_addr, deserialize=True):
         super().__init__(deserialize=deserialize)
@@ -79,6 +86,28 @@ class UCXGoComm(Comm):
         self._local_addr = local_addr
         self._peer_addr = peer_addr
         self._closed = False
+        self._write_error = None  # a write that failed after returning, not yet reported
+        self._failure_reported = False  # an operation raised for the comm's failure
+
+    def _write_ended(self, future):
+        if future.cancelled() or future.exception() is None:
+            return
+        if self._write_error is None and not self._failure_reported:
+            self._write_error = future.exception()
+        self.abort()
+
+    def _raise_write_error(self, what):
+        """Report a write that failed after it returned, once, unless an operation
+        already reported the comm's failure."""
+        error, self._write_error = self._write_error, None
+        if error is not None:
+            self._failed(error, f"{what} after a failed write")
+
+    def _failed(self, exc, what):
+        """Abort the comm and raise CommClosedError for exc."""
+        self._failure_reported, self._write_error = True, None
+        self.abort()
+        raise _comm_closed(exc, what) from exc
 
     @property
     def local_address(self):
@@ -89,6 +118,7 @@ class UCXGoComm(Comm):
         return self._peer_addr
 
     async def write(self, msg, serializers=("cuda", "dask", "pickle", "error"), on_error="message"):
+        self._raise_write_error("write")
         if self.closed():
             raise CommClosedError("ucxgo: write on a closed comm")
         frames = await to_frames(
@@ -98,27 +128,25 @@ class UCXGoComm(Comm):
             on_error=on_error,
             context={"sender": self.local_info, "recipient": self.remote_info},
         )
+        if self.closed():  # closed while the frames were made
+            raise CommClosedError("ucxgo: write on a closed comm")
         try:
-            await self._ep.send_multi(frames)
+            request = self._ep._start_send_multi(frames)
         except UCXError as e:
-            self.abort()
-            raise _comm_closed(e, "write") from e
-        except BaseException:
-            # Cancelled mid-message: the peer's stream cannot be trusted any more.
-            self.abort()
-            raise
+            self._failed(e, "write")
+        request.future.add_done_callback(self._write_ended)
         return sum(map(nbytes, frames))
 
     async def read(self, deserializers=None):
         # Only our own close stops reads: after the peer's close, what it wrote before
         # is still delivered (recv_multi drains it) and the read after that fails.
+        self._raise_write_error("read")
         if self._closed:
             raise CommClosedError("ucxgo: read on a closed comm")
         try:
             frames = await self._ep.recv_multi()
         except UCXError as e:
-            self.abort()
-            raise _comm_closed(e, "read") from e
+            self._failed(e, "read")
         except BaseException:
             self.abort()
             raise
@@ -134,13 +162,13 @@ class UCXGoComm(Comm):
     async def close(self):
         """Close, telling the peer: its pending read fails with CommClosedError (with
         endpoint-error-handling on; without it the peer is not told)."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            await self._ep.close()
-        except UCXError:
-            pass
+        if not self._closed:
+            self._closed = True
+            try:
+                await self._ep.close()
+            except UCXError:
+                pass
+        self._raise_write_error("close")
 
     def abort(self):
         if not self._closed:
@@ -164,11 +192,15 @@ class UCXGoConnector(Connector):
         return UCXGoComm(ep, _PREFIX + local, _PREFIX + unparse_host_port(ip, port), deserialize=deserialize)
 
 
-class UCXGoListener(Listener):
+class UCXGoListener(BaseListener):
+    """Accepts connections; as distributed's TCP listener, a connection accepted
+    before stop() whose handshake has not finished is aborted, never handed on."""
+
     prefix = _PREFIX
     comm_class = UCXGoComm
 
     def __init__(self, address, comm_handler, deserialize=False, allow_offload=True, **connection_args):
+        super().__init__()
         if not address.startswith(_PREFIX):
             address = _PREFIX + address
         host, self._input_port = parse_host_port(address[len(_PREFIX):], default_port=0)
@@ -178,20 +210,30 @@ class UCXGoListener(Listener):
         self.deserialize = deserialize
         self.allow_offload = allow_offload
         self._listener = None
-        self._handlers = set()
+        self._stopped = False
 
     @property
     def port(self):
-        return self._listener.port
+        return self.get_host_port()[1]
 
     @property
     def address(self):
-        return _PREFIX + unparse_host_port(self.ip, self.port)
+        return _PREFIX + unparse_host_port(*self.get_host_port())
+
+    def get_host_port(self):
+        """The listening address as a (host, port) tuple."""
+        if self._listener is None:
+            raise ValueError("invalid operation on non-started UCXGoListener")
+        return self.ip, self._listener.port
 
     async def start(self):
         _init_from_config()
 
         async def serve(ep):
+            if self._stopped:
+                # Accepted just before stop(): the handshake would never be aborted.
+                ep.abort()
+                return
             peer = ep.peer_address or "0.0.0.0:0"
             local = _PREFIX + ep.local_address if ep.local_address else self.address
             comm = UCXGoComm(ep, local, _PREFIX + peer, deserialize=self.deserialize)
@@ -208,6 +250,7 @@ class UCXGoListener(Listener):
         )
 
     def stop(self):
+        self._stopped = True
         if self._listener is not None:
             self._listener.close()
 
@@ -240,6 +283,4 @@ class UCXGoBackend(Backend):
 
     def get_local_address_for(self, loc):
         host, port = parse_host_port(loc)
-        host = ensure_ip(host)
-        local_host = get_ipv6(host) if ":" in host else get_ip(host)
-        return unparse_host_port(local_host, None)
+        return unparse_host_port(get_ip(ensure_ip(host)), None)
