@@ -99,5 +99,7 @@ func (e *Engine) onControl(r *request, st ucxx.Status) {
 		e.onEndpointError(ep.handle, ucxx.StatusIOError)
 		return
 	}
-	e.postControlRecv(ep)
+	if !ep.ucxClosing { // the goodbye's answer closes it: UCX would never end another receive
+		e.postControlRecv(ep)
+	}
 }

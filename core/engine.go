@@ -464,8 +464,8 @@ func (e *Engine) WorkerAddress() (addr []byte, err error) {
 
 // Stats are counters for tests and diagnosis.
 type Stats struct {
-	// InFlight counts the requests in flight, besides the keepalives every connection
-	// keeps posted.
+	// InFlight counts the requests in flight, besides the control receive and
+	// keepalives of each connection that is up (control.go).
 	InFlight, Endpoints, Listeners int
 	UnexpectedBytes                int64 // charge of the held unexpected messages
 }
@@ -475,7 +475,7 @@ func (e *Engine) Stats() (s Stats, err error) {
 	err = e.onThread(func() {
 		inFlight := 0
 		for _, r := range e.requests.byID {
-			if r.op != opControl { // always there while a connection is up
+			if r.op != opControl || r.ep.phase >= phaseClosing {
 				inFlight++
 			}
 		}

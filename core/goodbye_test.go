@@ -50,6 +50,7 @@ func TestCloseDeliversToABusyPeer(t *testing.T) {
 	if c := sc.wait(closeID, 10*time.Second); c.Status != 0 {
 		t.Fatalf("close: %+v", c)
 	}
+	waitIdle(t, server)
 	runtime.KeepAlive(bufs)
 }
 
@@ -95,4 +96,6 @@ func TestBothSidesCloseGracefullyAtOnce(t *testing.T) {
 	if c := sc.wait(sid, 10*time.Second); c.Status != 0 {
 		t.Fatalf("server close: %+v", c)
 	}
+	waitIdle(t, client)
+	waitIdle(t, server)
 }

@@ -30,7 +30,7 @@ var update = flag.Bool("update", false, "rewrite python/ucxx_go/_constants.py fr
 const (
 	pyConstantsPath  = "../python/ucxx_go/_constants.py"
 	pyExceptionsPath = "../python/ucxx_go/exceptions.py"
-	generateCommand  = "go test -run TestPythonConstants -update ./pybridge"
+	generateCommand  = "go test -run TestPythonConstants ./pybridge -update"
 )
 
 func TestPythonConstants(t *testing.T) {
@@ -135,6 +135,7 @@ pybridge/pyconstants_test.go fails when this file is stale.
 	f.int("BLOCK_ALIGN", core.BlockAlign, "core.BlockAlign")
 	f.int("FRAME_DEVICE_SHIFT", core.FrameDeviceShift, "core.FrameDeviceShift")
 	f.bits("FRAME_USER_FLAG", core.FrameUserFlag, "core.FrameUserFlag")
+	f.bits("FRAME_OWN_FLAG", core.FrameOwnFlag, "core.FrameOwnFlag")
 	return f.b.Bytes()
 }
 
