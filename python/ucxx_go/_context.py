@@ -7,6 +7,7 @@ torn down by reset(); so does ucxx_go.
 
 import asyncio
 import atexit
+import gc
 import json
 import os
 import threading
@@ -62,7 +63,7 @@ class Context:
             raise
         self.pending = self.completions.pending  # request id -> Request
         self.endpoints = weakref.WeakValueDictionary()  # handle -> Endpoint
-        self.listeners = {}  # handle -> Listener (a listener lives until closed)
+        self.listeners = weakref.WeakValueDictionary()  # handle -> Listener
         self.closed = False
 
     # -- requests (_request.Request) ---------------------------------------------------
@@ -242,6 +243,7 @@ def reset():
         ctx = _context
         if ctx is None:
             return
+        gc.collect()  # endpoints and listeners dropped in reference cycles close now
         eps, listeners = ctx.live_objects()
         if eps or listeners:
             raise UCXError(

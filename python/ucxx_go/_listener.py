@@ -11,8 +11,19 @@ from ._endpoint import Endpoint
 logger = logging.getLogger("ucxx_go")
 
 
+def _stop_listening(ctx, handle):
+    """Close the Go listener `handle`: Listener.close, or the listener's finalizer."""
+    ctx.listeners.pop(handle, None)
+    if not ctx.closed:
+        try:
+            ext.pybridge_CloseListener(handle)
+        except RuntimeError:
+            pass
+
+
 class Listener:
-    """A listening socket address; create with create_listener()."""
+    """A listening socket address; create with create_listener(). As UCXX's, it
+    listens until close() or until the object is deleted, whichever comes first."""
 
     def __init__(self, ctx, handler, ip, port, endpoint_error_handling=True):
         if not callable(handler):
@@ -28,7 +39,8 @@ class Listener:
         self._closed = False
         self._tasks = set()
         self._active = weakref.WeakSet()  # accepted endpoints, not kept alive by us
-        ctx.listeners[handle] = self
+        ctx.listeners[handle] = self  # weakly: deleting the listener stops it
+        self._finalizer = weakref.finalize(self, _stop_listening, ctx, handle)
         # Accepts are delivered on the event loop the listener was made in (UCXX's
         # create_listener is synchronous but called from async code), which watches
         # the ring from now on; outside a loop, on whichever loop drains.
@@ -92,12 +104,7 @@ class Listener:
         if self._closed:
             return
         self._closed = True
-        self._ctx.listeners.pop(self._handle, None)
-        if not self._ctx.closed:
-            try:
-                ext.pybridge_CloseListener(self._handle)
-            except RuntimeError:
-                pass
+        self._finalizer()
 
     def __repr__(self):
         return f"<ucxx_go.Listener {self._ip}:{self._port}{' closed' if self._closed else ''}>"
