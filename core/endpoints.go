@@ -173,6 +173,19 @@ func (t *endpointTable) live(h uint64) (*endpoint, error) {
 	}
 }
 
+// status is the status that ended the published endpoint h: StatusOK while it is
+// usable, StatusCanceled once the application closed it or it is gone. Application
+// threads.
+func (t *endpointTable) status(h uint64) ucxx.Status {
+	t.mu.RLock()
+	ep := t.published[h]
+	t.mu.RUnlock()
+	if ep == nil {
+		return ucxx.StatusCanceled
+	}
+	return ucxx.Status(ep.failed.Load())
+}
+
 // recvBudget is the inline-wait budget of receives on endpoint h, or fallback when h
 // is not published. Application threads.
 func (t *endpointTable) recvBudget(h uint64, fallback *inlineBudget) *inlineBudget {

@@ -405,6 +405,13 @@ func (e *Engine) AbortEndpoint(ep uint64) error {
 	return e.submit(submission{op: opAbortEndpoint, ep: ep})
 }
 
+// EndpointStatus is the status that ended endpoint h as the progress thread last
+// set it, without waiting for it: StatusOK while it is usable (the peer has not gone
+// away and it was not closed), StatusCanceled once closed, aborted or unknown, else
+// the failure (the same as its EventEndpointError completion reports). Application
+// threads may call it at any time.
+func (e *Engine) EndpointStatus(h uint64) ucxx.Status { return e.eps.status(h) }
+
 // EndpointInfo describes a connected endpoint: the tag its messages are sent with, the
 // tag it receives on, and the local and remote socket addresses.
 func (e *Engine) EndpointInfo(h uint64) (info EndpointInfo, err error) {

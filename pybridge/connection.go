@@ -63,6 +63,17 @@ func EndpointInfo(h uint64) (res string, err error) {
 	return fmt.Sprintf("%d %d %s %s", info.SendTag, info.RecvTag, dash(info.Local), dash(info.Remote)), nil
 }
 
+// EndpointStatus returns the UCS status that ended endpoint h: 0 while it is usable
+// (core.Engine.EndpointStatus).
+func EndpointStatus(h uint64) (st int, err error) {
+	defer guard(&err)
+	e, err := current()
+	if err != nil {
+		return 0, err
+	}
+	return int(e.EndpointStatus(h)), nil
+}
+
 func dash(s string) string {
 	if s == "" {
 		return "-"

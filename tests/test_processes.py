@@ -65,6 +65,23 @@ async def test_peer_killed_during_recv(processes, server):
     assert closed.calls == [(("peer gone",), {})]
 
 
+async def test_alive_turns_false_without_the_event_loop(processes, server):
+    """As UCXX's: ``alive`` follows the progress thread, so it turns False once the peer
+    died even while the event loop never runs (here it is blocked on purpose)."""
+    ready = mp.Queue()
+    peer = start(processes, _peers.connect_and_hang, server.listener.port, ready)
+    await queue_get(ready)
+    ep = await server.accept()
+    assert ep.alive
+    peer.kill()
+    deadline = time.monotonic() + TIMEOUT
+    while ep.alive and time.monotonic() < deadline:
+        time.sleep(0.01)  # blocks the loop: nothing but the progress thread can tell
+    assert not ep.alive, f"still alive {TIMEOUT} s after the peer was killed"
+    await join(peer, TIMEOUT)
+    ep.abort()
+
+
 async def test_string_tags_match_across_hash_seeds(processes, server, monkeypatch):
     parent_seed = os.environ.get("PYTHONHASHSEED")
     child_seed = "12345" if parent_seed != "12345" else "54321"

@@ -107,8 +107,16 @@ class Endpoint:
 
     @property
     def alive(self):
-        """True while the endpoint is open and its peer has not gone away."""
-        return not self._closed and self._error is None
+        """True while the endpoint is open and its peer has not gone away: as soon as
+        the progress thread learnt of it, whether or not an event loop ran since."""
+        if self._closed or self._error is not None:
+            return False
+        if self._ctx.closed:
+            return False
+        try:
+            return ext.pybridge_EndpointStatus(self._handle) == 0
+        except RuntimeError:
+            return False
 
     @property
     def local_address(self):
