@@ -116,6 +116,12 @@ func (e *Engine) teardown(ep *endpoint, st ucxx.Status, force bool) {
 	// The endpoint stays visible to application threads until UCX has closed it, so
 	// work submitted meanwhile fails with this status rather than a bare "closed".
 	ep.failed.Store(int64(st))
+	if ep.peerSaidGoodbye && st == ucxx.StatusConnectionReset {
+		// The peer closed gracefully (goodbye.go): what is pending here is cancelled by
+		// its close, as UCXX reports it, rather than broken. Receives posted from now
+		// on still drain what it sent (ep.failed says it went away).
+		st = ucxx.StatusCanceled
+	}
 	for _, r := range e.requests.byID {
 		if r.ep != ep || r.canceled || (!force && (isSend(r.op) || r.op == opControl)) {
 			continue

@@ -9,7 +9,6 @@ spawned from _api_peers.py, joined with a timeout, and their exit codes asserted
 
 import asyncio
 import contextlib
-import gc
 import ipaddress
 import pickle
 import re
@@ -606,22 +605,6 @@ async def test_listener_port_reused_after_close(server):
         if client is not None:
             client.abort()
         second.close()
-
-
-async def test_deleted_listener_stops_listening():
-    """As UCXX's: deleting the listener object stops it, as close() does; the endpoints
-    it accepted stay open."""
-    accepted = []
-    listener = ucxx_go.create_listener(accepted.append)
-    port = listener.port
-    ep = await asyncio.wait_for(ucxx_go.create_endpoint("127.0.0.1", port), TIMEOUT)
-    await wait_for_condition(lambda: accepted, "the accept")
-    del listener
-    gc.collect()
-    with pytest.raises(ucxx_go.UCXError):
-        await asyncio.wait_for(ucxx_go.create_endpoint("127.0.0.1", port), TIMEOUT)
-    assert ep.alive and accepted[0].alive
-    await asyncio.wait_for(asyncio.gather(ep.close(), accepted[0].close()), TIMEOUT)
 
 
 async def test_listener_port_reused_while_its_connections_wait_in_time_wait(server):

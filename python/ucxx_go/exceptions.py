@@ -27,8 +27,15 @@ class UCXError(Exception):
     status = None
 
 
+# Where UCXX raises a class for a case in which ours is more precise, ours is a
+# subclass of UCXX's: pending operations of an endpoint whose peer went away fail with
+# UCXConnectionResetError here, UCXCanceledError in UCXX (it cancels them).
+_UCXX_BASES = {"UCXConnectionResetError": "UCXCanceledError"}
+
+
 def _make(name, status, doc):
-    cls = type(name, (UCXError,), {"__doc__": doc, "status": status})
+    base = globals()[_UCXX_BASES[name]] if name in _UCXX_BASES else UCXError
+    cls = type(name, (base,), {"__doc__": doc, "status": status})
     globals()[name] = cls
     return cls
 
@@ -75,8 +82,9 @@ class UCXCloseError(UCXError):
     """The endpoint or listener was closed, or ucxx_go was reset, before the call."""
 
 
-class UCXConfigError(UCXError):
-    """A UCX configuration option or value was rejected."""
+class UCXConfigError(UCXInvalidParamError):  # noqa: F821 (made by _make above)
+    """A UCX configuration option or value was rejected (UCXX raises
+    UCXInvalidParamError, of which this is a subclass)."""
 
 
 class UCXForkError(UCXError):
