@@ -424,6 +424,7 @@ func (e *Engine) EndpointInfo(h uint64) (info EndpointInfo, err error) {
 		info = EndpointInfo{SendTag: ep.sendTag, RecvTag: ep.recvTag}
 		if ep.u != nil {
 			info.Local, info.Remote, _ = ep.u.Sockaddrs()
+			info.UCPHandle = ep.u.Handle()
 		}
 	})
 	return info, err
@@ -433,7 +434,12 @@ func (e *Engine) EndpointInfo(h uint64) (info EndpointInfo, err error) {
 type EndpointInfo struct {
 	SendTag, RecvTag uint64
 	Local, Remote    string
+	UCPHandle        uintptr // UCX's ucp_ep_h, as a number (ucxx.Endpoint.Handle)
 }
+
+// WorkerHandle is UCX's ucp_worker_h of the engine's worker, as a number
+// (ucxx.Worker.Handle).
+func (e *Engine) WorkerHandle() uintptr { return e.worker.Handle() }
 
 // Listen starts a listener on ip:port (port 0: any free port) and returns its handle
 // and port. Accepted connections are reported as EventListenerAccept completions.

@@ -49,7 +49,8 @@ func Connect(ip string, port int, timeoutMs int64, errorHandling bool) (id uint6
 	return e.ConnectWith(ip, port, time.Duration(timeoutMs)*time.Millisecond, endpointOptions(errorHandling))
 }
 
-// EndpointInfo returns "send_tag recv_tag local_addr remote_addr" ("-" for an unknown address).
+// EndpointInfo returns "send_tag recv_tag local_addr remote_addr ucp_ep_h" ("-" for an
+// unknown address).
 func EndpointInfo(h uint64) (res string, err error) {
 	defer guard(&err)
 	e, err := current()
@@ -60,7 +61,17 @@ func EndpointInfo(h uint64) (res string, err error) {
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("%d %d %s %s", info.SendTag, info.RecvTag, dash(info.Local), dash(info.Remote)), nil
+	return fmt.Sprintf("%d %d %s %s %d", info.SendTag, info.RecvTag, dash(info.Local), dash(info.Remote), info.UCPHandle), nil
+}
+
+// WorkerHandle returns UCX's ucp_worker_h of the running engine's worker, as a number.
+func WorkerHandle() (h uint64, err error) {
+	defer guard(&err)
+	e, err := current()
+	if err != nil {
+		return 0, err
+	}
+	return uint64(e.WorkerHandle()), nil
 }
 
 // EndpointStatus returns the UCS status that ended endpoint h: 0 while it is usable

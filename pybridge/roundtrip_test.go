@@ -182,7 +182,10 @@ func connectBridge(t *testing.T) *bridgePair {
 		if err != nil {
 			t.Fatalf("EndpointInfo(%d): %v", h, err)
 		}
-		f := fields(t, res, 4)
+		f := fields(t, res, 5)
+		if w := words(t, f[4], 1); w[0] == 0 {
+			t.Fatalf("EndpointInfo(%d): no ucp_ep_h in %q", h, res)
+		}
 		w := words(t, strings.Join(f[:2], " "), 2)
 		return w[0], w[1], f[2], f[3]
 	}

@@ -81,3 +81,92 @@ def test_reset_after_a_test_that_dropped_its_listener():
     holder.listener = ucxx_go.create_listener(lambda ep: holder)  # a reference cycle
     del holder
     ucxx_go.reset()
+
+
+async def test_reset_with_open_objects_raises_and_still_resets(server):
+    """UCXX's reset() drops its context before it complains, so the next init()
+    starts afresh; what was open is aborted and closed."""
+    client, srv = await server.connect()
+    with pytest.raises(ucxx_go.UCXError, match="Trying to reset UCX but not all Endpoints and/or Listeners are closed"):
+        ucxx_go.reset()
+    assert client.closed and server.listener.closed
+    ucxx_go.init()
+    listener = ucxx_go.create_listener(lambda ep: None)
+    listener.close()
+
+
+def test_module_names(caplog):
+    """UCXX's module-level names: versions, transports, worker handles, progress and
+    its logger (init says how progress runs on it, at INFO)."""
+    with caplog.at_level("INFO", logger="ucx"):
+        ucxx_go.init()
+    assert any(r.name == "ucx" and r.levelname == "INFO" for r in caplog.records)
+    assert not any(r.levelno >= 40 for r in caplog.records)
+    assert ucxx_go.__ucx_version__ == "%d.%d.%d" % ucxx_go.get_ucx_version()
+    transports = ucxx_go.get_active_transports()
+    assert {"self", "tcp"} <= transports, transports
+    assert ucxx_go.get_ucp_worker() > 0 and ucxx_go.get_ucxx_worker() == ucxx_go.get_ucp_worker()
+    ucxx_go.continuous_ucx_progress()
+    assert ucxx_go.get_ucxpy_logger() is __import__("logging").getLogger("ucx")
+
+
+async def test_endpoint_handles(pair):
+    client, srv = pair
+    for ep in (client, srv):
+        assert ep.ucp_endpoint > 0 and ep.ucxx_endpoint == ep.ucp_endpoint
+        assert ep.ucp_worker == ep.ucxx_worker == ucxx_go.get_ucp_worker()
+    assert client.ucp_endpoint != srv.ucp_endpoint
+
+
+@pytest.mark.parametrize("message_type", ["tag", "am"])
+async def test_close_after_n_recv_is_closed_when_the_last_receive_returns(pair, message_type):
+    """UCXX's test_close_after_n_recv: closed as soon as the n-th receive returned;
+    setting it twice, or below what was received, raises."""
+    client, srv = pair
+
+    async def one_message(sender, receiver):
+        if message_type == "tag":
+            await asyncio.gather(sender.send(b"x"), receiver.recv(bytearray(1)))
+        else:
+            await asyncio.gather(sender.am_send(b"x"), receiver.am_recv())
+
+    for _ in range(2):
+        await one_message(client, srv)
+    with pytest.raises(ucxx_go.UCXError, match="cannot be less than current recv_count"):
+        srv.close_after_n_recv(1, count_from_ep_creation=True)
+    await one_message(srv, client)
+    client.close_after_n_recv(2)
+    with pytest.raises(ucxx_go.UCXError, match="close_after_n_recv has already been set to"):
+        client.close_after_n_recv(3)
+    await one_message(srv, client)
+    assert not client.closed
+    await one_message(srv, client)
+    assert client.closed
+
+
+async def test_set_close_callback_on_a_closed_endpoint_raises(pair):
+    client, _ = pair
+    client.abort()
+    with pytest.raises(RuntimeError):
+        client.set_close_callback(lambda: None)
+
+
+async def test_deleted_listener_with_running_handlers_warns_on_ucx_logger(caplog):
+    """UCXX warns on its "ucx" logger when a listener is deleted while handlers still
+    run; a running handler does not keep its listener alive; active_clients counts
+    running handlers."""
+    release = asyncio.Event()
+
+    async def handler(ep):
+        await release.wait()
+        await ep.close()
+
+    listener = ucxx_go.create_listener(handler)
+    ep = await asyncio.wait_for(ucxx_go.create_endpoint("127.0.0.1", listener.port), TIMEOUT)
+    await wait_for_condition(lambda: listener.active_clients == 1, "the handler running")
+    with caplog.at_level("WARNING", logger="ucx"):
+        del listener
+        gc.collect()
+    assert any(r.name == "ucx" and r.getMessage().startswith("Listener object is being destroyed") for r in caplog.records)
+    release.set()
+    await asyncio.wait_for(ep.close(), TIMEOUT)

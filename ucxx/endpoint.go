@@ -48,6 +48,10 @@ type Endpoint struct {
 	mode ErrHandling
 }
 
+// Handle is UCX's ucp_ep_h as a number, for diagnostics and for UCXX's
+// ucp_endpoint accessor; nothing in Go goes through it.
+func (e *Endpoint) Handle() uintptr { return uintptr(unsafe.Pointer(e.h)) }
+
 // ErrHandling reports the error handling mode the endpoint was created with.
 func (e *Endpoint) ErrHandling() ErrHandling { return e.mode }
 

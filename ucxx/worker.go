@@ -16,6 +16,10 @@ type Worker struct {
 	ipv6   bool // its context's TCP transport uses IPv6 (Context.ipv6)
 }
 
+// Handle is UCX's ucp_worker_h as a number, for diagnostics and for UCXX's
+// get_ucp_worker; nothing in Go goes through it.
+func (w *Worker) Handle() uintptr { return uintptr(unsafe.Pointer(w.h)) }
+
 // Event kinds, as written by the C callbacks.
 const (
 	EventCompletion  = uint64(C.UCXX_EVENT_COMPLETION)

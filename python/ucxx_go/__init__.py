@@ -25,6 +25,8 @@ import asyncio
 import functools
 import ipaddress
 import json
+import logging
+import re
 import socket
 
 from . import _context, _tags, exceptions, types
@@ -44,7 +46,8 @@ __all__ = [
     "init", "reset", "create_listener", "create_endpoint", "create_endpoint_from_worker_address",
     "get_ucx_version", "get_config", "get_address", "get_worker_address",
     "get_ucx_address_from_buffer", "recv", "progress", "stop_notifier_thread", "info",
-    "get_ucp_context_info", "get_ucp_worker_info",
+    "get_ucp_context_info", "get_ucp_worker_info", "get_active_transports", "get_ucp_worker",
+    "get_ucxx_worker", "continuous_ucx_progress", "get_ucxpy_logger",
     "Endpoint", "Listener", "UCXAddress", "CudaFrame", "progress_mode", "exceptions", "types",
 ] + exceptions.__all__
 
@@ -228,6 +231,43 @@ def get_ucp_context_info():
     """UCX's description of the UCP context (ucp_context_print_info)."""
     _context.get()
     return call(ext.pybridge_UCXInfo, "context")
+
+
+def get_active_transports():
+    """The names of the transports UCX's context may use, e.g. {"tcp", "posix", "self"}
+    (UCXX's get_active_transports, read from ``get_ucp_context_info()``)."""
+    lines = re.findall(r"^#.*resource.*md.*dev.*flags.*$", get_ucp_context_info(), re.M)
+    return {line.split()[-1].split("/")[0] for line in lines}
+
+
+def get_ucp_worker():
+    """UCX's ucp_worker_h of the running context's worker, as an int (UCXX's accessor)."""
+    _context.get()
+    return int(call(ext.pybridge_WorkerHandle))
+
+
+def get_ucxx_worker():
+    """As ``get_ucp_worker``: ucxx_go has no C++ UCXX worker object."""
+    return get_ucp_worker()
+
+
+def continuous_ucx_progress(event_loop=None):
+    """Compatibility with UCXX: the engine's progress thread always progresses the
+    worker, and completions reach every event loop that awaits them."""
+    _context.get()
+
+
+def get_ucxpy_logger():
+    """UCXX's "ucx" logger, to which ucxx_go forwards what UCX logs and says how it
+    starts."""
+    return logging.getLogger("ucx")
+
+
+def __getattr__(name):
+    # Loaded on first use, not at import (see "fork" in the README).
+    if name == "__ucx_version__":
+        return "%d.%d.%d" % get_ucx_version()
+    raise AttributeError(f"module 'ucxx_go' has no attribute {name!r}")
 
 
 def get_ucp_worker_info():

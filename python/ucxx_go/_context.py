@@ -9,6 +9,7 @@ import asyncio
 import atexit
 import gc
 import json
+import logging
 import os
 import threading
 import weakref
@@ -209,6 +210,11 @@ def init(
         if keepalive_timeout is not None:
             limits["keepalive_timeout_ms"] = int(keepalive_timeout * 1000) if keepalive_timeout > 0 else -1
         _context = Context(options, progress_mode, bool(enable_delayed_submission), completion_mode, connect_timeout, limits)
+        # As UCXX, say on its "ucx" logger how progress runs.
+        logging.getLogger("ucx").info(
+            "Starting progress in '%s' mode (ucxx_go: the engine's progress thread, completions by %s)",
+            progress_mode, _context.completions.mode,
+        )
 
 
 def get(ipv6=False):
@@ -236,7 +242,8 @@ def reset():
     Raises
     ------
     UCXError
-        Endpoints or listeners are still open; close them first.
+        Endpoints or listeners were still open. As UCXX's, the context is reset all
+        the same (they are aborted and closed), so the next init() starts afresh.
     """
     global _context
     with _lock:
@@ -245,13 +252,17 @@ def reset():
             return
         gc.collect()  # endpoints and listeners dropped in reference cycles close now
         eps, listeners = ctx.live_objects()
-        if eps or listeners:
-            raise UCXError(
-                "Trying to reset UCX but not all Endpoints and/or Listeners are closed(). "
-                f"Open: {len(eps)} endpoint(s), {len(listeners)} listener(s)"
-            )
         _context = None
+    for ep in eps:
+        ep.abort()
+    for listener in listeners:
+        listener.close()
     ctx.shutdown()
+    if eps or listeners:
+        raise UCXError(
+            "Trying to reset UCX but not all Endpoints and/or Listeners are closed(). "
+            f"Open: {len(eps)} endpoint(s), {len(listeners)} listener(s)"
+        )
 
 
 def _at_exit():

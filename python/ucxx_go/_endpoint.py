@@ -65,7 +65,8 @@ class Endpoint:
     """
 
     def __init__(self, ctx, handle, info):
-        send_tag, recv_tag, local, remote = info.split()
+        send_tag, recv_tag, local, remote, ucp_handle = info.split()
+        self._ucp_handle = int(ucp_handle)
         self._ctx = ctx
         self._handle = handle
         self._send_tag = int(send_tag)
@@ -117,6 +118,26 @@ class Endpoint:
             return ext.pybridge_EndpointStatus(self._handle) == 0
         except RuntimeError:
             return False
+
+    @property
+    def ucp_endpoint(self):
+        """UCX's ucp_ep_h of this endpoint, as an int (UCXX's accessor; for diagnostics)."""
+        return self._ucp_handle
+
+    @property
+    def ucxx_endpoint(self):
+        """As ``ucp_endpoint``: ucxx_go has no C++ UCXX endpoint object (UCXX's accessor)."""
+        return self._ucp_handle
+
+    @property
+    def ucp_worker(self):
+        """UCX's ucp_worker_h of the worker this endpoint belongs to, as an int."""
+        return int(call(ext.pybridge_WorkerHandle))
+
+    @property
+    def ucxx_worker(self):
+        """As ``ucp_worker``: ucxx_go has no C++ UCXX worker object (UCXX's accessor)."""
+        return self.ucp_worker
 
     @property
     def local_address(self):
@@ -217,25 +238,28 @@ class Endpoint:
     def _received(self):
         self._recv_count += 1
         if self._close_after is not None and self._recv_count >= self._close_after:
-            self._close_after = None
-            asyncio.ensure_future(self.close())
+            self._start_close()
 
     def close_after_n_recv(self, n, count_from_ep_creation=False):
         """Close the endpoint once ``n`` receives have completed on it: counted from now,
-        or from its creation with ``count_from_ep_creation``.
+        or from its creation with ``count_from_ep_creation``. As UCXX's, the endpoint
+        is ``closed`` as soon as the n-th receive returns (ours then closes gracefully,
+        in the background, where UCXX aborts).
 
         Raises
         ------
         UCXError
-            ``count_from_ep_creation`` and more than ``n`` receives already completed.
+            It was set already, or ``count_from_ep_creation`` and more than ``n``
+            receives already completed.
         """
+        if self._close_after is not None:
+            raise UCXError(f"close_after_n_recv has already been set to: {self._close_after} (abs)")
         target = n if count_from_ep_creation else self._recv_count + n
         if target < self._recv_count:
-            raise UCXError(f"close_after_n_recv({n}): {self._recv_count} receives already completed")
+            raise UCXError(f"`n` cannot be less than current recv_count: {target} (abs) < {self._recv_count} (abs)")
+        self._close_after = target
         if target == self._recv_count:
-            asyncio.ensure_future(self.close())
-        else:
-            self._close_after = target
+            self._start_close()
 
     def tag_probe(self, tag=None, force_tag=False, remove=False):
         """Look for an unreceived message with this tag, without waiting (also after the
@@ -250,9 +274,10 @@ class Endpoint:
         found, sender_tag, length, handle = (int(x) for x in call(ext.pybridge_TagProbe, t, _FULL_MASK, bool(remove)).split())
         return ProbeInfo(bool(found), sender_tag, length, handle or None)
 
-    async def recv_with_handle(self, buffer, handle):
-        """Receive into ``buffer`` the message ``tag_probe(remove=True)`` took: pass its
-        ``handle`` (or the ProbeInfo)."""
+    async def recv_with_handle(self, buffer, probe_result):
+        """Receive into ``buffer`` the message ``tag_probe(remove=True)`` took: pass the
+        ProbeInfo it returned (or its ``handle``)."""
+        handle = probe_result
         if isinstance(handle, ProbeInfo):
             handle = handle.handle
         if not handle:
@@ -476,9 +501,18 @@ class Endpoint:
 
     # -- closing -----------------------------------------------------------------------
 
-    def set_close_callback(self, callback, cb_args=(), cb_kwargs=None):
-        """Call ``callback(*cb_args, **cb_kwargs)`` once, when the endpoint closes or breaks."""
-        self._close_cb = (callback, tuple(cb_args), dict(cb_kwargs or {}))
+    def set_close_callback(self, callback_func, cb_args=None, cb_kwargs=None):
+        """Call ``callback_func(*cb_args, **cb_kwargs)`` once, when the endpoint closes
+        or breaks.
+
+        Raises
+        ------
+        RuntimeError
+            The endpoint is closing or closed already, as UCXX's.
+        """
+        if self.closed:
+            raise RuntimeError("Endpoint.set_close_callback: the endpoint is closing or closed")
+        self._close_cb = (callback_func, tuple(cb_args or ()), dict(cb_kwargs or {}))
 
     def _run_close_callback(self):
         cb, self._close_cb = self._close_cb, None
@@ -493,8 +527,9 @@ class Endpoint:
             self._error = status
         self._run_close_callback()
 
-    def abort(self):
-        """Close at once: everything in flight fails with UCXCanceledError. Idempotent."""
+    def abort(self, period=10**10, max_attempts=1):
+        """Close at once: everything in flight fails with UCXCanceledError. Idempotent.
+        ``period`` and ``max_attempts`` are UCXX's and unused: this never waits."""
         if self._closed:
             return
         self._closed = True
@@ -506,19 +541,26 @@ class Endpoint:
                 pass
         self._run_close_callback()
 
-    async def close(self, timeout=5.0):
+    async def close(self, period=10**10, max_attempts=1, timeout=None):
         """Close gracefully: pending receives are cancelled, sends flushed to the peer.
 
-        Finishes within ``timeout`` seconds whatever the peer does; a second call waits
-        for the first; cancelling the caller does not stop the close.
+        Finishes within ``timeout`` seconds whatever the peer does, by default UCXX's
+        ``period * max_attempts`` nanoseconds (10 s); a second call waits for the
+        first; cancelling the caller does not stop the close.
         """
         if self._close_task is None:
             if self._closed:
                 return
-            self._closed = True
-            self._finalizer.detach()
-            self._close_task = asyncio.ensure_future(self._close(timeout))
+            self._start_close(period * max_attempts / 1e9 if timeout is None else timeout)
         await asyncio.shield(self._close_task)
+
+    def _start_close(self, timeout=10.0):
+        """Mark the endpoint closed now and close it gracefully in the background."""
+        if self._closed:
+            return
+        self._closed = True
+        self._finalizer.detach()
+        self._close_task = asyncio.ensure_future(self._close(timeout))
 
     async def _close(self, timeout):
         ctx = self._ctx

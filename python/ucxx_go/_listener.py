@@ -9,10 +9,32 @@ from ._bridge import call, ext
 from ._endpoint import Endpoint
 
 logger = logging.getLogger("ucxx_go")
+ucx_logger = logging.getLogger("ucx")  # UCXX's logger, which its users watch
 
 
-def _stop_listening(ctx, handle):
-    """Close the Go listener `handle`: Listener.close, or the listener's finalizer."""
+class _Handlers:
+    """The listener's handler tasks still running. Held by the tasks' callbacks rather
+    than the listener, so that a running handler does not keep its listener alive."""
+
+    __slots__ = ("tasks",)
+
+    def __init__(self):
+        self.tasks = set()
+
+    def done(self, task):
+        self.tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("Uncaught listener callback error", exc_info=task.exception())
+
+
+def _stop_listening(ctx, handle, handlers=None):
+    """Close the Go listener `handle`: Listener.close, or the listener's finalizer
+    (then, as UCXX, warn when handlers still run)."""
+    if handlers is not None and handlers.tasks:
+        ucx_logger.warning(
+            "Listener object is being destroyed, but %d client handler(s) is(are) still alive. "
+            "This usually indicates the Listener was prematurely destroyed.", len(handlers.tasks),
+        )
     ctx.listeners.pop(handle, None)
     if not ctx.closed:
         try:
@@ -37,10 +59,9 @@ class Listener:
         self._port = bound
         self._endpoint_error_handling = bool(endpoint_error_handling)
         self._closed = False
-        self._tasks = set()
-        self._active = weakref.WeakSet()  # accepted endpoints, not kept alive by us
+        self._handlers = _Handlers()
         ctx.listeners[handle] = self  # weakly: deleting the listener stops it
-        self._finalizer = weakref.finalize(self, _stop_listening, ctx, handle)
+        self._finalizer = weakref.finalize(self, _stop_listening, ctx, handle, self._handlers)
         # Accepts are delivered on the event loop the listener was made in (UCXX's
         # create_listener is synchronous but called from async code), which watches
         # the ring from now on; outside a loop, on whichever loop drains.
@@ -68,8 +89,8 @@ class Listener:
 
     @property
     def active_clients(self):
-        """How many endpoints this listener accepted that are still open."""
-        return sum(1 for ep in list(self._active) if ep.alive)
+        """How many of this listener's handler coroutines are still running, as UCXX's."""
+        return len(self._handlers.tasks)
 
     def _on_accept(self, handle):
         loop = self._loop
@@ -80,7 +101,6 @@ class Listener:
 
     def _on_accept_here(self, handle):
         ep = Endpoint._from_handle(self._ctx, handle)
-        self._active.add(ep)
         if self._closed:
             ep.abort()
             return
@@ -91,20 +111,16 @@ class Listener:
             return
         if inspect.isawaitable(result):
             task = asyncio.ensure_future(result)
-            self._tasks.add(task)
-            task.add_done_callback(self._handler_done)
-
-    def _handler_done(self, task):
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("Uncaught listener callback error", exc_info=task.exception())
+            self._handlers.tasks.add(task)
+            task.add_done_callback(self._handlers.done)
 
     def close(self):
         """Stop accepting connections. Endpoints already accepted stay open."""
         if self._closed:
             return
         self._closed = True
-        self._finalizer()
+        self._finalizer.detach()
+        _stop_listening(self._ctx, self._handle)
 
     def __repr__(self):
         return f"<ucxx_go.Listener {self._ip}:{self._port}{' closed' if self._closed else ''}>"
