@@ -47,11 +47,17 @@ async def test_receive_pending_when_the_peer_dies_is_canceled_and_reset(processe
     ep.abort()
 
 
-def test_invalid_option_value_is_an_invalid_param_error():
+def test_invalid_option_value_is_an_invalid_param_error(caplog):
     """UCXX's test_config: a value UCX rejects raises UCXInvalidParamError (ours: its
-    subclass UCXConfigError)."""
-    with pytest.raises(ucxx_go.UCXInvalidParamError):
-        ucxx_go.init(options={"SEG_SIZE": "invalid-size"})
+    subclass UCXConfigError), and UCX's reason is logged on "ucx" then, not during a
+    later init."""
+    with caplog.at_level("ERROR", logger="ucx"):
+        with pytest.raises(ucxx_go.UCXInvalidParamError):
+            ucxx_go.init(options={"SEG_SIZE": "invalid-size"})
+        assert any("SEG_SIZE" in r.getMessage() for r in caplog.records)
+        caplog.clear()
+        ucxx_go.init(options={"SEG_SIZE": "3M"})
+    assert not caplog.records
 
 
 async def test_deleted_listener_stops_listening():

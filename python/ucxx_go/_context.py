@@ -53,7 +53,10 @@ class Context:
         self.connect_timeout = connect_timeout
         self.limits = limits
         engine_mode = PROGRESS_MODES[progress_mode]
-        res = call(ext.pybridge_Start, json.dumps(options), engine_mode, delayed_submission, json.dumps(limits))
+        try:
+            res = call(ext.pybridge_Start, json.dumps(options), engine_mode, delayed_submission, json.dumps(limits))
+        finally:
+            _ucx_log.forward()  # what UCX said while starting (why it refused), now
         address, size, fd = (int(x) for x in res.split())
         self.delayed_submission = delayed_submission
         try:
