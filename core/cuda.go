@@ -285,6 +285,20 @@ func FreeCUDA(device int, ptr uintptr) error {
 	return ctx.MemFree(ptr)
 }
 
+// CopyCUDAToHost copies n bytes of a CUDA frame a multi-buffer receive allocated on
+// device to the host address dst, from any thread, as FreeCUDA.
+func CopyCUDAToHost(device int, dst, src uintptr, n uint64) error {
+	drv, err := ucxx.CUDA()
+	if err != nil {
+		return err
+	}
+	ctx, err := primaryContext(drv, device)
+	if err != nil {
+		return err
+	}
+	return ctx.CopyToHost(dst, src, n)
+}
+
 // pinNearGPU binds the progress thread, once, to the CPUs NVML reports close to
 // device, as MSCCL++ binds its proxy thread to its GPU's NUMA node: the thread that
 // drives the GPU's transfers then runs where its memory traffic is short. The device

@@ -223,6 +223,16 @@ CUresult ucxx_cuda_mem_free_in(CUcontext ctx, CUdeviceptr p, const char **op) {
     return ctx_leave(r, prev, switched, op);
 }
 
+CUresult ucxx_cuda_copy_dtoh_in(CUcontext ctx, uintptr_t dst, CUdeviceptr src, size_t n, const char **op) {
+    CUcontext prev;
+    int switched;
+    CUresult r = ctx_enter(ctx, &prev, &switched, op);
+    if (r != CUDA_SUCCESS) return r;
+    r = api.cuMemcpyDtoH((void *)dst, src, n);
+    if (r != CUDA_SUCCESS) *op = "cuMemcpyDtoH";
+    return ctx_leave(r, prev, switched, op);
+}
+
 CUresult ucxx_cuda_event_query(CUevent ev) { return api.cuEventQuery(ev); }
 
 CUresult ucxx_cuda_event_sync(CUevent ev) { return api.cuEventSynchronize(ev); }

@@ -244,6 +244,21 @@ func (c CUDAContext) Release() error {
 	return cudaErr("cuDevicePrimaryCtxRelease", C.ucxx_cuda_primary_release(c.dev))
 }
 
+// CopyToHost copies n bytes of device memory at src, allocated in this context, to
+// the host address dst (memory Go does not manage), from any thread, as MemFree; it
+// returns when they are there. For handing received CUDA frames to host code.
+func (c CUDAContext) CopyToHost(dst uintptr, src uintptr, n uint64) error {
+	c.check("CopyToHost")
+	if n == 0 {
+		return nil
+	}
+	var op *C.char
+	if r := C.ucxx_cuda_copy_dtoh_in(c.ctx, C.uintptr_t(dst), C.CUdeviceptr(src), C.size_t(n), &op); r != C.CUDA_SUCCESS {
+		return cudaErr(C.GoString(op), r)
+	}
+	return nil
+}
+
 // MemFree frees device memory allocated in this context, from any thread: c is made
 // current for the call and the thread's previous context (or none) is current again
 // on return. Memory lives as long as its context, so a receiver that hands device

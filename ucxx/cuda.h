@@ -93,6 +93,9 @@ CUresult ucxx_cuda_record_event(CUcontext ctx, uintptr_t stream, CUevent *out, c
 // ucxx_cuda_mem_free_in frees p with ctx current for the call, restoring the thread's
 // previous context after, as ucxx_cuda_record_event does.
 CUresult ucxx_cuda_mem_free_in(CUcontext ctx, CUdeviceptr p, const char **op);
+// ucxx_cuda_copy_dtoh_in copies n bytes from src to host address dst with ctx current
+// for the call, as ucxx_cuda_mem_free_in.
+CUresult ucxx_cuda_copy_dtoh_in(CUcontext ctx, uintptr_t dst, CUdeviceptr src, size_t n, const char **op);
 CUresult ucxx_cuda_event_query(CUevent ev);
 CUresult ucxx_cuda_event_sync(CUevent ev);
 CUresult ucxx_cuda_event_destroy(CUevent ev);

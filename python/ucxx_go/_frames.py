@@ -18,7 +18,7 @@ import weakref
 import numpy as np
 
 from . import _constants as C
-from ._bridge import ext
+from ._bridge import call, ext
 from ._completions import _memory_view
 
 # A block is one C malloc (core/block.go): it goes back with free().
@@ -84,6 +84,20 @@ class CudaFrame:
 
     def __len__(self):
         return self.nbytes
+
+    def copy_to_host(self, ary=None):
+        """Copy the frame to host memory, as UCXX's received CUDA buffers do: into
+        ``ary`` (anything writable of at least ``nbytes`` bytes) or a new numpy uint8
+        array, which is returned."""
+        if ary is None:
+            ary = np.empty(self.nbytes, dtype=np.uint8)
+        view = memoryview(ary).cast("B")
+        if view.readonly or view.nbytes < self.nbytes:
+            raise ValueError(f"copy_to_host needs a writable buffer of at least {self.nbytes} bytes")
+        if self.nbytes:
+            dst = np.frombuffer(view, dtype=np.uint8).__array_interface__["data"][0]
+            call(ext.pybridge_CopyCUDAToHost, self.device, dst, self.ptr, self.nbytes)
+        return ary
 
     def __repr__(self):
         return f"<ucxx_go.CudaFrame {self.nbytes} bytes on device {self.device} at {self.ptr:#x}>"

@@ -83,6 +83,10 @@ async def test_mixed_host_and_cuda_multi(gpu_peer):
             assert isinstance(recv, ucxx_go.CudaFrame), type(recv)
             assert recv.nbytes == sent.nbytes
             assert bool(cp.array_equal(cp.asarray(recv), sent))
+            # UCXX's received CUDA buffers copy to host, into a new array or a given one.
+            assert np.array_equal(recv.copy_to_host(), cp.asnumpy(sent))
+            into = bytearray(sent.nbytes + 1)
+            assert recv.copy_to_host(into) is into and bytes(into[:sent.nbytes]) == cp.asnumpy(sent).tobytes()
 
 
 async def test_recv_multi_into_frames_from_a_user_allocator(gpu_peer):
