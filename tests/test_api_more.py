@@ -652,11 +652,10 @@ def test_init_options_reflected_in_config():
 
 
 def test_get_address():
-    addr = ucxx_go.get_address()
+    addr = ucxx_go.get_address(ifname="lo")
     assert isinstance(addr, str)
     assert re.fullmatch(r"\d{1,3}(\.\d{1,3}){3}", addr), addr
-    assert isinstance(ipaddress.ip_address(addr), ipaddress.IPv4Address)
-    assert ucxx_go.get_address(ifname="lo") == "127.0.0.1"
+    assert addr == "127.0.0.1"
     names = [n for _, n in socket.if_nameindex()]
     assert "nonexistent0" not in names
     with pytest.raises(OSError):

@@ -176,3 +176,31 @@ async def test_deleted_listener_with_running_handlers_warns_on_ucx_logger(caplog
     assert any(r.name == "ucx" and r.getMessage().startswith("Listener object is being destroyed") for r in caplog.records)
     release.set()
     await asyncio.wait_for(ep.close(), TIMEOUT)
+
+
+def test_get_address_chooses_the_interface_as_ucxx(monkeypatch):
+    """UCXPY_IFNAME, else the first ib*, then eth*, then en* interface (by name) that
+    has an address; else OSError. lo and others are never chosen by default."""
+    from ucxx_go import _address
+
+    addresses = {"lo": "127.0.0.1", "docker0": "172.17.0.1", "enp1s0": "10.0.0.3", "eth1": "10.0.0.2",
+                 "eth0": None, "ib0": None}
+
+    def lookup(name):
+        if addresses.get(name) is None:
+            raise OSError(f"{name}: no address")
+        return addresses[name]
+
+    monkeypatch.setattr(_address, "_ipv4_of", lookup)
+    monkeypatch.setattr(_address, "_interface_names", lambda: list(addresses))
+    monkeypatch.delenv("UCXPY_IFNAME", raising=False)
+    assert ucxx_go.get_address() == "10.0.0.2"  # ib0 and eth0 have none: eth1 before enp1s0
+    addresses["ib0"] = "192.168.0.1"
+    assert ucxx_go.get_address() == "192.168.0.1"
+    monkeypatch.setenv("UCXPY_IFNAME", "docker0")
+    assert ucxx_go.get_address() == "172.17.0.1"
+    monkeypatch.delenv("UCXPY_IFNAME")
+    for name in ("ib0", "eth1", "enp1s0"):
+        addresses[name] = None
+    with pytest.raises(OSError):
+        ucxx_go.get_address()

@@ -58,23 +58,29 @@ def _ipv6_of(ifname):
 def get_address(ifname=None, use_ipv6=False):
     """The IP address of a network interface, as UCXX's ``get_address``.
 
-    ``ifname`` defaults to ``UCXPY_IFNAME``; without either, the first of ib0, then any
-    interface other than lo, then lo, that has an address.
+    ``ifname`` defaults to ``UCXPY_IFNAME``; without either, the first interface with
+    an address among those named ib*, then eth*, then en* (each group in name order),
+    as UCXX chooses.
 
     Raises
     ------
     OSError
-        The interface does not exist or has no address of that family.
+        The interface does not exist or has no address of that family, or (no
+        ``ifname``) no ib*, eth* or en* interface has one.
     """
     lookup = _ipv6_of if use_ipv6 else _ipv4_of
     ifname = ifname or os.environ.get("UCXPY_IFNAME")
     if ifname:
         return lookup(ifname)
-    names = [n for _, n in socket.if_nameindex()]
-    for name in ["ib0"] + [n for n in names if n != "lo"] + ["lo"]:
-        if name in names:
+    names = _interface_names()
+    for prefix in ("ib", "eth", "en"):
+        for name in sorted(n for n in names if n.startswith(prefix)):
             try:
                 return lookup(name)
             except OSError:
                 continue
-    raise OSError("no network interface with an address")
+    raise OSError("No devices found")
+
+
+def _interface_names():
+    return [n for _, n in socket.if_nameindex()]
