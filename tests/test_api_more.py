@@ -9,7 +9,6 @@ spawned from _api_peers.py, joined with a timeout, and their exit codes asserted
 
 import asyncio
 import contextlib
-import ipaddress
 import pickle
 import re
 import socket
