@@ -278,6 +278,38 @@ async def test_many_listeners(addr, loopback_contact):
             listener.stop()
 
 
+async def test_ipv6_comms():
+    """Over IPv6 loopback: the context speaks IPv6 (the first address says so) and the
+    comms' addresses are bracketed as distributed writes them."""
+    client, server = await comm_pair("ucxgo://[::1]")
+    try:
+        for comm in (client, server):
+            for address in (comm.local_address, comm.peer_address):
+                assert address.startswith("ucxgo://[::1]:"), address
+                assert parse_host_port(parse_address(address)[1])[0] == "::1"
+        msg = {"op": "ping", "data": to_serialize(np.arange(1000, dtype="u1"))}
+        _, got = await transfer(client, server, msg)
+        np.testing.assert_array_equal(np.asarray(got["data"]), msg["data"].data)
+    finally:
+        await close_all(client, server)
+
+
+def test_config_keys_with_underscores_count(monkeypatch):
+    """DASK_DISTRIBUTED__COMM__UCXGO__... variables reach dask with underscores in
+    their keys; the backend reads them as the hyphenated ones."""
+    monkeypatch.setenv("DASK_DISTRIBUTED__COMM__UCXGO__UCX_OPTIONS", '{"SEG_SIZE": "3M"}')
+    monkeypatch.setenv("DASK_DISTRIBUTED__COMM__UCXGO__MULTI_BUFFER_LIMITS", '{"max_frames": 77}')
+    dask.config.refresh()
+    try:
+        distributed_backend._init_from_config()
+        assert ucxx_go.get_config()["SEG_SIZE"] == "3M"
+        assert ucxx_go._context._context.limits["max_frames"] == 77
+    finally:
+        monkeypatch.delenv("DASK_DISTRIBUTED__COMM__UCXGO__UCX_OPTIONS")
+        monkeypatch.delenv("DASK_DISTRIBUTED__COMM__UCXGO__MULTI_BUFFER_LIMITS")
+        dask.config.refresh()
+
+
 async def test_listener_host_port():
     """As TCPListener.get_host_port: refused before start, then the bound (host, port)."""
     listener = listen("ucxgo://127.0.0.1", lambda comm: None)

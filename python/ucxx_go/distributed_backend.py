@@ -12,6 +12,7 @@ UCX errors become CommClosedError where distributed expects it.
 
 import asyncio
 import logging
+import os
 
 import dask
 from distributed.comm.addressing import parse_host_port, unparse_host_port
@@ -29,17 +30,27 @@ SCHEME = "ucxgo"
 _PREFIX = SCHEME + "://"
 
 
-def _init_from_config():
-    """Initialise ucxx_go from dask config (distributed.comm.ucxgo.*) the first time."""
+def _canonical(cfg):
+    """dask config keys as written with hyphens: dask keeps what it was given, and
+    DASK_DISTRIBUTED__COMM__UCXGO__... variables arrive with underscores."""
+    return {k.replace("_", "-"): v for k, v in (cfg or {}).items()}
+
+
+def _init_from_config(host=""):
+    """Initialise ucxx_go from dask config (distributed.comm.ucxgo.*) the first time;
+    for an IPv6 `host`, with UCX's TCP on IPv6 (unless the config or the environment
+    says otherwise), as ucxx_go does for a first listener or connection on IPv6."""
     from . import _context
 
     if _context._context is not None:
         return
-    cfg = dask.config.get("distributed.comm.ucxgo", default={}) or {}
+    cfg = _canonical(dask.config.get("distributed.comm.ucxgo", default={}))
     options = dict(cfg.get("ucx-options", {}) or {})
     if cfg.get("tls"):
         options.setdefault("TLS", cfg["tls"])
-    limits = {k.replace("-", "_"): v for k, v in (cfg.get("multi-buffer-limits", {}) or {}).items()}
+    if ":" in host and "UCX_TCP_AF_PRIO" not in os.environ and not {"TCP_AF_PRIO", "UCX_TCP_AF_PRIO"} & set(options):
+        options["TCP_AF_PRIO"] = "inet6"
+    limits = {k.replace("-", "_"): v for k, v in _canonical(cfg.get("multi-buffer-limits")).items()}
     try:
         ucxx_go.init(
             options=options,
@@ -64,6 +75,12 @@ def _endpoint_error_handling():
     if isinstance(value, str):  # from YAML or the environment as text, e.g. "false"
         return value.strip().lower() not in ("false", "no", "off", "0", "")
     return bool(value)
+
+
+def _address(host_port):
+    """A "host:port" of ucxx_go (an IPv6 host unbracketed) as distributed writes it."""
+    host, _, port = host_port.rpartition(":")
+    return unparse_host_port(host, int(port))
 
 
 def _comm_closed(exc, what):
@@ -134,6 +151,9 @@ class UCXGoComm(Comm):
             request = self._ep._start_send_multi(frames)
         except UCXError as e:
             self._failed(e, "write")
+        except BaseException:
+            self.abort()  # as tcp's: a write that failed leaves no usable comm
+            raise
         request.future.add_done_callback(self._write_ended)
         return sum(map(nbytes, frames))
 
@@ -181,14 +201,14 @@ class UCXGoComm(Comm):
 
 class UCXGoConnector(Connector):
     async def connect(self, address, deserialize=True, **connection_args):
-        _init_from_config()
         ip, port = parse_host_port(address)
+        _init_from_config(ip)
         try:
             ep = await ucxx_go.create_endpoint(ip, port, endpoint_error_handling=_endpoint_error_handling())
         except UCXError as e:
             # An OSError: distributed retries it until its connect timeout.
             raise _comm_closed(e, f"connect to {address}") from e
-        local = ep.local_address or unparse_host_port(get_ip(ip), 0)
+        local = _address(ep.local_address) if ep.local_address else unparse_host_port(get_ip(ip), 0)
         return UCXGoComm(ep, _PREFIX + local, _PREFIX + unparse_host_port(ip, port), deserialize=deserialize)
 
 
@@ -227,15 +247,15 @@ class UCXGoListener(BaseListener):
         return self.ip, self._listener.port
 
     async def start(self):
-        _init_from_config()
+        _init_from_config(self.ip)
 
         async def serve(ep):
             if self._stopped:
                 # Accepted just before stop(): the handshake would never be aborted.
                 ep.abort()
                 return
-            peer = ep.peer_address or "0.0.0.0:0"
-            local = _PREFIX + ep.local_address if ep.local_address else self.address
+            peer = _address(ep.peer_address) if ep.peer_address else "0.0.0.0:0"
+            local = _PREFIX + _address(ep.local_address) if ep.local_address else self.address
             comm = UCXGoComm(ep, local, _PREFIX + peer, deserialize=self.deserialize)
             comm.allow_offload = self.allow_offload
             try:
