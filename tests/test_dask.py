@@ -376,6 +376,23 @@ async def test_both_sides_write_then_read(size):
     await close_all(client, server)
 
 
+async def test_large_array_goes_as_one_frame(monkeypatch):
+    """An array over distributed's shard size (64 MiB) goes as one frame: shards in
+    separate allocations could only be joined again by copying. Negotiated
+    handshake options (compression, pickle protocol) reach the serialiser."""
+    client, server = await comm_pair("ucxgo://127.0.0.1")
+    sent = []
+    real = client._ep._start_send_multi
+    monkeypatch.setattr(client._ep, "_start_send_multi", lambda frames: (sent.append([memoryview(f).nbytes for f in frames]), real(frames))[1])
+    payload = np.ones(80 << 20, dtype="u1")
+    try:
+        _, got = await transfer(client, server, {"data": to_serialize(payload)})
+        assert max(sent[0]) == payload.nbytes, sent
+        assert np.asarray(got["data"]).nbytes == payload.nbytes
+    finally:
+        await close_all(client, server)
+
+
 async def test_write_failing_after_it_returned_fails_the_next_read():
     """A write that returned and then failed (its peer went away before taking the
     rendezvous message) is reported by the comm's next operation, once."""

@@ -77,6 +77,10 @@ def _endpoint_error_handling():
     return bool(value)
 
 
+# frame_split_size for distributed's serialisation: larger than any frame.
+_NO_SHARDS = 1 << 62
+
+
 def _address(host_port):
     """A "host:port" of ucxx_go (an IPv6 host unbracketed) as distributed writes it."""
     host, _, port = host_port.rpartition(":")
@@ -143,7 +147,10 @@ class UCXGoComm(Comm):
             allow_offload=self.allow_offload,
             serializers=serializers,
             on_error=on_error,
-            context={"sender": self.local_info, "recipient": self.remote_info},
+            context={"sender": self.local_info, "recipient": self.remote_info, **self.handshake_options},
+            # A UCX message may be any size: frames are not cut into shards, which the
+            # receiver could only join again by copying.
+            frame_split_size=_NO_SHARDS,
         )
         if self.closed():  # closed while the frames were made
             raise CommClosedError("ucxgo: write on a closed comm")
