@@ -79,7 +79,7 @@ func blockLayout(sizes []uint64, types []uint8) (record, total uint64) {
 	record = recordSize(len(sizes))
 	total = alignUp(record)
 	for i, s := range sizes {
-		if types[i] == MemHost && !ownsAllocation(types[i], s) {
+		if types[i] == MemHost && s < OwnFrameMin {
 			total = alignUp(total + s)
 		}
 	}

@@ -29,8 +29,18 @@ const (
 )
 
 // controlWords are the words an endpoint sends, each from its own slot of the
-// endpoint's C memory, so a send in flight never sees its word change.
+// endpoint's C memory (its index here), so a send in flight never sees its word change.
 var controlWords = [...]controlWord{controlKeepalive, controlGoodbye, controlGoodbyeAck}
+
+// controlSlot is w's slot in the endpoint's C memory, or -1 for a word not sent.
+func controlSlot(w controlWord) int {
+	for i, cw := range controlWords {
+		if cw == w {
+			return i
+		}
+	}
+	return -1
+}
 
 // controlMemorySize is the endpoint's C memory: the handshake's two messages, then
 // one slot per control word it sends. The control receive reuses the peer's
@@ -54,16 +64,11 @@ func (e *Engine) postControlRecv(ep *endpoint) {
 	r.track(ep.u.StreamRecv(unsafe.Add(ep.hs, handshakeSize), controlSize, r.id))
 }
 
-// sendControl sends w to the peer.
+// sendControl sends w, one of controlWords, to the peer.
 func (e *Engine) sendControl(ep *endpoint, w controlWord) {
-	for i, cw := range controlWords {
-		if cw == w {
-			r := e.requests.add(e.newID(), opControl, ep)
-			r.internal, r.word = stepControlSend, w
-			r.track(ep.u.StreamSend(unsafe.Add(ep.hs, 2*handshakeSize+i*controlSize), controlSize, r.id))
-			return
-		}
-	}
+	r := e.requests.add(e.newID(), opControl, ep)
+	r.internal, r.word = stepControlSend, w
+	r.track(ep.u.StreamSend(unsafe.Add(ep.hs, 2*handshakeSize+controlSlot(w)*controlSize), controlSize, r.id))
 }
 
 // onControl handles the end of a control send or receive. A received word is acted
@@ -85,19 +90,17 @@ func (e *Engine) onControl(r *request, st ucxx.Status) {
 		return
 	}
 	w := controlWord(binary.LittleEndian.Uint64(unsafe.Slice((*byte)(unsafe.Add(ep.hs, handshakeSize)), controlSize)))
-	switch w {
-	case controlKeepalive:
-		e.heard(ep)
-	case controlGoodbye:
-		e.heard(ep)
-		e.onGoodbye(ep)
-	case controlGoodbyeAck:
-		e.heard(ep)
-		e.onGoodbyeAck(ep)
-	default:
+	if controlSlot(w) < 0 {
 		// Only a peer breaking the protocol sends anything else.
 		e.onEndpointError(ep.handle, ucxx.StatusIOError)
 		return
+	}
+	e.heard(ep)
+	switch w {
+	case controlGoodbye:
+		e.onGoodbye(ep)
+	case controlGoodbyeAck:
+		e.onGoodbyeAck(ep)
 	}
 	if !ep.ucxClosing { // the goodbye's answer closes it: UCX would never end another receive
 		e.postControlRecv(ep)

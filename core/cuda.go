@@ -274,11 +274,7 @@ func (c *cudaGate) free(frames []uintptr) {
 // or without an engine: the memory belongs to the device's primary context, which the
 // process keeps.
 func FreeCUDA(device int, ptr uintptr) error {
-	drv, err := ucxx.CUDA()
-	if err != nil {
-		return err
-	}
-	ctx, err := primaryContext(drv, device)
+	ctx, err := devicePrimaryContext(device)
 	if err != nil {
 		return err
 	}
@@ -288,15 +284,20 @@ func FreeCUDA(device int, ptr uintptr) error {
 // CopyCUDAToHost copies n bytes of a CUDA frame a multi-buffer receive allocated on
 // device to the host address dst, from any thread, as FreeCUDA.
 func CopyCUDAToHost(device int, dst, src uintptr, n uint64) error {
-	drv, err := ucxx.CUDA()
-	if err != nil {
-		return err
-	}
-	ctx, err := primaryContext(drv, device)
+	ctx, err := devicePrimaryContext(device)
 	if err != nil {
 		return err
 	}
 	return ctx.CopyToHost(dst, src, n)
+}
+
+// devicePrimaryContext is device's primary context, loading the driver if needed.
+func devicePrimaryContext(device int) (ucxx.CUDAContext, error) {
+	drv, err := ucxx.CUDA()
+	if err != nil {
+		return ucxx.CUDAContext{}, err
+	}
+	return primaryContext(drv, device)
 }
 
 // pinNearGPU binds the progress thread, once, to the CPUs NVML reports close to

@@ -230,13 +230,22 @@ def get(ipv6=False):
     """
     ctx = _context
     if ctx is None:
-        options = {"TCP_AF_PRIO": "inet6"} if ipv6 and "UCX_TCP_AF_PRIO" not in os.environ else None
         try:
-            init(options=options)
+            init(options=address_family_options({}, ipv6) or None)
         except RuntimeError:
             pass  # initialised by another thread meanwhile
         ctx = _context
     return ctx
+
+
+def address_family_options(options, ipv6):
+    """`options` for a context whose first listener or connection is on IPv6 (`ipv6`):
+    with UCX's TCP on IPv6 (``TCP_AF_PRIO=inet6``) unless they or ``UCX_TCP_AF_PRIO``
+    say otherwise. A context speaks one address family over TCP (see the README)."""
+    named = {"TCP_AF_PRIO", "UCX_TCP_AF_PRIO"} & set(options) or "UCX_TCP_AF_PRIO" in os.environ
+    if ipv6 and not named:
+        options = dict(options, TCP_AF_PRIO="inet6")
+    return options
 
 
 def reset():

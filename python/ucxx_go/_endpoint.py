@@ -56,6 +56,9 @@ def _release_handle(ctx, handle):
             pass
 
 
+# UCXX's default close/abort period, in nanoseconds: our graceful close's deadline.
+_CLOSE_PERIOD_NS = 10**10
+
 class Endpoint:
     """A connection to a peer, made by create_endpoint() or given to a listener's handler.
 
@@ -110,9 +113,7 @@ class Endpoint:
     def alive(self):
         """True while the endpoint is open and its peer has not gone away: as soon as
         the progress thread learnt of it, whether or not an event loop ran since."""
-        if self._closed or self._error is not None:
-            return False
-        if self._ctx.closed:
+        if self._closed or self._error is not None or self._ctx.closed:
             return False
         try:
             return ext.pybridge_EndpointStatus(self._handle) == 0
@@ -527,7 +528,7 @@ class Endpoint:
             self._error = status
         self._run_close_callback()
 
-    def abort(self, period=10**10, max_attempts=1):
+    def abort(self, period=_CLOSE_PERIOD_NS, max_attempts=1):
         """Close at once: everything in flight fails with UCXCanceledError. Idempotent.
         ``period`` and ``max_attempts`` are UCXX's and unused: this never waits."""
         if self._closed:
@@ -541,7 +542,7 @@ class Endpoint:
                 pass
         self._run_close_callback()
 
-    async def close(self, period=10**10, max_attempts=1, timeout=None):
+    async def close(self, period=_CLOSE_PERIOD_NS, max_attempts=1, timeout=None):
         """Close gracefully: pending receives are cancelled, sends flushed to the peer.
 
         Finishes within ``timeout`` seconds whatever the peer does, by default UCXX's
@@ -554,7 +555,7 @@ class Endpoint:
             self._start_close(period * max_attempts / 1e9 if timeout is None else timeout)
         await asyncio.shield(self._close_task)
 
-    def _start_close(self, timeout=10.0):
+    def _start_close(self, timeout=_CLOSE_PERIOD_NS / 1e9):
         """Mark the endpoint closed now and close it gracefully in the background."""
         if self._closed:
             return

@@ -12,7 +12,6 @@ UCX errors become CommClosedError where distributed expects it.
 
 import asyncio
 import logging
-import os
 
 import dask
 from distributed.comm.addressing import parse_host_port, unparse_host_port
@@ -48,8 +47,7 @@ def _init_from_config(host=""):
     options = dict(cfg.get("ucx-options", {}) or {})
     if cfg.get("tls"):
         options.setdefault("TLS", cfg["tls"])
-    if ":" in host and "UCX_TCP_AF_PRIO" not in os.environ and not {"TCP_AF_PRIO", "UCX_TCP_AF_PRIO"} & set(options):
-        options["TCP_AF_PRIO"] = "inet6"
+    options = _context.address_family_options(options, ":" in host)
     limits = {k.replace("-", "_"): v for k, v in _canonical(cfg.get("multi-buffer-limits")).items()}
     try:
         ucxx_go.init(
