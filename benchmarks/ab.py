@@ -19,6 +19,7 @@ CONFIGS = {
     "8 B round trip": ["-n", "8", "--n-iter", "2000", "--n-warmup-iter", "200"],
     "1 MiB": ["-n", "1MiB", "--n-iter", "200", "--n-warmup-iter", "20"],
     "8 x 64 KiB send_multi": ["-n", "64KiB", "-x", "8", "--n-iter", "200", "--n-warmup-iter", "20"],
+    "4 x 1 MiB send_multi": ["-n", "1MiB", "-x", "4", "--n-iter", "100", "--n-warmup-iter", "10"],
 }
 
 

@@ -17,11 +17,7 @@ import (
 //
 // A host frame's location is its offset in the block; host frames start BlockAlign-
 // aligned and never overlap. The block is one C malloc: the consumer frees it with
-// free() once it is done with every host frame in it. A host frame of OwnFrameMin
-// bytes or more is not in the block but in a C malloc of its own, so it never keeps
-// the others' memory alive nor they its: its location is that allocation's address,
-// its memory type word MemHost | FrameOwnFlag, and the consumer frees it with free()
-// once done with it. A CUDA frame is not in the block: its
+// free() once it is done with every host frame. A CUDA frame is not in the block: its
 // location is the address of its own device allocation, and its memory type word is
 // MemCUDA | device<<FrameDeviceShift, which the consumer frees with FreeCUDA, or
 // MemCUDA | FrameUserFlag, an allocation the application made (the consumer does not
@@ -35,15 +31,7 @@ const (
 	BlockAlign           = 64      // alignment of host frames in the block
 	FrameDeviceShift     = 8       // a CUDA frame's device, in its memory type word
 	FrameUserFlag        = 1 << 16 // a CUDA frame the application allocated
-	FrameOwnFlag         = 1 << 17 // a host frame in a C allocation of its own
-	OwnFrameMin          = 64 << 10
 )
-
-// ownsAllocation reports whether a frame of this memory type and size is a host frame
-// in an allocation of its own.
-func ownsAllocation(memType uint8, size uint64) bool {
-	return memType == MemHost && size >= OwnFrameMin
-}
 
 // blockRecord is the record at the start of a block, for writing.
 type blockRecord []byte
@@ -73,25 +61,24 @@ func (r blockRecord) setFrame(i int, location, size, memType uint64) {
 func cudaFrameType(device int) uint64 { return uint64(MemCUDA) | uint64(device)<<FrameDeviceShift }
 
 // blockLayout returns the size of a block's record and of the whole block for frames
-// of these sizes and memory types (CUDA frames and host frames with an allocation of
-// their own take no room in it).
+// of these sizes and memory types (CUDA frames take no room in it).
 func blockLayout(sizes []uint64, types []uint8) (record, total uint64) {
 	record = recordSize(len(sizes))
 	total = alignUp(record)
 	for i, s := range sizes {
-		if types[i] == MemHost && s < OwnFrameMin {
+		if types[i] == MemHost {
 			total = alignUp(total + s)
 		}
 	}
 	return record, total
 }
 
-// footprint is the memory a received message takes: its block and the frames outside
-// it. Admission counts it.
+// footprint is the memory a received message takes: its block and its CUDA frames.
+// Admission counts it.
 func footprint(sizes []uint64, types []uint8) uint64 {
 	_, total := blockLayout(sizes, types)
 	for i, s := range sizes {
-		if types[i] != MemHost || ownsAllocation(types[i], s) {
+		if types[i] != MemHost {
 			total += s
 		}
 	}
@@ -100,46 +87,16 @@ func footprint(sizes []uint64, types []uint8) uint64 {
 
 func alignUp(n uint64) uint64 { return (n + BlockAlign - 1) &^ (BlockAlign - 1) }
 
-// hostPlacer hands out the places of a message's host frames, in frame order: the
-// next allocation of its own for a large frame, else the next aligned place in the
-// block.
-type hostPlacer struct {
-	block uintptr
-	off   uint64
-	own   []unsafe.Pointer
-}
-
-func newHostPlacer(block unsafe.Pointer, frames int, own []unsafe.Pointer) hostPlacer {
-	return hostPlacer{block: uintptr(block), off: alignUp(recordSize(frames)), own: own}
-}
-
-// place returns where a host frame of size bytes goes: its address, and the location
-// and memory type word its record says.
-func (p *hostPlacer) place(size uint64) (addr uintptr, location, memType uint64) {
-	if ownsAllocation(MemHost, size) {
-		a := uintptr(p.own[0])
-		p.own = p.own[1:]
-		return a, uint64(a), uint64(MemHost) | FrameOwnFlag
-	}
-	off := p.off
-	p.off = alignUp(off + size)
-	return p.block + uintptr(off), off, uint64(MemHost)
-}
-
-// freeReceivedBlock frees a block no application took, with the host frames of their
-// own and the CUDA frames the engine allocated for it.
+// freeReceivedBlock frees a block no application took, with the CUDA frames the
+// engine allocated for it.
 func freeReceivedBlock(block unsafe.Pointer, cuda *cudaGate) {
 	n := binary.LittleEndian.Uint64(unsafe.Slice((*byte)(block), BlockHeaderSize))
 	rec := unsafe.Slice((*byte)(block), recordSize(int(n)))
 	var frames []uintptr
 	for i := range int(n) {
 		w := rec[BlockHeaderSize+BlockFrameRecordSize*i:]
-		location := binary.LittleEndian.Uint64(w)
-		switch t := binary.LittleEndian.Uint64(w[16:]); {
-		case t&FrameOwnFlag != 0:
-			ucxx.CFree(*(*unsafe.Pointer)(unsafe.Pointer(&w[0]))) // the location, as a pointer
-		case t&0xff == uint64(MemCUDA) && t&FrameUserFlag == 0:
-			frames = append(frames, uintptr(location))
+		if t := binary.LittleEndian.Uint64(w[16:]); t&0xff == uint64(MemCUDA) && t&FrameUserFlag == 0 {
+			frames = append(frames, uintptr(binary.LittleEndian.Uint64(w)))
 		}
 	}
 	if len(frames) > 0 {

@@ -60,11 +60,11 @@ func hasCUDA(types []uint8) bool {
 // block through needID's completion. Progress thread.
 func (m *multiBuffers) askForFrames(op *multiOp, size uint64) {
 	rec := newBlockRecord(op.block, len(op.dec.Sizes), size)
-	host := newHostPlacer(op.block, len(op.dec.Sizes), op.ownFrames)
+	off := alignUp(recordSize(len(op.dec.Sizes)))
 	for i, sz := range op.dec.Sizes {
 		if op.dec.Types[i] == MemHost {
-			_, location, kind := host.place(sz)
-			rec.setFrame(i, location, sz, kind)
+			rec.setFrame(i, off, sz, uint64(MemHost))
+			off = alignUp(off + sz)
 		} else {
 			rec.setFrame(i, 0, sz, uint64(MemCUDA)|FrameUserFlag)
 		}

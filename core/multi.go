@@ -63,9 +63,8 @@ type multiOp struct {
 	framesPosted bool
 	block        unsafe.Pointer
 	blockSize    uint64
-	reserved     int64            // bytes held against the outstanding-bytes bounds (admission.go)
-	cudaFrames   []uintptr        // device allocations of the CUDA frames, until handed over
-	ownFrames    []unsafe.Pointer // allocations of the host frames outside the block, until handed over
+	reserved     int64     // bytes held against the outstanding-bytes bounds (admission.go)
+	cudaFrames   []uintptr // device allocations of the CUDA frames, until handed over
 	// deferCUDA: the application allocates the CUDA frames (frames.go); awaiting: the
 	// header is in and the engine waits for those allocations; userFrames: they came.
 	deferCUDA, awaiting, userFrames bool
@@ -80,7 +79,7 @@ func getMultiOp() *multiOp { return multiOps.Get().(*multiOp) }
 func putMultiOp(op *multiOp) {
 	keep := multiOp{raw: op.raw[:0], frames: op.frames[:0], sizes: op.sizes[:0], types: op.types[:0],
 		lens: op.lens[:0], parts: op.parts[:0], headers: op.headers, headersCap: op.headersCap, dec: op.dec,
-		cudaFrames: op.cudaFrames[:0], ownFrames: op.ownFrames[:0]}
+		cudaFrames: op.cudaFrames[:0]}
 	keep.dec.Reset()
 	*op = keep
 	multiOps.Put(op)
@@ -164,10 +163,9 @@ func (m *multiBuffers) finishMulti(op *multiOp) {
 	var value uint64
 	if op.block != nil {
 		if st == ucxx.StatusOK {
-			value = uint64(uintptr(op.block)) // the application frees it, and the frames, now
-			op.cudaFrames, op.ownFrames = op.cudaFrames[:0], op.ownFrames[:0]
+			value = uint64(uintptr(op.block)) // the application frees it, and the CUDA frames, now
+			op.cudaFrames = op.cudaFrames[:0]
 		} else {
-			op.freeOwnFrames()
 			ucxx.CFree(op.block)
 			if !op.userFrames {
 				m.cuda.free(op.cudaFrames)

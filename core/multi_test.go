@@ -37,46 +37,6 @@ func TestMultiRoundTrip(t *testing.T) {
 	}
 }
 
-// TestMultiLargeFramesOwnTheirMemory: host frames of OwnFrameMin bytes and more are
-// received into allocations of their own, the others share the message's block, so a
-// small frame kept alive never pins a large one's memory (nor the reverse).
-func TestMultiLargeFramesOwnTheirMemory(t *testing.T) {
-	client, server := newTestEngine(t, Options{}), newTestEngine(t, Options{})
-	cep, sep, cc, sc := pair(t, client, server)
-	ci, si := endpointInfo(t, client, cep), endpointInfo(t, server, sep)
-	frames := [][]byte{
-		bytes.Repeat([]byte{1}, 1000),
-		bytes.Repeat([]byte{2}, 1<<20),
-		bytes.Repeat([]byte{3}, OwnFrameMin-1),
-		bytes.Repeat([]byte{4}, OwnFrameMin),
-		[]byte("tail"),
-	}
-	sid := startSendFrames(t, client, cep, ci.SendTag, frames...) // rendezvous: ends once received
-	st, block := recvMulti(t, server, sep, sc, si.RecvTag)
-	if st != ucxx.StatusOK {
-		t.Fatalf("RecvMulti: %v", st)
-	}
-	if c := cc.wait(sid, 10*time.Second); c.Status != 0 {
-		t.Fatalf("SendMulti: %v", ucxx.Status(c.Status))
-	}
-	size, rec := readBlock(t, block)
-	for i, f := range rec {
-		if own := f.memType == uint64(MemHost)|FrameOwnFlag; own != (len(frames[i]) >= OwnFrameMin) {
-			t.Errorf("frame %d of %d bytes: memory type word %#x", i, len(frames[i]), f.memType)
-		}
-	}
-	// The block holds the record and the three small frames, aligned.
-	if want := alignUp(alignUp(alignUp(alignUp(recordSize(len(frames)))+1000)+OwnFrameMin-1) + 4); size != want {
-		t.Errorf("block of %d bytes, want %d", size, want)
-	}
-	got := takeBlock(t, block)
-	for i := range frames {
-		if !bytes.Equal(got[i], frames[i]) {
-			t.Fatalf("frame %d differs", i)
-		}
-	}
-}
-
 // A frame that arrives shorter or longer than its header announced fails the message
 // with MessageTruncated: no byte the peer did not write is delivered. The stream stays
 // in step, so an honest message after it arrives whole.

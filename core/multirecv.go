@@ -153,9 +153,7 @@ func (m *multiBuffers) receiveFrames(op *multiOp) {
 	}
 	_, size := blockLayout(op.dec.Sizes, op.dec.Types)
 	op.block, op.blockSize = ucxx.CMalloc(size), size
-	if op.block == nil || !op.allocOwnFrames() {
-		ucxx.CFree(op.block)
-		op.block = nil
+	if op.block == nil {
 		m.rejectWhole(op, ucxx.StatusNoMemory)
 		return
 	}
@@ -172,7 +170,6 @@ func (m *multiBuffers) receiveFrames(op *multiOp) {
 		if err != nil {
 			m.cuda.free(op.cudaFrames)
 			op.cudaFrames = op.cudaFrames[:0]
-			op.freeOwnFrames()
 			ucxx.CFree(op.block)
 			op.block = nil
 			m.rejectWhole(op, ucxx.StatusNoMemory)
@@ -183,45 +180,19 @@ func (m *multiBuffers) receiveFrames(op *multiOp) {
 	m.postFrames(op, size)
 }
 
-// allocOwnFrames allocates the host frames that get allocations of their own; if one
-// cannot be, it frees the others and reports false.
-func (op *multiOp) allocOwnFrames() bool {
-	for i, sz := range op.dec.Sizes {
-		if !ownsAllocation(op.dec.Types[i], sz) {
-			continue
-		}
-		p := ucxx.CMalloc(sz)
-		if p == nil {
-			op.freeOwnFrames()
-			return false
-		}
-		op.ownFrames = append(op.ownFrames, p)
-	}
-	return true
-}
-
-func (op *multiOp) freeOwnFrames() {
-	for _, p := range op.ownFrames {
-		ucxx.CFree(p)
-	}
-	op.ownFrames = op.ownFrames[:0]
-}
-
 // postFrames writes the block's record and posts every frame receive, in frame order
 // (frames share one tag: UCX matches them in the order they are posted), into the
-// block, op.ownFrames and op.cudaFrames; then the stream's next message may start.
+// block and op.cudaFrames; then the stream's next message may start.
 func (m *multiBuffers) postFrames(op *multiOp, size uint64) {
 	q := op.queue
 	rec := newBlockRecord(op.block, len(op.dec.Sizes), size)
-	host := newHostPlacer(op.block, len(op.dec.Sizes), op.ownFrames)
+	off := alignUp(recordSize(len(op.dec.Sizes)))
 	cuda := op.cudaFrames
 	for i, sz := range op.dec.Sizes {
-		var addr uintptr
-		memType := ucxx.MemoryHost
+		addr, memType := uintptr(op.block)+uintptr(off), ucxx.MemoryHost
 		if op.dec.Types[i] == MemHost {
-			var location, kind uint64
-			addr, location, kind = host.place(sz)
-			rec.setFrame(i, location, sz, kind)
+			rec.setFrame(i, off, sz, uint64(MemHost))
+			off = alignUp(off + sz)
 		} else {
 			addr, cuda, memType = cuda[0], cuda[1:], ucxx.MemoryCUDA
 			kind := m.cuda.frameType()

@@ -135,7 +135,6 @@ pybridge/pyconstants_test.go fails when this file is stale.
 	f.int("BLOCK_ALIGN", core.BlockAlign, "core.BlockAlign")
 	f.int("FRAME_DEVICE_SHIFT", core.FrameDeviceShift, "core.FrameDeviceShift")
 	f.bits("FRAME_USER_FLAG", core.FrameUserFlag, "core.FrameUserFlag")
-	f.bits("FRAME_OWN_FLAG", core.FrameOwnFlag, "core.FrameOwnFlag")
 	return f.b.Bytes()
 }
 

@@ -464,17 +464,11 @@ func blockFrames(t *testing.T, block uint64) [][]byte {
 	frames := make([][]byte, n)
 	for i := range frames {
 		w := rec[core.BlockHeaderSize+core.BlockFrameRecordSize*i:]
-		location := binary.LittleEndian.Uint64(w)
-		frames[i] = make([]byte, binary.LittleEndian.Uint64(w[8:]))
-		switch mt := binary.LittleEndian.Uint64(w[16:]); mt {
-		case uint64(core.MemHost):
-			ucxx.CopyFrom(frames[i], uintptr(block+location))
-		case uint64(core.MemHost) | core.FrameOwnFlag: // in an allocation of its own
-			ucxx.CopyFrom(frames[i], uintptr(location))
-			ucxx.CFreeAddr(uintptr(location))
-		default:
+		if mt := binary.LittleEndian.Uint64(w[16:]); mt != uint64(core.MemHost) {
 			t.Fatalf("frame %d: memory type word %#x", i, mt)
 		}
+		frames[i] = make([]byte, binary.LittleEndian.Uint64(w[8:]))
+		ucxx.CopyFrom(frames[i], uintptr(block+binary.LittleEndian.Uint64(w)))
 	}
 	return frames
 }

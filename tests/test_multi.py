@@ -311,9 +311,8 @@ async def test_kept_frame_outlives_its_siblings(pair):
     await wait_in_flight(0)
 
 
-async def test_large_frame_and_small_frames_free_their_own_memory(pair, monkeypatch):
-    """A large frame has memory of its own, freed when it is dropped, even while a small
-    frame of its message lives; the small frames share a block, freed with the last.
+async def test_block_is_freed_with_its_last_frame(pair, monkeypatch):
+    """One frame keeps its message's whole block; the last one dropped frees it.
 
     Frees are observed directly rather than through RSS: whether an allocator hands
     freed memory back to the kernel is its own business (glibc does for a block this
@@ -325,20 +324,16 @@ async def test_large_frame_and_small_frames_free_their_own_memory(pair, monkeypa
     real_free = _frames._free
     monkeypatch.setattr(_frames, "_free", lambda address: (freed.append(address), real_free(address)))
     client, srv = pair
-    frames = await transfer(client, srv, [np.ones(48 * MiB, dtype=np.uint8), b"small", b"smaller"])
-    large, in_block = (f.__array_interface__["data"][0] for f in frames[:2])
-    small, smaller = frames[1], frames[2]
-    assert small.base.nbytes < 64 * 1024, "a small frame pins more than the small frames' block"
+    frames = await transfer(client, srv, [np.ones(48 * MiB, dtype=np.uint8), b"small"])
+    block = frames[0].__array_interface__["data"][0]
+    small = frames[1]
     del frames
     gc.collect()
-    assert freed == [large], "the large frame's memory was not freed on its own"
-    assert small.tobytes() == b"small" and smaller.tobytes() == b"smaller"
+    assert small.tobytes() == b"small"
+    assert freed == [], "the block was freed while a frame of it lives"
     del small
     gc.collect()
-    assert freed == [large], "the block was freed while a frame of it lives"
-    del smaller
-    gc.collect()
-    assert len(freed) == 2 and 0 < in_block - freed[1] < 4096, "dropping the last small frame did not free the block"
+    assert len(freed) == 1 and 0 < block - freed[0] < 4096, "dropping the last frame did not free its block"
     await wait_in_flight(0)
 
 

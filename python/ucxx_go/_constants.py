@@ -74,4 +74,3 @@ BLOCK_FRAME_RECORD_WORDS = 3  # core.BlockFrameRecordSize / 8
 BLOCK_ALIGN = 64  # core.BlockAlign
 FRAME_DEVICE_SHIFT = 8  # core.FrameDeviceShift
 FRAME_USER_FLAG = 1 << 16  # core.FrameUserFlag
-FRAME_OWN_FLAG = 1 << 17  # core.FrameOwnFlag

@@ -3,11 +3,8 @@ Go core allocated (layout: core/block.go), freed when dropped.
 
 Host frames live in one C allocation (malloc) holding a record and then the frames,
 each BLOCK_ALIGN-aligned and disjoint from the others: frames share no memory, but one
-host frame kept alive keeps the whole block. A host frame of core.OwnFrameMin bytes or
-more has a malloc of its own (FRAME_OWN_FLAG), freed when that frame is dropped, so
-a large frame never keeps small ones' memory alive nor a small one a large one's. CUDA
-frames are separate device allocations, each returned as a CudaFrame and freed when it
-is dropped.
+host frame kept alive keeps the whole block. CUDA frames are separate device
+allocations, each returned as a CudaFrame and freed when it is dropped.
 
 This module is Python's one reader of the block's record (_record).
 """
@@ -41,12 +38,8 @@ if (C.BLOCK_HEADER_WORDS, C.BLOCK_FRAME_RECORD_WORDS) != (2, 3):
 
 
 def free_block(address):
-    """Return a block the Go core allocated, and its host frames of their own, to the
-    C allocator: the release of a request whose result is a block nobody took
-    (_request.Request)."""
-    for location, _, kind in _record(address)[1]:
-        if kind & C.FRAME_OWN_FLAG:
-            _free(location)
+    """Return a block the Go core allocated to the C allocator: the release of a
+    request whose result is a block nobody took (_request.Request)."""
     _free(address)
 
 
@@ -143,11 +136,7 @@ def frames_from_block(address, provided=()):
     weakref.finalize(block, _free, address)
     frames = []
     for off, n, kind in record:
-        if kind & C.FRAME_OWN_FLAG:
-            frame = np.frombuffer(_memory_view(off, n), dtype=np.uint8)
-            weakref.finalize(frame, _free, off)
-            frames.append(frame)
-        elif kind & C.FRAME_USER_FLAG:
+        if kind & C.FRAME_USER_FLAG:
             frames.append(next(provided))
         elif kind & _MEM_TYPE_MASK == C.MEM_CUDA:
             frames.append(CudaFrame(off, n, kind >> C.FRAME_DEVICE_SHIFT))
