@@ -53,6 +53,8 @@ async def echo_client(ip, port, sizes):
     import ucxx_go
 
     ep = await asyncio.wait_for(ucxx_go.create_endpoint(ip, port), TIMEOUT)
+    # Read while the peer is connected: it closes once it has our last message.
+    result = {"transports": ep.get_active_transports(), "local": ep.local_address, "peer": ep.peer_address}
     rng = np.random.default_rng(3)
     for size in sizes:
         msg = rng.integers(0, 256, size, dtype="u1")
@@ -63,7 +65,7 @@ async def echo_client(ip, port, sizes):
         if not np.array_equal(out, msg):
             raise SystemExit(f"{size} bytes came back different")
     await asyncio.wait_for(ep.send(np.zeros(1, dtype="<u8")), TIMEOUT)
-    say(result={"transports": ep.get_active_transports(), "local": ep.local_address, "peer": ep.peer_address})
+    say(result=result)
     await asyncio.wait_for(ep.close(), TIMEOUT)
 
 
