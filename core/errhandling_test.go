@@ -7,7 +7,6 @@ import (
 	"slices"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/ucxx-go/ucxx-go/ucxx"
 )
@@ -432,7 +431,7 @@ func TestReleaseEndpointDeliversWhatWasSent(t *testing.T) {
 	bufs := make([][]byte, len(sizes))
 	for i, n := range sizes {
 		bufs[i] = bytes.Repeat([]byte{byte(i + 1)}, n)
-		id, err := server.TagSend(sep, uintptr(unsafe.Pointer(&bufs[i][0])), uint64(n), 7, 0)
+		id, err := server.TagSend(sep, addr(bufs[i]), uint64(n), 7, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -449,7 +448,7 @@ func TestReleaseEndpointDeliversWhatWasSent(t *testing.T) {
 	}
 	for i, n := range sizes {
 		got := make([]byte, n)
-		id, err := client.TagRecv(cep, uintptr(unsafe.Pointer(&got[0])), uint64(n), 7, ^uint64(0), 0)
+		id, err := client.TagRecv(cep, addr(got), uint64(n), 7, ^uint64(0), 0)
 		if err != nil {
 			t.Fatal(err)
 		}

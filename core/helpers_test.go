@@ -13,7 +13,6 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -37,11 +36,14 @@ func newTestEngine(t testing.TB, opts Options) *Engine {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	engineOpened()
 	t.Cleanup(func() {
 		if err := e.Shutdown(5 * time.Second); err != nil && err != ErrEngineClosed {
 			t.Errorf("Shutdown: %v", err)
+			return // operations may still be in flight: the lent buffers stay
 		}
 		e.FreeQueue()
+		engineShut()
 	})
 	return e
 }
@@ -174,17 +176,44 @@ func endpointInfo(t *testing.T, e *Engine, h uint64) EndpointInfo {
 	return info
 }
 
-// addr lends b to UCX for an operation that outlives the call. b must live in the heap:
-// Go 1.25+ may put a small make([]byte, n) on the goroutine's stack, which moves when
-// the stack grows, and UCX would then write into the old copy. Storing b where the
-// heap can see it makes every caller's buffer escape (TestSharedMemoryOnlyTLS's 8-byte
-// receive got the old stack's bytes after an unrelated change moved its frame).
+// addr lends b to UCX for an operation that outlives the call. b stays reachable while
+// any test engine is open (lentBuffers), so no operation in flight, even one a test
+// leaves behind when it ends, reads or writes memory the GC freed: a send's buffer
+// once went while UCX's shared-memory transport still held the send in its pending
+// queue (AddressSanitizer, use-after-poison). Keeping b in the heap's sight also makes
+// every caller's buffer escape: Go may put a small make([]byte, n) on the goroutine's
+// stack, which moves when the stack grows (TestSharedMemoryOnlyTLS's 8-byte receive
+// once got the old stack's bytes).
 func addr(b []byte) uintptr {
-	lent.Store(&b)
+	lentBuffers.Lock()
+	lentBuffers.bufs = append(lentBuffers.bufs, b)
+	lentBuffers.Unlock()
 	return uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 }
 
-var lent atomic.Pointer[[]byte]
+// lentBuffers holds what addr lent until no test engine is open: only then has every
+// UCX operation on those buffers ended.
+var lentBuffers struct {
+	sync.Mutex
+	bufs    [][]byte
+	engines int
+}
+
+// engineOpened and engineShut count the open test engines; the last to shut lets the
+// lent buffers go.
+func engineOpened() {
+	lentBuffers.Lock()
+	lentBuffers.engines++
+	lentBuffers.Unlock()
+}
+
+func engineShut() {
+	lentBuffers.Lock()
+	if lentBuffers.engines--; lentBuffers.engines == 0 {
+		lentBuffers.bufs = nil
+	}
+	lentBuffers.Unlock()
+}
 
 // exchange sends msg from one end of a connection to the other and checks it arrived.
 func exchange(t *testing.T, from *Engine, fromEP uint64, fc *collector, to *Engine, toEP uint64, tc *collector, msg []byte) {

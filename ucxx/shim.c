@@ -45,10 +45,13 @@ static void send_cb(void *req, ucs_status_t status, void *user_data) {
     push(UCXX_EVENT_COMPLETION, (uint64_t)(uintptr_t)user_data, status, 0, 0, req);
 }
 
+/* UCX fills a receive's info only when a message was matched: a cancelled or failed
+ * receive's info holds whatever its request memory held before (an earlier receive's
+ * length and tag), so those report 0 for both. */
 static void tag_recv_cb(void *req, ucs_status_t status, const ucp_tag_recv_info_t *info,
                         void *user_data) {
     uint64_t length = 0, tag = 0;
-    if (info != NULL) {
+    if (info != NULL && (status == UCS_OK || status == UCS_ERR_MESSAGE_TRUNCATED)) {
         length = info->length;
         tag = info->sender_tag;
     }
