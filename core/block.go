@@ -19,9 +19,11 @@ import (
 // aligned and never overlap. The block is one C malloc: the consumer frees it with
 // free() once it is done with every host frame. A CUDA frame is not in the block: its
 // location is the address of its own device allocation, and its memory type word is
-// MemCUDA | device<<FrameDeviceShift, which the consumer frees with FreeCUDA, or
-// MemCUDA | FrameUserFlag, an allocation the application made (the consumer does not
-// free it; its location is 0 until the application provides it, see frames.go).
+// MemCUDA | device<<FrameDeviceShift, which the consumer frees with FreeCUDA. A frame
+// the application allocated (host or CUDA, see frames.go) is not in the block either:
+// its memory type word is MemHost or MemCUDA | FrameUserFlag, its location the
+// application's address (0 until the application provides it), and the consumer
+// frees nothing of it.
 //
 // blockRecord is the one writer of this record; pybridge generates the Python reader's
 // constants from the ones below.
@@ -30,7 +32,7 @@ const (
 	BlockFrameRecordSize = 24      // one frame's three words
 	BlockAlign           = 64      // alignment of host frames in the block
 	FrameDeviceShift     = 8       // a CUDA frame's device, in its memory type word
-	FrameUserFlag        = 1 << 16 // a CUDA frame the application allocated
+	FrameUserFlag        = 1 << 16 // a frame the application allocated
 )
 
 // blockRecord is the record at the start of a block, for writing.
@@ -61,26 +63,25 @@ func (r blockRecord) setFrame(i int, location, size, memType uint64) {
 func cudaFrameType(device int) uint64 { return uint64(MemCUDA) | uint64(device)<<FrameDeviceShift }
 
 // blockLayout returns the size of a block's record and of the whole block for frames
-// of these sizes and memory types (CUDA frames take no room in it).
-func blockLayout(sizes []uint64, types []uint8) (record, total uint64) {
+// of these sizes, where inBlock(i) says whether frame i lives in the block (CUDA
+// frames and frames the application allocates take no room in it).
+func blockLayout(sizes []uint64, inBlock func(i int) bool) (record, total uint64) {
 	record = recordSize(len(sizes))
 	total = alignUp(record)
 	for i, s := range sizes {
-		if types[i] == MemHost {
+		if inBlock(i) {
 			total = alignUp(total + s)
 		}
 	}
 	return record, total
 }
 
-// footprint is the memory a received message takes: its block and its CUDA frames.
-// Admission counts it.
-func footprint(sizes []uint64, types []uint8) uint64 {
-	_, total := blockLayout(sizes, types)
-	for i, s := range sizes {
-		if types[i] != MemHost {
-			total += s
-		}
+// footprint is the memory a received message takes, wherever its frames live: its
+// record and every frame. Admission counts it.
+func footprint(sizes []uint64) uint64 {
+	total := alignUp(recordSize(len(sizes)))
+	for _, s := range sizes {
+		total = alignUp(total + s)
 	}
 	return total
 }

@@ -5,68 +5,114 @@ import (
 	"github.com/ucxx-go/ucxx-go/ucxx"
 )
 
-// Application-allocated CUDA frames. A receive made with RecvMultiAllocated does not
-// allocate its CUDA frames itself: once the header is in, it reports the block with
-// the frames' sizes (needID's completion), the application allocates them with its
-// own allocator (RMM, a cupy pool) and hands their addresses to ProvideFrames, and
-// only then are the frame receives posted. Until then the stream's next message
-// waits: frames share one tag, and UCX matches receives in the order they are posted.
+// Frames the application allocates. A receive made with RecvMultiAllocated does not
+// allocate the frames its FramePolicy names: once the header is in, it reports the
+// block with the frames' sizes (needID's completion), the application allocates them
+// with its own allocator (RMM or a cupy pool for CUDA frames, numpy for host frames
+// that must own their memory) and hands their addresses to ProvideFrames, and only
+// then are the frame receives posted. Until then the stream's next message waits:
+// frames share one tag, and UCX matches receives in the order they are posted.
 // Cancelling, a failed endpoint or a shutdown in between drops the message.
 
-// RecvMultiAllocated is RecvMulti for a caller that allocates the CUDA frames. When a
-// message with CUDA frames arrives, needID completes with the block's address: its
-// record lists every frame (CUDA ones with address 0); the caller then calls
-// ProvideFrames, or Cancel(id). id's completion is the message, as for RecvMulti;
-// a message without CUDA frames completes id alone, and needID never.
-//
-// Errors: as RecvMulti.
-func (e *Engine) RecvMultiAllocated(ep uint64, tag uint64) (id, needID uint64, err error) {
-	return e.recvMultiOp(ep, tag, true)
+// FramePolicy says which frames of a received message the application allocates.
+type FramePolicy struct {
+	CUDA     bool   // every CUDA frame
+	HostFrom uint64 // host frames of at least this many bytes; 0: none
 }
 
-// ProvideFrames hands a receive waiting for its CUDA frames (block, from needID's
-// completion) their addresses: count little-endian u64 words at addr, read during the
-// call, one per CUDA frame in frame order. It checks that each is CUDA memory; the
-// frames are then received into them.
+// provides says whether the application allocates a frame of this size and type.
+func (p FramePolicy) provides(size uint64, memType uint8) bool {
+	if memType == MemHost {
+		return p.HostFrom != 0 && size >= p.HostFrom
+	}
+	return p.CUDA
+}
+
+// ProvidedFrameSize is the size of one entry of ProvideFrames' array: the frame's
+// address, then its memory type (MemHost or MemCUDA), little-endian u64 each.
+const ProvidedFrameSize = 16
+
+// RecvMultiAllocated is RecvMulti for a caller that allocates the frames policy names.
+// When a message with such frames arrives, needID completes with the block's address:
+// its record lists every frame, those to allocate with location 0 and FrameUserFlag
+// set; the caller then calls ProvideFrames, or Cancel(id). id's completion is the
+// message, as for RecvMulti; a message without such frames completes id alone, and
+// needID never.
+//
+// Errors: as RecvMulti.
+func (e *Engine) RecvMultiAllocated(ep uint64, tag uint64, policy FramePolicy) (id, needID uint64, err error) {
+	return e.recvMultiOp(ep, tag, policy)
+}
+
+// ProvideFrames hands a receive waiting for its frames (block, from needID's
+// completion) their memory: count entries of ProvidedFrameSize bytes at addr, read
+// during the call, one per frame to allocate, in frame order. A CUDA frame's address
+// must be CUDA memory; the frames are then received into them.
 //
 // Errors: ErrEngineClosed, ErrBadDescriptors, ErrNotCUDA, ucxx.ErrNoCUDA.
 func (e *Engine) ProvideFrames(block uintptr, addr uintptr, count int) error {
 	if count < 0 || (count > 0 && addr == 0) {
 		return ErrBadDescriptors
 	}
-	raw := make([]byte, 8*count)
+	raw := make([]byte, ProvidedFrameSize*count)
 	ucxx.CopyFrom(raw, addr)
-	s := submission{op: opProvideFrames, addr: block, frames: make([]uint64, count)}
+	s := submission{op: opProvideFrames, addr: block, frames: make([]providedFrame, count)}
 	for i := range s.frames {
-		s.frames[i] = binary.LittleEndian.Uint64(raw[8*i:])
-		if err := s.cuda.add(uintptr(s.frames[i]), 0); err != nil {
+		w := raw[ProvidedFrameSize*i:]
+		f := providedFrame{addr: uintptr(binary.LittleEndian.Uint64(w)), memType: binary.LittleEndian.Uint64(w[8:])}
+		switch f.memType {
+		case uint64(MemHost):
+		case uint64(MemCUDA):
+			if err := s.cuda.add(f.addr, 0); err != nil {
+				s.cuda.release()
+				return err
+			}
+		default:
 			s.cuda.release()
-			return err
+			return ErrBadDescriptors
 		}
+		s.frames[i] = f
 	}
 	return e.submit(s)
 }
 
-func hasCUDA(types []uint8) bool {
-	for _, t := range types {
-		if t != MemHost {
+// providedFrame is one frame's memory from ProvideFrames.
+type providedFrame struct {
+	addr    uintptr
+	memType uint64
+}
+
+// asksForFrames says whether the application allocates any of op's frames.
+func (op *multiOp) asksForFrames() bool {
+	for i, t := range op.dec.Types {
+		if op.policy.provides(op.dec.Sizes[i], t) {
 			return true
 		}
 	}
 	return false
 }
 
-// askForFrames writes the record with the CUDA frames' addresses 0 and reports the
-// block through needID's completion. Progress thread.
+// inBlock says whether op's frame i lives in its block: a host frame the engine
+// allocates.
+func (op *multiOp) inBlock(i int) bool {
+	return op.dec.Types[i] == MemHost && !op.policy.provides(op.dec.Sizes[i], MemHost)
+}
+
+// askForFrames writes the record with the frames to allocate at location 0 and reports
+// the block through needID's completion. Progress thread.
 func (m *multiBuffers) askForFrames(op *multiOp, size uint64) {
 	rec := newBlockRecord(op.block, len(op.dec.Sizes), size)
 	off := alignUp(recordSize(len(op.dec.Sizes)))
 	for i, sz := range op.dec.Sizes {
-		if op.dec.Types[i] == MemHost {
+		t := op.dec.Types[i]
+		switch {
+		case op.inBlock(i):
 			rec.setFrame(i, off, sz, uint64(MemHost))
 			off = alignUp(off + sz)
-		} else {
-			rec.setFrame(i, 0, sz, uint64(MemCUDA)|FrameUserFlag)
+		case op.policy.provides(sz, t):
+			rec.setFrame(i, 0, sz, uint64(t)|FrameUserFlag)
+		default: // a CUDA frame the engine allocates once the others came
+			rec.setFrame(i, 0, sz, uint64(t))
 		}
 	}
 	op.awaiting = true
@@ -87,22 +133,28 @@ func (m *multiBuffers) provideFrames(s *submission) {
 		m.dropAwaiting(op, endpointStatus(op.ep))
 		return
 	}
-	want := 0
-	for _, t := range op.dec.Types {
-		if t != MemHost {
-			want++
+	given := s.frames
+	for i, sz := range op.dec.Sizes {
+		t := op.dec.Types[i]
+		if !op.policy.provides(sz, t) {
+			continue
 		}
+		if len(given) == 0 || given[0].memType != uint64(t) {
+			m.dropAwaiting(op, ucxx.StatusInvalidParam)
+			return
+		}
+		op.userFrames = append(op.userFrames, given[0].addr)
+		given = given[1:]
 	}
-	if len(s.frames) != want {
+	if len(given) != 0 {
+		op.userFrames = op.userFrames[:0]
 		m.dropAwaiting(op, ucxx.StatusInvalidParam)
 		return
 	}
-	op.userFrames = true
-	for _, a := range s.frames {
-		op.cudaFrames = append(op.cudaFrames, uintptr(a))
+	_, size := blockLayout(op.dec.Sizes, op.inBlock)
+	if m.allocCUDAFrames(op) {
+		m.postFrames(op, size)
 	}
-	_, size := blockLayout(op.dec.Sizes, op.dec.Types)
-	m.postFrames(op, size)
 }
 
 // dropAwaiting ends a receive that waited for its frames: its frames are received

@@ -9,15 +9,19 @@ import (
 	"github.com/ucxx-go/ucxx-go/ucxx"
 )
 
-// Receives whose CUDA frames the application allocates (RecvMultiAllocated and
-// ProvideFrames), over a loopback pair. Without a GPU the frames cannot be provided,
+// Receives whose frames the application allocates (RecvMultiAllocated and
+// ProvideFrames), over a loopback pair. Without a GPU CUDA frames cannot be provided,
 // but everything up to that point, and every way out of it, runs on the host: a peer
-// writing by hand announces CUDA frames and sends their bytes from host memory.
+// writing by hand announces CUDA frames and sends their bytes from host memory. Host
+// frames the application allocates run the whole way.
+
+// cudaFrames is the policy of a receive whose CUDA frames the application allocates.
+var cudaFrames = FramePolicy{CUDA: true}
 
 // startRecvAllocated posts a RecvMultiAllocated on the stream and returns its ids.
-func (m *multiConn) startRecvAllocated(t *testing.T) (id, needID uint64) {
+func (m *multiConn) startRecvAllocated(t *testing.T, policy FramePolicy) (id, needID uint64) {
 	t.Helper()
-	id, needID, err := m.server.RecvMultiAllocated(m.sep, m.tag)
+	id, needID, err := m.server.RecvMultiAllocated(m.sep, m.tag, policy)
 	if err != nil {
 		t.Fatalf("RecvMultiAllocated: %v", err)
 	}
@@ -54,12 +58,12 @@ func TestRecvMultiAllocatedHostOnly(t *testing.T) {
 	for i, msg := range msgs {
 		var id, need uint64
 		if i%2 == 0 { // the receive first (message 2's rendezvous send waits for it)
-			id, need = m.startRecvAllocated(t)
+			id, need = m.startRecvAllocated(t, cudaFrames)
 			m.send(t, msg)
 		} else { // the message first
 			m.send(t, msg)
 			waitProbe(t, m.server, m.tag|MultiTagBit, ^uint64(0))
-			id, need = m.startRecvAllocated(t)
+			id, need = m.startRecvAllocated(t, cudaFrames)
 		}
 		m.expect(t, id, msg, "host-only message")
 		needs = append(needs, need)
@@ -77,7 +81,7 @@ func TestRecvMultiAllocatedHostOnly(t *testing.T) {
 // ends it and drops the message, and the next message arrives whole.
 func TestRecvMultiAllocatedAsksForFrames(t *testing.T) {
 	m := newMultiConn(t, Options{})
-	id, need := m.startRecvAllocated(t)
+	id, need := m.startRecvAllocated(t, cudaFrames)
 	frames := testMessage(3, 10, 20, 7, 0)
 	types := []uint8{MemHost, MemCUDA, MemHost, MemCUDA}
 	m.sendAnnounced(t, frames, types)
@@ -111,7 +115,7 @@ func TestRecvMultiAllocatedAsksForFrames(t *testing.T) {
 	noCompletion(t, m.sc, id) // it waits for the frames' addresses
 
 	host := make([]byte, 64)
-	err := provideFrames(m.server, uintptr(block), []uint64{uint64(addr(host)), uint64(addr(host))})
+	err := provideFrames(m.server, uintptr(block), []providedFrame{{addr(host), uint64(MemCUDA)}, {addr(host), uint64(MemCUDA)}})
 	if !errors.Is(err, ErrNotCUDA) && !errors.Is(err, ucxx.ErrNoCUDA) {
 		t.Fatalf("ProvideFrames with host memory: %v; want ErrNotCUDA or ucxx.ErrNoCUDA", err)
 	}
@@ -125,7 +129,7 @@ func TestRecvMultiAllocatedAsksForFrames(t *testing.T) {
 
 	next := testMessage(4, 5, 6)
 	m.send(t, next)
-	id2, need2 := m.startRecvAllocated(t)
+	id2, need2 := m.startRecvAllocated(t, cudaFrames)
 	m.expect(t, id2, next, "next message")
 	settle(t, m.server)
 	noCompletion(t, m.sc, need2)
@@ -141,7 +145,7 @@ func TestRecvMultiAllocatedWaitEnds(t *testing.T) {
 	types := []uint8{MemHost, MemCUDA}
 	waitForNeed := func(t *testing.T, m *multiConn) (id, block uint64) {
 		t.Helper()
-		id, need := m.startRecvAllocated(t)
+		id, need := m.startRecvAllocated(t, cudaFrames)
 		m.sendAnnounced(t, frames, types)
 		c := m.sc.wait(need, 10*time.Second)
 		if c.Status != 0 || c.Length == 0 {
@@ -199,4 +203,108 @@ func TestRecvMultiCUDAFramesWithoutCUDA(t *testing.T) {
 	m.send(t, next)
 	m.expectStatus(t, ids[0], ucxx.StatusNoMemory, "message with CUDA frames")
 	m.expect(t, ids[1], next, "next message")
+}
+
+// TestRecvMultiAllocatedHostFrames: with FramePolicy.HostFrom, host frames of at least
+// that size are received into the application's memory and the smaller ones into the
+// block: the need-frames id reports the block with the large frames at location 0 and
+// the application's flag, ProvideFrames hands their memory, and the message completes
+// with the record pointing at it. A message of small frames only completes alone.
+func TestRecvMultiAllocatedHostFrames(t *testing.T) {
+	const from = 4096
+	m := newMultiConn(t, Options{})
+	frames := testMessage(9, 10, 5000, 0, from, 1<<20)
+	id, need := m.startRecvAllocated(t, FramePolicy{HostFrom: from})
+	sid := startSendFrames(t, m.client, m.cep, m.tag, frames...) // rendezvous: waits for the receives
+
+	c := m.sc.wait(need, 10*time.Second)
+	if c.Status != 0 || c.Length == 0 {
+		t.Fatalf("need-frames completion: %v, block %#x", ucxx.Status(c.Status), c.Length)
+	}
+	_, rec := readBlock(t, c.Length)
+	var mine []providedFrame
+	for i, f := range rec {
+		large := len(frames[i]) >= from
+		if want := uint64(MemHost) | map[bool]uint64{true: FrameUserFlag}[large]; f.memType != want {
+			t.Fatalf("frame %d (%d bytes): memory type word %#x, want %#x", i, len(frames[i]), f.memType, want)
+		}
+		if large {
+			if f.loc != 0 {
+				t.Fatalf("frame %d: location %#x before it was provided", i, f.loc)
+			}
+			mine = append(mine, providedFrame{addr(make([]byte, f.size)), uint64(MemHost)})
+		}
+	}
+	settle(t, m.server)
+	noCompletion(t, m.sc, id) // it waits for the frames' memory
+	if err := provideFrames(m.server, uintptr(c.Length), mine); err != nil {
+		t.Fatal(err)
+	}
+	if c := m.cc.wait(sid, 10*time.Second); c.Status != 0 {
+		t.Fatalf("send: %v", ucxx.Status(c.Status))
+	}
+	c = m.sc.wait(id, 10*time.Second)
+	if c.Status != 0 {
+		t.Fatalf("receive: %v", ucxx.Status(c.Status))
+	}
+	_, rec = readBlock(t, c.Length)
+	for i, j := 0, 0; i < len(rec); i++ {
+		if rec[i].memType&FrameUserFlag != 0 {
+			if rec[i].loc != uint64(mine[j].addr) {
+				t.Fatalf("frame %d at %#x, not in the memory provided (%#x)", i, rec[i].loc, mine[j].addr)
+			}
+			j++
+		}
+	}
+	checkFrames(t, takeBlock(t, c.Length), frames, "message with provided host frames")
+
+	small := testMessage(10, 1, from-1)
+	id, need = m.startRecvAllocated(t, FramePolicy{HostFrom: from})
+	m.send(t, small)
+	m.expect(t, id, small, "message of small frames")
+	settle(t, m.server)
+	noCompletion(t, m.sc, need)
+}
+
+// TestProvideFramesMismatch: memory that does not match the frames asked for (too
+// many entries, or a CUDA frame's memory for a host frame) ends the receive with
+// InvalidParam, and the stream stays in step.
+func TestProvideFramesMismatch(t *testing.T) {
+	policy := FramePolicy{HostFrom: 100}
+	for _, c := range []struct {
+		name  string
+		given func(b []byte) []providedFrame
+		err   bool // refused by ProvideFrames itself
+	}{
+		{"too many", func(b []byte) []providedFrame {
+			return []providedFrame{{addr(b), uint64(MemHost)}, {addr(b), uint64(MemHost)}}
+		}, false},
+		{"bad memory type", func(b []byte) []providedFrame { return []providedFrame{{addr(b), 7}} }, true},
+		{"CUDA for host", func(b []byte) []providedFrame { return []providedFrame{{addr(b), uint64(MemCUDA)}} }, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := newMultiConn(t, Options{})
+			id, need := m.startRecvAllocated(t, policy)
+			m.send(t, testMessage(11, 8, 200))
+			block := m.sc.wait(need, 10*time.Second).Length
+			err := provideFrames(m.server, uintptr(block), c.given(make([]byte, 200)))
+			if c.err {
+				if err == nil {
+					t.Fatal("ProvideFrames accepted them")
+				}
+				if err := m.server.Cancel(id); err != nil {
+					t.Fatal(err)
+				}
+				m.expectStatus(t, id, ucxx.StatusCanceled, "receive cancelled after a refused ProvideFrames")
+			} else {
+				if err != nil {
+					t.Fatal(err)
+				}
+				m.expectStatus(t, id, ucxx.StatusInvalidParam, "receive given the wrong frames")
+			}
+			next := testMessage(12, 3, 300)
+			m.send(t, next)
+			m.expect(t, m.startRecv(t), next, "next message")
+		})
+	}
 }

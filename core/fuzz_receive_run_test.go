@@ -330,7 +330,7 @@ func (r *fzRun) awaitExpected(models [2]fzModel) {
 func (r *fzRun) honest() {
 	t := r.t
 	frames := [][]byte{[]byte("honest"), {}, fzFill(40, 9, 9)}
-	foot := int64(footprint([]uint64{6, 0, 40}, make([]uint8, 3)))
+	foot := int64(footprint([]uint64{6, 0, 40}))
 	opts := r.server.opts
 	var fits bool
 	if err := r.server.onThread(func() {

@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -408,13 +409,13 @@ func modelStream(msgs [][]byte, lim Limits, maxWorker, maxEP int64) fzModel {
 			continue
 		}
 		sizes, types := dec.Sizes, dec.Types
-		foot := footprint(sizes, types)
+		foot := footprint(sizes)
 		if int64(foot) < 0 || int64(foot) > maxWorker || int64(foot) > maxEP {
 			m.outs = append(m.outs, fzOutcome{st: ucxx.StatusExceedsLimit})
 			drop = uint64(len(sizes))
 			continue
 		}
-		if hasCUDA(types) { // no CUDA here (the fuzz target skips otherwise)
+		if slices.ContainsFunc(types, func(t uint8) bool { return t != MemHost }) { // no CUDA here (the fuzz target skips otherwise)
 			m.usesCUDA = true
 			m.outs = append(m.outs, fzOutcome{st: ucxx.StatusNoMemory, foot: foot})
 			drop = uint64(len(sizes))

@@ -439,6 +439,10 @@ func readBlock(t *testing.T, block uint64) (size uint64, frames []blockFrame) {
 			f.data = make([]byte, f.size)
 			ucxx.CopyFrom(f.data, uintptr(block+f.loc))
 		}
+		if f.memType == uint64(MemHost)|FrameUserFlag && f.loc != 0 { // the application's memory
+			f.data = make([]byte, f.size)
+			ucxx.CopyFrom(f.data, uintptr(f.loc))
+		}
 		frames = append(frames, f)
 	}
 	return size, frames
@@ -452,7 +456,7 @@ func takeBlock(t *testing.T, block uint64) [][]byte {
 	_, frames := readBlock(t, block)
 	out := make([][]byte, len(frames))
 	for i, f := range frames {
-		if f.memType != uint64(MemHost) {
+		if f.memType&^FrameUserFlag != uint64(MemHost) {
 			t.Fatalf("frame %d: memory type word %#x, want host", i, f.memType)
 		}
 		out[i] = f.data
@@ -460,10 +464,15 @@ func takeBlock(t *testing.T, block uint64) [][]byte {
 	return out
 }
 
-// provideFrames hands addrs to ProvideFrames as the descriptor array it reads.
-func provideFrames(e *Engine, block uintptr, addrs []uint64) error {
-	if len(addrs) == 0 {
+// provideFrames hands frames to ProvideFrames as the array it reads.
+func provideFrames(e *Engine, block uintptr, frames []providedFrame) error {
+	raw := make([]byte, ProvidedFrameSize*len(frames))
+	for i, f := range frames {
+		binary.LittleEndian.PutUint64(raw[ProvidedFrameSize*i:], uint64(f.addr))
+		binary.LittleEndian.PutUint64(raw[ProvidedFrameSize*i+8:], f.memType)
+	}
+	if len(frames) == 0 {
 		return e.ProvideFrames(block, 0, 0)
 	}
-	return e.ProvideFrames(block, uintptr(unsafe.Pointer(&addrs[0])), len(addrs))
+	return e.ProvideFrames(block, addr(raw), len(frames))
 }

@@ -64,12 +64,15 @@ type multiOp struct {
 	block        unsafe.Pointer
 	blockSize    uint64
 	reserved     int64     // bytes held against the outstanding-bytes bounds (admission.go)
-	cudaFrames   []uintptr // device allocations of the CUDA frames, until handed over
-	// deferCUDA: the application allocates the CUDA frames (frames.go); awaiting: the
-	// header is in and the engine waits for those allocations; userFrames: they came.
-	deferCUDA, awaiting, userFrames bool
-	needID                          uint64 // the completion that asks for them
-	queue                           *multiQueue
+	cudaFrames   []uintptr // the engine's device allocations of CUDA frames, until handed over
+	// policy: the frames the application allocates (frames.go); awaiting: the header
+	// is in and the engine waits for those allocations; userFrames: their addresses,
+	// in frame order, once they came.
+	policy     FramePolicy
+	awaiting   bool
+	userFrames []uintptr
+	needID     uint64 // the completion that asks for them
+	queue      *multiQueue
 }
 
 var multiOps = sync.Pool{New: func() any { return new(multiOp) }}
@@ -79,7 +82,7 @@ func getMultiOp() *multiOp { return multiOps.Get().(*multiOp) }
 func putMultiOp(op *multiOp) {
 	keep := multiOp{raw: op.raw[:0], frames: op.frames[:0], sizes: op.sizes[:0], types: op.types[:0],
 		lens: op.lens[:0], parts: op.parts[:0], headers: op.headers, headersCap: op.headersCap, dec: op.dec,
-		cudaFrames: op.cudaFrames[:0]}
+		cudaFrames: op.cudaFrames[:0], userFrames: op.userFrames[:0]}
 	keep.dec.Reset()
 	*op = keep
 	multiOps.Put(op)
@@ -167,9 +170,8 @@ func (m *multiBuffers) finishMulti(op *multiOp) {
 			op.cudaFrames = op.cudaFrames[:0]
 		} else {
 			ucxx.CFree(op.block)
-			if !op.userFrames {
-				m.cuda.free(op.cudaFrames)
-			}
+			m.cuda.free(op.cudaFrames)
+			op.cudaFrames = op.cudaFrames[:0]
 		}
 		op.block = nil
 	}

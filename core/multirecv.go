@@ -15,11 +15,11 @@ import (
 // Length is the address of the message's block (see blockLayout); the receiver owns
 // the block and frees it with free().
 func (e *Engine) RecvMulti(ep uint64, tag uint64) (uint64, error) {
-	id, _, err := e.recvMultiOp(ep, tag, false)
+	id, _, err := e.recvMultiOp(ep, tag, FramePolicy{})
 	return id, err
 }
 
-func (e *Engine) recvMultiOp(ep uint64, tag uint64, deferCUDA bool) (id, needID uint64, err error) {
+func (e *Engine) recvMultiOp(ep uint64, tag uint64, policy FramePolicy) (id, needID uint64, err error) {
 	// No liveness check here: a receive on an endpoint its peer broke may still take a
 	// message that arrived before, and only the progress thread can see that.
 	if e.closing.Load() {
@@ -29,8 +29,8 @@ func (e *Engine) recvMultiOp(ep uint64, tag uint64, deferCUDA bool) (id, needID 
 	op.recv = true
 	id = e.newID()
 	op.id = id
-	if deferCUDA {
-		op.deferCUDA, needID = true, e.newID()
+	if policy != (FramePolicy{}) {
+		op.policy, needID = policy, e.newID()
 		op.needID = needID
 	}
 	return id, needID, e.submit(submission{op: opRecvMulti, id: id, ep: ep, tag: tag, multi: op})
@@ -151,55 +151,68 @@ func (m *multiBuffers) receiveFrames(op *multiOp) {
 		m.nextReceive(q)
 		return
 	}
-	_, size := blockLayout(op.dec.Sizes, op.dec.Types)
+	_, size := blockLayout(op.dec.Sizes, op.inBlock)
 	op.block, op.blockSize = ucxx.CMalloc(size), size
 	if op.block == nil {
 		m.rejectWhole(op, ucxx.StatusNoMemory)
 		return
 	}
-	if op.deferCUDA && hasCUDA(op.dec.Types) {
+	if op.asksForFrames() {
 		m.askForFrames(op, size) // frames.go: the application allocates them
 		return
 	}
-	// CUDA frames first: if one cannot be allocated, nothing is posted yet.
+	if m.allocCUDAFrames(op) {
+		m.postFrames(op, size)
+	}
+}
+
+// allocCUDAFrames allocates the CUDA frames the engine allocates, before anything is
+// posted; if one cannot be allocated it frees the others and the block, rejects the
+// message and returns false.
+func (m *multiBuffers) allocCUDAFrames(op *multiOp) bool {
 	for i, t := range op.dec.Types {
-		if t == MemHost {
+		if t == MemHost || op.policy.provides(op.dec.Sizes[i], t) {
 			continue
 		}
 		ptr, err := m.cuda.alloc(op.dec.Sizes[i])
 		if err != nil {
 			m.cuda.free(op.cudaFrames)
 			op.cudaFrames = op.cudaFrames[:0]
+			op.userFrames = op.userFrames[:0]
 			ucxx.CFree(op.block)
 			op.block = nil
 			m.rejectWhole(op, ucxx.StatusNoMemory)
-			return
+			return false
 		}
 		op.cudaFrames = append(op.cudaFrames, ptr)
 	}
-	m.postFrames(op, size)
+	return true
 }
 
 // postFrames writes the block's record and posts every frame receive, in frame order
 // (frames share one tag: UCX matches them in the order they are posted), into the
-// block and op.cudaFrames; then the stream's next message may start.
+// block, op.userFrames and op.cudaFrames; then the stream's next message may start.
 func (m *multiBuffers) postFrames(op *multiOp, size uint64) {
 	q := op.queue
 	rec := newBlockRecord(op.block, len(op.dec.Sizes), size)
 	off := alignUp(recordSize(len(op.dec.Sizes)))
-	cuda := op.cudaFrames
+	cuda, user := op.cudaFrames, op.userFrames
 	for i, sz := range op.dec.Sizes {
+		t := op.dec.Types[i]
 		addr, memType := uintptr(op.block)+uintptr(off), ucxx.MemoryHost
-		if op.dec.Types[i] == MemHost {
+		if t != MemHost {
+			memType = ucxx.MemoryCUDA
+		}
+		switch {
+		case op.inBlock(i):
 			rec.setFrame(i, off, sz, uint64(MemHost))
 			off = alignUp(off + sz)
-		} else {
-			addr, cuda, memType = cuda[0], cuda[1:], ucxx.MemoryCUDA
-			kind := m.cuda.frameType()
-			if op.userFrames {
-				kind = uint64(MemCUDA) | FrameUserFlag
-			}
-			rec.setFrame(i, uint64(addr), sz, kind)
+		case op.policy.provides(sz, t):
+			addr, user = user[0], user[1:]
+			rec.setFrame(i, uint64(addr), sz, uint64(t)|FrameUserFlag)
+		default:
+			addr, cuda = cuda[0], cuda[1:]
+			rec.setFrame(i, uint64(addr), sz, m.cuda.frameType())
 		}
 		r := m.part(op, opTagRecv, stepMultiPart)
 		r.expect = sz

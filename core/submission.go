@@ -46,7 +46,7 @@ type submission struct {
 	epOpts  EndpointOptions // connect: how the endpoint is created
 	call    func()          // opCall
 	multi   *multiOp        // opSendMulti, opRecvMulti
-	frames  []uint64        // opProvideFrames: the CUDA frames' addresses
+	frames  []providedFrame // opProvideFrames: the frames the application allocated
 	posted  chan bool       // set when delayed submission is off: closed once posted
 }
 

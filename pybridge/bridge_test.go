@@ -216,7 +216,7 @@ func TestNotStarted(t *testing.T) {
 		"TagRecv":            func() error { _, err := TagRecv(1, 0, 0, 0, 0, 0, 0); return err },
 		"SendMulti":          func() error { _, err := SendMulti(1, 0, 0, 0); return err },
 		"RecvMulti":          func() error { _, err := RecvMulti(1, 0); return err },
-		"RecvMultiAllocated": func() error { _, err := RecvMultiAllocated(1, 0); return err },
+		"RecvMultiAllocated": func() error { _, err := RecvMultiAllocated(1, 0, true, 0); return err },
 		"ProvideFrames":      func() error { _, err := ProvideFrames(0, 0, 0); return err },
 		"Cancel":             func() error { _, err := Cancel(1); return err },
 		"AMSend":             func() error { _, err := AMSend(1, 0, 0, 0, 0); return err },

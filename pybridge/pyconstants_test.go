@@ -135,6 +135,9 @@ pybridge/pyconstants_test.go fails when this file is stale.
 	f.int("BLOCK_ALIGN", core.BlockAlign, "core.BlockAlign")
 	f.int("FRAME_DEVICE_SHIFT", core.FrameDeviceShift, "core.FrameDeviceShift")
 	f.bits("FRAME_USER_FLAG", core.FrameUserFlag, "core.FrameUserFlag")
+
+	f.section("ProvideFrames' entries (core/frames.go): a frame's address, then its memory type.")
+	f.size("PROVIDED_FRAME", core.ProvidedFrameSize, nil, "core.ProvidedFrameSize")
 	return f.b.Bytes()
 }
 

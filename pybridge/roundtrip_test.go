@@ -464,11 +464,14 @@ func blockFrames(t *testing.T, block uint64) [][]byte {
 	frames := make([][]byte, n)
 	for i := range frames {
 		w := rec[core.BlockHeaderSize+core.BlockFrameRecordSize*i:]
-		if mt := binary.LittleEndian.Uint64(w[16:]); mt != uint64(core.MemHost) {
+		loc, mt := binary.LittleEndian.Uint64(w), binary.LittleEndian.Uint64(w[16:])
+		if mt == uint64(core.MemHost) {
+			loc += block // an offset in the block
+		} else if mt != uint64(core.MemHost)|core.FrameUserFlag { // or the application's
 			t.Fatalf("frame %d: memory type word %#x", i, mt)
 		}
 		frames[i] = make([]byte, binary.LittleEndian.Uint64(w[8:]))
-		ucxx.CopyFrom(frames[i], uintptr(block+binary.LittleEndian.Uint64(w)))
+		ucxx.CopyFrom(frames[i], uintptr(loc))
 	}
 	return frames
 }
@@ -518,8 +521,9 @@ func TestBridgeTransfers(t *testing.T) {
 	}
 	p.c.ok(sid, "SendMulti")
 
-	// Application-allocated: a host-only message completes the receive alone.
-	res, err := RecvMultiAllocated(p.sep, p.sRecv)
+	// Application-allocated: a host-only message completes the receive alone when only
+	// CUDA frames are the application's.
+	res, err := RecvMultiAllocated(p.sep, p.sRecv, true, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -531,6 +535,31 @@ func TestBridgeTransfers(t *testing.T) {
 	if got := blockFrames(t, p.c.ok(ids[0], "RecvMultiAllocated")); len(got) != 1 || !bytes.Equal(got[0], frames[0]) {
 		t.Fatalf("RecvMultiAllocated: %q", got)
 	}
+	// Host frames of 100 bytes or more are the application's: asked for, provided.
+	if res, err = RecvMultiAllocated(p.sep, p.sRecv, false, 100); err != nil {
+		t.Fatal(err)
+	}
+	ids = words(t, res, 2)
+	sid = p.sendMulti(t, frames)
+	block = p.c.ok(ids[1], "the need for frames")
+	mine := make([]byte, len(frames[2]))
+	desc := make([]byte, core.ProvidedFrameSize)
+	binary.LittleEndian.PutUint64(desc, uint64(bufAddr(mine)))
+	binary.LittleEndian.PutUint64(desc[8:], uint64(core.MemHost))
+	if _, err := ProvideFrames(uintptr(block), bufAddr(desc), 1); err != nil {
+		t.Fatal(err)
+	}
+	got = blockFrames(t, p.c.ok(ids[0], "RecvMultiAllocated with host frames"))
+	p.c.ok(sid, "SendMulti")
+	for i := range frames {
+		if !bytes.Equal(got[i], frames[i]) {
+			t.Fatalf("frame %d differs", i)
+		}
+	}
+	if !bytes.Equal(mine, frames[2]) {
+		t.Fatal("the large frame is not in the memory provided")
+	}
+	runtime.KeepAlive(mine)
 
 	// Active messages.
 	for _, size := range []int{0, 10, 1 << 20} {
@@ -660,14 +689,16 @@ func TestBridgeErrors(t *testing.T) {
 		}
 	}
 
-	// ProvideFrames reads count addresses; with host memory (or no CUDA at all) the
-	// engine refuses them, and a negative count does not crash the process.
+	// ProvideFrames reads count (address, memory type) entries; host memory said to be
+	// CUDA memory (or no CUDA at all) is refused, and a negative count does not crash
+	// the process.
 	host := make([]byte, 8)
 	desc := binary.LittleEndian.AppendUint64(nil, uint64(bufAddr(host)))
+	desc = binary.LittleEndian.AppendUint64(desc, uint64(core.MemCUDA))
 	if _, err := ProvideFrames(1, bufAddr(desc), 1); err == nil {
-		t.Error("ProvideFrames of host memory succeeded")
+		t.Error("ProvideFrames of host memory as CUDA memory succeeded")
 	} else if closed, _, _ := parseBridgeError(t, err); closed {
-		t.Errorf("ProvideFrames of host memory: %q; want a UCS status", err)
+		t.Errorf("ProvideFrames of host memory as CUDA memory: %q; want a UCS status", err)
 	}
 	if _, err := ProvideFrames(1, 0, -1); err == nil {
 		t.Error("ProvideFrames of -1 frames succeeded")

@@ -77,23 +77,25 @@ func RecvMulti(ep uint64, tag uint64) (id uint64, err error) {
 	return e.RecvMulti(ep, tag)
 }
 
-// RecvMultiAllocated is RecvMulti for a caller that allocates the CUDA frames itself:
-// it returns "id need_id" (core.Engine.RecvMultiAllocated).
-func RecvMultiAllocated(ep uint64, tag uint64) (res string, err error) {
+// RecvMultiAllocated is RecvMulti for a caller that allocates some frames itself: the
+// CUDA frames if cuda, host frames of at least hostFrom bytes (0: none). It returns
+// "id need_id" (core.Engine.RecvMultiAllocated).
+func RecvMultiAllocated(ep uint64, tag uint64, cuda bool, hostFrom uint64) (res string, err error) {
 	defer guard(&err)
 	e, err := current()
 	if err != nil {
 		return "", err
 	}
-	id, need, err := e.RecvMultiAllocated(ep, tag)
+	id, need, err := e.RecvMultiAllocated(ep, tag, core.FramePolicy{CUDA: cuda, HostFrom: hostFrom})
 	if err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("%d %d", id, need), nil
 }
 
-// ProvideFrames hands a receive from RecvMultiAllocated the addresses of its CUDA
-// frames: count little-endian u64 at desc, read during the call.
+// ProvideFrames hands a receive from RecvMultiAllocated the memory of the frames it
+// asked for: count entries of core.ProvidedFrameSize bytes (address, memory type) at
+// desc, read during the call.
 func ProvideFrames(block uintptr, desc uintptr, count int) (ok bool, err error) {
 	defer guard(&err)
 	e, err := current()

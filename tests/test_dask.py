@@ -648,6 +648,28 @@ async def test_frames_read_share_no_memory():
         await close_all(a, b)
 
 
+@pytest.mark.parametrize("big", [1 << 20, 50_000_000])
+async def test_each_frame_owns_memory_of_its_size(big):
+    """A 1,000-byte array read beside a large one owns 1,000 bytes, not the message's:
+    distributed follows a frame to its owner (get_host_array, which its own comm tests
+    use, accepts a numpy-allocated array or bytes), and its memory accounting is
+    true. Before, every frame was a view of one ownerless block (get_host_array:
+    "Unexpected numpy buffer: None"), and the small array kept 50,001,472 bytes alive."""
+    from distributed.protocol.utils_test import get_host_array
+
+    a, b = await comm_pair("ucxgo://127.0.0.1")
+    try:
+        small, large = np.arange(1000, dtype="u1"), np.ones(big, dtype="u1")
+        _, got = await transfer(a, b, {"small": to_serialize(small), "large": to_serialize(large)})
+        np.testing.assert_array_equal(got["small"], small)
+        np.testing.assert_array_equal(got["large"], large)
+        assert get_host_array(got["small"]).nbytes == small.nbytes
+        assert get_host_array(got["large"]).nbytes == large.nbytes
+        assert not np.shares_memory(get_host_array(got["small"]), get_host_array(got["large"]))
+    finally:
+        await close_all(a, b)
+
+
 # -- deserialization -----------------------------------------------------------------------
 
 

@@ -913,3 +913,55 @@ async def test_multi_on_closed_endpoint(pair, how, monkeypatch):
         await asyncio.wait_for(client.recv_multi(), TIMEOUT)
     with pytest.raises(ucxx_go.UCXCloseError):
         await asyncio.wait_for(client.recv_multi(tag="t"), TIMEOUT)
+
+
+# -- frames the application allocates ------------------------------------------------------
+
+
+async def test_host_allocator_receives_large_frames_into_its_memory(pair):
+    """With host_allocator, host frames of at least host_allocator_min bytes arrive in
+    what it allocated, without a copy (the object itself is returned); smaller ones
+    in the message's block. A message of small frames only never asks."""
+    client, server = pair
+    allocated = []
+
+    def allocator(n):
+        allocated.append(np.empty(n, dtype="u1"))
+        return allocated[-1]
+
+    sizes = [10, 70_000, 0, 1 << 16, 1 << 20, 100]
+    frames = [np.random.default_rng(i).integers(0, 256, n, dtype="u1") for i, n in enumerate(sizes)]
+    got, _ = await asyncio.wait_for(
+        asyncio.gather(server.recv_multi(host_allocator=allocator), client.send_multi(frames)), TIMEOUT)
+    assert [a.nbytes for a in allocated] == [70_000, 1 << 16, 1 << 20]
+    large = [f for f in got if any(f is a for a in allocated)]
+    assert len(large) == 3 and [f.nbytes for f in large] == [70_000, 1 << 16, 1 << 20]
+    for g, f in zip(got, frames):
+        np.testing.assert_array_equal(np.asarray(g), f)
+
+    allocated.clear()
+    small = [b"a", b"bc" * 1000]
+    got, _ = await asyncio.wait_for(
+        asyncio.gather(server.recv_multi(host_allocator=allocator, host_allocator_min=4096),
+                       client.send_multi(small)), TIMEOUT)
+    assert allocated == [] and [bytes(g) for g in got] == small
+
+
+async def test_host_allocator_min_is_checked(pair):
+    _, server = pair
+    with pytest.raises(ValueError):
+        await server.recv_multi(host_allocator=bytearray, host_allocator_min=0)
+
+
+@pytest.mark.parametrize("bad", [bytes, lambda n: np.empty(n // 2, dtype="u1")])
+async def test_host_allocator_giving_bad_memory_drops_the_message(pair, bad):
+    """An allocator that gives read-only or too little memory fails that receive with
+    TypeError; the message is dropped and the next one arrives whole."""
+    client, server = pair
+    sent = asyncio.ensure_future(client.send_multi([b"x" * 100_000]))
+    with pytest.raises(TypeError):
+        await asyncio.wait_for(server.recv_multi(host_allocator=bad), TIMEOUT)
+    await asyncio.wait_for(sent, TIMEOUT)
+    nxt = [b"next", b"y" * 100_000]
+    got, _ = await asyncio.wait_for(asyncio.gather(server.recv_multi(), client.send_multi(nxt)), TIMEOUT)
+    assert [bytes(g) for g in got] == nxt

@@ -74,3 +74,7 @@ BLOCK_FRAME_RECORD_WORDS = 3  # core.BlockFrameRecordSize / 8
 BLOCK_ALIGN = 64  # core.BlockAlign
 FRAME_DEVICE_SHIFT = 8  # core.FrameDeviceShift
 FRAME_USER_FLAG = 1 << 16  # core.FrameUserFlag
+
+# ProvideFrames' entries (core/frames.go): a frame's address, then its memory type.
+PROVIDED_FRAME_SIZE = 16  # core.ProvidedFrameSize
+PROVIDED_FRAME_WORDS = 2  # core.ProvidedFrameSize / 8

@@ -11,10 +11,10 @@ import weakref
 import numpy
 
 from . import _constants as C
-from . import _context, _tags
+from . import _tags
 from ._bridge import call, ext
 from ._buffers import MEMORY_CUDA, MEMORY_HOST, buffer_info, host_buffer
-from ._frames import cuda_frame_sizes, frames_from_block, free_block
+from ._frames import frames_from_block, frames_to_provide, free_block
 from ._request import INLINE_DONE, INLINE_LENGTH, Request, submit
 from .exceptions import UCXCloseError, UCXError, UCXMessageTruncatedError, exception_for_status
 
@@ -31,6 +31,12 @@ _FRAME_MEM_TYPE = {C.UCS_MEMORY_TYPE_HOST: C.MEM_HOST, C.UCS_MEMORY_TYPE_CUDA: C
 if (C.FRAME_ADDR_WORD, C.FRAME_SIZE_WORD, C.FRAME_MEM_TYPE_WORD, C.FRAME_STREAM_WORD) != (0, 1, 2, 3) \
         or C.FRAME_DESCRIPTOR_WORDS != 4:
     raise ImportError("ucxx_go._endpoint: core.Frame changed; update Endpoint.send_multi's descriptors")
+# ProvideFrames' entries (core.ProvidedFrameSize): address, then core memory type.
+if C.PROVIDED_FRAME_WORDS != 2:
+    raise ImportError("ucxx_go._endpoint: core.ProvidedFrameSize changed; update Endpoint._recv_multi_allocated")
+
+# recv_multi's default: host frames of at least this many bytes go to host_allocator.
+HOST_ALLOCATOR_MIN = 64 << 10
 
 
 def _abort_handle(ctx, handle):
@@ -345,13 +351,22 @@ class Endpoint:
         rid = submit(ext.pybridge_SendMulti, self._handle, desc.buffer_info()[0] if count else 0, count, t)
         return Request(self._ctx, rid, "Endpoint.send_multi", keep=keep)
 
-    async def recv_multi(self, tag=None, force_tag=False, cuda_allocator=None):
+    async def recv_multi(self, tag=None, force_tag=False, cuda_allocator=None, host_allocator=None,
+                         host_allocator_min=HOST_ALLOCATOR_MIN):
         """Receive a message sent with ``send_multi``: a list of frames, one per frame
         sent. Host frames are writable numpy uint8 arrays; CUDA frames are
         ``CudaFrame`` objects (``__cuda_array_interface__``), or, with
         ``cuda_allocator``, what ``cuda_allocator(nbytes)`` returned for them (e.g.
         ``lambda n: cupy.empty(n, "u1")`` from cupy's pool, ``rmm.DeviceBuffer(size=n)``).
         Memory allocated here is freed when dropped.
+
+        Host frames share one allocation per message (a frame kept alive keeps the
+        others' memory). With ``host_allocator``, host frames of at least
+        ``host_allocator_min`` bytes (default 64 KiB) are received, without a copy,
+        into what ``host_allocator(nbytes)`` returned for them (e.g.
+        ``lambda n: numpy.empty(n, "u1")``: memory each frame owns), which is returned
+        in their place. A message with such frames takes one more trip between the
+        engine and the event loop, once its header arrived.
 
         Raises
         ------
@@ -373,8 +388,12 @@ class Endpoint:
             return msg
         # On an endpoint the peer broke, the progress thread decides: it drains a
         # message the peer sent before, or fails the receive (Engine.drainable).
-        if cuda_allocator is not None:
-            address, provided = await self._recv_multi_allocated(self._handle, t, cuda_allocator)
+        if cuda_allocator is not None or host_allocator is not None:
+            host_min = int(host_allocator_min) if host_allocator is not None else 0
+            if host_allocator is not None and host_min < 1:
+                raise ValueError(f"recv_multi: host_allocator_min must be at least 1, not {host_allocator_min}")
+            address, provided = await self._recv_multi_allocated(self._handle, t, cuda_allocator, host_allocator,
+                                                                 host_min)
             self._received()
             return frames_from_block(address, provided)
         rid = submit(ext.pybridge_RecvMulti, self._handle, t)
@@ -448,38 +467,44 @@ class Endpoint:
         self._received()
         return len(msg)
 
-    async def _recv_multi_allocated(self, handle, tag, allocator):
-        """recv_multi whose CUDA frames `allocator` allocates: the Go core reports the
-        header (the `need` request) and waits for the frames' addresses before it
-        posts their receives (core/frames.go). Returns the block's address and the
-        allocated objects, in CUDA-frame order."""
+    async def _recv_multi_allocated(self, handle, tag, cuda_allocator, host_allocator, host_min):
+        """recv_multi whose CUDA frames `cuda_allocator` allocates (if given) and host
+        frames of at least `host_min` bytes (0: none) `host_allocator`: the Go core
+        reports the header (the `need` request) and waits for the frames' memory
+        before it posts their receives (core/frames.go). Returns the block's address
+        and the allocated objects, in frame order."""
         ctx = self._ctx
         where = "Endpoint.recv_multi"
-        rid, need = (int(x) for x in call(ext.pybridge_RecvMultiAllocated, handle, tag).split())
+        res = call(ext.pybridge_RecvMultiAllocated, handle, tag, cuda_allocator is not None, host_min)
+        rid, need = (int(x) for x in res.split())
         # The message's block is the final request's result, and the final request's
         # until it is delivered; the `need` request reports the same block early, for
-        # its CUDA frames' sizes, and owns nothing.
+        # the sizes of the frames to allocate, and owns nothing.
         final = Request(ctx, rid, where, release=free_block)
         asked = Request(ctx, need, where)
         provided = []
         try:
             await asyncio.wait((final.future, asked.future), return_when=asyncio.FIRST_COMPLETED)
             if not asked.future.done():
-                asked.forget()  # no CUDA frame: nobody asks
+                asked.forget()  # no frame to allocate: nobody asks
                 return final.future.result(), provided
             block = asked.future.result()
             desc = array.array("Q")
-            for n in cuda_frame_sizes(block):
+            for n, frame_mem in frames_to_provide(block):
+                cuda = frame_mem == C.MEM_CUDA
+                name, allocator, want = ("cuda_allocator", cuda_allocator, MEMORY_CUDA) if cuda else \
+                    ("host_allocator", host_allocator, MEMORY_HOST)
                 obj = allocator(n)
                 addr, nbytes, _, mem, _ = buffer_info(obj, writable=True)
-                if mem != MEMORY_CUDA or nbytes < n:
-                    raise TypeError(f"recv_multi: cuda_allocator({n}) gave {type(obj).__name__} of "
-                                    f"{nbytes} bytes, not CUDA memory of at least {n}")
+                if mem != want or nbytes < n:
+                    kind = "CUDA" if cuda else "host"
+                    raise TypeError(f"recv_multi: {name}({n}) gave {type(obj).__name__} of "
+                                    f"{nbytes} bytes, not writable {kind} memory of at least {n}")
                 provided.append(obj)
-                desc.append(addr)
+                desc.extend((addr, frame_mem))  # a core.ProvidedFrameSize entry
             # UCX may write into them until the message's completion: keep them alive.
             final.keep = provided
-            call(ext.pybridge_ProvideFrames, block, desc.buffer_info()[0] if desc else 0, len(desc))
+            call(ext.pybridge_ProvideFrames, block, desc.buffer_info()[0] if desc else 0, len(provided))
         except BaseException:
             asked.forget()
             final.cancel()  # drops the message in Go, frees its block

@@ -4,7 +4,8 @@ Go core allocated (layout: core/block.go), freed when dropped.
 Host frames live in one C allocation (malloc) holding a record and then the frames,
 each BLOCK_ALIGN-aligned and disjoint from the others: frames share no memory, but one
 host frame kept alive keeps the whole block. CUDA frames are separate device
-allocations, each returned as a CudaFrame and freed when it is dropped.
+allocations, each returned as a CudaFrame and freed when it is dropped. Frames the
+application allocated (recv_multi's allocators) are what it allocated.
 
 This module is Python's one reader of the block's record (_record).
 """
@@ -115,17 +116,19 @@ def _record(address):
     return size, list(zip(fields, fields, fields))
 
 
-def cuda_frame_sizes(address):
-    """The sizes of the CUDA frames of the block at `address`, in order: what
-    recv_multi's cuda_allocator must allocate once the header has arrived."""
-    return [n for _, n, kind in _record(address)[1] if kind & _MEM_TYPE_MASK == C.MEM_CUDA]
+def frames_to_provide(address):
+    """The frames of the block at `address` that the application allocates, in order,
+    as (size, core.MemHost or core.MemCUDA): what recv_multi's allocators must
+    allocate once the header has arrived (core/frames.go)."""
+    return [(n, kind & _MEM_TYPE_MASK) for loc, n, kind in _record(address)[1]
+            if kind & C.FRAME_USER_FLAG and loc == 0]
 
 
 def frames_from_block(address, provided=()):
     """Return the frames of the block at `address`: host frames as writable uint8 numpy
     arrays, CUDA frames as CudaFrame, or, where the application allocated them
-    (recv_multi's cuda_allocator), the objects it allocated, taken from `provided`
-    in order. The block is theirs from now on: freed with the last host frame."""
+    (recv_multi's allocators), the objects it allocated, taken from `provided` in
+    order. The block is theirs from now on: freed with the last host frame."""
     size, record = _record(address)
     if not record:
         _free(address)

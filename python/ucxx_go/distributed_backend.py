@@ -6,11 +6,13 @@ worker process finds it by name with no import by the user:
     LocalCluster(protocol="ucxgo"), dask scheduler --protocol ucxgo, dask worker ucxgo://host:port
 
 A message is one `send_multi` (distributed's frames as they are, however many) and is
-read with one `recv_multi`: frames arrive in writable buffers that share no memory.
+read with one `recv_multi`. Each host frame arrives in writable memory of its own, as
+tcp's: distributed's `host_array` (numpy-allocated), received into without a copy from
+64 KiB up, copied from the message's shared block below that; so a small frame kept
+alive keeps only its own bytes, and distributed can follow every frame to its owner.
 UCX errors become CommClosedError where distributed expects it.
 """
 
-import asyncio
 import logging
 
 import dask
@@ -18,6 +20,7 @@ from distributed.comm.addressing import parse_host_port, unparse_host_port
 from distributed.comm.core import BaseListener, Comm, CommClosedError, Connector
 from distributed.comm.registry import Backend
 from distributed.comm.utils import ensure_concrete_host, from_frames, to_frames
+from distributed.protocol.utils import host_array
 from distributed.utils import ensure_ip, get_ip, nbytes
 
 import ucxx_go
@@ -27,6 +30,17 @@ logger = logging.getLogger("ucxx_go.distributed")
 
 SCHEME = "ucxgo"
 _PREFIX = SCHEME + "://"
+
+
+def _owning(frame):
+    """`frame` in memory of its own: a host frame that recv_multi left in the message's
+    shared block (under its host_allocator_min) is copied into a host_array; frames
+    already in their own (host_array, CUDA frames) are returned as they are."""
+    if isinstance(frame, memoryview) or not hasattr(frame, "base"):
+        return frame
+    own = host_array(frame.nbytes)
+    own[:] = frame
+    return own
 
 
 def _canonical(cfg):
@@ -169,7 +183,7 @@ class UCXGoComm(Comm):
         if self._closed:
             raise CommClosedError("ucxgo: read on a closed comm")
         try:
-            frames = await self._ep.recv_multi()
+            frames = [_owning(f) for f in await self._ep.recv_multi(host_allocator=host_array)]
         except UCXError as e:
             self._failed(e, "read")
         except BaseException:
