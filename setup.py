@@ -80,6 +80,7 @@ class BuildGoExtension(build_ext):
             target = self.get_ext_fullpath(ext.name)
             os.makedirs(os.path.dirname(target), exist_ok=True)
             shutil.copyfile(built[0], target)
+            _write_git_commit(os.path.join(os.path.dirname(target), "_git_commit.py"))
         finally:
             shutil.rmtree(work, ignore_errors=True)
             if gen is not None:
@@ -94,6 +95,18 @@ class BuildGoExtension(build_ext):
         print(proc.stdout, flush=True)
         if proc.returncode != 0:
             raise RuntimeError(f"{cmd[0]} failed ({proc.returncode}):\n{proc.stdout}")
+
+
+def _write_git_commit(path):
+    """Record the commit this build comes from, for ucxx_go.__git_commit__ (as UCXX's):
+    empty when the source is not a git checkout."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                                timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    with open(path, "w") as out:
+        out.write(f'"""Written by setup.py at build time."""\n\nGIT_COMMIT = "{commit}"\n')
 
 
 setup(

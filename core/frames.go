@@ -129,7 +129,7 @@ func (m *multiBuffers) provideFrames(s *submission) {
 	}
 	delete(m.awaiting, s.addr)
 	op.awaiting = false
-	if !usable(op.ep) {
+	if !framesHere(op.ep) {
 		m.dropAwaiting(op, endpointStatus(op.ep))
 		return
 	}

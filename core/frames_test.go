@@ -308,3 +308,31 @@ func TestProvideFramesMismatch(t *testing.T) {
 		})
 	}
 }
+
+// TestProvideFramesAfterThePeersGoodbye: a peer that sends a message and closes
+// gracefully at once may be gone by the time the application provides the frames'
+// memory; its frames came before its goodbye, so the message still arrives whole
+// (it failed with ConnectionReset when the receive required a usable endpoint).
+func TestProvideFramesAfterThePeersGoodbye(t *testing.T) {
+	m := newMultiConn(t, Options{})
+	frames := testMessage(13, 8, 1000, 3)
+	id, need := m.startRecvAllocated(t, FramePolicy{HostFrom: 100})
+	m.send(t, frames) // eager: the send ends at once
+	c := m.sc.wait(need, 10*time.Second)
+	if c.Status != 0 {
+		t.Fatalf("need-frames completion: %v", ucxx.Status(c.Status))
+	}
+	closeID, err := m.client.CloseEndpoint(m.cep, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := m.cc.wait(closeID, 10*time.Second); c.Status != 0 {
+		t.Fatalf("graceful close: %v", ucxx.Status(c.Status))
+	}
+	m.sc.wait(EventEndpointError|m.sep, 10*time.Second) // the server saw it go
+	mine := make([]byte, 1000)
+	if err := provideFrames(m.server, uintptr(c.Length), []providedFrame{{addr(mine), uint64(MemHost)}}); err != nil {
+		t.Fatal(err)
+	}
+	m.expect(t, id, frames, "message of a peer gone after its goodbye")
+}

@@ -145,7 +145,7 @@ func (m *multiBuffers) onMultiHeader(r *request, st ucxx.Status, length uint64) 
 // receiveFrames allocates the message's block and posts every frame receive.
 func (m *multiBuffers) receiveFrames(op *multiOp) {
 	q := op.queue
-	if !usable(op.ep) {
+	if !framesHere(op.ep) {
 		op.status = endpointStatus(op.ep)
 		m.finishMulti(op)
 		m.nextReceive(q)

@@ -47,6 +47,11 @@ func (m *multiBuffers) forgetIfIdle(q *multiQueue) {
 // usable reports whether receives may be posted for ep (nil: the worker itself).
 func usable(ep *endpoint) bool { return ep == nil || ep.phase == phaseReady }
 
+// framesHere reports whether the frames of a message whose header came may still be
+// received from ep: it is usable, or its peer closed it gracefully, which it does
+// once all it sent has gone (goodbye.go): its frames are here already.
+func framesHere(ep *endpoint) bool { return usable(ep) || ep.peerSaidGoodbye }
+
 // startRecvMulti starts the first receive of a stream, failing those that cannot run.
 func (m *multiBuffers) startRecvMulti(q *multiQueue) {
 	if q.active {

@@ -116,6 +116,14 @@ def test_module_names(caplog):
     assert ucxx_go.get_ucxpy_logger() is __import__("logging").getLogger("ucx")
 
 
+def test_git_commit():
+    """UCXX's __git_commit__: the commit a built distribution came from, or empty when
+    it was built from no git checkout."""
+    commit = ucxx_go.__git_commit__
+    assert isinstance(commit, str)
+    assert commit == "" or (len(commit) == 40 and int(commit, 16) >= 0), commit
+
+
 async def test_endpoint_handles(pair):
     client, srv = pair
     for ep in (client, srv):

@@ -41,6 +41,10 @@ from ._request import INLINE_DONE, INLINE_LENGTH, Request, submit
 from .exceptions import *  # noqa: F401,F403
 
 __version__ = "0.1.0"
+try:  # the commit of a built distribution (setup.py writes it), as UCXX's
+    from ._git_commit import GIT_COMMIT as __git_commit__
+except ImportError:
+    __git_commit__ = ""
 
 __all__ = [
     "init", "reset", "create_listener", "create_endpoint", "create_endpoint_from_worker_address",
