@@ -43,6 +43,34 @@ def _owning(frame):
     return own
 
 
+def _concrete_host(host):
+    """The address peers use to reach a listener on `host`. For a wildcard, an address
+    UCX may use: when UCX_NET_DEVICES (as the context read it) names network
+    interfaces, the first of them that is not a loopback and has an address of the
+    host's family, or the loopback's address when loopbacks are all it names (UCX
+    then reaches no other host, and the host's outward address, tcp's choice, is one
+    it may not use); otherwise tcp's choice."""
+    if host not in ("", "0.0.0.0", "::"):
+        return ensure_concrete_host(host)
+    ipv6 = host == "::"
+    try:
+        devices = ucxx_go.get_config().get("NET_DEVICES", "all")
+    except UCXError:
+        devices = "all"
+    names = [d.split(":")[0] for d in devices.split(",") if d and d != "all"]
+    if not names or "all" in devices.split(","):
+        return ensure_concrete_host(host)
+    loopbacks = [n for n in names if n == "lo" or n.startswith("lo:")]
+    for name in (n for n in names if n not in loopbacks):
+        try:
+            return ucxx_go.get_address(ifname=name, use_ipv6=ipv6)
+        except OSError:
+            continue  # not a network interface (an InfiniBand device), or no address
+    if loopbacks:
+        return "::1" if ipv6 else "127.0.0.1"
+    return ensure_concrete_host(host)
+
+
 def _canonical(cfg):
     """dask config keys as written with hyphens: dask keeps what it was given, and
     DASK_DISTRIBUTED__COMM__UCXGO__... variables arrive with underscores."""
@@ -300,7 +328,7 @@ class UCXGoListener(BaseListener):
     @property
     def contact_address(self):
         host, port = parse_host_port(self.address[len(_PREFIX):])
-        return _PREFIX + unparse_host_port(ensure_concrete_host(host), port)
+        return _PREFIX + unparse_host_port(_concrete_host(host), port)
 
 
 class UCXGoBackend(Backend):

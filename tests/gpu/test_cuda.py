@@ -114,6 +114,37 @@ async def test_recv_multi_into_frames_from_a_user_allocator(gpu_peer):
     assert bool(cp.array_equal(got[1], frames[1])) and bool(cp.array_equal(got[2], frames[2]))
 
 
+@pytest.mark.parametrize("cuda_too", [False, True], ids=["host-allocator", "both-allocators"])
+async def test_recv_multi_with_host_allocator_and_cuda_frames(gpu_peer, cuda_too):
+    """host_allocator takes the large host frames; CUDA frames are the engine's
+    (CudaFrame) unless a cuda_allocator is given too (the engine allocates its CUDA
+    frames only once the application provided the others)."""
+    frames = [np.arange(100, dtype=np.uint8), pattern(1 << 20, 3), np.full(100_000, 5, dtype=np.uint8),
+              pattern(17, 4)]
+    host, cuda = [], []
+
+    def host_allocator(n):
+        host.append(np.empty(n, dtype=np.uint8))
+        return host[-1]
+
+    def cuda_allocator(n):
+        cuda.append(cp.empty(n, dtype=cp.uint8))
+        return cuda[-1]
+
+    await gpu_peer.send(np.array([ECHO_MULTI, 0], dtype="<u8"))
+    await gpu_peer.send_multi(frames)
+    got = await asyncio.wait_for(
+        gpu_peer.recv_multi(host_allocator=host_allocator, cuda_allocator=cuda_allocator if cuda_too else None),
+        GPU_TIMEOUT)
+    assert len(host) == 1 and got[2] is host[0] and np.array_equal(got[2], frames[2])
+    assert isinstance(got[0], np.ndarray) and np.array_equal(got[0], frames[0])
+    if cuda_too:
+        assert got[1] is cuda[0] and got[3] is cuda[1]
+    else:
+        assert isinstance(got[1], ucxx_go.CudaFrame) and isinstance(got[3], ucxx_go.CudaFrame)
+    assert bool(cp.array_equal(cp.asarray(got[1]), frames[1])) and bool(cp.array_equal(cp.asarray(got[3]), frames[3]))
+
+
 _SPIN = cp.RawKernel(
     r"""
 extern "C" __global__ void spin(long long cycles) {
