@@ -24,3 +24,15 @@ var UCXDefaults = map[string]string{
 	"TCP_RX_SEG_SIZE":   "256K",
 	"TCP_CM_REUSEADDR":  "y",
 }
+
+// UCXLoadDefaults are UCX settings read when the UCX libraries load, before any
+// context exists, so they cannot be applied to one: the Python package puts them in
+// the environment before it loads libucx, unless UCX_<KEY> is set there. As
+// "KEY=value" pairs separated by commas:
+//
+//   - MEM_BISTRO_GRACE_DURATION=5ms: UCX patches the entry of each memory function it
+//     hooks (mmap, munmap, ...) and waits this long per function for threads already
+//     inside the patched bytes; UCX's 50 ms made every process spend about 400 ms
+//     loading UCX (a Dask cluster's start was 2.5x tcp's). 5 ms keeps a grace a
+//     hundred thousand times longer than the patched instructions take.
+const UCXLoadDefaults = "MEM_BISTRO_GRACE_DURATION=5ms"

@@ -136,6 +136,10 @@ pybridge/pyconstants_test.go fails when this file is stale.
 	f.int("FRAME_DEVICE_SHIFT", core.FrameDeviceShift, "core.FrameDeviceShift")
 	f.bits("FRAME_USER_FLAG", core.FrameUserFlag, "core.FrameUserFlag")
 
+	f.section("UCX settings read when its libraries load (core/ucxdefaults.go): set in the\n" +
+		"environment, unless already there, before libucx is loaded (KEY=value pairs).")
+	f.str("UCX_LOAD_DEFAULTS", core.UCXLoadDefaults, "core.UCXLoadDefaults")
+
 	f.section("ProvideFrames' entries (core/frames.go): a frame's address, then its memory type.")
 	f.size("PROVIDED_FRAME", core.ProvidedFrameSize, nil, "core.ProvidedFrameSize")
 	return f.b.Bytes()

@@ -683,3 +683,27 @@ async def test_no_ops_inside_a_running_context(pair):
     ucxx_go.stop_notifier_thread()
     # The notifier was not stopped by hand: messages still complete.
     await exchange(client, srv, b"still progressing")
+
+
+@pytest.mark.parametrize("given", [None, "20ms"])
+def test_ucx_load_defaults_set_before_ucx_loads(given):
+    """UCX's memory-hook grace period is read when libucx loads: ours (5 ms, not UCX's
+    50 ms per hooked function, ~400 ms a process) goes into the environment just
+    before the first use loads it, unless the user set it; the environment's own
+    value is kept."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import os, ucxx_go\n"
+        "before = os.environ.get('UCX_MEM_BISTRO_GRACE_DURATION')\n"
+        "ucxx_go.init()\n"
+        "print(before, os.environ.get('UCX_MEM_BISTRO_GRACE_DURATION'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "UCX_MEM_BISTRO_GRACE_DURATION"}
+    if given:
+        env["UCX_MEM_BISTRO_GRACE_DURATION"] = given
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [str(given), given or "5ms"]

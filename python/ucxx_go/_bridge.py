@@ -80,6 +80,7 @@ def _load():
         try:
             import libucx
 
+            _set_load_defaults()
             libucx.load_library()
             flags = sys.getdlopenflags()
             sys.setdlopenflags(os.RTLD_LAZY | os.RTLD_LOCAL)
@@ -92,6 +93,16 @@ def _load():
             raise
         ext.__dict__.update((k, v) for k, v in vars(module).items() if not k.startswith("__"))
         ext.__class__ = _Loaded
+
+
+def _set_load_defaults():
+    """Our defaults of the UCX settings read when its libraries load (core's
+    UCXLoadDefaults), where the environment does not set them."""
+    from . import _constants
+
+    for pair in filter(None, _constants.UCX_LOAD_DEFAULTS.split(",")):
+        key, value = pair.split("=", 1)
+        os.environ.setdefault("UCX_" + key, value)
 
 
 def _after_fork_in_child():

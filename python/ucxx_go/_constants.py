@@ -75,6 +75,10 @@ BLOCK_ALIGN = 64  # core.BlockAlign
 FRAME_DEVICE_SHIFT = 8  # core.FrameDeviceShift
 FRAME_USER_FLAG = 1 << 16  # core.FrameUserFlag
 
+# UCX settings read when its libraries load (core/ucxdefaults.go): set in the
+# environment, unless already there, before libucx is loaded (KEY=value pairs).
+UCX_LOAD_DEFAULTS = "MEM_BISTRO_GRACE_DURATION=5ms"  # core.UCXLoadDefaults
+
 # ProvideFrames' entries (core/frames.go): a frame's address, then its memory type.
 PROVIDED_FRAME_SIZE = 16  # core.ProvidedFrameSize
 PROVIDED_FRAME_WORDS = 2  # core.ProvidedFrameSize / 8
