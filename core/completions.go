@@ -70,6 +70,8 @@ func (e *Engine) onInternal(r *request, st ucxx.Status, length uint64) {
 		e.onHandshakeStep(r, st)
 	case stepControlSend, stepControlRecv:
 		e.onControl(r, st)
+	case stepRMAPart:
+		e.rma.onPart(r, st)
 	case stepDropUnexpected:
 	case stepClose:
 		e.closed(r.ep)

@@ -60,6 +60,7 @@ type endpoint struct {
 	kaHeard         time.Time
 
 	unexpectedBytes int64 // charge of its held unexpected messages (unexpected.go)
+	remoteKeys      int   // remote keys unpacked on it (remotekeys.go)
 
 	known bool // the application was given this endpoint
 
@@ -133,6 +134,7 @@ func (e *Engine) teardown(ep *endpoint, st ucxx.Status, force bool) {
 		}
 	}
 	e.stopKeepalive(ep)
+	e.rma.failWaits(ep, st)
 	e.am.dropAM(ep, st)
 	e.multi.failWaiting(ep, st)
 	e.eps.untag(ep)
@@ -183,6 +185,8 @@ func (e *Engine) closed(ep *endpoint) {
 	}
 	e.eps.remove(ep)
 	e.multi.forgetStreams(ep)
+	e.rma.endpointClosed(ep)
+	e.rma.semaphoresClosed(ep)
 	e.maybeFree(ep)
 }
 

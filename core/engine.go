@@ -122,6 +122,7 @@ type Engine struct {
 	cuda  cudaGate       // CUDA contexts and stream-gated submissions (cuda.go)
 	multi multiBuffers   // multi-buffer messages (multi*.go)
 	am    activeMessages // active messages (am.go)
+	rma   oneSided       // one-sided transfers and semaphores (rma.go)
 	ka    keepalive      // keepalive schedule (keepalive.go)
 
 	// Owned by the progress thread.
@@ -189,6 +190,12 @@ func New(opts Options) (*Engine, error) {
 		awaiting:       make(map[uintptr]*multiOp),
 	}
 	e.am = activeMessages{progressThread: &e.progressThread}
+	e.rma = oneSided{
+		progressThread: &e.progressThread,
+		regions:        make(map[uint64]*region),
+		remotes:        make(map[uint64]*remoteKey),
+		sems:           make(map[uint64]*localSemaphore),
+	}
 	if opts.KeepaliveTimeout == 0 {
 		opts.KeepaliveTimeout = DefaultKeepaliveTimeout
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -54,6 +55,7 @@ func (e *Engine) setup() (err error) {
 	if e.ctx, err = ucxx.NewContextWithDefaults(UCXDefaults, e.opts.UCXOptions); err != nil {
 		return err
 	}
+	e.rma.ctx = e.ctx
 	defer func() {
 		if err != nil {
 			e.teardownWorker()
@@ -89,6 +91,10 @@ func (e *Engine) teardownWorker() {
 	if e.epfd >= 0 {
 		syscall.Close(e.epfd)
 		e.epfd = -1
+	}
+	if e.rma.ctx != nil {
+		e.rma.close()
+		e.rma.ctx = nil
 	}
 	if e.worker != nil {
 		e.worker.Close()
@@ -162,6 +168,8 @@ func (e *Engine) dispatchOne(s *submission) {
 			e.multi.cancelMulti(r.multi)
 		case r.internal == stepAMWait:
 			e.am.cancelAMRecv(r)
+		case r.internal == stepSemWait:
+			e.rma.cancelWait(r)
 		}
 	case opSendMulti:
 		e.multi.sendMulti(s)
@@ -175,6 +183,14 @@ func (e *Engine) dispatchOne(s *submission) {
 		e.recvProbed(s)
 	case opProvideFrames:
 		e.multi.provideFrames(s)
+	case opRMA:
+		e.rma.post(s)
+	case opFlush:
+		e.rma.flush(s)
+	case opSignal:
+		e.rma.signal(s)
+	case opSemWait:
+		e.rma.wait(s)
 	case opConnect:
 		e.connect(s)
 	case opCloseEndpoint:
@@ -231,6 +247,9 @@ func (e *Engine) progress() {
 		e.worked = true
 	}
 	e.drainEvents()
+	if len(e.rma.waits) > 0 {
+		e.rma.checkWaits()
+	}
 	if e.unexpected.passes++; e.unexpected.passes >= drainEveryPasses {
 		e.drainUnexpected()
 	}
@@ -290,6 +309,10 @@ func (e *Engine) sleep(evs []syscall.EpollEvent) {
 	switch {
 	case len(e.pending) > 0 || e.stopping:
 		timeout = time.Millisecond // the queue is full, or shutdown is waiting on requests
+	case len(e.rma.waits) > 0:
+		// A semaphore's counter changes with no event here (a peer's put into
+		// shared memory): look again soon.
+		timeout = semaphorePoll
 	default:
 		next := e.eps.nextDeadline()
 		if e.ka.watched > 0 && (next.IsZero() || e.ka.next.Before(next)) {
@@ -299,7 +322,7 @@ func (e *Engine) sleep(evs []syscall.EpollEvent) {
 			timeout = max(d, time.Millisecond)
 		}
 	}
-	n, err := epollWait(e.epfd, evs, int((timeout+time.Millisecond-1)/time.Millisecond))
+	n, err := epollWaitFor(e.epfd, evs, timeout)
 	if err != nil && !errors.Is(err, syscall.EINTR) {
 		return
 	}
@@ -323,7 +346,7 @@ func (e *Engine) spin() bool {
 	}
 	deadline := time.Now().Add(e.opts.SpinBeforeSleep)
 	for {
-		if !e.pool.empty() || e.worker.Progress() || len(e.worker.Events()) > 0 {
+		if !e.pool.empty() || e.worker.Progress() || len(e.worker.Events()) > 0 || e.rma.waitReady() {
 			e.worked = true
 			return true
 		}
@@ -389,6 +412,32 @@ func epollWait(epfd int, evs []syscall.EpollEvent, msec int) (int, error) {
 	}
 	return int(r), nil
 }
+
+// semaphorePoll is how often the progress thread looks at the counters of pending
+// semaphore waits while nothing else wakes it.
+const semaphorePoll = 50 * time.Microsecond
+
+// epollWaitFor is epollWait for timeout, to the microsecond where the kernel has
+// epoll_pwait2 (Linux 5.11), else rounded up to the millisecond.
+func epollWaitFor(epfd int, evs []syscall.EpollEvent, timeout time.Duration) (int, error) {
+	if timeout < time.Millisecond && !noPwait2.Load() {
+		ts := syscall.NsecToTimespec(int64(timeout))
+		r, _, errno := syscall.RawSyscall6(sysEpollPwait2, uintptr(epfd), uintptr(unsafe.Pointer(&evs[0])), uintptr(len(evs)), uintptr(unsafe.Pointer(&ts)), 0, 0)
+		if errno != syscall.ENOSYS {
+			if errno != 0 {
+				return 0, errno
+			}
+			return int(r), nil
+		}
+		noPwait2.Store(true)
+	}
+	return epollWait(epfd, evs, int((timeout+time.Millisecond-1)/time.Millisecond))
+}
+
+// sysEpollPwait2 is epoll_pwait2's system call number on amd64 and arm64 alike.
+const sysEpollPwait2 = 441
+
+var noPwait2 atomic.Bool
 
 // yieldCPU lets another thread that is runnable on this CPU run (sched_yield): the
 // busy waits (spin before sleep, the inline wait, gated GPU work) poll between

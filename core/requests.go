@@ -35,6 +35,8 @@ type request struct {
 	sent uint64
 	// word is what a control send sends.
 	word controlWord
+	rma  *rmaOp          // stepRMAPart: the transfer request this part belongs to
+	sem  *localSemaphore // stepSemWait: the semaphore waited on (expect: the value)
 }
 
 // internalStep says what an engine-owned request was for.
@@ -54,6 +56,8 @@ const (
 	stepControlSend    // a control word to the peer (control.go)
 	stepControlRecv    // the control receive every ready endpoint keeps posted
 	stepDropUnexpected // receives a held message into nothing (unexpected.go)
+	stepRMAPart        // one put or get of an application's transfer request (rma.go)
+	stepSemWait        // an application's semaphore wait (no UCX request)
 )
 
 // requestTable maps request ids to requests in flight. It belongs to the progress
@@ -106,7 +110,7 @@ func (t *requestTable) remove(id uint64) *request {
 }
 
 // isSend reports whether requests of kind op send on their endpoint.
-func isSend(op opKind) bool { return op == opTagSend || op == opAMSend }
+func isSend(op opKind) bool { return op == opTagSend || op == opAMSend || op == opRMA || op == opFlush }
 
 // track records the UCP request of an operation UCX is still running; one that ended
 // at once (any other status) already has its completion event, and nothing to track.

@@ -25,6 +25,10 @@ const (
 	opRecvProbed
 	opProvideFrames
 	opControl // a control word's send or receive (requests only, never submitted)
+	opRMA     // puts and gets (rma.go)
+	opFlush   // a flush of an endpoint's one-sided operations
+	opSignal  // a semaphore signal (semaphores.go)
+	opSemWait // a wait on a semaphore
 )
 
 // submission is one application request waiting for the progress thread. It is a
@@ -47,6 +51,7 @@ type submission struct {
 	call    func()          // opCall
 	multi   *multiOp        // opSendMulti, opRecvMulti
 	frames  []providedFrame // opProvideFrames: the frames the application allocated
+	rma     *rmaOp          // opRMA, opSignal
 	posted  chan bool       // set when delayed submission is off: closed once posted
 }
 

@@ -34,6 +34,29 @@ type multiBuffers struct {
 	awaiting  map[uintptr]*multiOp // block -> receive waiting for its CUDA frames
 }
 
+// oneSided is the one-sided component: registered memory, remote keys, transfers and
+// semaphores (regions.go, remotekeys.go, rma.go, semaphores.go).
+type oneSided struct {
+	*progressThread
+	ctx     *ucxx.Context // set once the progress thread made it
+	regions map[uint64]*region
+	remotes map[uint64]*remoteKey
+	sems    map[uint64]*localSemaphore
+	waits   []*request // semaphore waits pending (stepSemWait)
+}
+
+// close releases everything before the worker and context go (shutdown).
+func (o *oneSided) close() {
+	o.endWaitsIf(func(*request) bool { return true }, ucxx.StatusCanceled)
+	for _, r := range o.remotes {
+		o.destroyKey(r)
+	}
+	for _, s := range o.sems {
+		o.freeSemaphore(s, ucxx.StatusCanceled)
+	}
+	o.unmapAll()
+}
+
 // activeMessages is the active-message component: sends, and each endpoint's
 // mailbox of messages and waiting am_recvs (am.go).
 type activeMessages struct {

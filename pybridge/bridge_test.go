@@ -231,6 +231,21 @@ func TestNotStarted(t *testing.T) {
 		"UCXInfo":            func() error { _, err := UCXInfo("context"); return err },
 		"EndpointTransports": func() error { _, err := EndpointTransports(1); return err },
 		"ProgressCPUs":       func() error { _, err := ProgressCPUs(); return err },
+		"RegisterMemory":     func() error { _, err := RegisterMemory(0x1000, 8, 0); return err },
+		"ReleaseMemory":      func() error { _, err := ReleaseMemory(1); return err },
+		"PackRegion":         func() error { _, err := PackRegion(1, 0x1000, 8); return err },
+		"UnpackKey":          func() error { _, err := UnpackKey(1, 0, 0); return err },
+		"ReleaseKey":         func() error { _, err := ReleaseKey(1); return err },
+		"Put":                func() error { _, err := Put(1, 1, 0, 0, 0, 0, 0, 0); return err },
+		"Get":                func() error { _, err := Get(1, 1, 0, 0, 0, 0, 0, 0); return err },
+		"PutMany":            func() error { _, err := PutMany(1, 0, 0); return err },
+		"Flush":              func() error { _, err := Flush(1); return err },
+		"NewSemaphore":       func() error { _, err := NewSemaphore(1); return err },
+		"PackSemaphore":      func() error { _, err := PackSemaphore(1); return err },
+		"SemaphoreValue":     func() error { _, err := SemaphoreValue(1); return err },
+		"WaitSemaphore":      func() error { _, err := WaitSemaphore(1, 1); return err },
+		"Signal":             func() error { _, err := Signal(1, 1, 1); return err },
+		"ReleaseSemaphore":   func() error { _, err := ReleaseSemaphore(1); return err },
 	} {
 		err := call()
 		if err == nil {

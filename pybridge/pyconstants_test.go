@@ -136,6 +136,9 @@ pybridge/pyconstants_test.go fails when this file is stale.
 	f.int("FRAME_DEVICE_SHIFT", core.FrameDeviceShift, "core.FrameDeviceShift")
 	f.bits("FRAME_USER_FLAG", core.FrameUserFlag, "core.FrameUserFlag")
 
+	f.section("PutMany's transfer descriptors: key, offset, address, size, memory type, region.")
+	f.size("TRANSFER_DESCRIPTOR", core.TransferDescriptorSize, core.Transfer{}, "core.TransferDescriptorSize")
+
 	f.section("UCX settings read when its libraries load (core/ucxdefaults.go): set in the\n" +
 		"environment, unless already there, before libucx is loaded (KEY=value pairs).")
 	f.str("UCX_LOAD_DEFAULTS", core.UCXLoadDefaults, "core.UCXLoadDefaults")

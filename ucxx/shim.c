@@ -41,7 +41,7 @@ static void push(uint64_t kind, uint64_t id, ucs_status_t status, uint64_t lengt
     e->ptr = ptr;
 }
 
-static void send_cb(void *req, ucs_status_t status, void *user_data) {
+void ucxx_send_cb(void *req, ucs_status_t status, void *user_data) {
     push(UCXX_EVENT_COMPLETION, (uint64_t)(uintptr_t)user_data, status, 0, 0, req);
 }
 
@@ -187,8 +187,8 @@ ucs_status_t ucxx_ep_sockaddrs(ucp_ep_h ep, char *local, size_t llen, char *remo
 
 // finish turns a ucs_status_ptr_t into the shim's convention: a pending request is
 // returned through *req; an immediate result is pushed as its completion event here.
-static ucs_status_t finish(ucs_status_ptr_t sp, uint64_t id, uint64_t length, uint64_t tag,
-                           void **req) {
+ucs_status_t ucxx_finish(ucs_status_ptr_t sp, uint64_t id, uint64_t length, uint64_t tag,
+                         void **req) {
     *req = NULL;
     if (UCS_PTR_IS_PTR(sp)) {
         *req = sp;
@@ -199,7 +199,7 @@ static ucs_status_t finish(ucs_status_ptr_t sp, uint64_t id, uint64_t length, ui
     return st;
 }
 
-static void set_memtype(ucp_request_param_t *p, int memtype) {
+void ucxx_set_memtype(ucp_request_param_t *p, int memtype) {
     if (memtype >= 0) {
         p->op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;
         p->memory_type = (ucs_memory_type_t)memtype;
@@ -210,10 +210,10 @@ ucs_status_t ucxx_tag_send(ucp_ep_h ep, uintptr_t buf, size_t len, ucp_tag_t tag
                            uint64_t id, int memtype, void **req) {
     ucp_request_param_t p;
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    p.cb.send = send_cb;
+    p.cb.send = ucxx_send_cb;
     p.user_data = (void *)(uintptr_t)id;
-    set_memtype(&p, memtype);
-    return finish(ucp_tag_send_nbx(ep, (const void *)buf, len, tag, &p), id, len, tag, req);
+    ucxx_set_memtype(&p, memtype);
+    return ucxx_finish(ucp_tag_send_nbx(ep, (const void *)buf, len, tag, &p), id, len, tag, req);
 }
 
 // tag_recv_param sets up a tag receive's parameters: its callback, its id, where an
@@ -225,15 +225,15 @@ static void tag_recv_param(ucp_request_param_t *p, ucp_tag_recv_info_t *info, ui
     p->cb.recv = tag_recv_cb;
     p->user_data = (void *)(uintptr_t)id;
     p->recv_info.tag_info = info;
-    set_memtype(p, memtype);
+    ucxx_set_memtype(p, memtype);
 }
 
 // tag_recv_finish reports a tag receive's outcome: an immediate success with its info.
 static ucs_status_t tag_recv_finish(ucs_status_ptr_t sp, ucp_tag_recv_info_t *info, uint64_t id,
                                     void **req) {
     if (!UCS_PTR_IS_PTR(sp) && UCS_PTR_STATUS(sp) == UCS_OK)
-        return finish(sp, id, info->length, info->sender_tag, req);
-    return finish(sp, id, 0, 0, req);
+        return ucxx_finish(sp, id, info->length, info->sender_tag, req);
+    return ucxx_finish(sp, id, 0, 0, req);
 }
 
 ucs_status_t ucxx_tag_recv(ucp_worker_h w, uintptr_t buf, size_t len, ucp_tag_t tag,
@@ -248,10 +248,10 @@ ucs_status_t ucxx_stream_send(ucp_ep_h ep, const void *buf, size_t len, uint64_t
     ucp_request_param_t p;
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                      UCP_OP_ATTR_FIELD_DATATYPE;
-    p.cb.send = send_cb;
+    p.cb.send = ucxx_send_cb;
     p.user_data = (void *)(uintptr_t)id;
     p.datatype = ucp_dt_make_contig(1);
-    return finish(ucp_stream_send_nbx(ep, buf, len, &p), id, len, 0, req);
+    return ucxx_finish(ucp_stream_send_nbx(ep, buf, len, &p), id, len, 0, req);
 }
 
 ucs_status_t ucxx_stream_recv(ucp_ep_h ep, void *buf, size_t len, uint64_t id, void **req) {
@@ -264,17 +264,17 @@ ucs_status_t ucxx_stream_recv(ucp_ep_h ep, void *buf, size_t len, uint64_t id, v
     p.datatype = ucp_dt_make_contig(1);
     p.flags = UCP_STREAM_RECV_FLAG_WAITALL;
     ucs_status_ptr_t sp = ucp_stream_recv_nbx(ep, buf, len, &got, &p);
-    return finish(sp, id, got, 0, req);
+    return ucxx_finish(sp, id, got, 0, req);
 }
 
 ucs_status_t ucxx_ep_close(ucp_ep_h ep, int force, uint64_t id, void **req) {
     ucp_request_param_t p;
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                      UCP_OP_ATTR_FIELD_FLAGS;
-    p.cb.send = send_cb;
+    p.cb.send = ucxx_send_cb;
     p.user_data = (void *)(uintptr_t)id;
     p.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-    return finish(ucp_ep_close_nbx(ep, &p), id, 0, 0, req);
+    return ucxx_finish(ucp_ep_close_nbx(ep, &p), id, 0, 0, req);
 }
 
 int ucxx_sockaddr_fill(const char *ip, int port, struct sockaddr_storage *ss, socklen_t *len) {
@@ -338,12 +338,12 @@ ucs_status_t ucxx_am_send(ucp_ep_h ep, uint64_t header_tag, uintptr_t buf, size_
     ucp_request_param_t p;
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                      UCP_OP_ATTR_FIELD_FLAGS;
-    p.cb.send = send_cb;
+    p.cb.send = ucxx_send_cb;
     p.user_data = (void *)(uintptr_t)id;
     // The header lives on this stack frame: UCX must copy it.
     p.flags = UCP_AM_SEND_FLAG_COPY_HEADER | UCP_AM_SEND_FLAG_REPLY;
-    set_memtype(&p, memtype);
-    return finish(ucp_am_send_nbx(ep, UCXX_AM_ID, &header_tag, sizeof(header_tag), (const void *)buf,
+    ucxx_set_memtype(&p, memtype);
+    return ucxx_finish(ucp_am_send_nbx(ep, UCXX_AM_ID, &header_tag, sizeof(header_tag), (const void *)buf,
                                   len, &p),
                   id, len, 0, req);
 }
@@ -354,7 +354,7 @@ ucs_status_t ucxx_am_recv_data(ucp_worker_h w, void *desc, uintptr_t buf, size_t
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.recv_am = stream_recv_cb;
     p.user_data = (void *)(uintptr_t)id;
-    return finish(ucp_am_recv_data_nbx(w, desc, (void *)buf, len, &p), id, len, 0, req);
+    return ucxx_finish(ucp_am_recv_data_nbx(w, desc, (void *)buf, len, &p), id, len, 0, req);
 }
 
 void ucxx_am_release(ucp_worker_h w, void *desc) { ucp_am_data_release(w, desc); }

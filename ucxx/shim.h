@@ -115,4 +115,12 @@ char *ucxx_worker_info(ucp_worker_h w);
 // ucxx_sockaddr_fill parses a numeric IPv4 or IPv6 address ("" is the IPv4 wildcard)
 // and port into *ss. It returns 0, or -1 when ip is not a numeric address.
 int ucxx_sockaddr_fill(const char *ip, int port, struct sockaddr_storage *ss, socklen_t *len);
+// Shared with the shim's other files (rma.c): the completion callback of operations
+// that report no length, the convention of a ucs_status_ptr_t's end (a pending request
+// through *req, or the completion event pushed now), and a memory type setting (-1:
+// UCX detects it).
+void ucxx_send_cb(void *req, ucs_status_t status, void *user_data);
+ucs_status_t ucxx_finish(ucs_status_ptr_t sp, uint64_t id, uint64_t length, uint64_t tag, void **req);
+void ucxx_set_memtype(ucp_request_param_t *p, int memtype);
+
 #endif

@@ -37,6 +37,7 @@ from ._context import init, reset
 from ._endpoint import Endpoint, _abort_handle
 from ._frames import CudaFrame
 from ._listener import Listener
+from ._onesided import Region, RemoteRegion, RemoteSemaphore, Semaphore, register
 from ._request import INLINE_DONE, INLINE_LENGTH, Request, submit
 from .exceptions import *  # noqa: F401,F403
 
@@ -53,6 +54,7 @@ __all__ = [
     "get_ucp_context_info", "get_ucp_worker_info", "get_active_transports", "get_ucp_worker",
     "get_ucxx_worker", "continuous_ucx_progress", "get_ucxpy_logger",
     "Endpoint", "Listener", "UCXAddress", "CudaFrame", "progress_mode", "exceptions", "types",
+    "register", "Region", "RemoteRegion", "Semaphore", "RemoteSemaphore",
 ] + exceptions.__all__
 
 

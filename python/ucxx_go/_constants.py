@@ -75,6 +75,10 @@ BLOCK_ALIGN = 64  # core.BlockAlign
 FRAME_DEVICE_SHIFT = 8  # core.FrameDeviceShift
 FRAME_USER_FLAG = 1 << 16  # core.FrameUserFlag
 
+# PutMany's transfer descriptors: key, offset, address, size, memory type, region.
+TRANSFER_DESCRIPTOR_SIZE = 48  # core.TransferDescriptorSize
+TRANSFER_DESCRIPTOR_WORDS = 6  # core.TransferDescriptorSize / 8
+
 # UCX settings read when its libraries load (core/ucxdefaults.go): set in the
 # environment, unless already there, before libucx is loaded (KEY=value pairs).
 UCX_LOAD_DEFAULTS = "MEM_BISTRO_GRACE_DURATION=5ms"  # core.UCXLoadDefaults

@@ -11,7 +11,7 @@ import weakref
 import numpy
 
 from . import _constants as C
-from . import _tags
+from . import _onesided, _tags
 from ._bridge import call, ext
 from ._buffers import MEMORY_CUDA, MEMORY_HOST, buffer_info, host_buffer
 from ._frames import frames_from_block, frames_to_provide, free_block
@@ -510,6 +510,74 @@ class Endpoint:
             final.cancel()  # drops the message in Go, frees its block
             raise
         return await final, provided
+
+    # -- one-sided transfers and semaphores (_onesided) ----------------------------------
+
+    def unpack_remote(self, data):
+        """The peer's memory named by ``data``, the bytes its ``Region.pack()`` gave:
+        a RemoteRegion for this endpoint's ``put`` and ``get``.
+
+        Raises
+        ------
+        ValueError
+            ``data`` is not a well-formed packed key of a region.
+        """
+        self._check("unpack_remote")
+        return _onesided.unpack(self, data, "region")
+
+    async def put(self, local, remote, offset=0, stream=None):
+        """Write ``local`` (a Region, or any contiguous host or CUDA buffer) into the
+        peer's ``remote`` region at ``offset``; the peer posts nothing. Returns once
+        ``local`` may be reused; ``flush()`` says when the data is at the peer. A
+        CUDA buffer is written once the work queued on ``stream`` (default: its own
+        ``__cuda_array_interface__`` stream) is done.
+
+        Raises
+        ------
+        ValueError
+            The bytes do not fit ``remote`` at ``offset`` (nothing moves).
+        UCXError
+            As for ``send``. A cancelled put still runs to its end (UCX cannot stop
+            it); its buffers stay referenced until then.
+        """
+        self._check("put")
+        await _onesided.transfer(self, local, remote, offset, stream, "put")
+
+    async def get(self, local, remote, offset=0, stream=None):
+        """Read the peer's ``remote`` region at ``offset`` into ``local`` (a Region or
+        a writable contiguous buffer), as many bytes as ``local`` holds. As ``put``."""
+        self._check("get")
+        await _onesided.transfer(self, local, remote, offset, stream, "get")
+
+    async def put_many(self, transfers):
+        """Several puts, ``(local, remote, offset)`` or ``(local, remote)`` each,
+        posted at once; returns once every one has ended. If one does not fit its
+        region, nothing moves (ValueError)."""
+        self._check("put_many")
+        await _onesided.put_many(self, transfers)
+
+    async def flush(self):
+        """Return once every put and get issued on this endpoint before has completed
+        at the peer."""
+        self._check("flush")
+        await Request(self._ctx, submit(ext.pybridge_Flush, self._handle), "Endpoint.flush")
+
+    def semaphore(self):
+        """A new Semaphore at 0, for this endpoint's peer to signal."""
+        self._check("semaphore")
+        return _onesided.Semaphore(self, call(ext.pybridge_NewSemaphore, self._handle))
+
+    def unpack_semaphore(self, data):
+        """The peer's semaphore named by ``data`` (its ``Semaphore.pack()``), to
+        signal.
+
+        Raises
+        ------
+        ValueError
+            ``data`` is not a well-formed packed key of a semaphore.
+        """
+        self._check("unpack_semaphore")
+        return _onesided.unpack(self, data, "semaphore")
 
     async def send_obj(self, obj, tag=None):
         """Send a bytes-like object with its size first, for ``recv_obj``."""
