@@ -61,3 +61,32 @@ def serve(port_queue):
             listener.close()
 
     asyncio.run(main())
+
+
+def one_sided_peer(port, sizes):
+    """Connects to the test, receives the packed keys of its CUDA buffer and
+    semaphore, then for each size: puts a pattern into the buffer (from its own CUDA
+    memory), signals, and gets the test's answer back into CUDA memory, sending its
+    sum. Exits 0."""
+    import cupy as cp
+    import numpy as np
+
+    import ucxx_go
+
+    async def main():
+        ep = await asyncio.wait_for(ucxx_go.create_endpoint("127.0.0.1", port), GPU_TIMEOUT)
+        remote = ep.unpack_remote(await asyncio.wait_for(ep.recv_obj(), GPU_TIMEOUT))
+        rsem = ep.unpack_semaphore(await asyncio.wait_for(ep.recv_obj(), GPU_TIMEOUT))
+        for i, size in enumerate(sizes):
+            src = ((cp.arange(size, dtype=cp.int64) * 7 + i) % 251).astype(cp.uint8)
+            cp.cuda.get_current_stream().synchronize()
+            await asyncio.wait_for(ep.put(ucxx_go.register(src), remote), GPU_TIMEOUT)
+            await asyncio.wait_for(rsem.signal(), GPU_TIMEOUT)
+            # The test answers by doubling the data in place, then signals us by a send.
+            await asyncio.wait_for(ep.recv(np.empty(8, dtype="u1")), GPU_TIMEOUT)
+            back = cp.empty(size, dtype=cp.uint8)
+            await asyncio.wait_for(ep.get(back, remote), GPU_TIMEOUT)
+            await asyncio.wait_for(ep.send(np.array([int(back.astype(cp.uint64).sum())], dtype="<u8")), GPU_TIMEOUT)
+        await ep.close()
+
+    asyncio.run(main())

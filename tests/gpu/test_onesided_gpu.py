@@ -1,0 +1,53 @@
+"""One-sided transfers of CUDA memory between two processes on one GPU (cuda_ipc):
+the peer puts into this process's registered CUDA buffer, signals its semaphore, and
+gets the buffer back. Skipped where cupy or a GPU is missing."""
+
+import asyncio
+import multiprocessing
+
+import numpy as np
+import pytest
+
+cp = pytest.importorskip("cupy")
+try:
+    _GPUS = cp.cuda.runtime.getDeviceCount()
+except Exception:  # no driver: cupy imports, CUDA does not
+    _GPUS = 0
+if _GPUS == 0:
+    pytest.skip("no CUDA GPU", allow_module_level=True)
+
+import ucxx_go  # noqa: E402
+from _gpu_peers import one_sided_peer  # noqa: E402
+from _support import GPU_TIMEOUT, Server  # noqa: E402
+
+SIZES = [8, 1 << 20, 64 << 20]
+
+
+async def test_put_get_signal_cuda_between_processes():
+    server = Server()
+    proc = multiprocessing.get_context("spawn").Process(target=one_sided_peer, args=(server.listener.port, SIZES),
+                                                        daemon=True)
+    proc.start()
+    try:
+        ep = await asyncio.wait_for(server.accepted.get(), GPU_TIMEOUT)
+        target = cp.zeros(max(SIZES), dtype=cp.uint8)
+        region = ucxx_go.register(target)
+        sem = ep.semaphore()
+        await ep.send_obj(region.pack())
+        await ep.send_obj(sem.pack())
+        for i, size in enumerate(SIZES):
+            await asyncio.wait_for(sem.wait(i + 1), GPU_TIMEOUT)
+            want = ((cp.arange(size, dtype=cp.int64) * 7 + i) % 251).astype(cp.uint8)
+            assert bool(cp.array_equal(target[:size], want)), f"{size} B put not in place"
+            target[:size] = want * 2
+            cp.cuda.get_current_stream().synchronize()
+            await ep.send(np.zeros(8, dtype="u1"))
+            total = np.empty(1, dtype="<u8")
+            await asyncio.wait_for(ep.recv(total), GPU_TIMEOUT)
+            assert int(total[0]) == int((want * 2).astype(cp.uint64).sum()), f"{size} B get read other bytes"
+        await asyncio.get_running_loop().run_in_executor(None, proc.join, GPU_TIMEOUT)
+        assert proc.exitcode == 0
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        server.close()
