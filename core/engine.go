@@ -244,12 +244,21 @@ func (e *Engine) submit(s submission) error {
 	return nil
 }
 
+// onThreadPoll is how long onThread polls for its call to have run before it blocks.
+const onThreadPoll = 200 * time.Microsecond
+
 // onThread runs f on the progress thread and waits for it: for setup and teardown
 // calls that must touch UCX (listeners, queries), never for data transfers.
 func (e *Engine) onThread(f func()) error {
 	ran := make(chan struct{})
-	if err := e.submit(submission{op: opCall, call: func() { f(); close(ran) }}); err != nil {
+	var done atomic.Bool
+	if err := e.submit(submission{op: opCall, call: func() { f(); done.Store(true); close(ran) }}); err != nil {
 		return err
+	}
+	// Wait by polling first: a goroutine parked on the channel takes the runtime
+	// longer to wake (~100 us on a VM) than most calls take.
+	for deadline := time.Now().Add(onThreadPoll); !done.Load() && time.Now().Before(deadline); {
+		yieldCPU()
 	}
 	select {
 	case <-ran:

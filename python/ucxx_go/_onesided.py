@@ -45,17 +45,21 @@ class _Registration:
     same buffer: it keeps the buffer's memory referenced, and releases the region
     when the last Region using it is gone."""
 
-    __slots__ = ("ctx", "id", "keep", "__weakref__")
+    __slots__ = ("ctx", "id", "buffer", "keep", "address", "nbytes", "mem", "__weakref__")
 
-    def __init__(self, ctx, rid, keep):
-        self.ctx, self.id, self.keep = ctx, rid, keep
+    def __init__(self, ctx, rid, buffer, keep, address, nbytes, mem):
+        self.ctx, self.id, self.buffer, self.keep = ctx, rid, buffer, keep
+        self.address, self.nbytes, self.mem = address, nbytes, mem
         weakref.finalize(self, _release, ctx, ext.pybridge_ReleaseMemory, rid)
 
 
-# (context, address, nbytes, memory type) -> _Registration: register() of a buffer
+# (context, address, nbytes, memory type) -> _Registration: register() of memory
 # registered already is a dictionary lookup (the registration cache's fast path; the
-# Go core's covers memory inside a registered range).
+# Go core's covers memory inside a registered range). _by_object finds the
+# registration of the very object registered before without reading its buffer again:
+# the registration references the object, so its id() is not reused meanwhile.
 _registrations = weakref.WeakValueDictionary()
+_by_object = weakref.WeakValueDictionary()
 _registrations_lock = threading.Lock()
 
 
@@ -96,6 +100,9 @@ def register(buffer):
     UCXError
         UCX could not register it.
     """
+    reg = _by_object.get(id(buffer))
+    if reg is not None and reg.buffer is buffer and not reg.ctx.closed:
+        return Region(reg, reg.address, reg.nbytes, reg.mem, buffer)
     addr, n, keep, mem, _ = buffer_info(buffer, writable=False)
     if n == 0:
         raise ValueError("register: an empty buffer")
@@ -104,8 +111,10 @@ def register(buffer):
     with _registrations_lock:
         reg = _registrations.get(key)
         if reg is None or reg.ctx is not ctx:
-            reg = _Registration(ctx, call(ext.pybridge_RegisterMemory, addr, n, _CORE_MEM[mem]), (buffer, keep))
+            rid = call(ext.pybridge_RegisterMemory, addr, n, _CORE_MEM[mem])
+            reg = _Registration(ctx, rid, buffer, keep, addr, n, mem)
             _registrations[key] = reg
+        _by_object[id(buffer)] = reg
     return Region(reg, addr, n, mem, buffer)
 
 
