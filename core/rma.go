@@ -51,12 +51,25 @@ type rmaOp struct {
 // A transfer outside its key's range, or a key of another endpoint, completes with
 // StatusInvalidParam before anything moves.
 func (e *Engine) Put(ep uint64, t Transfer, stream uintptr) (uint64, error) {
-	return e.transfer(ep, []Transfer{t}, false, stream)
+	tk, err := e.transfer(ep, []Transfer{t}, false, stream, false)
+	return tk.ID, err
 }
 
 // Get reads t from its remote key's range on endpoint ep. Errors as Put.
 func (e *Engine) Get(ep uint64, t Transfer, stream uintptr) (uint64, error) {
-	return e.transfer(ep, []Transfer{t}, true, stream)
+	tk, err := e.transfer(ep, []Transfer{t}, true, stream, false)
+	return tk.ID, err
+}
+
+// PutInline is Put, waiting up to Options.InlineWait for the put to end, as
+// TagSendInline does: then the Ticket is Done and no completion is queued.
+func (e *Engine) PutInline(ep uint64, t Transfer, stream uintptr) (Ticket, error) {
+	return e.transfer(ep, []Transfer{t}, false, stream, true)
+}
+
+// GetInline is Get, waiting as PutInline.
+func (e *Engine) GetInline(ep uint64, t Transfer, stream uintptr) (Ticket, error) {
+	return e.transfer(ep, []Transfer{t}, true, stream, true)
 }
 
 // PutMany writes count transfers (TransferDescriptorSize bytes each at addr, read
@@ -80,22 +93,28 @@ func (e *Engine) PutMany(ep uint64, addr uintptr, count int) (uint64, error) {
 			Addr: uintptr(binary.LittleEndian.Uint64(w[16:])), Size: binary.LittleEndian.Uint64(w[24:]),
 			MemType: uint8(mem), Region: binary.LittleEndian.Uint64(w[40:])}
 	}
-	return e.transfer(ep, ts, false, 0)
+	tk, err := e.transfer(ep, ts, false, 0, false)
+	return tk.ID, err
 }
 
-func (e *Engine) transfer(ep uint64, ts []Transfer, get bool, stream uintptr) (uint64, error) {
-	if _, err := e.eps.live(ep); err != nil {
-		return 0, err
+func (e *Engine) transfer(ep uint64, ts []Transfer, get bool, stream uintptr, inline bool) (Ticket, error) {
+	live, err := e.eps.live(ep)
+	if err != nil {
+		return Ticket{}, err
 	}
 	op := &rmaOp{id: e.newID(), get: get, transfers: ts}
 	s := submission{op: opRMA, id: op.id, ep: ep, rma: op}
 	if len(ts) == 1 && ts[0].MemType == MemCUDA {
 		s.addr, s.memType = ts[0].Addr, ucxx.MemoryCUDA
 		if err := s.addCUDA(stream); err != nil {
-			return 0, err
+			return Ticket{}, err
 		}
 	}
-	return op.id, e.submitOrRelease(s)
+	var budget *inlineBudget
+	if inline {
+		budget = &live.inlineSend
+	}
+	return e.submitTransfer(s, budget)
 }
 
 // Flush completes once every one-sided operation issued on endpoint ep before it has
@@ -140,16 +159,30 @@ func (o *oneSided) post(s *submission) {
 		}
 		keys[i] = k
 	}
+	if len(op.transfers) == 1 {
+		// One transfer is the application's request itself: its completion may go
+		// straight back to a submitting call still waiting (s.slot).
+		t := op.transfers[0]
+		r := o.requests.add(op.id, opRMA, ep)
+		r.slot = s.slot
+		o.postTransfer(r, op.get, t, regions[0], keys[0])
+		return
+	}
 	op.remaining = len(op.transfers)
 	for i, t := range op.transfers {
 		r := o.requests.add(o.newID(), opRMA, ep)
 		r.internal, r.rma = stepRMAPart, op
-		mem := ucsMemType(uint64(t.MemType))
-		if op.get {
-			r.track(ep.u.Get(t.Addr, t.Size, regions[i], mem, keys[i].addr+t.Offset, keys[i].key, r.id))
-		} else {
-			r.track(ep.u.Put(t.Addr, t.Size, regions[i], mem, keys[i].addr+t.Offset, keys[i].key, r.id))
-		}
+		o.postTransfer(r, op.get, t, regions[i], keys[i])
+	}
+}
+
+// postTransfer posts one put or get as request r.
+func (o *oneSided) postTransfer(r *request, get bool, t Transfer, local *ucxx.MemHandle, k *remoteKey) {
+	mem := ucsMemType(uint64(t.MemType))
+	if get {
+		r.track(r.ep.u.Get(t.Addr, t.Size, local, mem, k.addr+t.Offset, k.key, r.id))
+	} else {
+		r.track(r.ep.u.Put(t.Addr, t.Size, local, mem, k.addr+t.Offset, k.key, r.id))
 	}
 }
 

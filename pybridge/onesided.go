@@ -74,24 +74,25 @@ func ReleaseKey(id uint64) (ok bool, err error) {
 
 // Put writes n bytes at addr (memory type memType, in region, or 0) to offset of
 // remote key key on endpoint ep; for CUDA memory after the work queued on stream.
-// It returns the request id.
-func Put(ep uint64, key uint64, offset uint64, addr uintptr, n uint64, memType int, region uint64, stream uint64) (id uint64, err error) {
+// It returns the request id, or InlineDone|n when the put ended within the call (as
+// TagSend).
+func Put(ep uint64, key uint64, offset uint64, addr uintptr, n uint64, memType int, region uint64, stream uint64) (res uint64, err error) {
 	defer guard(&err)
 	e, err := current()
 	if err != nil {
 		return 0, err
 	}
-	return e.Put(ep, core.Transfer{Key: key, Offset: offset, Addr: addr, Size: n, MemType: uint8(memType), Region: region}, uintptr(stream))
+	return ticketResult(e.PutInline(ep, core.Transfer{Key: key, Offset: offset, Addr: addr, Size: n, MemType: uint8(memType), Region: region}, uintptr(stream)))
 }
 
 // Get reads into n bytes at addr from offset of remote key key; as Put.
-func Get(ep uint64, key uint64, offset uint64, addr uintptr, n uint64, memType int, region uint64, stream uint64) (id uint64, err error) {
+func Get(ep uint64, key uint64, offset uint64, addr uintptr, n uint64, memType int, region uint64, stream uint64) (res uint64, err error) {
 	defer guard(&err)
 	e, err := current()
 	if err != nil {
 		return 0, err
 	}
-	return e.Get(ep, core.Transfer{Key: key, Offset: offset, Addr: addr, Size: n, MemType: uint8(memType), Region: region}, uintptr(stream))
+	return ticketResult(e.GetInline(ep, core.Transfer{Key: key, Offset: offset, Addr: addr, Size: n, MemType: uint8(memType), Region: region}, uintptr(stream)))
 }
 
 // PutMany writes count transfers (core.TransferDescriptorSize bytes each at desc, read

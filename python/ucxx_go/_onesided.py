@@ -20,7 +20,7 @@ from . import _constants as C
 from . import _context
 from ._bridge import call, ext
 from ._buffers import MEMORY_CUDA, MEMORY_HOST, buffer_info
-from ._request import Request, submit
+from ._request import INLINE_DONE, Request, submit
 from .exceptions import UCXError
 
 __all__ = ["Region", "RemoteRegion", "Semaphore", "RemoteSemaphore", "register"]
@@ -183,6 +183,8 @@ async def transfer(ep, local, remote, offset, stream, where):
     fn = ext.pybridge_Put if where == "put" else ext.pybridge_Get
     s = own_stream if stream is None else _stream_handle(stream)
     rid = submit(fn, ep._handle, remote._id, offset, addr, n, mem, region, s)
+    if rid & INLINE_DONE:
+        return  # it ended within the call
     await Request(ep._ctx, rid, f"Endpoint.{where}", local, (keep, remote))
 
 
