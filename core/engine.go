@@ -304,11 +304,7 @@ func (e *Engine) tagSend(ep uint64, addr uintptr, size uint64, tag uint64, memTy
 	if err := s.addCUDA(stream); err != nil {
 		return Ticket{}, err
 	}
-	var budget *inlineBudget
-	if inline {
-		budget = &live.inlineSend
-	}
-	return e.submitTransfer(s, budget)
+	return e.submitTransfer(s, live.sendBudget(inline))
 }
 
 // TagRecv queues a receive into size bytes at addr of the next message matching tag

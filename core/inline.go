@@ -110,6 +110,15 @@ type Ticket struct {
 	Length uint64
 }
 
+// sendBudget is ep's inline budget for an operation that sends on it, or nil when the
+// caller does not wait inline.
+func (ep *endpoint) sendBudget(inline bool) *inlineBudget {
+	if !inline {
+		return nil
+	}
+	return &ep.inlineSend
+}
+
 // inlineMinWait is the wait of a backed-off inlineBudget: enough for a progress thread
 // that shares the caller's CPU, woken by the submission, to post it.
 const inlineMinWait = 2 * time.Microsecond

@@ -110,11 +110,7 @@ func (e *Engine) transfer(ep uint64, ts []Transfer, get bool, stream uintptr, in
 			return Ticket{}, err
 		}
 	}
-	var budget *inlineBudget
-	if inline {
-		budget = &live.inlineSend
-	}
-	return e.submitTransfer(s, budget)
+	return e.submitTransfer(s, live.sendBudget(inline))
 }
 
 // Flush completes once every one-sided operation issued on endpoint ep before it has
