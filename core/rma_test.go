@@ -348,3 +348,24 @@ func TestSemaphoreWaitEndsOnRelease(t *testing.T) {
 		t.Fatalf("value of a released semaphore: %v", err)
 	}
 }
+
+// TestShutdownEndsSemaphoreWaits: a wait pending at shutdown ends Canceled (its
+// endpoint's teardown ends it), and the shutdown does not wait for it.
+func TestShutdownEndsSemaphoreWaits(t *testing.T) {
+	p := newRMAPair(t)
+	sem, err := p.server.NewSemaphore(p.sep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := p.server.WaitSemaphore(sem, 1)
+	start := time.Now()
+	if err := p.server.Shutdown(5 * time.Second); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("shutdown took %v with a semaphore wait pending", took)
+	}
+	if st := ucxx.Status(p.sc.wait(w, 5*time.Second).Status); st != ucxx.StatusCanceled {
+		t.Fatalf("wait pending at shutdown: %v", st)
+	}
+}
