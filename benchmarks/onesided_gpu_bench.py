@@ -1,0 +1,156 @@
+"""One-sided put and get of CUDA memory between two processes, beside the device copy.
+
+    python benchmarks/onesided_gpu_bench.py [--gpus 0,0] [--sizes 1MiB,...,1GiB] [--windows 1,4] [--json FILE]
+
+A target process on GPU `gpus[1]` allocates and registers a cupy buffer of the largest
+size and hands its packed key to the client process on GPU `gpus[0]`, which for each
+size and window puts (then gets) `iters` buffers from its own registered cupy memory,
+`window` in flight, and flushes: bandwidth = iters * size / time (MB/s, 1e6 bytes). The
+baseline is the copy between the same devices in one process: cudaMemcpyPeerAsync
+(cudaMemcpyAsync device to device on one GPU), timed with events.
+"""
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import sys
+import time
+
+from _bench_common import parse_bytes
+
+os.environ.setdefault("UCX_NET_DEVICES", "lo")
+
+DEFAULT_SIZES = [1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30]
+
+
+def _iters(size):
+    return max(4, min(200, (4 << 30) // size))
+
+
+def _target(gpu, nbytes, q, done):
+    import cupy as cp
+
+    import ucxx_go
+
+    cp.cuda.Device(gpu).use()
+
+    async def main():
+        finished = asyncio.Event()
+
+        async def handler(ep):
+            buf = cp.zeros(nbytes, dtype=cp.uint8)
+            region = ucxx_go.register(buf)
+            await ep.send_obj(region.pack())
+            try:
+                await ep.recv(bytearray(8))  # the client is done
+            except ucxx_go.UCXError:
+                pass
+            await ep.close()
+            finished.set()
+
+        listener = ucxx_go.create_listener(handler)
+        q.put(listener.port)
+        await finished.wait()
+        listener.close()
+
+    asyncio.run(main())
+    done.set()
+
+
+def _copy_baseline(src_gpu, dst_gpu, size, iters):
+    import cupy as cp
+
+    with cp.cuda.Device(dst_gpu):
+        dst = cp.empty(size, dtype=cp.uint8)
+    with cp.cuda.Device(src_gpu):
+        src = cp.ones(size, dtype=cp.uint8)
+        if src_gpu != dst_gpu:
+            try:
+                cp.cuda.runtime.deviceEnablePeerAccess(dst_gpu)
+            except cp.cuda.runtime.CUDARuntimeError:
+                pass  # enabled already
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        for _ in range(iters):
+            if src_gpu == dst_gpu:
+                cp.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, size, cp.cuda.runtime.memcpyDeviceToDevice, 0)
+            else:
+                cp.cuda.runtime.memcpyPeerAsync(dst.data.ptr, dst_gpu, src.data.ptr, src_gpu, size, 0)
+        end.record()
+        end.synchronize()
+        return size * iters / (cp.cuda.get_elapsed_time(start, end) / 1e3) / 1e6
+
+
+async def _client(gpu, port, sizes, windows):
+    import cupy as cp
+
+    import ucxx_go
+
+    cp.cuda.Device(gpu).use()
+    ep = await ucxx_go.create_endpoint("127.0.0.1", port)
+    remote = ep.unpack_remote(await ep.recv_obj())
+    src = cp.ones(max(sizes), dtype=cp.uint8)
+    cp.cuda.get_current_stream().synchronize()
+    local = ucxx_go.register(src)
+    out = {}
+    for size in sizes:
+        view = ucxx_go.register(src[:size])  # inside the registration: the cache
+        iters = _iters(size)
+        for op_name in ("put", "get"):
+            op = ep.put if op_name == "put" else ep.get
+            for w in windows:
+                await op(view, remote)  # warm-up: the first use sets up the transfer
+                await ep.flush()
+                t0 = time.perf_counter()
+                for i in range(0, iters, w):
+                    await asyncio.gather(*(op(view, remote) for _ in range(min(w, iters - i))))
+                await ep.flush()
+                out[f"{op_name} w{w} {size}"] = size * iters / (time.perf_counter() - t0) / 1e6
+    transports = sorted(ep.get_active_transports())
+    await ep.send(bytearray(8))
+    await ep.close()
+    del local
+    return out, transports
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gpus", default="0,0", help="client GPU, target GPU")
+    ap.add_argument("--sizes", default=",".join(str(s) for s in DEFAULT_SIZES))
+    ap.add_argument("--windows", default="1,4")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    client_gpu, target_gpu = (int(x) for x in args.gpus.split(","))
+    sizes = [parse_bytes(s) for s in args.sizes.split(",")]
+    windows = [int(w) for w in args.windows.split(",")]
+    ctx = multiprocessing.get_context("spawn")
+    q, done = ctx.Queue(), ctx.Event()
+    target = ctx.Process(target=_target, args=(target_gpu, max(sizes), q, done), daemon=True)
+    target.start()
+    port = q.get(timeout=120)
+    results, transports = asyncio.run(_client(client_gpu, port, sizes, windows))
+    target.join(60)
+    copies = {size: _copy_baseline(client_gpu, target_gpu, size, _iters(size)) for size in sizes}
+    import cupy as cp
+
+    name = cp.cuda.runtime.getDeviceProperties(client_gpu)["name"].decode()
+    print(f"Device: {name}; client GPU {client_gpu}, target GPU {target_gpu}; transports {transports}")
+    print(f"`python benchmarks/onesided_gpu_bench.py --gpus {args.gpus}`\n")
+    cols = [f"{op} w{w}" for op in ("put", "get") for w in windows]
+    print("| size | copy MB/s | " + " | ".join(f"{c} MB/s" for c in cols) + " | put w1 / copy |")
+    print("|---:|---:|" + "---:|" * len(cols) + "---:|")
+    for size in sizes:
+        row = [f"{results[f'{c} {size}']:,.0f}" for c in cols]
+        ratio = results[f"put w{windows[0]} {size}"] / copies[size]
+        print(f"| {size >> 20} MiB | {copies[size]:,.0f} | " + " | ".join(row) + f" | {ratio:.2f} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"results": results, "copy": copies, "transports": transports, "gpus": args.gpus,
+                       "device": name}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
