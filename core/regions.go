@@ -113,14 +113,21 @@ func (o *oneSided) pack(id uint64, addr uintptr, length uint64) ([]byte, error) 
 	if length == 0 || !r.contains(addr, length, r.memType) {
 		return nil, ErrBadRange
 	}
-	if r.rkey == nil {
-		rkey, err := r.mh.PackRKey()
+	return packKey(r.mh, &r.rkey, packedKey{kind: keyRegion, memType: r.memType, addr: uint64(addr), length: length})
+}
+
+// packKey returns k, with the remote key of registration mh (packed on first use into
+// *rkey), in the packed format.
+func packKey(mh *ucxx.MemHandle, rkey *[]byte, k packedKey) ([]byte, error) {
+	if *rkey == nil {
+		b, err := mh.PackRKey()
 		if err != nil {
 			return nil, err
 		}
-		r.rkey = rkey
+		*rkey = b
 	}
-	return appendPackedKey(nil, packedKey{kind: keyRegion, memType: r.memType, addr: uint64(addr), length: length, rkey: r.rkey}), nil
+	k.rkey = *rkey
+	return appendPackedKey(nil, k), nil
 }
 
 // unmapAll unregisters every region (shutdown).

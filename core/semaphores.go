@@ -132,14 +132,7 @@ func (o *oneSided) packSemaphore(id uint64) ([]byte, error) {
 	if s == nil {
 		return nil, ErrNoRegion
 	}
-	if s.rkey == nil {
-		rkey, err := s.mh.PackRKey()
-		if err != nil {
-			return nil, err
-		}
-		s.rkey = rkey
-	}
-	return appendPackedKey(nil, packedKey{kind: keySemaphore, memType: MemHost, addr: uint64(uintptr(s.counter)), length: 8, rkey: s.rkey}), nil
+	return packKey(s.mh, &s.rkey, packedKey{kind: keySemaphore, memType: MemHost, addr: uint64(uintptr(s.counter)), length: 8})
 }
 
 // wait queues or completes a wait (opSemWait: addr is the semaphore, size the value).
