@@ -1,5 +1,5 @@
-"""Helpers shared by send_recv.py, compare.py and gpu_bench.py: byte sizes in and out,
-the statistics of a run's round-trip times, UCXX's report layout.
+"""Helpers shared by the benchmarks: byte sizes in and out, the statistics of a run's
+round-trip times, UCXX's report layout, a listener that serves one client.
 
 Only the standard library: send_recv.py runs under interpreters that hold ucxx_go, RAPIDS
 ucxx or neither, and compare.py imports this before it knows which.
@@ -128,3 +128,24 @@ def emit_markdown(lines, out=None):
     if out:
         with open(out, "w") as f:
             f.write(text)
+
+
+async def serve_one_client(ucxx, handler, port_queue):
+    """Run a listener of `ucxx` (ucxx_go or RAPIDS ucxx, already imported) whose
+    `handler(ep)` serves one client; put its port on `port_queue`, and return once the
+    first handler has returned (closing the endpoint and the listener)."""
+    import asyncio
+
+    finished = asyncio.Event()
+
+    async def serve(ep):
+        try:
+            await handler(ep)
+        finally:
+            await ep.close()
+            finished.set()
+
+    listener = ucxx.create_listener(serve)
+    port_queue.put(listener.port)
+    await finished.wait()
+    listener.close()

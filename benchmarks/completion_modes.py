@@ -17,6 +17,8 @@ import statistics
 import sys
 import time
 
+from _bench_common import serve_one_client
+
 os.environ.setdefault("UCX_NET_DEVICES", "lo")
 
 
@@ -26,40 +28,30 @@ def _server(mode, q):
 
     import ucxx_go
 
-    async def main():
-        done = asyncio.Event()
+    async def handler(ep):
+        plan = np.empty(3, dtype="<u8")
+        while True:
+            try:
+                await ep.recv(plan)
+            except ucxx_go.UCXError:
+                break
+            kind, size, count = (int(x) for x in plan)
+            if kind == 0:  # echo
+                buf = np.empty(size, dtype="u1")
+                for _ in range(count):
+                    await ep.recv(buf)
+                    await ep.send(buf)
+            elif kind == 1:  # sink
+                buf = np.empty(size, dtype="u1")
+                for _ in range(count):
+                    await ep.recv(buf)
+                await ep.send(b"k")
+            else:  # multi sink
+                for _ in range(count):
+                    await ep.recv_multi()
+                await ep.send(b"k")
 
-        async def handler(ep):
-            plan = np.empty(3, dtype="<u8")
-            while True:
-                try:
-                    await ep.recv(plan)
-                except ucxx_go.UCXError:
-                    break
-                kind, size, count = (int(x) for x in plan)
-                if kind == 0:  # echo
-                    buf = np.empty(size, dtype="u1")
-                    for _ in range(count):
-                        await ep.recv(buf)
-                        await ep.send(buf)
-                elif kind == 1:  # sink
-                    buf = np.empty(size, dtype="u1")
-                    for _ in range(count):
-                        await ep.recv(buf)
-                    await ep.send(b"k")
-                else:  # multi sink
-                    for _ in range(count):
-                        await ep.recv_multi()
-                    await ep.send(b"k")
-            await ep.close()
-            done.set()
-
-        listener = ucxx_go.create_listener(handler)
-        q.put(listener.port)
-        await done.wait()
-        listener.close()
-
-    asyncio.run(main())
+    asyncio.run(serve_one_client(ucxx_go, handler, q))
 
 
 async def _client(port, n_lat, n_bw, n_multi):

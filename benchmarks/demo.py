@@ -19,6 +19,8 @@ import struct
 import sys
 import time
 
+from _bench_common import serve_one_client
+
 _PLAN = struct.Struct("<QQQ")  # kind (0 latency, 1 bandwidth), size, count
 
 
@@ -30,7 +32,7 @@ def _percentile(xs, q):
 # -- ucxx_go ------------------------------------------------------------------------
 
 
-async def _ucx_server(q, stop):
+async def _ucx_server(q):
     import numpy as np
 
     import ucxx_go
@@ -52,13 +54,8 @@ async def _ucx_server(q, stop):
                 for _ in range(count):
                     await ep.recv(buf)
                 await ep.send(b"k")
-        await ep.close()
-        stop.set()
 
-    listener = ucxx_go.create_listener(handler)
-    q.put(listener.port)
-    await stop.wait()
-    listener.close()
+    await serve_one_client(ucxx_go, handler, q)
 
 
 async def _ucx_client(port, cases):
@@ -151,8 +148,10 @@ async def _tcp_client(port, cases):
 
 def _serve(which, q):
     async def main():
-        stop = asyncio.Event()
-        await (_ucx_server if which == "ucxx_go" else _tcp_server)(q, stop)
+        if which == "ucxx_go":
+            await _ucx_server(q)
+        else:
+            await _tcp_server(q, asyncio.Event())
 
     asyncio.run(main())
 

@@ -22,6 +22,8 @@ import statistics
 import sys
 import time
 
+from _bench_common import serve_one_client
+
 os.environ.setdefault("UCX_NET_DEVICES", "lo")
 
 MiB = 1 << 20
@@ -44,42 +46,32 @@ def _target(q, tls):
 
     import ucxx_go
 
-    async def main():
-        done = asyncio.Event()
+    async def handler(ep):
+        buf = np.zeros(AREA, dtype="u1")
+        region = ucxx_go.register(buf)
+        await ep.send_obj(region.pack())
+        ack = np.zeros(8, dtype="u1")
+        sink = np.empty(AREA, dtype="u1")
+        try:
+            while True:
+                plan = np.zeros(2, dtype="<u8")
+                await ep.recv(plan)
+                size, count = int(plan[0]), int(plan[1])
+                if size == 0:
+                    break
+                if count > 0:  # bandwidth: take count messages of size, then ack
+                    for _ in range(count):
+                        await ep.recv(sink[:size])
+                    await ep.send(ack)
+                    continue
+                await ep.send(ack)  # latency: answer each of `size` 8-byte messages
+                for _ in range(size):
+                    await ep.recv(ack)
+                    await ep.send(ack)
+        except ucxx_go.UCXError:
+            pass
 
-        async def handler(ep):
-            buf = np.zeros(AREA, dtype="u1")
-            region = ucxx_go.register(buf)
-            await ep.send_obj(region.pack())
-            ack = np.zeros(8, dtype="u1")
-            sink = np.empty(AREA, dtype="u1")
-            try:
-                while True:
-                    plan = np.zeros(2, dtype="<u8")
-                    await ep.recv(plan)
-                    size, count = int(plan[0]), int(plan[1])
-                    if size == 0:
-                        break
-                    if count > 0:  # bandwidth: take count messages of size, then ack
-                        for _ in range(count):
-                            await ep.recv(sink[:size])
-                        await ep.send(ack)
-                        continue
-                    await ep.send(ack)  # latency: answer each of `size` 8-byte messages
-                    for _ in range(size):
-                        await ep.recv(ack)
-                        await ep.send(ack)
-            except ucxx_go.UCXError:
-                pass
-            await ep.close()
-            done.set()
-
-        listener = ucxx_go.create_listener(handler)
-        q.put(listener.port)
-        await done.wait()
-        listener.close()
-
-    asyncio.run(main())
+    asyncio.run(serve_one_client(ucxx_go, handler, q))
 
 
 async def _client(port, sizes, rounds):

@@ -18,7 +18,7 @@ import os
 import sys
 import time
 
-from _bench_common import parse_bytes
+from _bench_common import parse_bytes, serve_one_client
 
 os.environ.setdefault("UCX_NET_DEVICES", "lo")
 
@@ -36,26 +36,16 @@ def _target(gpu, nbytes, q, done):
 
     cp.cuda.Device(gpu).use()
 
-    async def main():
-        finished = asyncio.Event()
+    async def handler(ep):
+        buf = cp.zeros(nbytes, dtype=cp.uint8)
+        region = ucxx_go.register(buf)
+        await ep.send_obj(region.pack())
+        try:
+            await ep.recv(bytearray(8))  # the client is done
+        except ucxx_go.UCXError:
+            pass
 
-        async def handler(ep):
-            buf = cp.zeros(nbytes, dtype=cp.uint8)
-            region = ucxx_go.register(buf)
-            await ep.send_obj(region.pack())
-            try:
-                await ep.recv(bytearray(8))  # the client is done
-            except ucxx_go.UCXError:
-                pass
-            await ep.close()
-            finished.set()
-
-        listener = ucxx_go.create_listener(handler)
-        q.put(listener.port)
-        await finished.wait()
-        listener.close()
-
-    asyncio.run(main())
+    asyncio.run(serve_one_client(ucxx_go, handler, q))
     done.set()
 
 
