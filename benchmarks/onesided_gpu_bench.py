@@ -1,6 +1,7 @@
 """One-sided put and get of CUDA memory between two processes, beside the device copy.
 
-    python benchmarks/onesided_gpu_bench.py [--gpus 0,0] [--sizes 1MiB,...,1GiB] [--windows 1,4] [--json FILE]
+    python benchmarks/onesided_gpu_bench.py [--gpus 0,0] [--sizes 1MiB,...,1GiB] [--windows 1,4]
+        [--backends ucxx_go,nixl] [--json FILE]
 
 A target process on GPU `gpus[1]` allocates and registers a cupy buffer of the largest
 size and hands its packed key to the client process on GPU `gpus[0]`, which for each
@@ -8,6 +9,12 @@ size and window puts (then gets) `iters` buffers from its own registered cupy me
 `window` in flight, and flushes: bandwidth = iters * size / time (MB/s, 1e6 bytes). The
 baseline is the copy between the same devices in one process: cudaMemcpyPeerAsync
 (cudaMemcpyAsync device to device on one GPU), timed with events.
+
+NIXL (the `nixl_cu13` package, its UCX backend and the UCX it bundles), when importable,
+runs the same transfers in two processes of its own: torch buffers registered with
+`register_memory`, its agent metadata and descriptors handed over by a queue, `WRITE`
+and `READ` requests made once per window slot with `initialize_xfer`, posted with
+`transfer` and polled with `check_xfer_state` until done, as NIXL's users do.
 """
 
 import argparse
@@ -105,11 +112,79 @@ async def _client(gpu, port, sizes, windows):
     return out, transports
 
 
+def _nixl_target(gpu, nbytes, sizes, q_out, q_in):
+    import torch
+    from nixl_cu13 import nixl_agent, nixl_agent_config
+
+    buf = torch.zeros(nbytes, dtype=torch.uint8, device=f"cuda:{gpu}")
+    agent = nixl_agent("target", nixl_agent_config(backends=["UCX"]))
+    agent.register_memory([buf])
+    descs = {size: agent.get_serialized_descs(agent.get_xfer_descs(buf[:size])) for size in sizes}
+    q_out.put((agent.get_agent_metadata(), descs))
+    q_in.get(timeout=600)  # the client is done
+
+
+def _nixl_client(gpu, sizes, windows, q_in, q_out, result):
+    import torch
+    from nixl_cu13 import nixl_agent, nixl_agent_config
+
+    src = torch.ones(max(sizes), dtype=torch.uint8, device=f"cuda:{gpu}")
+    torch.cuda.synchronize()
+    agent = nixl_agent("client", nixl_agent_config(backends=["UCX"]))
+    agent.register_memory([src])
+    meta, descs = q_in.get(timeout=120)
+    peer = agent.add_remote_agent(meta)
+    out = {}
+
+    def run(handles):
+        for h in handles:
+            if agent.transfer(h) == "ERR":
+                raise RuntimeError("NIXL transfer failed to post")
+        pending = list(handles)
+        while pending:
+            states = [agent.check_xfer_state(h) for h in pending]
+            if "ERR" in states:
+                raise RuntimeError("NIXL transfer failed")
+            pending = [h for h, st in zip(pending, states) if st != "DONE"]
+
+    for size in sizes:
+        local = agent.get_xfer_descs(src[:size])
+        remote = agent.deserialize_descs(descs[size])
+        iters = _iters(size)
+        for op_name, op in (("put", "WRITE"), ("get", "READ")):
+            for w in windows:
+                handles = [agent.initialize_xfer(op, local, remote, peer) for _ in range(w)]
+                run(handles[:1])  # warm-up
+                t0 = time.perf_counter()
+                for i in range(0, iters, w):
+                    run(handles[:min(w, iters - i)])
+                out[f"{op_name} w{w} {size}"] = size * iters / (time.perf_counter() - t0) / 1e6
+                for h in handles:
+                    agent.release_xfer_handle(h)
+    q_out.put("done")
+    result.put(out)
+
+
+def _run_nixl(client_gpu, target_gpu, sizes, windows):
+    ctx = multiprocessing.get_context("spawn")
+    to_client, to_target, result = ctx.Queue(), ctx.Queue(), ctx.Queue()
+    target = ctx.Process(target=_nixl_target, args=(target_gpu, max(sizes), sizes, to_client, to_target), daemon=True)
+    client = ctx.Process(target=_nixl_client, args=(client_gpu, sizes, windows, to_client, to_target, result),
+                         daemon=True)
+    target.start()
+    client.start()
+    out = result.get(timeout=600)
+    client.join(60)
+    target.join(60)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gpus", default="0,0", help="client GPU, target GPU")
     ap.add_argument("--sizes", default=",".join(str(s) for s in DEFAULT_SIZES))
     ap.add_argument("--windows", default="1,4")
+    ap.add_argument("--backends", default="ucxx_go,nixl", help="nixl is skipped where nixl_cu13 is missing")
     ap.add_argument("--json")
     args = ap.parse_args()
     client_gpu, target_gpu = (int(x) for x in args.gpus.split(","))
@@ -122,6 +197,15 @@ def main():
     port = q.get(timeout=120)
     results, transports = asyncio.run(_client(client_gpu, port, sizes, windows))
     target.join(60)
+    nixl = None
+    if "nixl" in args.backends.split(","):
+        try:
+            import importlib.util
+
+            if importlib.util.find_spec("nixl_cu13") is not None:
+                nixl = _run_nixl(client_gpu, target_gpu, sizes, windows)
+        except Exception as e:  # reported, not fatal: ours were measured
+            print(f"NIXL failed: {e!r}", file=sys.stderr)
     copies = {size: _copy_baseline(client_gpu, target_gpu, size, _iters(size)) for size in sizes}
     import cupy as cp
 
@@ -135,10 +219,19 @@ def main():
         row = [f"{results[f'{c} {size}']:,.0f}" for c in cols]
         ratio = results[f"put w{windows[0]} {size}"] / copies[size]
         print(f"| {size >> 20} MiB | {copies[size]:,.0f} | " + " | ".join(row) + f" | {ratio:.2f} |")
+    if nixl:
+        print("\nNIXL (nixl_cu13, UCX backend), same transfers:\n")
+        print("| size | " + " | ".join(f"{c} MB/s" for c in cols) + " | ours / NIXL, " +
+              " | ".join(cols) + " |")
+        print("|---:|" + "---:|" * (2 * len(cols)))
+        for size in sizes:
+            row = [f"{nixl[f'{c} {size}']:,.0f}" for c in cols]
+            ratios = [f"{results[f'{c} {size}'] / nixl[f'{c} {size}']:.2f}" for c in cols]
+            print(f"| {size >> 20} MiB | " + " | ".join(row) + " | " + " | ".join(ratios) + " |")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"results": results, "copy": copies, "transports": transports, "gpus": args.gpus,
-                       "device": name}, f, indent=1)
+            json.dump({"results": results, "nixl": nixl, "copy": copies, "transports": transports,
+                       "gpus": args.gpus, "device": name}, f, indent=1)
     return 0
 
 
