@@ -1,6 +1,7 @@
 package core
 
 import (
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -25,15 +26,19 @@ import (
 type localSemaphore struct {
 	id      uint64
 	ep      *endpoint
-	counter unsafe.Pointer // C memory, 8-byte aligned
+	counter unsafe.Pointer // C memory, a page of its own (CUDA maps whole pages)
 	mh      *ucxx.MemHandle
 	rkey    []byte
+	// dev is where the device sees the counter once a stream waited on it (0 until
+	// then); application threads map it, under devMu.
+	devMu sync.Mutex
+	dev   uintptr
 }
 
 func (s *localSemaphore) value() uint64 { return atomic.LoadUint64((*uint64)(s.counter)) }
 
-// semaphoreMemory is the C memory of a counter: one word, in a cache line of its own.
-const semaphoreMemory = 64
+// semaphoreMemory is the C memory of a counter: one word, in a page of its own.
+const semaphoreMemory = 8
 
 // NewSemaphore makes a semaphore at 0 on endpoint ep, for its peer to signal.
 //
@@ -83,6 +88,38 @@ func (e *Engine) WaitSemaphore(id uint64, value uint64) (uint64, error) {
 	return rid, e.submit(submission{op: opSemWait, id: rid, addr: uintptr(id), size: value})
 }
 
+// WaitSemaphoreOnStream queues on a CUDA stream a wait, on the device, until semaphore
+// id's counter reaches value; the caller does not wait. The stream's context must be
+// current on the calling thread (it is on a thread that uses the stream through the
+// CUDA runtime). The counter is mapped for the device at the first such wait; release
+// the semaphore only once the streams that wait on it have passed.
+//
+// Errors: ErrEngineClosed, ErrNoRegion, ucxx.ErrNoCUDA, a *ucxx.CUDAError
+// (CUDA_ERROR_NOT_SUPPORTED where the driver lacks stream memory operations).
+func (e *Engine) WaitSemaphoreOnStream(id uint64, value uint64, stream uintptr) error {
+	d, err := ucxx.CUDA()
+	if err != nil {
+		return err
+	}
+	var s *localSemaphore
+	if err := e.onThread(func() { s = e.rma.sems[id] }); err != nil {
+		return err
+	}
+	if s == nil {
+		return ErrNoRegion
+	}
+	s.devMu.Lock()
+	if s.dev == 0 {
+		if s.dev, err = d.MapHost(uintptr(s.counter), semaphoreMemory); err != nil {
+			s.devMu.Unlock()
+			return err
+		}
+	}
+	dev := s.dev
+	s.devMu.Unlock()
+	return d.StreamWaitAtLeast(stream, dev, value)
+}
+
 // Signal adds n to the peer's semaphore named by remote key key on endpoint ep.
 //
 // Errors: ErrEngineClosed, ErrEndpointClosed, the endpoint's failure. A key that is
@@ -116,7 +153,10 @@ func (o *oneSided) newSemaphore(h uint64) (uint64, error) {
 	if ep == nil || ep.phase != phaseReady {
 		return 0, endpointError(ep)
 	}
-	mem := ucxx.CAlloc(semaphoreMemory)
+	mem := ucxx.CAllocPage(semaphoreMemory)
+	if mem == nil {
+		return 0, ucxx.StatusNoMemory.Err("semaphore")
+	}
 	mh, err := o.ctx.MemMap(uintptr(mem), 8, ucsMemType(uint64(MemHost)))
 	if err != nil {
 		ucxx.CFree(mem)
@@ -224,6 +264,14 @@ func (o *oneSided) freeSemaphore(s *localSemaphore, st ucxx.Status) {
 	o.endWaitsIf(func(r *request) bool { return r.sem == s }, st)
 	delete(o.sems, s.id)
 	s.mh.Unmap()
+	s.devMu.Lock()
+	defer s.devMu.Unlock()
+	if s.dev != 0 {
+		d, err := ucxx.CUDA()
+		if err != nil || d.UnmapHost(uintptr(s.counter)) != nil {
+			return // still pinned for the device: its page stays allocated
+		}
+	}
 	ucxx.CFree(s.counter)
 }
 

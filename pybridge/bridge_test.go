@@ -246,6 +246,10 @@ func TestNotStarted(t *testing.T) {
 		"WaitSemaphore":      func() error { _, err := WaitSemaphore(1, 1); return err },
 		"Signal":             func() error { _, err := Signal(1, 1, 1); return err },
 		"ReleaseSemaphore":   func() error { _, err := ReleaseSemaphore(1); return err },
+		"WaitSemaphoreOnStream": func() error {
+			_, err := WaitSemaphoreOnStream(1, 1, 0)
+			return err
+		},
 	} {
 		err := call()
 		if err == nil {

@@ -179,3 +179,14 @@ func ReleaseSemaphore(id uint64) (ok bool, err error) {
 	}
 	return true, e.ReleaseSemaphore(id)
 }
+
+// WaitSemaphoreOnStream queues on CUDA stream a wait until semaphore id's counter
+// reaches value, in the calling thread's current context.
+func WaitSemaphoreOnStream(id uint64, value uint64, stream uint64) (ok bool, err error) {
+	defer guard(&err)
+	e, err := current()
+	if err != nil {
+		return false, err
+	}
+	return true, e.WaitSemaphoreOnStream(id, value, uintptr(stream))
+}

@@ -193,3 +193,18 @@ async def test_peer_death_fails_pending_operations(processes, server):
             await asyncio.wait_for(op(), TIMEOUT)
     ep.abort()
     gc.collect()
+
+
+async def test_stream_wait_without_cuda_says_why(pair):
+    """Semaphore.wait(stream=) needs the CUDA driver: without it, a UCXError naming
+    it, at once (tests/gpu/test_onesided_gpu.py runs the real thing)."""
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            pytest.skip("a GPU is present: tests/gpu covers the stream wait")
+    except Exception:
+        pass
+    _, srv = pair
+    with pytest.raises(ucxx_go.UCXError, match="CUDA"):
+        await srv.semaphore().wait(1, stream=1)

@@ -30,6 +30,14 @@ static struct {
     CUresult (*cuGetErrorName)(CUresult r, const char **name);
 } api;
 
+// Optional entry points: NULL where the driver lacks them.
+static struct {
+    CUresult (*cuMemHostRegister)(void *p, size_t n, unsigned int flags);
+    CUresult (*cuMemHostUnregister)(void *p);
+    CUresult (*cuMemHostGetDevicePointer)(CUdeviceptr *dptr, void *p, unsigned int flags);
+    CUresult (*cuStreamWaitValue64)(CUstream s, CUdeviceptr addr, uint64_t value, unsigned int flags);
+} opt;
+
 int ucxx_cuda_load(char *err, size_t errlen) {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (lib == NULL) {
@@ -73,7 +81,34 @@ int ucxx_cuda_load(char *err, size_t errlen) {
         }
         *syms[i].slot = p;
     }
+    opt.cuMemHostRegister = dlsym(lib, "cuMemHostRegister_v2");
+    opt.cuMemHostUnregister = dlsym(lib, "cuMemHostUnregister");
+    opt.cuMemHostGetDevicePointer = dlsym(lib, "cuMemHostGetDevicePointer_v2");
+    opt.cuStreamWaitValue64 = dlsym(lib, "cuStreamWaitValue64_v2");
+    if (opt.cuStreamWaitValue64 == NULL) opt.cuStreamWaitValue64 = dlsym(lib, "cuStreamWaitValue64");
     return 0;
+}
+
+
+CUresult ucxx_cuda_host_map(uintptr_t ptr, size_t n, CUdeviceptr *dptr, const char **op) {
+    *op = "cuMemHostRegister";
+    if (opt.cuMemHostRegister == NULL || opt.cuMemHostGetDevicePointer == NULL) return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = opt.cuMemHostRegister((void *)ptr, n, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+    if (r != CUDA_SUCCESS) return r;
+    *op = "cuMemHostGetDevicePointer";
+    r = opt.cuMemHostGetDevicePointer(dptr, (void *)ptr, 0);
+    if (r != CUDA_SUCCESS) opt.cuMemHostUnregister((void *)ptr);
+    return r;
+}
+
+CUresult ucxx_cuda_host_unmap(uintptr_t ptr) {
+    if (opt.cuMemHostUnregister == NULL) return CUDA_ERROR_NOT_SUPPORTED;
+    return opt.cuMemHostUnregister((void *)ptr);
+}
+
+CUresult ucxx_cuda_stream_wait_ge(uintptr_t stream, CUdeviceptr addr, uint64_t value) {
+    if (opt.cuStreamWaitValue64 == NULL) return CUDA_ERROR_NOT_SUPPORTED;
+    return opt.cuStreamWaitValue64((CUstream)stream, addr, value, CU_STREAM_WAIT_VALUE_GEQ);
 }
 
 CUresult ucxx_cuda_init(void) { return api.cuInit(0); }

@@ -437,3 +437,34 @@ func (e CUDAEvent) Destroy() error {
 	}
 	return cudaErr("cuEventDestroy", C.ucxx_cuda_event_destroy(e.ev))
 }
+
+// MapHost pins n bytes of host memory at addr for every context and returns the
+// address the current context's device reads them at (cuMemHostRegister, device
+// mapped, then cuMemHostGetDevicePointer). A context must be current on the calling
+// thread. Unmap with UnmapHost.
+//
+// Errors: a *CUDAError (CUDA_ERROR_NOT_SUPPORTED where the driver lacks the entry
+// points; CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED for memory mapped already).
+func (d *CUDADriver) MapHost(addr uintptr, n uint64) (uintptr, error) {
+	d.check()
+	var dptr C.CUdeviceptr
+	var op *C.char
+	if r := C.ucxx_cuda_host_map(C.uintptr_t(addr), C.size_t(n), &dptr, &op); r != C.CUDA_SUCCESS {
+		return 0, cudaErr(C.GoString(op), r)
+	}
+	return uintptr(dptr), nil
+}
+
+// UnmapHost undoes MapHost.
+func (d *CUDADriver) UnmapHost(addr uintptr) error {
+	d.check()
+	return cudaErr("cuMemHostUnregister", C.ucxx_cuda_host_unmap(C.uintptr_t(addr)))
+}
+
+// StreamWaitAtLeast queues on stream a wait, on the device, until the 64-bit word at
+// device address devAddr is at least value (cuStreamWaitValue64, GEQ). The host does
+// not wait. The stream's context must be current on the calling thread.
+func (d *CUDADriver) StreamWaitAtLeast(stream uintptr, devAddr uintptr, value uint64) error {
+	d.check()
+	return cudaErr("cuStreamWaitValue64", C.ucxx_cuda_stream_wait_ge(C.uintptr_t(stream), C.CUdeviceptr(devAddr), C.uint64_t(value)))
+}

@@ -42,6 +42,13 @@ typedef unsigned long long CUdeviceptr;
 #define CU_MEMORYTYPE_HOST 1
 #define CU_MEMORYTYPE_DEVICE 2
 
+// cuMemHostRegister flags, CUstreamWaitValue_flags, and the result of a missing
+// optional entry point.
+#define CU_MEMHOSTREGISTER_PORTABLE 1
+#define CU_MEMHOSTREGISTER_DEVICEMAP 2
+#define CU_STREAM_WAIT_VALUE_GEQ 0
+#define CUDA_ERROR_NOT_SUPPORTED 801
+
 // CUevent_flags value.
 #define CU_EVENT_DISABLE_TIMING 2
 
@@ -99,5 +106,16 @@ CUresult ucxx_cuda_copy_dtoh_in(CUcontext ctx, uintptr_t dst, CUdeviceptr src, s
 CUresult ucxx_cuda_event_query(CUevent ev);
 CUresult ucxx_cuda_event_sync(CUevent ev);
 CUresult ucxx_cuda_event_destroy(CUevent ev);
+
+// Host memory the device reads, and streams that wait on it. These entry points are
+// optional: a driver without them returns CUDA_ERROR_NOT_SUPPORTED here.
+//
+// ucxx_cuda_host_map pins n bytes at ptr for every context (portable, device-mapped)
+// and returns in *dptr the address the current context's device sees them at.
+CUresult ucxx_cuda_host_map(uintptr_t ptr, size_t n, CUdeviceptr *dptr, const char **op);
+CUresult ucxx_cuda_host_unmap(uintptr_t ptr);
+// ucxx_cuda_stream_wait_ge queues on stream a wait until the 64-bit word at the
+// device address addr is at least value.
+CUresult ucxx_cuda_stream_wait_ge(uintptr_t stream, CUdeviceptr addr, uint64_t value);
 
 #endif

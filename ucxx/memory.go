@@ -6,7 +6,10 @@ package ucxx
 // static void *uintptr_to_pointer(uintptr_t p) { return (void *)p; }
 import "C"
 
-import "unsafe"
+import (
+	"os"
+	"unsafe"
+)
 
 // CAlloc allocates n zeroed bytes of C memory, for buffers that UCX keeps across
 // calls (the connection handshake's). Free them with CFree.
@@ -34,4 +37,17 @@ func CopyFrom(dst []byte, src uintptr) {
 	if len(dst) > 0 {
 		C.memcpy(unsafe.Pointer(&dst[0]), C.uintptr_to_pointer(C.uintptr_t(src)), C.size_t(len(dst)))
 	}
+}
+
+// CAllocPage allocates n zeroed bytes of C memory starting a page of its own and
+// taking whole pages (memory a device may map: CUDA pins by page). Free it with CFree.
+func CAllocPage(n int) unsafe.Pointer {
+	page := C.size_t(os.Getpagesize())
+	size := (C.size_t(n) + page - 1) / page * page
+	var p unsafe.Pointer
+	if C.posix_memalign(&p, page, size) != 0 {
+		return nil
+	}
+	C.memset(p, 0, size)
+	return p
 }

@@ -232,12 +232,22 @@ class Semaphore:
         """The counter now."""
         return call(ext.pybridge_SemaphoreValue, self._id)
 
-    async def wait(self, value, timeout=None):
+    async def wait(self, value, timeout=None, stream=None):
         """Return the counter once it is at least ``value`` (watched by the progress
         thread). With ``timeout`` (seconds), raise TimeoutError when it passes; a
-        cancelled wait takes nothing."""
+        cancelled wait takes nothing.
+
+        With ``stream`` (a CUDA stream: a cupy or torch stream, or its handle), return
+        at once instead, having queued on the stream a wait, on the device, until the
+        counter reaches ``value`` (``cuStreamWaitValue64``): work queued on the stream
+        after it starts once the peer signalled, without blocking the host. Call it on
+        a thread where the stream's device is current; release the semaphore only once
+        the stream passed the wait."""
         import asyncio
 
+        if stream is not None:
+            call(ext.pybridge_WaitSemaphoreOnStream, self._id, int(value), _stream_handle(stream))
+            return None
         rid = submit(ext.pybridge_WaitSemaphore, self._id, int(value))
         req = Request(self._ep._ctx, rid, "Semaphore.wait")
         if timeout is None:

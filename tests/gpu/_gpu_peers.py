@@ -87,6 +87,9 @@ def one_sided_peer(port, sizes):
             back = cp.empty(size, dtype=cp.uint8)
             await asyncio.wait_for(ep.get(back, remote), GPU_TIMEOUT)
             await asyncio.wait_for(ep.send(np.array([int(back.astype(cp.uint64).sum())], dtype="<u8")), GPU_TIMEOUT)
+        # Last: one more signal once the test says its stream waits for it.
+        await asyncio.wait_for(ep.recv(np.empty(8, dtype="u1")), GPU_TIMEOUT)
+        await asyncio.wait_for(rsem.signal(), GPU_TIMEOUT)
         await ep.close()
 
     asyncio.run(main())

@@ -1,6 +1,7 @@
 """One-sided transfers of CUDA memory between two processes on one GPU (cuda_ipc):
 the peer puts into this process's registered CUDA buffer, signals its semaphore, and
-gets the buffer back. Skipped where cupy or a GPU is missing."""
+gets the buffer back; then a CUDA stream waits on the device for its next signal.
+Skipped where cupy or a GPU is missing."""
 
 import asyncio
 import multiprocessing
@@ -45,6 +46,21 @@ async def test_put_get_signal_cuda_between_processes():
             total = np.empty(1, dtype="<u8")
             await asyncio.wait_for(ep.recv(total), GPU_TIMEOUT)
             assert int(total[0]) == int((want * 2).astype(cp.uint64).sum()), f"{size} B get read other bytes"
+        # A stream waits on the device for the peer's next signal; the host does not.
+        stream = cp.cuda.Stream(non_blocking=True)
+        flag = cp.zeros(1, dtype=cp.int64)
+        cp.cuda.get_current_stream().synchronize()
+        assert await sem.wait(len(SIZES) + 1, stream=stream) is None
+        try:
+            with stream:
+                flag += 1  # queued behind the wait
+            await asyncio.sleep(0.2)
+            ran_early = stream.done
+        finally:
+            await ep.send(np.zeros(8, dtype="u1"))  # the peer signals now (a stuck stream would hang the exit)
+        assert not ran_early, "the stream ran past a wait whose value was not reached"
+        await asyncio.get_running_loop().run_in_executor(None, stream.synchronize)
+        assert int(flag.get()[0]) == 1
         await asyncio.get_running_loop().run_in_executor(None, proc.join, GPU_TIMEOUT)
         assert proc.exitcode == 0
     finally:
