@@ -61,6 +61,7 @@ type endpoint struct {
 
 	unexpectedBytes int64 // charge of its held unexpected messages (unexpected.go)
 	remoteKeys      int   // remote keys unpacked on it (remotekeys.go)
+	semaphores      int   // its semaphores (semaphores.go)
 
 	known bool // the application was given this endpoint
 
@@ -186,7 +187,6 @@ func (e *Engine) closed(ep *endpoint) {
 	e.eps.remove(ep)
 	e.multi.forgetStreams(ep)
 	e.rma.endpointClosed(ep)
-	e.rma.semaphoresClosed(ep)
 	e.maybeFree(ep)
 }
 

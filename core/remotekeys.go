@@ -105,14 +105,23 @@ func (o *oneSided) destroyKey(r *remoteKey) {
 	r.key.Destroy()
 }
 
-// endpointClosed destroys the keys unpacked on ep, once UCX closed it.
+// endpointClosed destroys the keys unpacked on ep and frees its semaphores, once
+// UCX closed it.
 func (o *oneSided) endpointClosed(ep *endpoint) {
-	if ep.remoteKeys == 0 {
-		return
-	}
 	for _, r := range o.remotes {
+		if ep.remoteKeys == 0 {
+			break
+		}
 		if r.ep == ep {
 			o.destroyKey(r)
+		}
+	}
+	for _, s := range o.sems {
+		if ep.semaphores == 0 {
+			break
+		}
+		if s.ep == ep {
+			o.freeSemaphore(s, ucxx.StatusCanceled)
 		}
 	}
 }

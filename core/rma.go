@@ -125,55 +125,57 @@ func (e *Engine) Flush(ep uint64) (uint64, error) {
 	return id, e.submit(submission{op: opFlush, id: id, ep: ep})
 }
 
-// post issues op's transfers on endpoint s.ep. Progress thread.
+// post issues op's transfers on endpoint s.ep, once every one passed resolve (nothing
+// moves otherwise). Progress thread.
 func (o *oneSided) post(s *submission) {
 	op := s.rma
 	ep := o.readyEndpoint(s)
 	if ep == nil {
-		o.finish(op)
 		return
 	}
-	// Check every transfer before posting any.
-	keys := make([]*remoteKey, len(op.transfers))
-	regions := make([]*ucxx.MemHandle, len(op.transfers))
-	for i, t := range op.transfers {
-		k := o.remotes[t.Key]
-		if k == nil || k.ep != ep || k.kind != keyRegion || t.Size == 0 ||
-			t.Offset > k.length || t.Size > k.length-t.Offset {
+	for _, t := range op.transfers {
+		if _, _, ok := o.resolve(ep, t); !ok {
 			o.completeNow(op.id, ucxx.StatusInvalidParam, 0)
-			o.finish(op)
 			return
 		}
-		if t.Region != 0 {
-			r := o.regions[t.Region]
-			if r == nil || !r.contains(t.Addr, t.Size, t.MemType) {
-				o.completeNow(op.id, ucxx.StatusInvalidParam, 0)
-				o.finish(op)
-				return
-			}
-			regions[i] = r.mh
-		}
-		keys[i] = k
 	}
 	if len(op.transfers) == 1 {
 		// One transfer is the application's request itself: its completion may go
 		// straight back to a submitting call still waiting (s.slot).
-		t := op.transfers[0]
 		r := o.requests.add(op.id, opRMA, ep)
 		r.slot = s.slot
-		o.postTransfer(r, op.get, t, regions[0], keys[0])
+		o.postTransfer(r, op.get, op.transfers[0])
 		return
 	}
 	op.remaining = len(op.transfers)
-	for i, t := range op.transfers {
+	for _, t := range op.transfers {
 		r := o.requests.add(o.newID(), opRMA, ep)
 		r.internal, r.rma = stepRMAPart, op
-		o.postTransfer(r, op.get, t, regions[i], keys[i])
+		o.postTransfer(r, op.get, t)
 	}
 }
 
-// postTransfer posts one put or get as request r.
-func (o *oneSided) postTransfer(r *request, get bool, t Transfer, local *ucxx.MemHandle, k *remoteKey) {
+// resolve returns t's remote key and local registration (nil for memory not
+// registered), or false when t does not fit its key's range, names a key that is not
+// a region's of ep, or a local region that does not cover its memory.
+func (o *oneSided) resolve(ep *endpoint, t Transfer) (*remoteKey, *ucxx.MemHandle, bool) {
+	k := o.remotes[t.Key]
+	if k == nil || k.ep != ep || k.kind != keyRegion || t.Size == 0 || t.Offset > k.length || t.Size > k.length-t.Offset {
+		return nil, nil, false
+	}
+	if t.Region == 0 {
+		return k, nil, true
+	}
+	r := o.regions[t.Region]
+	if r == nil || !r.contains(t.Addr, t.Size, t.MemType) {
+		return nil, nil, false
+	}
+	return k, r.mh, true
+}
+
+// postTransfer posts one put or get, which resolve accepted, as request r.
+func (o *oneSided) postTransfer(r *request, get bool, t Transfer) {
+	k, local, _ := o.resolve(r.ep, t)
 	mem := ucsMemType(uint64(t.MemType))
 	if get {
 		r.track(r.ep.u.Get(t.Addr, t.Size, local, mem, k.addr+t.Offset, k.key, r.id))
@@ -194,7 +196,7 @@ func (o *oneSided) onPart(r *request, st ucxx.Status) {
 	}
 }
 
-// finish releases what op holds.
+// finish releases what op holds: a semaphore signal's value.
 func (o *oneSided) finish(op *rmaOp) {
 	if op.operand != nil {
 		ucxx.CFree(op.operand)

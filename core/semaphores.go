@@ -164,6 +164,7 @@ func (o *oneSided) newSemaphore(h uint64) (uint64, error) {
 	}
 	s := &localSemaphore{id: o.newID(), ep: ep, counter: mem, mh: mh}
 	o.sems[s.id] = s
+	ep.semaphores++
 	return s.id, nil
 }
 
@@ -251,18 +252,10 @@ func (o *oneSided) failWaits(ep *endpoint, st ucxx.Status) {
 	}
 }
 
-// endpointClosed frees the semaphores of ep once UCX closed it.
-func (o *oneSided) semaphoresClosed(ep *endpoint) {
-	for _, s := range o.sems {
-		if s.ep == ep {
-			o.freeSemaphore(s, ucxx.StatusCanceled)
-		}
-	}
-}
-
 func (o *oneSided) freeSemaphore(s *localSemaphore, st ucxx.Status) {
 	o.endWaitsIf(func(r *request) bool { return r.sem == s }, st)
 	delete(o.sems, s.id)
+	s.ep.semaphores--
 	s.mh.Unmap()
 	s.devMu.Lock()
 	defer s.devMu.Unlock()
@@ -287,14 +280,13 @@ func (o *oneSided) signal(sub *submission) {
 		o.completeNow(op.id, ucxx.StatusInvalidParam, 0)
 		return
 	}
+	if err := o.worker.Fence(); err != nil {
+		o.completeNow(op.id, ucxx.StatusIOError, 0)
+		return
+	}
 	k.signalled += op.signalBy
 	op.operand = ucxx.CMalloc(8)
 	*(*uint64)(op.operand) = k.signalled
-	if err := o.worker.Fence(); err != nil {
-		o.completeNow(op.id, ucxx.StatusIOError, 0)
-		o.finish(op)
-		return
-	}
 	op.remaining = 1
 	r := o.requests.add(o.newID(), opRMA, ep)
 	r.internal, r.rma = stepRMAPart, op
