@@ -208,3 +208,16 @@ async def test_stream_wait_without_cuda_says_why(pair):
     _, srv = pair
     with pytest.raises(ucxx_go.UCXError, match="CUDA"):
         await srv.semaphore().wait(1, stream=1)
+
+
+async def test_read_only_memory_is_never_written(pair):
+    """A read-only buffer may be registered and put from, but not packed for a peer
+    (who could write into it) nor got into."""
+    client, srv = pair
+    _, _, remote = await shared(srv, client, 64)
+    region = ucxx_go.register(bytes(64))
+    with pytest.raises(TypeError):
+        region.pack()
+    with pytest.raises(TypeError):
+        await client.get(region, remote)
+    await asyncio.wait_for(client.put(region, remote), TIMEOUT)

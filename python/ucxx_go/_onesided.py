@@ -21,7 +21,7 @@ from . import _context
 from ._bridge import call, ext
 from ._buffers import MEMORY_CUDA, MEMORY_HOST, buffer_info
 from ._request import INLINE_DONE, Request, submit
-from .exceptions import UCXError
+from .exceptions import UCXInvalidParamError
 
 __all__ = ["Region", "RemoteRegion", "Semaphore", "RemoteSemaphore", "register"]
 
@@ -80,7 +80,14 @@ class Region:
         self._reg, self.address, self.nbytes, self.mem, self.buffer = reg, address, nbytes, mem, buffer
 
     def pack(self):
-        """The packed key of this memory, as bytes, for the peer's ``unpack_remote``."""
+        """The packed key of this memory, as bytes, for the peer's ``unpack_remote``.
+
+        Raises
+        ------
+        TypeError
+            The buffer is read-only: a peer holding the key could write into it.
+        """
+        buffer_info(self.buffer, writable=True)  # raises TypeError for read-only memory
         return binascii.unhexlify(call(ext.pybridge_PackRegion, self._reg.id, self.address, self.nbytes))
 
     def __repr__(self):
@@ -142,10 +149,8 @@ def unpack(ep, data, want):
     addr = buffer_info(buf, writable=False)[0]
     try:
         res = call(ext.pybridge_UnpackKey, ep._handle, addr, len(buf))
-    except UCXError as e:
-        if "packed key" in str(e):
-            raise ValueError(f"Endpoint.unpack_{want}: not a packed key of ours ({e})") from None
-        raise
+    except UCXInvalidParamError as e:  # the one status a malformed key gives (core.ErrBadKey)
+        raise ValueError(f"Endpoint.unpack_{want}: not a packed key of ours ({e})") from None
     kid, kind, mem, address, nbytes = res.split()
     kid = int(kid)
     if kind != want:
@@ -161,6 +166,8 @@ def _local(local, where):
     """(address, nbytes, keep, core memory type, stream, region id) of put's or get's
     local memory: a Region, or any contiguous buffer."""
     if isinstance(local, Region):
+        if where == "get":
+            buffer_info(local.buffer, writable=True)  # raises TypeError for read-only memory
         return local.address, local.nbytes, local, _CORE_MEM[local.mem], 0, local._reg.id
     addr, n, keep, mem, stream = buffer_info(local, writable=where == "get")
     return addr, n, keep, _CORE_MEM[mem], stream, 0

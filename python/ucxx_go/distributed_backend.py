@@ -57,9 +57,10 @@ def _concrete_host(host):
         devices = ucxx_go.get_config().get("NET_DEVICES", "all")
     except UCXError:
         devices = "all"
-    names = [d.split(":")[0] for d in devices.split(",") if d and d != "all"]
-    if not names or "all" in devices.split(","):
+    parts = [d for d in devices.split(",") if d]
+    if not parts or "all" in parts:
         return ensure_concrete_host(host)
+    names = [d.split(":")[0] for d in parts]
     loopbacks = [n for n in names if n == "lo" or n.startswith("lo:")]
     for name in (n for n in names if n not in loopbacks):
         try:
