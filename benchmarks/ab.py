@@ -22,6 +22,14 @@ CONFIGS = {
     "4 x 1 MiB send_multi": ["-n", "1MiB", "-x", "4", "--n-iter", "100", "--n-warmup-iter", "10"],
 }
 
+# send_multi shapes (--shapes): frames per message x bytes per frame, for the wire of
+# multi-buffer messages (one UCX message per frame, or gathered).
+SHAPES = {
+    f"{x} x {label} send_multi": ["-n", size, "-x", str(x), "--n-iter", str(iters), "--n-warmup-iter", str(max(iters // 10, 2))]
+    for x in (1, 3, 8, 64)
+    for label, size, iters in (("8 B", "8", 2000), ("64 KiB", "64KiB", 200), ("1 MiB", "1MiB", 100 if x < 64 else 10))
+}
+
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -29,10 +37,11 @@ def main(argv=None):
     p.add_argument("--b", required=True, help="Python of build B (after)")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--out", help="also write the table (Markdown) here")
-    p.add_argument("--only", action="append", choices=list(CONFIGS), help="run only this configuration (repeatable)")
+    p.add_argument("--only", action="append", choices=list(CONFIGS) + list(SHAPES), help="run only this configuration (repeatable)")
+    p.add_argument("--shapes", action="store_true", help="run the send_multi shapes instead of the usual configurations")
     args = p.parse_args(argv)
     rows = []
-    for name, cfg in CONFIGS.items():
+    for name, cfg in (SHAPES if args.shapes else CONFIGS).items():
         if args.only and name not in args.only:
             continue
         got = {"A": [], "B": []}

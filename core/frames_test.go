@@ -32,20 +32,11 @@ func (m *multiConn) startRecvAllocated(t *testing.T, policy FramePolicy) (id, ne
 }
 
 // sendAnnounced plays a peer that sends a message of frames whose memory types are
-// types: its headers, encoded by EncodeHeaders, then each frame as a tag message of its
-// own, from host memory whatever its type says.
+// types, as the wire has it (wireMessages), from host memory whatever a type says.
 func (m *multiConn) sendAnnounced(t *testing.T, frames [][]byte, types []uint8) {
 	t.Helper()
-	sizes := make([]uint64, len(frames))
-	for i, f := range frames {
-		sizes[i] = uint64(len(f))
-	}
-	dst := make([]byte, HeaderCount(len(frames))*MaxHeaderSize)
-	for i, n := range EncodeHeaders(dst, sizes, types, nil) {
-		sendRaw(t, m.client, m.cep, m.cc, m.tag, dst[i*MaxHeaderSize:i*MaxHeaderSize+n])
-	}
-	for _, f := range frames {
-		sendRaw(t, m.client, m.cep, m.cc, m.tag, f)
+	for _, msg := range wireMessages(frames, types) {
+		sendRaw(t, m.client, m.cep, m.cc, m.tag, msg)
 	}
 }
 

@@ -330,6 +330,41 @@ func okHeader(flags uint8, total uint64, sizes []uint64) []byte {
 	return header(headerMagic, headerVersion, flags, uint16(len(sizes)), total, sizes, make([]uint8, len(sizes)))
 }
 
+// wireMessages returns the tag messages a sender writes for a message of frames whose
+// memory types are types (multiheader.go has the wire): the headers, EncodeHeaders'
+// (the small host frames after the first when it set HeaderInline, else gathered into
+// one message after it, for a message of one header), then the other frames one
+// message each.
+func wireMessages(frames [][]byte, types []uint8) [][]byte {
+	sizes := make([]uint64, len(frames))
+	for i, f := range frames {
+		sizes[i] = uint64(len(f))
+	}
+	dst := make([]byte, HeaderCount(len(frames))*MaxHeaderSize)
+	lens := EncodeHeaders(dst, sizes, types, nil)
+	var msgs [][]byte
+	for i, n := range lens {
+		msgs = append(msgs, slices.Clone(dst[i*MaxHeaderSize:i*MaxHeaderSize+n]))
+	}
+	var small []byte
+	hasSmall := false
+	var alone [][]byte
+	for i, f := range frames {
+		if len(lens) == 1 && gathers(sizes[i], types[i]) {
+			small, hasSmall = append(small, f...), true
+		} else {
+			alone = append(alone, f)
+		}
+	}
+	switch {
+	case dst[5]&HeaderInline != 0:
+		msgs[0] = append(msgs[0], small...)
+	case hasSmall:
+		msgs = append(msgs, small)
+	}
+	return append(msgs, alone...)
+}
+
 // full returns n sizes of value s.
 func full(n int, s uint64) []uint64 {
 	return slices.Repeat([]uint64{s}, n)

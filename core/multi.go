@@ -10,9 +10,10 @@ import (
 // Multi-buffer messages (send_multi / recv_multi): one application call and one
 // completion for any number of frames.
 //
-// On the wire a message is its headers and then its frames, each a tag message of its
-// own, all on the endpoint's tag with MultiTagBit set (multiheader.go has the header
-// layout). Plain sends never set that bit, so a plain send and a multi-buffer message
+// On the wire a message is its headers and then its frames, all tag messages on the
+// endpoint's tag with MultiTagBit set: small host frames ride in the header's message,
+// the others are gathered into one message, CUDA frames come one message each
+// (multiheader.go has the wire and the header layout). Plain sends never set that bit, so a plain send and a multi-buffer message
 // on the same user tag can never match each other's receives.
 //
 // The sender posts every header and frame of a message in one pass of the progress
@@ -73,6 +74,15 @@ type multiOp struct {
 	userFrames []uintptr
 	needID     uint64 // the completion that asks for them
 	queue      *multiQueue
+	// separate: the frames received (or sent) one tag message each, in frame order.
+	separate []framePlace
+}
+
+// framePlace is where one frame of a multi-buffer op goes (or comes from).
+type framePlace struct {
+	addr    uintptr
+	size    uint64
+	memType uint8
 }
 
 var multiOps = sync.Pool{New: func() any { return new(multiOp) }}
@@ -82,7 +92,7 @@ func getMultiOp() *multiOp { return multiOps.Get().(*multiOp) }
 func putMultiOp(op *multiOp) {
 	keep := multiOp{raw: op.raw[:0], frames: op.frames[:0], sizes: op.sizes[:0], types: op.types[:0],
 		lens: op.lens[:0], parts: op.parts[:0], headers: op.headers, headersCap: op.headersCap, dec: op.dec,
-		cudaFrames: op.cudaFrames[:0], userFrames: op.userFrames[:0]}
+		cudaFrames: op.cudaFrames[:0], userFrames: op.userFrames[:0], separate: op.separate[:0]}
 	keep.dec.Reset()
 	*op = keep
 	multiOps.Put(op)

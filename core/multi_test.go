@@ -37,9 +37,10 @@ func TestMultiRoundTrip(t *testing.T) {
 	}
 }
 
-// A frame that arrives shorter or longer than its header announced fails the message
-// with MessageTruncated: no byte the peer did not write is delivered. The stream stays
-// in step, so an honest message after it arrives whole.
+// Frames that arrive shorter or longer than their header announced (two host frames,
+// gathered into one tag message) fail the message with MessageTruncated: no byte the
+// peer did not write is delivered. The stream stays in step, so an honest message after
+// it arrives whole.
 func TestMultiFrameLengthMustMatchHeader(t *testing.T) {
 	for _, c := range []struct {
 		name      string
@@ -55,8 +56,7 @@ func TestMultiFrameLengthMustMatchHeader(t *testing.T) {
 			cep, sep, cc, sc := pair(t, client, server)
 			ci, si := endpointInfo(t, client, cep), endpointInfo(t, server, sep)
 			sendRaw(t, client, cep, cc, ci.SendTag, okHeader(0, 2, []uint64{c.announced, 3}))
-			sendRaw(t, client, cep, cc, ci.SendTag, bytes.Repeat([]byte{0xAB}, c.sent))
-			sendRaw(t, client, cep, cc, ci.SendTag, []byte("xyz"))
+			sendRaw(t, client, cep, cc, ci.SendTag, append(bytes.Repeat([]byte{0xAB}, c.sent), "xyz"...))
 			if st, block := recvMulti(t, server, sep, sc, si.RecvTag); st != ucxx.StatusMessageTruncated || block != 0 {
 				t.Fatalf("lying frame: status %v, block %#x; want %v and no block", st, block, ucxx.StatusMessageTruncated)
 			}

@@ -2,29 +2,45 @@ package core
 
 // Multi-buffer message headers.
 //
-// A multi-buffer message is one or more headers followed by its frames. Each header and
-// each frame is its own UCX tag message, sent in order on the endpoint's multi-buffer
-// tag. The receiver posts a MaxHeaderSize (1024-byte) receive for each header, decodes
-// it with a MessageDecoder, and once the last header is in posts one receive per frame
-// of the announced size and memory type.
+// A multi-buffer message is one or more headers followed by its frames, all tag messages
+// on the endpoint's multi-buffer tag, in order. The receiver posts an InlineLimit
+// (8 KiB) receive for each header, decodes it with a MessageDecoder, and once the last
+// header is in posts the receives of the frames. Host frames smaller than
+// GatherMaxFrame travel together; the others travel alone. The tag messages of one
+// multi-buffer message, in order:
+//
+//   - a message of one header: the header's tag message, carrying after the header the
+//     small host frames when they fit (InlineFits: HeaderInline is set); else, when it
+//     has small host frames, they follow gathered into one tag message; then each
+//     other frame (large host frames, CUDA frames) as a tag message of its own, in
+//     frame order;
+//   - a message of several headers (more than FramesPerHeader frames): the headers,
+//     then each frame as a tag message of its own.
+//
+// MessageDecoder.FrameMessages counts the tag messages after the headers.
 //
 // Wire format of one header, all integers little-endian:
 //
 //	offset 0:  magic   u32         0x4d475855, the bytes "UXGM"
-//	offset 4:  version u8          1
+//	offset 4:  version u8          2
 //	offset 5:  flags   u8          bit 0 (HeaderMore): another header follows;
-//	                               the other bits must be 0
+//	                               bit 1 (HeaderInline): the small host frames follow
+//	                               this header in its tag message; the other bits must be 0
 //	offset 6:  count   u16         frames described by this header, 0..FramesPerHeader
 //	offset 8:  total   u64         frames in the whole message, the same in every header
 //	offset 16: sizes   [count]u64  each frame's size in bytes
 //	then:      types   [count]u8   each frame's memory type: MemHost or MemCUDA
+//	then:      with HeaderInline, the small host frames' bytes, in frame order
 //
-// A header is exactly HeaderFixedSize + 9*count bytes long. A message of N frames has
-// HeaderCount(N) = max(1, ceil(N/FramesPerHeader)) headers: every header but the last
-// has HeaderMore set and describes exactly FramesPerHeader frames, the last describes
-// the rest (1..FramesPerHeader frames). A message of no frames is a single header with
-// count 0, total 0 and no HeaderMore. Nothing else is accepted: there is one encoding
-// of each message, so a decoded message re-encodes to the bytes received.
+// A header is exactly HeaderFixedSize + 9*count bytes long, and its tag message that or,
+// with HeaderInline, that plus the sum of its small host frames' sizes. A message of N frames
+// has HeaderCount(N) = max(1, ceil(N/FramesPerHeader)) headers: every header but the
+// last has HeaderMore set and describes exactly FramesPerHeader frames, the last
+// describes the rest (1..FramesPerHeader frames). A message of no frames is a single
+// header with count 0, total 0 and no HeaderMore. A sender sets HeaderInline where
+// InlineFits says so (EncodeHeaders does); a receiver accepts it on any message of one
+// header whose inline bytes are its small host frames. Nothing else is accepted: a decoded
+// message re-encodes to the bytes received, but for that flag.
 
 import (
 	"encoding/binary"
@@ -49,11 +65,23 @@ const (
 	// for each header: 16 + 9*112 = 1024 bytes.
 	MaxHeaderSize = HeaderFixedSize + 9*FramesPerHeader
 
+	// InlineLimit is the length of the receive a receiver posts for each header: the
+	// longest tag message a header may come in, its inline frames included.
+	InlineLimit = 8192
+
 	// HeaderMore is the flags bit saying that another header follows this one.
 	HeaderMore uint8 = 1 << 0
+	// HeaderInline is the flags bit saying that the message's small host frames follow
+	// the header in its tag message.
+	HeaderInline uint8 = 1 << 1
+
+	// GatherMaxFrame: host frames smaller than this travel together, inline or gathered
+	// (small host frames); larger ones, sent by UCX's rendezvous on most transports,
+	// travel one tag message each.
+	GatherMaxFrame = 16 << 10
 
 	headerMagic   uint32 = 0x4d475855 // "UXGM" in little-endian byte order
-	headerVersion        = 1
+	headerVersion        = 2
 )
 
 // Limits bound what a peer may announce in a message's headers. Zero fields mean the
@@ -118,9 +146,36 @@ func HeaderCount(n int) int {
 	return (n + FramesPerHeader - 1) / FramesPerHeader
 }
 
+// gathers says whether a frame of this size and memory type is a small host frame: it
+// travels with the message's other small host frames.
+func gathers(size uint64, memType uint8) bool { return memType == MemHost && size < GatherMaxFrame }
+
+// InlineFits says whether the small host frames of a message of these frames ride in
+// its header's tag message: it has one header and at least one small host frame, and
+// the header and the small host frames fit in InlineLimit bytes.
+func InlineFits(sizes []uint64, types []uint8) bool {
+	if len(sizes) > FramesPerHeader {
+		return false
+	}
+	room := uint64(InlineLimit - HeaderFixedSize - 9*len(sizes))
+	small := false
+	for i, s := range sizes {
+		if !gathers(s, types[i]) {
+			continue
+		}
+		if s > room {
+			return false
+		}
+		room -= s
+		small = true
+	}
+	return small
+}
+
 // EncodeHeaders writes the headers of a message whose frames are (sizes[i], types[i])
 // into dst, header i at dst[i*MaxHeaderSize:], and appends each header's length to
-// lens, which it returns. dst must hold HeaderCount(len(sizes))*MaxHeaderSize bytes.
+// lens, which it returns. It sets HeaderInline where InlineFits: the caller then sends
+// the small host frames in the header's tag message, after its lens[0] bytes. dst must hold HeaderCount(len(sizes))*MaxHeaderSize bytes.
 // Given the same dst and lens[:0] each time, it does not allocate.
 //
 // It panics if len(sizes) != len(types), if dst is too small, or if a type is neither
@@ -146,6 +201,8 @@ func EncodeHeaders(dst []byte, sizes []uint64, types []uint8, lens []int) []int 
 		var flags uint8
 		if i < hc-1 {
 			flags = HeaderMore
+		} else if hc == 1 && InlineFits(sizes, types) {
+			flags = HeaderInline
 		}
 		le.PutUint32(h[0:], headerMagic)
 		h[4] = headerVersion
@@ -202,10 +259,14 @@ type MessageDecoder struct {
 	total   uint64 // the first header's announced total
 	bytes   uint64 // sum of Sizes, at most lim.MaxMessageBytes
 
-	// Set by an ErrLimit error the stream can recover from by dropping the sender's
-	// total frames (see Discardable).
+	// inlineAt: where the inline frames start in the last header's tag message, 0 for
+	// none; wireLeft: the tag messages of the message still to come after the last
+	// header fed, known once that header's structure was checked.
+	inlineAt int
+	wireLeft uint64
+	// Set by an ErrLimit error the stream can recover from by dropping the wireLeft
+	// tag messages still to come (see Discardable).
 	discardOK bool
-	dropTotal uint64 // the total to drop when the first header's total was refused
 }
 
 // Reset readies d for a new message, keeping Limits and the storage of Sizes and Types.
@@ -217,11 +278,13 @@ func (d *MessageDecoder) Reset() {
 	d.headers = 0
 	d.total = 0
 	d.bytes = 0
+	d.inlineAt = 0
+	d.wireLeft = 0
 	d.discardOK = false
-	d.dropTotal = 0
 }
 
-// Feed decodes one received header, header being exactly the bytes received. It returns
+// Feed decodes one received header, header being exactly the bytes of its tag message
+// (with HeaderInline, the inline frames after the header: see Inline). It returns
 // done=true when that header was the message's last; Sizes and Types then describe all
 // of its frames. Sizes and Types grow by at most FramesPerHeader per header, and only
 // after the header has been checked in full, the announced total against
@@ -231,7 +294,9 @@ func (d *MessageDecoder) Reset() {
 //   - wrapping ErrBadHeader: the header is truncated or of the wrong length, has a bad
 //     magic, version, flags, count or memory type, announces a total different from the
 //     first header's, describes frames past the total, ends the message short of the
-//     total, or sets HeaderMore on a header that is not full or that reaches the total;
+//     total, sets HeaderMore on a header that is not full or that reaches the total,
+//     sets HeaderInline on a message of several headers, or carries inline bytes other
+//     than its host frames' sizes add up to;
 //   - wrapping ErrLimit: a well-formed header announces more than Limits.MaxFrames
 //     frames, a frame of more than Limits.MaxFrameBytes, or frames whose sum passes
 //     Limits.MaxMessageBytes. Discardable then says whether the frames can be drained.
@@ -276,19 +341,21 @@ func (d *MessageDecoder) feed(h []byte) (done bool, err error) {
 		return false, badHeader(idx, "unsupported version %d, want %d", v, headerVersion)
 	}
 	flags := h[5]
-	if flags&^HeaderMore != 0 {
-		return false, badHeader(idx, "unknown flags %#02x", flags&^HeaderMore)
+	if flags&^(HeaderMore|HeaderInline) != 0 {
+		return false, badHeader(idx, "unknown flags %#02x", flags&^(HeaderMore|HeaderInline))
 	}
 	count := int(le.Uint16(h[6:]))
 	if count > FramesPerHeader {
 		return false, badHeader(idx, "count %d, at most %d", count, FramesPerHeader)
 	}
-	if want := HeaderFixedSize + 9*count; len(h) != want {
+	want := HeaderFixedSize + 9*count
+	inline := flags&HeaderInline != 0
+	if len(h) < want || (!inline && len(h) != want) {
 		return false, badHeader(idx, "length %d bytes, count %d needs exactly %d",
 			len(h), count, want)
 	}
 	sizes := h[HeaderFixedSize : HeaderFixedSize+8*count]
-	types := h[HeaderFixedSize+8*count:]
+	types := h[HeaderFixedSize+8*count : want]
 	for j, t := range types {
 		if t > MemCUDA {
 			return false, badHeader(idx, "frame %d has unknown memory type %d", j, t)
@@ -313,12 +380,19 @@ func (d *MessageDecoder) feed(h []byte) (done bool, err error) {
 		return false, badHeader(idx, "HeaderMore set but the header ends at the total, %d frames", total)
 	case !more && end != total:
 		return false, badHeader(idx, "last header ends at frame %d of a total of %d", end, total)
+	case inline && (more || idx > 0):
+		return false, badHeader(idx, "HeaderInline set on a message of several headers")
+	}
+	if idx == 0 && !more {
+		d.wireLeft = frameMessages(sizes, types, inline)
+	} else {
+		d.wireLeft = headersLeft(total, idx+1) + total
 	}
 
 	// The header is well formed; now the limits. The total first, before anything grows.
 	if idx == 0 {
 		if total > d.lim.MaxFrames {
-			d.discardOK, d.dropTotal = total <= max(d.lim.MaxFrames, minDiscardFrames), total
+			d.discardOK = total <= max(d.lim.MaxFrames, minDiscardFrames)
 			return false, overLimit(idx, "total %d frames > MaxFrames %d", total, d.lim.MaxFrames)
 		}
 		d.total = total
@@ -346,11 +420,66 @@ func (d *MessageDecoder) feed(h []byte) (done bool, err error) {
 		out[j] = s
 	}
 
+	// Within the limits; with HeaderInline, the inline bytes must be the small host frames.
+	if inline {
+		var small uint64
+		for j, s := range out {
+			if gathers(s, types[j]) {
+				small += s // at most sum: no overflow
+			}
+		}
+		if got := uint64(len(h) - want); got != small {
+			return false, badHeader(idx, "%d inline bytes, the small host frames are %d", got, small)
+		}
+		d.inlineAt = want
+	}
+
 	// Accepted: record the frames.
 	d.bytes = sum
 	d.Sizes = d.Sizes[:len(d.Sizes)+count]
 	d.Types = append(d.Types, types...)
 	return !more, nil
+}
+
+// frameMessages is how many tag messages follow the one header of a message whose
+// frames have these sizes (little-endian u64 each, as in the header) and types: the
+// small host frames gathered, unless they rode inline, then each other frame.
+func frameMessages(sizes []byte, types []uint8, inline bool) uint64 {
+	var n uint64
+	small := false
+	for j, t := range types {
+		if gathers(binary.LittleEndian.Uint64(sizes[8*j:]), t) {
+			small = true
+		} else {
+			n++
+		}
+	}
+	if small && !inline {
+		n++
+	}
+	return n
+}
+
+// Inline reports, once Feed returned done, whether the message's small host frames
+// came inline, and where they start in the last header's tag message.
+func (d *MessageDecoder) Inline() (at int, ok bool) { return d.inlineAt, d.inlineAt != 0 }
+
+// FrameMessages returns, once Feed returned done, how many tag messages carry the
+// message's frames after its headers (see the wire at the top of this file).
+func (d *MessageDecoder) FrameMessages() uint64 { return d.wireLeft }
+
+// Gathered reports, once Feed returned done, whether the message's small host frames
+// come as one tag message after its header.
+func (d *MessageDecoder) Gathered() bool {
+	if d.headers != 1 || d.inlineAt != 0 {
+		return false
+	}
+	for i, s := range d.Sizes {
+		if gathers(s, d.Types[i]) {
+			return true
+		}
+	}
+	return false
 }
 
 // Frames returns how many frames the headers fed so far describe: after Feed returned
@@ -361,21 +490,18 @@ func (d *MessageDecoder) Frames() int { return len(d.Sizes) }
 // was found well formed and within Limits.MaxFrames; 0 before.
 func (d *MessageDecoder) Total() uint64 { return d.total }
 
-// Discardable reports, after Feed returned an error wrapping ErrLimit, whether the
-// sender's frames can be received and dropped to keep the stream usable: ok is true
-// and n is the message's total frame count when every header so far was well formed
-// and the total is at most max(Limits.MaxFrames, minDiscardFrames). The sender still
-// sends the headers after the failing one, HeaderCount(n) in all, then the n frames.
-// ok is false in every other case: a header was malformed, no error happened, or the
-// total is beyond that: dropping that many would silently swallow as many of the
-// peer's later messages (a header announcing 1.5 million frames would eat 1.5
-// million), so the stream must break instead.
+// Discardable reports, after Feed returned an error wrapping ErrLimit, whether the rest
+// of the sender's message can be received and dropped to keep the stream usable: ok is
+// true and n is the number of its tag messages still to come (headers after the failing
+// one, then the frames' messages: see the wire at the top of this file) when every
+// header so far was well formed and the total is at most max(Limits.MaxFrames,
+// minDiscardFrames). ok is false in every other case: a header was malformed, no error
+// happened, or the total is beyond that: dropping that many would silently swallow as
+// many of the peer's later messages (a header announcing 1.5 million frames would eat
+// 1.5 million), so the stream must break instead.
 func (d *MessageDecoder) Discardable() (n uint64, ok bool) {
 	if d.state != decFailed || !d.discardOK {
 		return 0, false
 	}
-	if d.dropTotal != 0 {
-		return d.dropTotal, true
-	}
-	return d.total, true
+	return d.wireLeft, true
 }

@@ -50,7 +50,21 @@ func encode(t testing.TB, sizes []uint64, types []uint8) [][]byte {
 	for i, n := range lens {
 		hs[i] = dst[i*MaxHeaderSize : i*MaxHeaderSize+n]
 	}
+	if hs[0][5]&HeaderInline != 0 { // the host frames (zeros here) ride in its message
+		hs[0] = append(slices.Clone(hs[0]), make([]byte, inlineBytes(sizes, types))...)
+	}
 	return hs
+}
+
+// inlineBytes is the sum of the small host frames' sizes.
+func inlineBytes(sizes []uint64, types []uint8) int {
+	n := 0
+	for i, s := range sizes {
+		if gathers(s, types[i]) {
+			n += int(s)
+		}
+	}
+	return n
 }
 
 // feedAll feeds hs in turn, requiring every header but the last to be accepted without
@@ -90,14 +104,19 @@ func TestHeaderCount(t *testing.T) {
 // TestEncodeHeadersWire pins the wire format down to the byte.
 func TestEncodeHeadersWire(t *testing.T) {
 	hs := encode(t, []uint64{5, 0x0102030405060708}, []uint8{MemHost, MemCUDA})
-	want := "5558474d" + "01" + "00" + "0200" + "0200000000000000" +
-		"0500000000000000" + "0807060504030201" + "00" + "01"
+	want := "5558474d" + "02" + "02" + "0200" + "0200000000000000" +
+		"0500000000000000" + "0807060504030201" + "00" + "01" + "0000000000"
 	if got := hex.EncodeToString(hs[0]); got != want {
-		t.Errorf("header\n got %s\nwant %s", got, want)
+		t.Errorf("header with its host frame inline\n got %s\nwant %s", got, want)
+	}
+	hs = encode(t, []uint64{InlineLimit}, []uint8{MemHost})
+	want = "5558474d" + "02" + "00" + "0100" + "0100000000000000" + "0020000000000000" + "00"
+	if got := hex.EncodeToString(hs[0]); got != want {
+		t.Errorf("header of a frame too large to ride inline\n got %s\nwant %s", got, want)
 	}
 
 	hs = encode(t, nil, nil)
-	if got, want := hex.EncodeToString(hs[0]), "5558474d"+"01"+"00"+"0000"+"0000000000000000"; got != want {
+	if got, want := hex.EncodeToString(hs[0]), "5558474d"+"02"+"00"+"0000"+"0000000000000000"; got != want {
 		t.Errorf("empty message header\n got %s\nwant %s", got, want)
 	}
 
@@ -237,17 +256,23 @@ func TestDecoderMalformed(t *testing.T) {
 		{"types truncated", [][]byte{valid3[:len(valid3)-1]}, "length"},
 		{"trailing byte", [][]byte{append(slices.Clone(valid3), 0)}, "length"},
 		{"padded to 1024", [][]byte{append(slices.Clone(valid3), make([]byte, MaxHeaderSize-len(valid3))...)}, "length"},
-		{"bad magic", [][]byte{header(0x4d475856, 1, 0, 0, 0, nil, nil)}, "magic"},
-		{"byte-swapped magic", [][]byte{header(0x5558474d, 1, 0, 0, 0, nil, nil)}, "magic"},
+		{"bad magic", [][]byte{header(0x4d475856, headerVersion, 0, 0, 0, nil, nil)}, "magic"},
+		{"byte-swapped magic", [][]byte{header(0x5558474d, headerVersion, 0, 0, 0, nil, nil)}, "magic"},
 		{"version 0", [][]byte{header(headerMagic, 0, 0, 0, 0, nil, nil)}, "version"},
-		{"version 2", [][]byte{header(headerMagic, 2, 0, 0, 0, nil, nil)}, "version"},
-		{"flag bit 1", [][]byte{header(headerMagic, 1, 2, 0, 0, nil, nil)}, "flags"},
-		{"flag bit 7 with more", [][]byte{header(headerMagic, 1, 0x81, 112, 200, full(112, 1), make([]uint8, 112))}, "flags"},
-		{"count 113", [][]byte{header(headerMagic, 1, 0, 113, 113, full(113, 1), make([]uint8, 113))}, "count"},
-		{"count 65535", [][]byte{header(headerMagic, 1, 0, 65535, 65535, nil, nil)}, "count"},
-		{"count beyond length", [][]byte{header(headerMagic, 1, 0, 4, 4, full(3, 1), make([]uint8, 3))}, "length"},
-		{"memory type 2", [][]byte{header(headerMagic, 1, 0, 3, 3, full(3, 1), []uint8{0, 2, 1})}, "memory type"},
-		{"memory type 255", [][]byte{header(headerMagic, 1, 0, 1, 1, full(1, 1), []uint8{255})}, "memory type"},
+		{"version 1", [][]byte{header(headerMagic, 1, 0, 0, 0, nil, nil)}, "version"},
+		{"version 3", [][]byte{header(headerMagic, 3, 0, 0, 0, nil, nil)}, "version"},
+		{"flag bit 2", [][]byte{header(headerMagic, headerVersion, 4, 0, 0, nil, nil)}, "flags"},
+		{"inline bytes short", [][]byte{append(okHeader(HeaderInline, 3, []uint64{1, 2, 3}), 1, 2, 3, 4, 5)}, "5 inline bytes, the small host frames are 6"},
+		{"inline bytes long", [][]byte{append(okHeader(HeaderInline, 1, []uint64{1}), 1, 2)}, "2 inline bytes"},
+		{"inline bytes missing", [][]byte{okHeader(HeaderInline, 1, []uint64{1})}, "0 inline bytes"},
+		{"inline on a first of several headers", [][]byte{okHeader(HeaderMore|HeaderInline, 200, full(112, 1))}, "HeaderInline"},
+		{"inline on a second header", [][]byte{fullMore, append(okHeader(HeaderInline, 200, full(88, 1)), make([]byte, 88)...)}, "HeaderInline"},
+		{"flag bit 7 with more", [][]byte{header(headerMagic, headerVersion, 0x81, 112, 200, full(112, 1), make([]uint8, 112))}, "flags"},
+		{"count 113", [][]byte{header(headerMagic, headerVersion, 0, 113, 113, full(113, 1), make([]uint8, 113))}, "count"},
+		{"count 65535", [][]byte{header(headerMagic, headerVersion, 0, 65535, 65535, nil, nil)}, "count"},
+		{"count beyond length", [][]byte{header(headerMagic, headerVersion, 0, 4, 4, full(3, 1), make([]uint8, 3))}, "length"},
+		{"memory type 2", [][]byte{header(headerMagic, headerVersion, 0, 3, 3, full(3, 1), []uint8{0, 2, 1})}, "memory type"},
+		{"memory type 255", [][]byte{header(headerMagic, headerVersion, 0, 1, 1, full(1, 1), []uint8{255})}, "memory type"},
 		{"more frames than total", [][]byte{okHeader(0, 2, full(3, 1))}, "total"},
 		{"empty header of non-empty message", [][]byte{okHeader(0, 1, nil)}, "total"},
 		{"last header short of total", [][]byte{okHeader(0, 5, full(3, 1))}, "ends at frame 3"},
@@ -261,7 +286,7 @@ func TestDecoderMalformed(t *testing.T) {
 		{"second header short of the total", [][]byte{fullMore, okHeader(0, 200, full(87, 1))}, "ends at frame 199"},
 		{"second header empty", [][]byte{fullMore, okHeader(0, 200, nil)}, "ends at frame 112"},
 		{"second header HeaderMore past the total", [][]byte{fullMore, okHeader(HeaderMore, 200, full(112, 1))}, "total"},
-		{"second header bad magic", [][]byte{fullMore, header(1, 1, 0, 88, 200, full(88, 1), make([]uint8, 88))}, "header 1: bad magic"},
+		{"second header bad magic", [][]byte{fullMore, header(1, headerVersion, 0, 88, 200, full(88, 1), make([]uint8, 88))}, "header 1: bad magic"},
 		{"second header HeaderMore but short", [][]byte{fullMore, okHeader(HeaderMore, 200, full(88, 1))}, "HeaderMore"},
 	}
 	for _, c := range cases {
@@ -295,20 +320,20 @@ func TestDecoderLimits(t *testing.T) {
 		discardOK bool
 		discardN  uint64
 	}{
-		{"total over MaxFrames", small, [][]byte{okHeader(HeaderMore, 301, full(112, 1))}, "total 301 frames > MaxFrames 300", true, 301},
+		{"total over MaxFrames", small, [][]byte{okHeader(HeaderMore, 301, full(112, 1))}, "total 301 frames > MaxFrames 300", true, 2 + 301},
 		{"total over the drop cap", small, [][]byte{okHeader(HeaderMore, minDiscardFrames+1, full(112, 1))}, "MaxFrames 300", false, 0},
 		{"total 2^64-1", small, [][]byte{okHeader(HeaderMore, math.MaxUint64, full(112, 1))}, "MaxFrames", false, 0},
 		{"total over default MaxFrames", Limits{}, [][]byte{okHeader(HeaderMore, 100001, full(112, 1))}, "MaxFrames 100000", false, 0},
-		{"frame over MaxFrameBytes", small, [][]byte{okHeader(0, 3, []uint64{1, 1001, 1})}, "frame 1 is 1001 bytes > MaxFrameBytes 1000", true, 3},
+		{"frame over MaxFrameBytes", small, [][]byte{okHeader(0, 3, []uint64{1, 1001, 1})}, "frame 1 is 1001 bytes > MaxFrameBytes 1000", true, 1},
 		{"frame over default MaxFrameBytes", Limits{}, [][]byte{okHeader(0, 1, []uint64{1<<36 + 1})}, "MaxFrameBytes 68719476736", true, 1},
 		{"frame 2^64-1", small, [][]byte{okHeader(0, 1, []uint64{math.MaxUint64})}, "MaxFrameBytes", true, 1},
-		{"sum over MaxMessageBytes", small, [][]byte{okHeader(0, 6, full(6, 1000))}, "MaxMessageBytes 5000", true, 6},
+		{"sum over MaxMessageBytes", small, [][]byte{okHeader(0, 6, full(6, 1000))}, "MaxMessageBytes 5000", true, 1},
 		{"sum over default MaxMessageBytes", Limits{}, [][]byte{okHeader(0, 3, full(3, 1<<36))}, "MaxMessageBytes 137438953472", true, 3},
 		{"sum over in the second header", small, [][]byte{okHeader(HeaderMore, 150, full(112, 40)), okHeader(0, 150, full(38, 40))}, "MaxMessageBytes", true, 150},
 		// sum+s would wrap to a small number: a check written as sum+s > max misses these.
 		{"sum wraps 2^63+2^63", huge, [][]byte{okHeader(0, 2, []uint64{1 << 63, 1 << 63})}, "MaxMessageBytes", true, 2},
 		{"sum wraps (2^64-6)+10", huge, [][]byte{okHeader(0, 2, []uint64{math.MaxUint64 - 5, 10})}, "MaxMessageBytes", true, 2},
-		{"sum wraps (2^64-1)+1", huge, [][]byte{okHeader(0, 3, []uint64{0, math.MaxUint64, 1})}, "MaxMessageBytes", true, 3},
+		{"sum wraps (2^64-1)+1", huge, [][]byte{okHeader(0, 3, []uint64{0, math.MaxUint64, 1})}, "MaxMessageBytes", true, 2},
 		{"sum wraps across headers", huge, [][]byte{okHeader(HeaderMore, 113, append(full(111, 0), math.MaxUint64-1)), okHeader(0, 113, []uint64{2})}, "MaxMessageBytes", true, 113},
 		{"sum wraps under default limits", Limits{}, [][]byte{okHeader(0, 2, []uint64{1 << 36, math.MaxUint64 - 1<<35})}, "MaxFrameBytes", true, 2},
 	}
@@ -385,7 +410,7 @@ func TestDecoderDiscardable(t *testing.T) {
 		t.Errorf("after Reset: Discardable() = %d, %v; want 0, false", n, ok)
 	}
 	// A size over the limit in a header that is also malformed: not discardable.
-	if _, err := d.Feed(header(headerMagic, 1, 0, 1, 1, []uint64{101}, []uint8{7})); !errors.Is(err, ErrBadHeader) {
+	if _, err := d.Feed(header(headerMagic, headerVersion, 0, 1, 1, []uint64{101}, []uint8{7})); !errors.Is(err, ErrBadHeader) {
 		t.Fatalf("err = %v, want ErrBadHeader", err)
 	}
 	if _, ok := d.Discardable(); ok {
@@ -522,15 +547,31 @@ func checkFailed(t *testing.T, d *MessageDecoder, done bool, err error) {
 	}
 	// Only a limit can be recovered from, and only for a total the decoder accepted or
 	// one within the drop cap.
+	// What is left to drop is at most the frames and headers of the drop cap.
 	n, ok := d.Discardable()
 	dropCap := max(d.Limits.withDefaults().MaxFrames, minDiscardFrames)
-	if ok && (!limit || (n != d.Total() && d.Total() != 0) || n > dropCap) {
+	if ok && (!limit || n > dropCap+uint64(HeaderCount(int(dropCap)))) {
 		t.Fatalf("Discardable() = %d, true after %v (Total %d)", n, err, d.Total())
 	}
 }
 
+// gatheredForm returns header h, which d accepted, as a sender that does not send
+// inline would have: HeaderInline clear, no inline bytes.
+func gatheredForm(h []byte, d *MessageDecoder) []byte {
+	h = slices.Clone(h)
+	if h[5]&HeaderInline != 0 {
+		at, ok := d.Inline()
+		if !ok {
+			panic("a header with HeaderInline accepted without inline frames")
+		}
+		h = h[:at]
+		h[5] &^= HeaderInline
+	}
+	return h
+}
+
 // reencode returns the headers of a message whose first frames are the decoder's and
-// the rest, up to Total, zero-sized host frames.
+// the rest, up to Total, zero-sized host frames, none of them inline.
 func reencode(d *MessageDecoder) [][]byte {
 	sizes := append(slices.Clone(d.Sizes), make([]uint64, d.Total()-uint64(d.Frames()))...)
 	types := append(slices.Clone(d.Types), make([]uint8, d.Total()-uint64(d.Frames()))...)
@@ -540,6 +581,7 @@ func reencode(d *MessageDecoder) [][]byte {
 	for i, n := range lens {
 		hs[i] = dst[i*MaxHeaderSize : i*MaxHeaderSize+n]
 	}
+	hs[0][5] &^= HeaderInline
 	return hs
 }
 
@@ -553,8 +595,9 @@ func fuzzSeeds(t testing.TB) [][]byte {
 	seeds = append(seeds, encode(t, sizes[:112], types[:112])[0])
 	seeds = append(seeds, encode(t, sizes[:113], types[:113])...)
 	seeds = append(seeds,
-		header(headerMagic, 2, 0, 0, 0, nil, nil),
-		header(headerMagic, 1, 0, 1, 1, []uint64{1}, []uint8{2}),
+		header(headerMagic, 1, 0, 0, 0, nil, nil),
+		append(okHeader(HeaderInline, 2, []uint64{3, 1}), 1, 2, 3, 4),
+		header(headerMagic, headerVersion, 0, 1, 1, []uint64{1}, []uint8{2}),
 		okHeader(HeaderMore, 200, full(3, 1)),
 		okHeader(0, 2, []uint64{1 << 63, 1 << 63}),
 		okHeader(0, 5, full(5, 1<<20)),
@@ -582,7 +625,7 @@ func FuzzDecodeHeader(f *testing.F) {
 			t.Fatalf("done %v with %d of %d frames", done, d.Frames(), d.Total())
 		}
 		// The header must be the first of the message it describes, byte for byte.
-		if got := reencode(&d)[0]; !bytes.Equal(got, data) {
+		if got := reencode(&d)[0]; !bytes.Equal(got, gatheredForm(data, &d)) {
 			t.Fatalf("re-encoded header differs:\n got %x\nwant %x", got, data)
 		}
 	})
@@ -693,7 +736,7 @@ func FuzzMessageDecoder(f *testing.F) {
 				t.Fatalf("done after %d headers, but the message has %d", i+1, len(again))
 			}
 			for j := range i + 1 {
-				if !bytes.Equal(again[j], hs[j]) {
+				if !bytes.Equal(again[j], gatheredForm(hs[j], &d)) {
 					t.Fatalf("header %d re-encodes differently:\n got %x\nwant %x", j, again[j], hs[j])
 				}
 			}
@@ -757,5 +800,61 @@ func BenchmarkDecodeHeaders(b *testing.B) {
 				feed(b, &d)
 			}
 		})
+	}
+}
+
+// TestInlineFits: small host frames ride inline when the message has one header and a
+// small host frame, and the header and the small host frames fit in InlineLimit bytes.
+func TestInlineFits(t *testing.T) {
+	room := uint64(InlineLimit - HeaderFixedSize - 9*3)
+	for _, c := range []struct {
+		name  string
+		sizes []uint64
+		types []uint8
+		want  bool
+	}{
+		{"no frames", nil, nil, false},
+		{"CUDA only", []uint64{8}, []uint8{MemCUDA}, false},
+		{"one empty host frame", []uint64{0}, []uint8{MemHost}, true},
+		{"exactly the limit", []uint64{room - 100, 100, 0}, []uint8{MemHost, MemHost, MemHost}, true},
+		{"a byte past it", []uint64{room - 100, 101, 0}, []uint8{MemHost, MemHost, MemHost}, false},
+		{"large frames beside", []uint64{1 << 30, room, GatherMaxFrame}, []uint8{MemCUDA, MemHost, MemHost}, true},
+		{"large host frames only", []uint64{GatherMaxFrame, 1 << 20}, []uint8{MemHost, MemHost}, false},
+		{"several headers", full(FramesPerHeader+1, 0), make([]uint8, FramesPerHeader+1), false},
+	} {
+		if got := InlineFits(c.sizes, c.types); got != c.want {
+			t.Errorf("%s: InlineFits = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestDecoderWireOfFrames: what the decoder says of the tag messages carrying a
+// message's frames, inline, gathered and with several headers.
+func TestDecoderWireOfFrames(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		headers       [][]byte
+		inlineAt      int // 0: not inline
+		gathered      bool
+		frameMessages uint64
+	}{
+		{"inline with a CUDA frame", encode(t, []uint64{10, 20, 5}, []uint8{MemHost, MemHost, MemCUDA}), HeaderFixedSize + 27, false, 1},
+		{"the same gathered", [][]byte{okHeader(0, 3, []uint64{10, 20, 5})}, 0, true, 1},
+		{"inline beside large host frames", encode(t, []uint64{1 << 20, 3, GatherMaxFrame}, []uint8{MemHost, MemHost, MemHost}), HeaderFixedSize + 27, false, 2},
+		{"gathered beside large frames", encode(t, []uint64{InlineLimit, 1 << 20, 4}, []uint8{MemHost, MemHost, MemCUDA}), 0, true, 3},
+		{"large frames only", encode(t, []uint64{1 << 20, 1 << 20}, []uint8{MemHost, MemCUDA}), 0, false, 2},
+		{"CUDA only", encode(t, []uint64{1, 2}, []uint8{MemCUDA, MemCUDA}), 0, false, 2},
+		{"no frames", encode(t, nil, nil), 0, false, 0},
+		{"several headers", encode(t, full(200, 1), make([]uint8, 200)), 0, false, 200},
+	} {
+		var d MessageDecoder
+		if done, err := feedAll(t, &d, c.headers); err != nil || !done {
+			t.Fatalf("%s: Feed = %v, %v", c.name, done, err)
+		}
+		at, ok := d.Inline()
+		if at != c.inlineAt || ok != (c.inlineAt != 0) || d.Gathered() != c.gathered || d.FrameMessages() != c.frameMessages {
+			t.Errorf("%s: Inline() = %d, %v, Gathered() = %v, FrameMessages() = %d; want %d, %v, %d",
+				c.name, at, ok, d.Gathered(), d.FrameMessages(), c.inlineAt, c.gathered, c.frameMessages)
+		}
 	}
 }

@@ -97,7 +97,7 @@ func (m *multiBuffers) handOver(q *multiQueue, block unsafe.Pointer) {
 func (m *multiBuffers) postHeaderRecv(op *multiOp) {
 	r := m.part(op, opTagRecv, stepMultiHeader)
 	op.remaining++
-	m.postTagRecv(r, uintptr(op.headers), MaxHeaderSize, op.tag, ^uint64(0), 0)
+	m.postTagRecv(r, uintptr(op.headers), InlineLimit, op.tag, ^uint64(0), 0)
 }
 
 // onMultiHeader handles a received header.
@@ -189,20 +189,27 @@ func (m *multiBuffers) allocCUDAFrames(op *multiOp) bool {
 	return true
 }
 
-// postFrames writes the block's record and posts every frame receive, in frame order
-// (frames share one tag: UCX matches them in the order they are posted), into the
-// block, op.userFrames and op.cudaFrames; then the stream's next message may start.
+// postFrames writes the block's record and receives every frame into the block,
+// op.userFrames and op.cudaFrames, as the wire brings them (multiheader.go): inline
+// small host frames are copied out of the header's tag message; gathered ones come in
+// one receive scattered over their places; then one receive per other frame (large
+// host frames, CUDA frames, every frame of a message of several headers), in frame order: frames share
+// one tag, and UCX matches receives in the order they are posted. Then the stream's
+// next message may start.
 func (m *multiBuffers) postFrames(op *multiOp, size uint64) {
 	q := op.queue
 	rec := newBlockRecord(op.block, len(op.dec.Sizes), size)
 	off := alignUp(recordSize(len(op.dec.Sizes)))
 	cuda, user := op.cudaFrames, op.userFrames
+	inlineAt, inline := op.dec.Inline()
+	gathered := op.dec.Gathered()
+	// The gathered receive's IOV array goes where the header was (decoded by now).
+	iov, hostFrames, hostBytes := op.headers, 0, uint64(0)
+	var hostAddr uintptr
+	op.separate = op.separate[:0]
 	for i, sz := range op.dec.Sizes {
 		t := op.dec.Types[i]
-		addr, memType := uintptr(op.block)+uintptr(off), ucxx.MemoryHost
-		if t != MemHost {
-			memType = ucxx.MemoryCUDA
-		}
+		addr := uintptr(op.block) + uintptr(off)
 		switch {
 		case op.inBlock(i):
 			rec.setFrame(i, off, sz, uint64(MemHost))
@@ -214,10 +221,38 @@ func (m *multiBuffers) postFrames(op *multiOp, size uint64) {
 			addr, cuda = cuda[0], cuda[1:]
 			rec.setFrame(i, uint64(addr), sz, m.cuda.frameType())
 		}
+		switch {
+		case gathers(sz, t) && inline:
+			ucxx.CopyBetween(addr, uintptr(op.headers)+uintptr(inlineAt), sz)
+			inlineAt += int(sz)
+		case gathers(sz, t) && gathered:
+			ucxx.PutIOV(iov, hostFrames, addr, sz)
+			hostAddr = addr
+			hostFrames++
+			hostBytes += sz
+		default:
+			op.separate = append(op.separate, framePlace{addr, sz, t})
+		}
+	}
+	if hostFrames > 0 {
 		r := m.part(op, opTagRecv, stepMultiPart)
-		r.expect = sz
+		r.expect = hostBytes
 		op.remaining++
-		m.postTagRecv(r, addr, sz, op.tag, ^uint64(0), memType)
+		if hostFrames == 1 {
+			m.postTagRecv(r, hostAddr, hostBytes, op.tag, ^uint64(0), ucxx.MemoryHost)
+		} else {
+			m.postTagRecvIOV(r, iov, hostFrames, op.tag, ^uint64(0))
+		}
+	}
+	for _, f := range op.separate {
+		memType := ucxx.MemoryHost
+		if f.memType != MemHost {
+			memType = ucxx.MemoryCUDA
+		}
+		r := m.part(op, opTagRecv, stepMultiPart)
+		r.expect = f.size
+		op.remaining++
+		m.postTagRecv(r, f.addr, f.size, op.tag, ^uint64(0), memType)
 	}
 	op.framesPosted = true
 	q.receiving++

@@ -24,8 +24,8 @@ func (m *multiBuffers) rejectMessage(op *multiOp, err error) {
 	if errors.Is(err, ErrLimit) {
 		op.status = ucxx.StatusExceedsLimit
 	}
-	if total, ok := op.dec.Discardable(); ok {
-		q.discardLeft += headersLeft(total, op.headersFed) + total
+	if n, ok := op.dec.Discardable(); ok {
+		q.discardLeft += n
 	} else {
 		q.poisoned = op.status
 	}
@@ -35,6 +35,7 @@ func (m *multiBuffers) rejectMessage(op *multiOp, err error) {
 
 // headersLeft is how many headers of a message of total frames are still to come after
 // fed of them, computed without converting total to int (it may be near 2^64).
+// (MessageDecoder uses it to count what a rejected message leaves to drop.)
 func headersLeft(total uint64, fed int) uint64 {
 	n := (total + FramesPerHeader - 1) / FramesPerHeader
 	if n == 0 {
@@ -50,7 +51,7 @@ func headersLeft(total uint64, fed int) uint64 {
 func (m *multiBuffers) rejectWhole(op *multiOp, st ucxx.Status) {
 	q := op.queue
 	op.status = st
-	q.discardLeft += uint64(len(op.dec.Sizes))
+	q.discardLeft += op.dec.FrameMessages()
 	m.finishMulti(op)
 	m.nextReceive(q)
 }

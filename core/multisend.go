@@ -79,6 +79,10 @@ func ucsMemType(t uint64) int {
 	return 0 // UCS_MEMORY_TYPE_HOST
 }
 
+// sendMulti posts a message's tag messages (multiheader.go has the wire): the header,
+// with the small host frames gathered after it when they fit inline; else the headers,
+// then the small host frames gathered into one message (a message of one header), then
+// each other frame. The IOV arrays live in the op's header memory, after the headers.
 func (m *multiBuffers) sendMulti(s *submission) {
 	ep, ok := m.beginMulti(s)
 	if !ok {
@@ -90,16 +94,51 @@ func (m *multiBuffers) sendMulti(s *submission) {
 		op.types = append(op.types, uint8(f.MemType))
 	}
 	nh := HeaderCount(len(op.frames))
-	op.ensureHeaders(nh * MaxHeaderSize)
-	op.lens = EncodeHeaders(unsafe.Slice((*byte)(op.headers), nh*MaxHeaderSize), op.sizes, op.types, op.lens[:0])
-	op.remaining = len(op.lens) + len(op.frames)
-	for i, n := range op.lens {
-		r := m.part(op, opTagSend, stepMultiPart)
-		addr := uintptr(op.headers) + uintptr(i*MaxHeaderSize)
-		r.track(ep.u.TagSend(addr, uint64(n), op.tag, 0, r.id))
-	}
+	iovAt := nh * MaxHeaderSize
+	op.ensureHeaders(iovAt + (len(op.frames)+1)*ucxx.IOVEntrySize)
+	op.lens = EncodeHeaders(unsafe.Slice((*byte)(op.headers), iovAt), op.sizes, op.types, op.lens[:0])
+	iov := unsafe.Add(op.headers, iovAt)
+	inline := nh == 1 && InlineFits(op.sizes, op.types)
+	gathered := nh == 1 && !inline
+	// The header(s); the inline frames go in the first one's message.
+	hdr := uint64(op.lens[0])
+	ucxx.PutIOV(iov, 0, uintptr(op.headers), hdr)
+	n, bytes := 1, hdr
+	op.separate = op.separate[:0]
 	for _, f := range op.frames {
+		switch {
+		case gathers(f.Size, uint8(f.MemType)) && (inline || gathered):
+			ucxx.PutIOV(iov, n, uintptr(f.Addr), f.Size)
+			n++
+			bytes += f.Size
+		default:
+			op.separate = append(op.separate, framePlace{uintptr(f.Addr), f.Size, uint8(f.MemType)})
+		}
+	}
+	op.remaining = len(op.lens) + len(op.separate)
+	if gathered && n > 1 {
+		op.remaining++
+	}
+	if inline {
 		r := m.part(op, opTagSend, stepMultiPart)
-		r.track(ep.u.TagSend(uintptr(f.Addr), f.Size, op.tag, ucsMemType(f.MemType), r.id))
+		r.track(ep.u.TagSendIOV(iov, n, bytes, op.tag, r.id))
+	} else {
+		for i, l := range op.lens {
+			r := m.part(op, opTagSend, stepMultiPart)
+			r.track(ep.u.TagSend(uintptr(op.headers)+uintptr(i*MaxHeaderSize), uint64(l), op.tag, 0, r.id))
+		}
+		switch {
+		case n == 2: // one host frame: a plain send
+			r := m.part(op, opTagSend, stepMultiPart)
+			addr, size := ucxx.IOVAt(iov, 1)
+			r.track(ep.u.TagSend(addr, size, op.tag, 0, r.id))
+		case n > 2:
+			r := m.part(op, opTagSend, stepMultiPart)
+			r.track(ep.u.TagSendIOV(unsafe.Add(iov, ucxx.IOVEntrySize), n-1, bytes-hdr, op.tag, r.id))
+		}
+	}
+	for _, f := range op.separate {
+		r := m.part(op, opTagSend, stepMultiPart)
+		r.track(ep.u.TagSend(f.addr, f.size, op.tag, ucsMemType(uint64(f.memType)), r.id))
 	}
 }

@@ -72,7 +72,7 @@ func (m *multiBuffers) startRecvMulti(q *multiQueue) {
 		if st == ucxx.StatusOK {
 			op.dec.Reset()
 			op.dec.Limits = m.limits
-			op.ensureHeaders(MaxHeaderSize)
+			op.ensureHeaders(InlineLimit)
 			q.active = true
 			m.postHeaderRecv(op)
 			return

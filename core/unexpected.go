@@ -112,6 +112,19 @@ func (t *progressThread) postTagRecv(r *request, addr uintptr, size, tag, mask u
 	r.track(t.worker.TagRecv(addr, size, tag, mask, memType, r.id))
 }
 
+// postTagRecvIOV is postTagRecv for a receive scattered over the count host buffers
+// of the IOV array at iov.
+func (t *progressThread) postTagRecvIOV(r *request, iov unsafe.Pointer, count int, tag, mask uint64) {
+	if len(t.unexpected.held) > 0 {
+		if i := t.unexpected.find(tag, mask); i >= 0 {
+			m := t.unexpected.take(i)
+			r.track(t.worker.TagMsgRecvIOV(m.msg, iov, count, r.id))
+			return
+		}
+	}
+	r.track(t.worker.TagRecvIOV(iov, count, tag, mask, r.id))
+}
+
 // waiting reports whether a message matching tag under mask waits, held or in UCX's
 // queue.
 func (t *progressThread) waiting(tag, mask uint64) bool {

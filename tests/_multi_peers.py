@@ -21,10 +21,11 @@ from _support import PEER_DEADLINE  # noqa: E402  (tests/ is on a spawned peer's
 # stream of that tag.
 MULTI_BIT = 1 << 63
 HEADER_MAGIC = 0x4d475855  # "UXGM"
-HEADER_VERSION = 1
+HEADER_VERSION = 2
 HEADER_MORE = 1  # flags bit 0: another header follows
+HEADER_INLINE = 2  # flags bit 1: the small host frames follow the header in its message
+GATHER_MAX_FRAME = 16 << 10  # host frames smaller than this are small: they travel together
 FRAMES_PER_HEADER = 112
-MAX_HEADER_SIZE = 16 + 9 * FRAMES_PER_HEADER  # 1024
 
 
 def pack_header(sizes, total=None, flags=0, types=None, count=None, magic=HEADER_MAGIC, version=HEADER_VERSION):
@@ -50,9 +51,9 @@ def raw_tag(ep):
 
 def connect_then_hang(port, ready_queue, partial, frame_size):
     """Connect to `port`; with `partial`, send the header of a message of two frames of
-    `frame_size` bytes and its first frame only. Then send a 1-byte plain message (a
-    barrier: once the parent has it, it has what came before), put True on
-    `ready_queue` and wait until killed.
+    `frame_size` bytes and not its frames (they would come as one gathered message).
+    Then send a 1-byte plain message (a barrier: once the parent has it, it has what
+    came before), put True on `ready_queue` and wait until killed.
     """
     import ucxx_go
 
@@ -62,7 +63,6 @@ def connect_then_hang(port, ready_queue, partial, frame_size):
             tag = raw_tag(ep)
             header = pack_header([frame_size, frame_size])
             await asyncio.wait_for(ep.send(header, tag=tag, force_tag=True), PEER_DEADLINE)
-            await asyncio.wait_for(ep.send(bytes(frame_size), tag=tag, force_tag=True), PEER_DEADLINE)
         await asyncio.wait_for(ep.send(b"!"), PEER_DEADLINE)
         ready_queue.put(True)
         # Never set: the parent kills this process while it waits (the deadline only

@@ -42,7 +42,7 @@ from _support import (
 )
 
 import _multi_peers  # tests/ is on sys.path (conftest.py's directory)
-from _multi_peers import FRAMES_PER_HEADER, HEADER_MORE, pack_header, raw_tag
+from _multi_peers import FRAMES_PER_HEADER, GATHER_MAX_FRAME, HEADER_INLINE, HEADER_MORE, pack_header, raw_tag
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -527,12 +527,14 @@ assert RNG_BYTES[:4] != struct.pack("<I", _multi_peers.HEADER_MAGIC)
 POISONING = [
     pytest.param([b"hello world!"], ucxx_go.UCXIOError, id="a-short-garbage"),
     pytest.param([RNG_BYTES], ucxx_go.UCXIOError, id="a-random-16-bytes"),
-    pytest.param([pack_header([1, 2], version=2)], ucxx_go.UCXIOError, id="a-bad-version"),
+    pytest.param([pack_header([1, 2], version=1)], ucxx_go.UCXIOError, id="a-old-version"),
+    pytest.param([pack_header([1, 2], flags=HEADER_INLINE) + b"\0\0"], ucxx_go.UCXIOError, id="a-inline-bytes-short"),
     pytest.param([pack_header([1], flags=0x80)], ucxx_go.UCXIOError, id="a-unknown-flag"),
     pytest.param([pack_header([1], types=[7])], ucxx_go.UCXIOError, id="a-unknown-memory-type"),
     pytest.param([pack_header([1, 2])[:-1]], ucxx_go.UCXIOError, id="a-truncated"),
     pytest.param([pack_header([1, 2]) + b"\0"], ucxx_go.UCXIOError, id="a-trailing-byte"),
     pytest.param([bytes(range(256)) * 16], ucxx_go.UCXIOError, id="b-4096-bytes"),
+    pytest.param([bytes(range(256)) * 33], ucxx_go.UCXIOError, id="b-8448-bytes"),
     pytest.param([pack_header([1] * FRAMES_PER_HEADER) + b"\0"], ucxx_go.UCXIOError, id="b-1025-bytes"),
     # 10**9 frames announced by a header that describes none: malformed (it would end
     # the message short of its total).
@@ -586,14 +588,25 @@ async def test_poisoned_stream_stays_poisoned(server, payloads, error):
 
 
 async def test_hand_built_header_is_understood(pair):
-    """The header layout the raw-peer tests rely on is the one the receiver reads."""
+    """The wire the raw-peer tests rely on is the one the receiver reads: a header with
+    its small host frames inline, a header then its small host frames gathered into one
+    message, then large frames one message each, and several headers then one message
+    per frame."""
     client, srv = pair
     frames = [b"first", b"", b"third frame"]
     recv = asyncio.ensure_future(srv.recv_multi())
-    await raw_send(client, pack_header([len(f) for f in frames]))
-    for f in frames:
-        await raw_send(client, f)
+    await raw_send(client, pack_header([len(f) for f in frames], flags=HEADER_INLINE) + b"".join(frames))
     check_frames(await asyncio.wait_for(recv, TIMEOUT), frames)
+    recv = asyncio.ensure_future(srv.recv_multi())
+    await raw_send(client, pack_header([len(f) for f in frames]))
+    await raw_send(client, b"".join(frames))
+    check_frames(await asyncio.wait_for(recv, TIMEOUT), frames)
+    mixed = [b"L" * GATHER_MAX_FRAME, b"small", b"M" * MiB, b"", b"tail"]
+    recv = asyncio.ensure_future(srv.recv_multi())
+    await raw_send(client, pack_header([len(f) for f in mixed], flags=HEADER_INLINE) + b"small" + b"tail")
+    await raw_send(client, mixed[0])
+    await raw_send(client, mixed[2])
+    check_frames(await asyncio.wait_for(recv, TIMEOUT), mixed)
     # Two headers: 112 frames, then 1.
     many = [bytes([i]) for i in range(FRAMES_PER_HEADER + 1)]
     recv = asyncio.ensure_future(srv.recv_multi())
@@ -646,7 +659,8 @@ async def test_huge_frame_is_rejected_and_stream_stays_in_step(server, size):
 
 async def test_message_over_limit_in_sum_from_raw_peer(server):
     """Frames each within max_frame_bytes (64 GiB) whose sum passes max_message_bytes
-    (128 GiB): rejected, the three announced frames dropped, the stream in step."""
+    (128 GiB): rejected, the three announced frames (large: a tag message each) dropped,
+    the stream in step."""
     client, srv = await server.connect()
     [recv] = await started(srv.recv_multi())
     await raw_send(client, pack_header([(64 << 30)] * 3))
@@ -658,32 +672,41 @@ async def test_message_over_limit_in_sum_from_raw_peer(server):
     await wait_in_flight(0)
 
 
-async def receive_behind_a_drop(server, announced):
-    """With max_frames 10, a peer announces `announced` 1-byte frames and sends only 5:
-    the first recv_multi is rejected, and the second, returned with the pair as
+# Rejected messages whose rest is to be dropped, with the number of tag messages that
+# rest is: 200 host frames (two headers, then one message per frame: 1 + 200 to drop),
+# and 30 CUDA frames (one message each; refused at the header, so no GPU is needed).
+DROPS = {
+    "held-back": (pack_header([1] * FRAMES_PER_HEADER, total=200, flags=HEADER_MORE), 201),
+    "posted-behind": (pack_header([1] * 30, types=[1] * 30), 30),
+}
+
+
+async def receive_behind_a_drop(server, case):
+    """With max_frames 10, a peer sends the header of DROPS[case] and 5 messages of its
+    rest: the first recv_multi is rejected, and the second, returned with the pair as
     (client, srv, task), waits behind the drop (checked not done)."""
     ucxx_go.init(multi_buffer_limits={"max_frames": 10})
     client, srv = await server.connect()
     rejected, waiting = await started(srv.recv_multi(), srv.recv_multi())
-    await raw_send(client, pack_header([1] * announced))
+    await raw_send(client, DROPS[case][0])
     with pytest.raises(ucxx_go.UCXExceedsLimitError):
         await asyncio.wait_for(rejected, PROMPT)
     for _ in range(5):
         await raw_send(client, b"f")
-    await barrier(client, srv)  # the five frames are in
+    await barrier(client, srv)  # the five are in
     assert not waiting.done()
     return client, srv, waiting
 
 
-# The engine posts at most 64 drops at once: with 100 to drop, the next receive is
-# held back; with 30, it is posted behind them.
-@pytest.mark.parametrize("announced", [100, 30])
+# The engine posts at most 64 drops at once: with 201 to drop, the next receive is held
+# back (first in its stream, nothing of it posted); with 30, it is posted behind them.
+@pytest.mark.parametrize("case", list(DROPS))
 @pytest.mark.parametrize("how", ["local-abort", "local-close", "peer-abort"])
-async def test_receive_behind_an_unfinished_drop_fails_when_the_endpoint_goes(server, how, announced):
+async def test_receive_behind_an_unfinished_drop_fails_when_the_endpoint_goes(server, how, case):
     """A peer announces more frames than max_frames (so they are to be dropped) and sends
-    only 5: the next recv_multi waits behind the drop, and fails promptly once the
+    only 5 of them: the next recv_multi waits behind the drop, and fails promptly once the
     endpoint is closed or its peer goes away."""
-    client, srv, following = await receive_behind_a_drop(server, announced)
+    client, srv, following = await receive_behind_a_drop(server, case)
     if how == "local-abort":
         srv.abort()
         expected = ucxx_go.UCXCanceledError
@@ -701,20 +724,16 @@ async def test_receive_behind_an_unfinished_drop_fails_when_the_endpoint_goes(se
     await wait_in_flight(0)
 
 
-@pytest.mark.parametrize("announced", [
-    # Held back: first in its stream but nothing of it posted (the drop is not all posted).
-    pytest.param(100, id="held-back"),
-    pytest.param(30, id="posted-behind"),
-])
-async def test_cancelled_receive_behind_a_drop_takes_nothing(server, announced):
+@pytest.mark.parametrize("case", list(DROPS))
+async def test_cancelled_receive_behind_a_drop_takes_nothing(server, case):
     """A recv_multi cancelled while it waits behind the drop of a rejected message: the
     next recv_multi gets the next message, once the drop is done."""
-    client, srv, cancelled = await receive_behind_a_drop(server, announced)
+    client, srv, cancelled = await receive_behind_a_drop(server, case)
     cancelled.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(cancelled, PROMPT)
     # The rest of the rejected message, then a real one.
-    for _ in range(announced - 5):
+    for _ in range(DROPS[case][1] - 5):
         await raw_send(client, b"f")
     await wait_in_flight(0)
     real = [b"the real", b"message"]
@@ -771,13 +790,12 @@ async def test_cancel_mid_message_hands_it_to_the_next_receive(pair):
     client, srv = pair
     [task] = await started(srv.recv_multi())
     await raw_send(client, pack_header([3, 3]))
-    await raw_send(client, b"one")
-    await barrier(client, srv)  # the header and first frame were matched
+    await barrier(client, srv)  # the header was matched
     assert not task.done()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, PROMPT)
-    await raw_send(client, b"two")  # the rest of the cancelled message
+    await raw_send(client, b"onetwo")  # the rest of the cancelled message: its frames, gathered
     check_frames(await asyncio.wait_for(srv.recv_multi(), TIMEOUT), [b"one", b"two"])
     await wait_in_flight(0)
     frames = [b"the next", b"message"]
@@ -836,7 +854,7 @@ async def test_peer_killed_during_recv_multi(server, processes, partial):
     ep = await server.accept()
     [recv] = await started(ep.recv_multi())
     assert await queue_get(ready)
-    # The barrier: after it, the header and first frame (if sent) are in.
+    # The barrier: after it, the header (if sent) is in.
     out = bytearray(1)
     await asyncio.wait_for(ep.recv(out), STARTUP)
     assert not recv.done()

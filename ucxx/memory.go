@@ -39,6 +39,14 @@ func CopyFrom(dst []byte, src uintptr) {
 	}
 }
 
+// CopyBetween copies n bytes from src to dst, addresses of memory Go does not manage
+// that do not overlap.
+func CopyBetween(dst, src uintptr, n uint64) {
+	if n > 0 {
+		C.memcpy(C.uintptr_to_pointer(C.uintptr_t(dst)), C.uintptr_to_pointer(C.uintptr_t(src)), C.size_t(n))
+	}
+}
+
 // CAllocPage allocates n zeroed bytes of C memory starting a page of its own and
 // taking whole pages (memory a device may map: CUDA pins by page). Free it with CFree.
 func CAllocPage(n int) unsafe.Pointer {

@@ -380,6 +380,44 @@ ucs_status_t ucxx_tag_msg_recv(ucp_worker_h w, void *msg, uintptr_t buf, size_t 
 }
 
 
+// The iov variants: buf is an array of iovcnt ucp_dt_iov_t entries (host memory), which
+// must stay valid, like the memory it names, until the operation completes. A receive
+// reports the bytes received over all entries.
+static void set_iov(ucp_request_param_t *p) {
+    p->op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
+    p->datatype = ucp_dt_make_iov();
+}
+
+ucs_status_t ucxx_tag_send_iov(ucp_ep_h ep, uintptr_t iov, size_t iovcnt, size_t len, ucp_tag_t tag,
+                               uint64_t id, void **req) {
+    ucp_request_param_t p;
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.send = ucxx_send_cb;
+    p.user_data = (void *)(uintptr_t)id;
+    set_iov(&p);
+    ucxx_set_memtype(&p, UCS_MEMORY_TYPE_HOST);
+    return ucxx_finish(ucp_tag_send_nbx(ep, (const void *)iov, iovcnt, tag, &p), id, len, tag, req);
+}
+
+ucs_status_t ucxx_tag_recv_iov(ucp_worker_h w, uintptr_t iov, size_t iovcnt, ucp_tag_t tag,
+                               ucp_tag_t mask, uint64_t id, void **req) {
+    ucp_tag_recv_info_t info;
+    ucp_request_param_t p;
+    tag_recv_param(&p, &info, id, UCS_MEMORY_TYPE_HOST);
+    set_iov(&p);
+    return tag_recv_finish(ucp_tag_recv_nbx(w, (void *)iov, iovcnt, tag, mask, &p), &info, id, req);
+}
+
+ucs_status_t ucxx_tag_msg_recv_iov(ucp_worker_h w, void *msg, uintptr_t iov, size_t iovcnt, uint64_t id,
+                                   void **req) {
+    ucp_tag_recv_info_t info;
+    ucp_request_param_t p;
+    tag_recv_param(&p, &info, id, UCS_MEMORY_TYPE_HOST);
+    set_iov(&p);
+    return tag_recv_finish(ucp_tag_msg_recv_nbx(w, (void *)iov, iovcnt, (ucp_tag_message_h)msg, &p),
+                           &info, id, req);
+}
+
 // print_to_string runs one of UCX's print functions into a malloc'd string.
 enum print_what { PRINT_CONFIG, PRINT_CONTEXT, PRINT_WORKER };
 

@@ -81,6 +81,15 @@ ucs_status_t ucxx_tag_send(ucp_ep_h ep, uintptr_t buf, size_t len, ucp_tag_t tag
                            uint64_t id, int memtype, void **req);
 ucs_status_t ucxx_tag_recv(ucp_worker_h w, uintptr_t buf, size_t len, ucp_tag_t tag,
                            ucp_tag_t mask, uint64_t id, int memtype, void **req);
+// Gathered send and scattered receives: iov is an array of iovcnt ucp_dt_iov_t (host
+// memory), kept valid with the memory it names until the completion; len is the sum
+// of its lengths (reported by an immediate send completion).
+ucs_status_t ucxx_tag_send_iov(ucp_ep_h ep, uintptr_t iov, size_t iovcnt, size_t len, ucp_tag_t tag,
+                               uint64_t id, void **req);
+ucs_status_t ucxx_tag_recv_iov(ucp_worker_h w, uintptr_t iov, size_t iovcnt, ucp_tag_t tag,
+                               ucp_tag_t mask, uint64_t id, void **req);
+ucs_status_t ucxx_tag_msg_recv_iov(ucp_worker_h w, void *msg, uintptr_t iov, size_t iovcnt, uint64_t id,
+                                   void **req);
 ucs_status_t ucxx_stream_send(ucp_ep_h ep, const void *buf, size_t len, uint64_t id, void **req);
 ucs_status_t ucxx_stream_recv(ucp_ep_h ep, void *buf, size_t len, uint64_t id, void **req);
 ucs_status_t ucxx_ep_close(ucp_ep_h ep, int force, uint64_t id, void **req);
