@@ -110,8 +110,6 @@ type Engine struct {
 	opts  Options
 	queue *notifier.Queue
 	pool  pool
-	// inline hands completions straight back to submitting calls that still wait.
-	inline           inlineSlots
 	inlineWorkerRecv inlineBudget // receives on no endpoint (ep 0)
 
 	nextHandle atomic.Uint64 // endpoint and listener handles, from 1

@@ -41,7 +41,8 @@ const ProvidedFrameSize = 16
 //
 // Errors: as RecvMulti.
 func (e *Engine) RecvMultiAllocated(ep uint64, tag uint64, policy FramePolicy) (id, needID uint64, err error) {
-	return e.recvMultiOp(ep, tag, policy)
+	t, needID, err := e.recvMultiOp(ep, tag, policy, false)
+	return t.ID, needID, err
 }
 
 // ProvideFrames hands a receive waiting for its frames (block, from needID's

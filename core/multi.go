@@ -133,7 +133,7 @@ func (m *multiBuffers) beginMulti(s *submission) (*endpoint, bool) {
 	}
 	op.ep, op.tag = ep, s.tag|MultiTagBit
 	op.whole = m.requests.add(op.id, s.op, ep)
-	op.whole.internal, op.whole.multi = stepMultiWhole, op
+	op.whole.internal, op.whole.multi, op.whole.slot = stepMultiWhole, op, s.slot
 	return ep, true
 }
 
@@ -197,7 +197,9 @@ func (m *multiBuffers) finishMulti(op *multiOp) {
 		putMultiOp(op)
 		return
 	}
-	m.completeNow(op.id, st, value)
+	if w := op.whole; w == nil || w.slot == 0 || !m.inline.complete(w.slot, op.id, st, value) {
+		m.completeNow(op.id, st, value) // else the submitting call, still waiting, took it
+	}
 	if w := m.requests.remove(op.id); w != nil {
 		if w.ep != nil {
 			m.maybeFree(w.ep)

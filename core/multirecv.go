@@ -15,25 +15,38 @@ import (
 // Length is the address of the message's block (see blockLayout); the receiver owns
 // the block and frees it with free().
 func (e *Engine) RecvMulti(ep uint64, tag uint64) (uint64, error) {
-	id, _, err := e.recvMultiOp(ep, tag, FramePolicy{})
-	return id, err
+	t, _, err := e.recvMultiOp(ep, tag, FramePolicy{}, false)
+	return t.ID, err
 }
 
-func (e *Engine) recvMultiOp(ep uint64, tag uint64, policy FramePolicy) (id, needID uint64, err error) {
+// RecvMultiInline is RecvMulti, waiting up to Options.InlineWait for the receive to
+// end (a message of small host frames that is already there does): then the Ticket is
+// Done, its Length the block's address, and no completion is queued.
+func (e *Engine) RecvMultiInline(ep uint64, tag uint64) (Ticket, error) {
+	t, _, err := e.recvMultiOp(ep, tag, FramePolicy{}, true)
+	return t, err
+}
+
+func (e *Engine) recvMultiOp(ep uint64, tag uint64, policy FramePolicy, inline bool) (t Ticket, needID uint64, err error) {
 	// No liveness check here: a receive on an endpoint its peer broke may still take a
 	// message that arrived before, and only the progress thread can see that.
 	if e.closing.Load() {
-		return 0, 0, ErrEngineClosed
+		return Ticket{}, 0, ErrEngineClosed
 	}
 	op := getMultiOp()
 	op.recv = true
-	id = e.newID()
+	id := e.newID()
 	op.id = id
 	if policy != (FramePolicy{}) {
 		op.policy, needID = policy, e.newID()
 		op.needID = needID
 	}
-	return id, needID, e.submit(submission{op: opRecvMulti, id: id, ep: ep, tag: tag, multi: op})
+	var budget *inlineBudget
+	if inline {
+		budget = e.eps.recvBudget(ep, &e.inlineWorkerRecv)
+	}
+	t, err = e.submitTransfer(submission{op: opRecvMulti, id: id, ep: ep, tag: tag, multi: op}, budget)
+	return t, needID, err
 }
 
 func (m *multiBuffers) recvMulti(s *submission) {

@@ -33,11 +33,24 @@ var ErrBadDescriptors = &ucxx.Error{Op: "SendMulti: frame descriptors", Status: 
 //
 // Errors: ErrEngineClosed, ErrEndpointClosed, the endpoint's failure, ErrBadDescriptors.
 func (e *Engine) SendMulti(ep uint64, desc uintptr, count int, tag uint64) (uint64, error) {
-	if _, err := e.eps.live(ep); err != nil {
-		return 0, err
+	t, err := e.sendMulti(ep, desc, count, tag, false)
+	return t.ID, err
+}
+
+// SendMultiInline is SendMulti, waiting up to Options.InlineWait for the send to end
+// (a message of small host frames, one eager tag message, usually does): then the
+// Ticket is Done and no completion is queued.
+func (e *Engine) SendMultiInline(ep uint64, desc uintptr, count int, tag uint64) (Ticket, error) {
+	return e.sendMulti(ep, desc, count, tag, true)
+}
+
+func (e *Engine) sendMulti(ep uint64, desc uintptr, count int, tag uint64, inline bool) (Ticket, error) {
+	live, err := e.eps.live(ep)
+	if err != nil {
+		return Ticket{}, err
 	}
 	if count < 0 || (count > 0 && desc == 0) {
-		return 0, ErrBadDescriptors
+		return Ticket{}, ErrBadDescriptors
 	}
 	op := getMultiOp()
 	n := count * FrameDescriptorSize
@@ -53,13 +66,13 @@ func (e *Engine) SendMulti(ep uint64, desc uintptr, count int, tag uint64) (uint
 		if f.MemType > uint64(MemCUDA) || (f.Addr == 0 && f.Size != 0) {
 			cb.release()
 			putMultiOp(op)
-			return 0, ErrBadDescriptors
+			return Ticket{}, ErrBadDescriptors
 		}
 		if f.MemType == uint64(MemCUDA) {
 			if err := cb.add(uintptr(f.Addr), uintptr(f.Stream)); err != nil {
 				cb.release()
 				putMultiOp(op)
-				return 0, err
+				return Ticket{}, err
 			}
 		}
 		op.frames = append(op.frames, f)
@@ -68,7 +81,7 @@ func (e *Engine) SendMulti(ep uint64, desc uintptr, count int, tag uint64) (uint
 	// before this function returns (Go may read op.id after the call).
 	id := e.newID()
 	op.id = id
-	return id, e.submitOrRelease(submission{op: opSendMulti, id: id, ep: ep, tag: tag, multi: op, cuda: cb})
+	return e.submitTransfer(submission{op: opSendMulti, id: id, ep: ep, tag: tag, multi: op, cuda: cb}, live.sendBudget(inline))
 }
 
 // ucsMemType maps a header's memory type to UCX's.

@@ -20,6 +20,9 @@ type progressThread struct {
 	nextID   atomic.Uint64         // request ids, from 1; any thread
 	// unexpected holds the messages no receive was posted for (unexpected.go).
 	unexpected unexpectedStore
+	// inline hands completions straight back to submitting calls that still wait
+	// (inline.go); shared with application threads.
+	inline inlineSlots
 }
 
 // multiBuffers is the multi-buffer component: the receive streams, admission of

@@ -54,27 +54,28 @@ func ticketResult(t core.Ticket, err error) (uint64, error) {
 	}
 }
 
-// SendMulti queues a multi-buffer send of count frames whose descriptors (address,
-// size, memory type, stream: four little-endian u64 each, core.Frame) are at desc,
-// read during the call.
-func SendMulti(ep uint64, desc uintptr, count int, tag uint64) (id uint64, err error) {
+// SendMulti sends count frames whose descriptors (address, size, memory type, stream:
+// four little-endian u64 each, core.Frame) are at desc, read during the call, as one
+// multi-buffer message. The result is as TagSend's.
+func SendMulti(ep uint64, desc uintptr, count int, tag uint64) (res uint64, err error) {
 	defer guard(&err)
 	e, err := current()
 	if err != nil {
 		return 0, err
 	}
-	return e.SendMulti(ep, desc, count, tag)
+	return ticketResult(e.SendMultiInline(ep, desc, count, tag))
 }
 
-// RecvMulti queues a multi-buffer receive; its completion's length is the address of
-// the message's block (core.blockLayout), which the caller frees with free().
-func RecvMulti(ep uint64, tag uint64) (id uint64, err error) {
+// RecvMulti receives a multi-buffer message. The result is as TagRecv's, the "length"
+// being the address of the message's block (core.blockLayout), which the caller frees
+// with free().
+func RecvMulti(ep uint64, tag uint64) (res uint64, err error) {
 	defer guard(&err)
 	e, err := current()
 	if err != nil {
 		return 0, err
 	}
-	return e.RecvMulti(ep, tag)
+	return ticketResult(e.RecvMultiInline(ep, tag))
 }
 
 // RecvMultiAllocated is RecvMulti for a caller that allocates some frames itself: the

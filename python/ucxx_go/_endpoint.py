@@ -15,7 +15,7 @@ from . import _onesided, _tags
 from ._bridge import call, ext
 from ._buffers import MEMORY_CUDA, MEMORY_HOST, buffer_info, host_buffer
 from ._frames import frames_from_block, frames_to_provide, free_block
-from ._request import INLINE_DONE, INLINE_LENGTH, Request, submit
+from ._request import INLINE_DONE, INLINE_LENGTH, Completed, Request, submit
 from .exceptions import UCXCloseError, UCXError, UCXMessageTruncatedError, exception_for_status
 
 logger = logging.getLogger("ucxx_go")
@@ -349,6 +349,8 @@ class Endpoint:
         t = self._send_tag if tag is None else _tags.mix(self._send_tag, tag, force_tag)
         count = len(keep)
         rid = submit(ext.pybridge_SendMulti, self._handle, desc.buffer_info()[0] if count else 0, count, t)
+        if rid & INLINE_DONE:
+            return Completed(self._ctx.loop())
         return Request(self._ctx, rid, "Endpoint.send_multi", keep=keep)
 
     async def recv_multi(self, tag=None, force_tag=False, cuda_allocator=None, host_allocator=None,
@@ -397,10 +399,14 @@ class Endpoint:
             self._received()
             return frames_from_block(address, provided)
         rid = submit(ext.pybridge_RecvMulti, self._handle, t)
-        # The message's block is the request's until it is delivered, and kept for the
-        # next recv_multi if this one was cancelled meanwhile.
-        keeper = functools.partial(self._keep_block, "multi", t)
-        address = await self._await_receive(Request(self._ctx, rid, "Endpoint.recv_multi", release=keeper), "multi", t)
+        if rid & INLINE_DONE:  # the message was there: its block's address
+            address = rid & INLINE_LENGTH
+        else:
+            # The message's block is the request's until it is delivered, and kept for
+            # the next recv_multi if this one was cancelled meanwhile.
+            keeper = functools.partial(self._keep_block, "multi", t)
+            address = await self._await_receive(Request(self._ctx, rid, "Endpoint.recv_multi", release=keeper),
+                                                "multi", t)
         self._received()
         return frames_from_block(address)
 

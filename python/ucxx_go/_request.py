@@ -26,6 +26,20 @@ INLINE_LENGTH = INLINE_DONE - 1
 submit = call
 
 
+class Completed:
+    """What a submission that ended within its call (``INLINE_DONE``) gives in place of
+    a Request: awaiting it gives ``value`` at once; nothing is left to cancel."""
+
+    __slots__ = ("future",)
+
+    def __init__(self, loop, value=None):
+        self.future = loop.create_future()
+        self.future.set_result(value)
+
+    def __await__(self):
+        return self.future.__await__()
+
+
 class Request:
     """A request in flight in the Go core, registered with the context's completions
     until its completion comes; ``await`` it for its result (a length, a block's
