@@ -107,9 +107,9 @@ type Engine struct {
 	// the components below (thread.go).
 	progressThread
 
-	opts  Options
-	queue *notifier.Queue
-	pool  pool
+	opts             Options
+	queue            *notifier.Queue
+	pool             pool
 	inlineWorkerRecv inlineBudget // receives on no endpoint (ep 0)
 
 	nextHandle atomic.Uint64 // endpoint and listener handles, from 1
