@@ -23,9 +23,10 @@ CONFIGS = {
 }
 
 # send_multi shapes (--shapes): frames per message x bytes per frame, for the wire of
-# multi-buffer messages (one UCX message per frame, or gathered).
+# multi-buffer messages (one UCX message per frame, or gathered); one frame is a plain
+# send/recv in send_recv.py.
 SHAPES = {
-    f"{x} x {label} send_multi": ["-n", size, "-x", str(x), "--n-iter", str(iters), "--n-warmup-iter", str(max(iters // 10, 2))]
+    f"{x} x {label} {'send_multi' if x > 1 else 'send/recv'}": ["-n", size, "-x", str(x), "--n-iter", str(iters), "--n-warmup-iter", str(max(iters // 10, 2))]
     for x in (1, 3, 8, 64)
     for label, size, iters in (("8 B", "8", 2000), ("64 KiB", "64KiB", 200), ("1 MiB", "1MiB", 100 if x < 64 else 10))
 }
