@@ -11,10 +11,10 @@ import (
 // completion for any number of frames.
 //
 // On the wire a message is its headers and then its frames, all tag messages on the
-// endpoint's tag with MultiTagBit set: small host frames ride in the header's message,
-// the others are gathered into one message, CUDA frames come one message each
-// (multiheader.go has the wire and the header layout). Plain sends never set that bit, so a plain send and a multi-buffer message
-// on the same user tag can never match each other's receives.
+// endpoint's tag with MultiTagBit set: small host frames ride in the header's message
+// or gathered into one message, other frames one message each (multiheader.go has
+// the wire and the header layout). Plain sends never set that bit, so a plain send and
+// a multi-buffer message on the same user tag can never match each other's receives.
 //
 // The sender posts every header and frame of a message in one pass of the progress
 // thread, so UCX's per-endpoint ordering keeps messages whole. The receiver learns

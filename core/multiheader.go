@@ -402,7 +402,7 @@ func (d *MessageDecoder) feed(h []byte) (done bool, err error) {
 	// header carries, never for the announced total.
 	d.Sizes = slices.Grow(d.Sizes, count)
 	out := d.Sizes[len(d.Sizes) : len(d.Sizes)+count]
-	sum := d.bytes
+	sum, small := d.bytes, uint64(0)
 	for j := range out {
 		s := le.Uint64(sizes[8*j:])
 		if s > d.lim.MaxFrameBytes {
@@ -417,17 +417,14 @@ func (d *MessageDecoder) feed(h []byte) (done bool, err error) {
 				seen+uint64(j), d.lim.MaxMessageBytes, sum, s)
 		}
 		sum += s
+		if gathers(s, types[j]) {
+			small += s // at most sum: no overflow
+		}
 		out[j] = s
 	}
 
 	// Within the limits; with HeaderInline, the inline bytes must be the small host frames.
 	if inline {
-		var small uint64
-		for j, s := range out {
-			if gathers(s, types[j]) {
-				small += s // at most sum: no overflow
-			}
-		}
 		if got := uint64(len(h) - want); got != small {
 			return false, badHeader(idx, "%d inline bytes, the small host frames are %d", got, small)
 		}
@@ -439,6 +436,19 @@ func (d *MessageDecoder) feed(h []byte) (done bool, err error) {
 	d.Sizes = d.Sizes[:len(d.Sizes)+count]
 	d.Types = append(d.Types, types...)
 	return !more, nil
+}
+
+// headersLeft is how many headers of a message of total frames are still to come after
+// fed of them, computed without converting total to int (it may be near 2^64).
+func headersLeft(total uint64, fed int) uint64 {
+	n := (total + FramesPerHeader - 1) / FramesPerHeader
+	if n == 0 {
+		n = 1
+	}
+	if n < uint64(fed) {
+		return 0
+	}
+	return n - uint64(fed)
 }
 
 // frameMessages is how many tag messages follow the one header of a message whose

@@ -206,9 +206,9 @@ func (m *multiBuffers) allocCUDAFrames(op *multiOp) bool {
 // op.userFrames and op.cudaFrames, as the wire brings them (multiheader.go): inline
 // small host frames are copied out of the header's tag message; gathered ones come in
 // one receive scattered over their places; then one receive per other frame (large
-// host frames, CUDA frames, every frame of a message of several headers), in frame order: frames share
-// one tag, and UCX matches receives in the order they are posted. Then the stream's
-// next message may start.
+// host frames, CUDA frames, every frame of a message of several headers), in frame
+// order: frames share one tag, and UCX matches receives in the order they are posted.
+// Then the stream's next message may start.
 func (m *multiBuffers) postFrames(op *multiOp, size uint64) {
 	q := op.queue
 	rec := newBlockRecord(op.block, len(op.dec.Sizes), size)
@@ -258,14 +258,10 @@ func (m *multiBuffers) postFrames(op *multiOp, size uint64) {
 		}
 	}
 	for _, f := range op.separate {
-		memType := ucxx.MemoryHost
-		if f.memType != MemHost {
-			memType = ucxx.MemoryCUDA
-		}
 		r := m.part(op, opTagRecv, stepMultiPart)
 		r.expect = f.size
 		op.remaining++
-		m.postTagRecv(r, f.addr, f.size, op.tag, ^uint64(0), memType)
+		m.postTagRecv(r, f.addr, f.size, op.tag, ^uint64(0), ucsMemType(uint64(f.memType)))
 	}
 	op.framesPosted = true
 	q.receiving++

@@ -33,20 +33,6 @@ func (m *multiBuffers) rejectMessage(op *multiOp, err error) {
 	m.nextReceive(q)
 }
 
-// headersLeft is how many headers of a message of total frames are still to come after
-// fed of them, computed without converting total to int (it may be near 2^64).
-// (MessageDecoder uses it to count what a rejected message leaves to drop.)
-func headersLeft(total uint64, fed int) uint64 {
-	n := (total + FramesPerHeader - 1) / FramesPerHeader
-	if n == 0 {
-		n = 1
-	}
-	if n < uint64(fed) {
-		return 0
-	}
-	return n - uint64(fed)
-}
-
 // rejectWhole fails a fully described message and drops its frames.
 func (m *multiBuffers) rejectWhole(op *multiOp, st ucxx.Status) {
 	q := op.queue

@@ -87,9 +87,9 @@ func (e *Engine) sendMulti(ep uint64, desc uintptr, count int, tag uint64, inlin
 // ucsMemType maps a header's memory type to UCX's.
 func ucsMemType(t uint64) int {
 	if t == uint64(MemCUDA) {
-		return 1 // UCS_MEMORY_TYPE_CUDA
+		return ucxx.MemoryCUDA
 	}
-	return 0 // UCS_MEMORY_TYPE_HOST
+	return ucxx.MemoryHost
 }
 
 // sendMulti posts a message's tag messages (multiheader.go has the wire): the header,
@@ -111,12 +111,14 @@ func (m *multiBuffers) sendMulti(s *submission) {
 	op.ensureHeaders(iovAt + (len(op.frames)+1)*ucxx.IOVEntrySize)
 	op.lens = EncodeHeaders(unsafe.Slice((*byte)(op.headers), iovAt), op.sizes, op.types, op.lens[:0])
 	iov := unsafe.Add(op.headers, iovAt)
-	inline := nh == 1 && InlineFits(op.sizes, op.types)
+	// EncodeHeaders decided whether the small host frames ride inline.
+	inline := *(*byte)(unsafe.Add(op.headers, 5))&HeaderInline != 0
 	gathered := nh == 1 && !inline
 	// The header(s); the inline frames go in the first one's message.
 	hdr := uint64(op.lens[0])
 	ucxx.PutIOV(iov, 0, uintptr(op.headers), hdr)
 	n, bytes := 1, hdr
+	var small Frame // the last small host frame: the only one when n == 2
 	op.separate = op.separate[:0]
 	for _, f := range op.frames {
 		switch {
@@ -124,6 +126,7 @@ func (m *multiBuffers) sendMulti(s *submission) {
 			ucxx.PutIOV(iov, n, uintptr(f.Addr), f.Size)
 			n++
 			bytes += f.Size
+			small = f
 		default:
 			op.separate = append(op.separate, framePlace{uintptr(f.Addr), f.Size, uint8(f.MemType)})
 		}
@@ -141,10 +144,9 @@ func (m *multiBuffers) sendMulti(s *submission) {
 			r.track(ep.u.TagSend(uintptr(op.headers)+uintptr(i*MaxHeaderSize), uint64(l), op.tag, 0, r.id))
 		}
 		switch {
-		case n == 2: // one host frame: a plain send
+		case n == 2: // one small host frame: a plain send
 			r := m.part(op, opTagSend, stepMultiPart)
-			addr, size := ucxx.IOVAt(iov, 1)
-			r.track(ep.u.TagSend(addr, size, op.tag, 0, r.id))
+			r.track(ep.u.TagSend(uintptr(small.Addr), small.Size, op.tag, ucxx.MemoryHost, r.id))
 		case n > 2:
 			r := m.part(op, opTagSend, stepMultiPart)
 			r.track(ep.u.TagSendIOV(unsafe.Add(iov, ucxx.IOVEntrySize), n-1, bytes-hdr, op.tag, r.id))

@@ -102,12 +102,9 @@ func (u *unexpectedStore) bytes() int64 {
 // postTagRecv posts request r's tag receive: of the oldest held message that matches,
 // or of the next one to arrive.
 func (t *progressThread) postTagRecv(r *request, addr uintptr, size, tag, mask uint64, memType int) {
-	if len(t.unexpected.held) > 0 {
-		if i := t.unexpected.find(tag, mask); i >= 0 {
-			m := t.unexpected.take(i)
-			r.track(t.worker.TagMsgRecv(m.msg, addr, size, memType, r.id))
-			return
-		}
+	if msg := t.takeHeld(tag, mask); msg != nil {
+		r.track(t.worker.TagMsgRecv(msg, addr, size, memType, r.id))
+		return
 	}
 	r.track(t.worker.TagRecv(addr, size, tag, mask, memType, r.id))
 }
@@ -115,14 +112,23 @@ func (t *progressThread) postTagRecv(r *request, addr uintptr, size, tag, mask u
 // postTagRecvIOV is postTagRecv for a receive scattered over the count host buffers
 // of the IOV array at iov.
 func (t *progressThread) postTagRecvIOV(r *request, iov unsafe.Pointer, count int, tag, mask uint64) {
-	if len(t.unexpected.held) > 0 {
-		if i := t.unexpected.find(tag, mask); i >= 0 {
-			m := t.unexpected.take(i)
-			r.track(t.worker.TagMsgRecvIOV(m.msg, iov, count, r.id))
-			return
-		}
+	if msg := t.takeHeld(tag, mask); msg != nil {
+		r.track(t.worker.TagMsgRecvIOV(msg, iov, count, r.id))
+		return
 	}
 	r.track(t.worker.TagRecvIOV(iov, count, tag, mask, r.id))
+}
+
+// takeHeld takes the oldest held message matching tag under mask off the store and
+// returns its UCX handle, or nil when none is held.
+func (t *progressThread) takeHeld(tag, mask uint64) unsafe.Pointer {
+	if len(t.unexpected.held) == 0 {
+		return nil
+	}
+	if i := t.unexpected.find(tag, mask); i >= 0 {
+		return t.unexpected.take(i).msg
+	}
+	return nil
 }
 
 // waiting reports whether a message matching tag under mask waits, held or in UCX's

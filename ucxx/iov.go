@@ -29,12 +29,6 @@ func PutIOV(iov unsafe.Pointer, i int, addr uintptr, n uint64) {
 	binary.NativeEndian.PutUint64(e[8:], n)
 }
 
-// IOVAt reads entry i of the IOV array at iov.
-func IOVAt(iov unsafe.Pointer, i int) (addr uintptr, n uint64) {
-	e := unsafe.Slice((*byte)(unsafe.Add(iov, i*IOVEntrySize)), IOVEntrySize)
-	return uintptr(binary.NativeEndian.Uint64(e)), binary.NativeEndian.Uint64(e[8:])
-}
-
 // TagSendIOV sends the count buffers of the IOV array at iov, n bytes in all, as one
 // message with tag on the endpoint.
 func (e *Endpoint) TagSendIOV(iov unsafe.Pointer, count int, n uint64, tag uint64, id uint64) (unsafe.Pointer, Status) {
