@@ -78,11 +78,9 @@ func (e *Engine) RegionCount() (n int, err error) {
 }
 
 func (o *oneSided) register(addr uintptr, length uint64, memType uint8) (uint64, error) {
-	for _, r := range o.regions {
-		if r.contains(addr, length, memType) {
-			r.refs++
-			return r.id, nil
-		}
+	if r := o.index.covering(addr, length, memType); r != nil {
+		r.refs++
+		return r.id, nil
 	}
 	mh, err := o.ctx.MemMap(addr, length, ucsMemType(uint64(memType)))
 	if err != nil {
@@ -90,6 +88,7 @@ func (o *oneSided) register(addr uintptr, length uint64, memType uint8) (uint64,
 	}
 	r := &region{id: o.newID(), addr: addr, length: length, memType: memType, mh: mh, refs: 1}
 	o.regions[r.id] = r
+	o.index.add(r)
 	return r.id, nil
 }
 
@@ -102,6 +101,7 @@ func (o *oneSided) release(id uint64) error {
 		return nil
 	}
 	delete(o.regions, id)
+	o.index.remove(r)
 	return r.mh.Unmap()
 }
 
@@ -136,4 +136,5 @@ func (o *oneSided) unmapAll() {
 		r.mh.Unmap()
 		delete(o.regions, id)
 	}
+	o.index = regionIndex{}
 }

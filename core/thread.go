@@ -43,6 +43,7 @@ type oneSided struct {
 	*progressThread
 	ctx     *ucxx.Context // set once the progress thread made it
 	regions map[uint64]*region
+	index   regionIndex // the regions by address, for register's cache lookup
 	remotes map[uint64]*remoteKey
 	sems    map[uint64]*localSemaphore
 	waits   []*request // semaphore waits pending (stepSemWait)

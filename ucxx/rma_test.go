@@ -100,3 +100,30 @@ func TestOneSided(t *testing.T) {
 	runtime.KeepAlive(ping)
 	runtime.KeepAlive(pong)
 }
+
+// BenchmarkMemMap: ucp_mem_map of distinct 1 MiB host buffers (touched, as an
+// application's are), each op one registration; unmapped after the timer stops.
+func BenchmarkMemMap(b *testing.B) {
+	ctx, err := NewContext(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ctx.Close()
+	const size = 1 << 20
+	bufs := make([][]byte, b.N)
+	for i := range bufs {
+		bufs[i] = bytes.Repeat([]byte{1}, size)
+	}
+	handles := make([]*MemHandle, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		if handles[i], err = ctx.MemMap(uintptr(unsafe.Pointer(&bufs[i][0])), size, MemoryHost); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	for _, h := range handles {
+		h.Unmap()
+	}
+	runtime.KeepAlive(bufs)
+}
