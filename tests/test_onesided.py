@@ -104,7 +104,8 @@ def test_registration_is_cached():
     buf = np.zeros(MiB, dtype="u1")
     r1 = ucxx_go.register(buf)
     r2 = ucxx_go.register(buf)
-    assert r1._reg is r2._reg  # the same registration
+    assert r1 is r2  # the same object: its Region again
+    assert ucxx_go.register(buf[:])._reg is r1._reg  # the same memory: the same registration
     inner = ucxx_go.register(buf[4096:8192])  # inside: the Go core's cache
     assert inner._reg.id == r1._reg.id
     with pytest.raises(ValueError):

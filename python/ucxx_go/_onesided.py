@@ -55,12 +55,23 @@ class _Registration:
 
 # (context, address, nbytes, memory type) -> _Registration: register() of memory
 # registered already is a dictionary lookup (the registration cache's fast path; the
-# Go core's covers memory inside a registered range). _by_object finds the
-# registration of the very object registered before without reading its buffer again:
-# the registration references the object, so its id() is not reused meanwhile.
+# Go core's covers memory inside a registered range). _by_object: id(object) -> a weak
+# reference to the Region register() returned for that very object, returned again
+# while it lives, without reading the object's buffer again: the Region references the
+# object, so its id() is not reused meanwhile. An entry leaves when its Region dies.
 _registrations = weakref.WeakValueDictionary()
-_by_object = weakref.WeakValueDictionary()
+_by_object = {}
 _registrations_lock = threading.Lock()
+
+
+def _remember(buffer, region):
+    key = id(buffer)
+
+    def forget(ref):
+        if _by_object.get(key) is ref:
+            del _by_object[key]
+
+    _by_object[key] = weakref.ref(region, forget)
 
 
 class Region:
@@ -74,7 +85,7 @@ class Region:
     only memory you share.
     """
 
-    __slots__ = ("address", "nbytes", "mem", "buffer", "_reg")
+    __slots__ = ("address", "nbytes", "mem", "buffer", "_reg", "__weakref__")
 
     def __init__(self, reg, address, nbytes, mem, buffer):
         self._reg, self.address, self.nbytes, self.mem, self.buffer = reg, address, nbytes, mem, buffer
@@ -98,7 +109,8 @@ class Region:
 def register(buffer):
     """Register a contiguous host or CUDA buffer for one-sided access and return its
     Region. Registering the same buffer again, or memory inside a registered buffer,
-    reuses the registration.
+    reuses the registration; registering the same object again while its Region lives
+    returns that Region.
 
     Raises
     ------
@@ -107,9 +119,11 @@ def register(buffer):
     UCXError
         UCX could not register it.
     """
-    reg = _by_object.get(id(buffer))
-    if reg is not None and reg.buffer is buffer and not reg.ctx.closed:
-        return Region(reg, reg.address, reg.nbytes, reg.mem, buffer)
+    ref = _by_object.get(id(buffer))
+    if ref is not None:
+        region = ref()
+        if region is not None and region.buffer is buffer and not region._reg.ctx.closed:
+            return region
     addr, n, keep, mem, _ = buffer_info(buffer, writable=False)
     if n == 0:
         raise ValueError("register: an empty buffer")
@@ -121,8 +135,9 @@ def register(buffer):
             rid = call(ext.pybridge_RegisterMemory, addr, n, _CORE_MEM[mem])
             reg = _Registration(ctx, rid, buffer, keep, addr, n, mem)
             _registrations[key] = reg
-        _by_object[id(buffer)] = reg
-    return Region(reg, addr, n, mem, buffer)
+        region = Region(reg, addr, n, mem, buffer)
+        _remember(buffer, region)
+    return region
 
 
 class RemoteRegion:
