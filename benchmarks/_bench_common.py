@@ -149,3 +149,30 @@ async def serve_one_client(ucxx, handler, port_queue):
     port_queue.put(listener.port)
     await finished.wait()
     listener.close()
+
+
+def device_copy_MBps(src_gpu, dst_gpu, size, iters):
+    """Bandwidth (MB/s) of `iters` copies of `size` bytes from GPU src_gpu to dst_gpu in
+    this process, timed with events: cudaMemcpyPeerAsync with peer access enabled, or
+    cudaMemcpyAsync device to device on one GPU (the null stream)."""
+    import cupy as cp
+
+    with cp.cuda.Device(dst_gpu):
+        dst = cp.empty(size, dtype=cp.uint8)
+    with cp.cuda.Device(src_gpu):
+        src = cp.ones(size, dtype=cp.uint8)
+        if src_gpu != dst_gpu:
+            try:
+                cp.cuda.runtime.deviceEnablePeerAccess(dst_gpu)
+            except cp.cuda.runtime.CUDARuntimeError:
+                pass  # enabled already
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        for _ in range(iters):
+            if src_gpu == dst_gpu:
+                cp.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, size, cp.cuda.runtime.memcpyDeviceToDevice, 0)
+            else:
+                cp.cuda.runtime.memcpyPeerAsync(dst.data.ptr, dst_gpu, src.data.ptr, src_gpu, size, 0)
+        end.record()
+        end.synchronize()
+        return size * iters / (cp.cuda.get_elapsed_time(start, end) / 1e3) / 1e6

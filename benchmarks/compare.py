@@ -1,5 +1,6 @@
 """ucxx_go beside RAPIDS UCXX, asyncio TCP and the raw UCX floor, in one run, on the same
-transports and CPUs; writes RESULTS.md with tables, ratios and plots, and the raw JSON.
+transports and CPUs; writes a Markdown report (benchmarks/results/send_recv.md unless --out) with
+tables, ratios and plots, and the raw JSON.
 
     python benchmarks/compare.py --python-ucxx /tmp/venv_ucxx/bin/python --rounds 3
     python benchmarks/compare.py --quick --out /tmp/bench/RESULTS.md
@@ -90,9 +91,14 @@ def plan(args):
 
 
 def run_env(args):
-    """The environment of every UCX process: the same transports for everyone."""
+    """The environment of every UCX process: the same transports for everyone, or with
+    --defaults no UCX setting at all, so each library runs as installed."""
     env = dict(os.environ)
     env.setdefault("UCX_NET_DEVICES", "lo")
+    if args.defaults:
+        env.pop("UCX_TLS", None)
+        env.pop("UCX_MM_ERROR_HANDLING", None)
+        return env
     if args.tls:
         env["UCX_TLS"] = args.tls
     else:
@@ -255,8 +261,10 @@ def write_markdown(path, report, plots, plot_note):
         out.append(f"- {b}: {lib.get('name', '?')} {lib.get('version', '?')}{ucx}, Python {lib.get('python', '?')} "
                    f"(`{report['interpreters'][b]}`)")
     out += ["", "## Settings", "",
-            f"- UCX_TLS={args['tls'] or '(UCX default)'}, UCX_MM_ERROR_HANDLING={report['env']['UCX_MM_ERROR_HANDLING']}, "
-            f"UCX_NET_DEVICES={report['env']['UCX_NET_DEVICES']} for both UCX backends and the floor",
+            ("- Each library in its default configuration: UCX_TLS and UCX_MM_ERROR_HANDLING unset, "
+             if args.get("defaults") else
+             f"- UCX_TLS={args['tls'] or '(UCX default)'}, UCX_MM_ERROR_HANDLING={report['env']['UCX_MM_ERROR_HANDLING']}, ")
+            + f"UCX_NET_DEVICES={report['env']['UCX_NET_DEVICES']} for both UCX backends and the floor",
             "- CPU affinity: " + ("none" if args["no_affinity"] else
                                   f"server CPU {args['server_cpu']}, client CPU {args['client_cpu']}"),
             f"- Progress mode {args['progress_mode']}; buffers "
@@ -310,6 +318,9 @@ def parse_args(argv=None):
                    help="Interpreter with RAPIDS ucxx (default: this one; skipped if it cannot import ucxx).")
     p.add_argument("--tls", default=DEFAULT_TLS, help=f"UCX_TLS for every UCX process ('' for UCX's default; "
                    f"default {DEFAULT_TLS}).")
+    p.add_argument("--defaults", action="store_true",
+                   help="Each library in its default configuration: UCX_TLS and UCX_MM_ERROR_HANDLING "
+                        "unset (overrides --tls and --no-mm-error-handling).")
     p.add_argument("--no-mm-error-handling", action="store_true",
                    help="Leave UCX_MM_ERROR_HANDLING=n: shared memory is then unused (TCP on lo).")
     p.add_argument("--sizes", type=_csv(parse_bytes), default=None,
@@ -329,7 +340,7 @@ def parse_args(argv=None):
     p.add_argument("--timeout", type=float, default=300.0, help="Seconds per run before it is killed.")
     p.add_argument("--no-floor", action="store_true", help="Skip ucx_perftest.")
     p.add_argument("--quick", action="store_true", help="Tiny sizes and iteration counts (CI).")
-    p.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"), help="Markdown report path.")
+    p.add_argument("--out", default=os.path.join(HERE, "results", "send_recv.md"), help="Markdown report path.")
     args = p.parse_args(argv)
     quick = args.quick
     for name, normal, small in (("sizes", DEFAULT_SIZES, [8, 64 << 10]),
@@ -353,7 +364,7 @@ def main(argv=None):
         print("compare: no backend can run: " + "; ".join(skipped.values()), file=sys.stderr)
         return 1
     configs = plan(args)
-    print(f"UCX_TLS={args.tls or '(UCX default)'} UCX_MM_ERROR_HANDLING={env['UCX_MM_ERROR_HANDLING']} "
+    print(f"UCX_TLS={env.get('UCX_TLS', '(unset)')} UCX_MM_ERROR_HANDLING={env.get('UCX_MM_ERROR_HANDLING', '(unset)')} "
           f"UCX_NET_DEVICES={env['UCX_NET_DEVICES']}; backends: {', '.join(interpreters)}")
     for backend, why in skipped.items():
         print(f"skipping {backend}: {why}")

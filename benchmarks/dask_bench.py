@@ -9,7 +9,8 @@ For each protocol, a LocalCluster of worker processes on loopback:
     every output chunk needs a piece of every input chunk), timed;
   - (x + x.T).sum() on the same array, whose tasks fetch chunks from other workers: timed,
     with the bandwidth of those fetches from the workers' transfer_incoming_log (p2p
-    moves its data by other means and logs none).
+    moves its data by other means and logs none);
+  - 2,000 independent small tasks (`client.map` of a trivial function, gathered), timed.
 """
 
 import argparse
@@ -56,7 +57,15 @@ def run(protocol, workers, gib):
             out["transpose_transfers"] = len(bws)
             out["transpose_bytes_moved"] = moved
             out["transfer_bandwidth_median_MBps"] = statistics.median(bws) / 1e6 if bws else None
+            t0 = time.perf_counter()
+            results = client.gather(client.map(_inc, range(2000), pure=False))
+            out["small_tasks_s"] = time.perf_counter() - t0
+            assert results == list(range(1, 2001))
             return out
+
+
+def _inc(i):
+    return i + 1
 
 
 def main():
@@ -82,6 +91,7 @@ def main():
         print(f"{'network ' + s:24}" + "".join(f"{r['network_MBps'].get(s, 0):>10.0f}MB/s"[-12:] for r in results))
     print(f"{'p2p rechunk time':24}" + "".join(f"{r['rechunk_s']:>11.2f}s" for r in results))
     print(f"{'transpose-sum time':24}" + "".join(f"{r['transpose_s']:>11.2f}s" for r in results))
+    print(f"{'2,000 small tasks':24}" + "".join(f"{r['small_tasks_s']:>11.2f}s" for r in results))
     print(f"{'transfer bw (median)':24}" + "".join(f"{(r['transfer_bandwidth_median_MBps'] or 0):>8.0f}MB/s" for r in results))
     if args.json:
         with open(args.json, "w") as f:

@@ -1,13 +1,15 @@
-"""GPU benchmark: cupy arrays between two processes on one GPU, ucxx_go beside RAPIDS'
-ucxx (when importable), beside the same-process device-to-device copy, in one run.
+"""GPU benchmark: cupy arrays between two processes, ucxx_go beside RAPIDS' ucxx (when
+importable), beside the same-process device copy, in one run.
 
-    python benchmarks/gpu_bench.py --json gpu.json [--sizes 1MiB,...,1GiB]
+    python benchmarks/gpu_bench.py --json gpu.json [--sizes 1MiB,...,1GiB] [--gpus 0,1]
 
 For each size the client sends `iters` messages, keeping `window` of them in flight
 (1: each awaited before the next, as UCXX's send_recv benchmark does), and the server
 receives them into `window` preallocated cupy arrays, then acknowledges with 8 bytes;
-bandwidth = iters * size / time, in MB/s (1e6 bytes). The copy baseline is
-cudaMemcpyAsync device to device on the null stream, timed with events. Both UCX
+bandwidth = iters * size / time, in MB/s (1e6 bytes). `--gpus C,S` puts the client
+(sender) on GPU C and the server on GPU S (default 0,0). The copy baseline is
+cudaMemcpyAsync device to device on one GPU, cudaMemcpyPeerAsync between two (peer
+access enabled), on the null stream, timed with events. Both UCX
 libraries run in their default configuration (progress thread, endpoint error
 handling on: UCX still picks cuda_ipc) and report the transports they used where
 they can.
@@ -23,7 +25,7 @@ import platform
 import sys
 import time
 
-from _bench_common import parse_bytes
+from _bench_common import device_copy_MBps, parse_bytes
 
 os.environ.setdefault("UCX_NET_DEVICES", "lo")
 
@@ -35,9 +37,11 @@ def iterations(size):
     return max(5, min(200, (4 << 30) // size))
 
 
-def _server(module, sizes, window, port_queue):
+def _server(module, sizes, window, gpu, port_queue):
     import cupy as cp
     import numpy as np
+
+    cp.cuda.Device(gpu).use()
 
     lib = importlib.import_module(module)
 
@@ -71,9 +75,11 @@ def _server(module, sizes, window, port_queue):
     asyncio.run(main())
 
 
-async def _client(module, sizes, window, port):
+async def _client(module, sizes, window, gpu, port):
     import cupy as cp
     import numpy as np
+
+    cp.cuda.Device(gpu).use()
 
     lib = importlib.import_module(module)
     ep = await lib.create_endpoint("127.0.0.1", port)
@@ -98,40 +104,20 @@ async def _client(module, sizes, window, port):
     return results, transports
 
 
-def run_pair(module, sizes, window):
-    """Bandwidth per size between a spawned server and this process, with `module`."""
+def run_pair(module, sizes, window, gpus=(0, 0)):
+    """Bandwidth per size from this process (on GPU gpus[0]) to a spawned server (on
+    gpus[1]), with `module`."""
     ctx = multiprocessing.get_context("spawn")
     q = ctx.Queue()
-    p = ctx.Process(target=_server, args=(module, sizes, window, q), daemon=True)
+    p = ctx.Process(target=_server, args=(module, sizes, window, gpus[1], q), daemon=True)
     p.start()
     try:
         port = q.get(timeout=120)
-        return asyncio.run(asyncio.wait_for(_client(module, sizes, window, port), DEADLINE))
+        return asyncio.run(asyncio.wait_for(_client(module, sizes, window, gpus[0], port), DEADLINE))
     finally:
         p.join(60)
         if p.is_alive():
             p.kill()
-
-
-def copy_bandwidth(sizes):
-    import cupy as cp
-
-    out = {}
-    for size in sizes:
-        a = cp.arange(size, dtype=cp.uint8)
-        b = cp.empty_like(a)
-        n = iterations(size)
-        start, stop = cp.cuda.Event(), cp.cuda.Event()
-        for _ in range(3):
-            cp.cuda.runtime.memcpyAsync(b.data.ptr, a.data.ptr, size, 3, 0)
-        start.record()
-        for _ in range(n):
-            cp.cuda.runtime.memcpyAsync(b.data.ptr, a.data.ptr, size, 3, 0)
-        stop.record()
-        stop.synchronize()
-        ms = cp.cuda.get_elapsed_time(start, stop)
-        out[str(size)] = n * size / (ms / 1e3) / 1e6
-    return out
 
 
 def main():
@@ -141,7 +127,9 @@ def main():
     ap.add_argument("--markdown", help="write a Markdown table here")
     ap.add_argument("--backends", default="ucxx_go,ucxx", help="modules to compare (ucxx skipped if missing)")
     ap.add_argument("--windows", default="1,4", help="messages in flight, one measurement each")
+    ap.add_argument("--gpus", default="0,0", help="client (sender) GPU, server GPU")
     args = ap.parse_args()
+    gpus = tuple(int(g) for g in args.gpus.split(","))
     sizes = [parse_bytes(s) for s in args.sizes.split(",")]
     import cupy as cp
 
@@ -152,7 +140,8 @@ def main():
         "host": platform.node(),
         "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
         "sizes": sizes,
-        "copy_MBps": copy_bandwidth(sizes),
+        "gpus": list(gpus),
+        "copy_MBps": {str(s): device_copy_MBps(gpus[0], gpus[1], s, iterations(s)) for s in sizes},
         "backends": {},
     }
     for window in (int(w) for w in args.windows.split(",")):
@@ -164,12 +153,12 @@ def main():
                 res["backends"][name] = {"skipped": f"{type(e).__name__}: {e}"}
                 continue
             try:
-                bw, transports = run_pair(module, sizes, window)
+                bw, transports = run_pair(module, sizes, window, gpus)
                 res["backends"][name] = {"MBps": bw, "transports": transports}
             except Exception as e:
                 res["backends"][name] = {"error": f"{type(e).__name__}: {e}"}
-    lines = [f"Device: {res['device']}; `{res['command']}`", "",
-             "| size | D2D copy MB/s | " + " | ".join(f"{m} MB/s | {m}/copy" for m in res["backends"]) + " |",
+    lines = [f"Device: {res['device']}; GPU {gpus[0]} to GPU {gpus[1]}; `{res['command']}`", "",
+             "| size | copy MB/s | " + " | ".join(f"{m} MB/s | {m}/copy" for m in res["backends"]) + " |",
              "|---:|---:|" + "---:|---:|" * len(res["backends"])]
     for s in sizes:
         k = str(s)

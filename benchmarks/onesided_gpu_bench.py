@@ -25,7 +25,7 @@ import os
 import sys
 import time
 
-from _bench_common import parse_bytes, serve_one_client
+from _bench_common import device_copy_MBps, parse_bytes, serve_one_client
 
 os.environ.setdefault("UCX_NET_DEVICES", "lo")
 
@@ -54,30 +54,6 @@ def _target(gpu, nbytes, q, done):
 
     asyncio.run(serve_one_client(ucxx_go, handler, q))
     done.set()
-
-
-def _copy_baseline(src_gpu, dst_gpu, size, iters):
-    import cupy as cp
-
-    with cp.cuda.Device(dst_gpu):
-        dst = cp.empty(size, dtype=cp.uint8)
-    with cp.cuda.Device(src_gpu):
-        src = cp.ones(size, dtype=cp.uint8)
-        if src_gpu != dst_gpu:
-            try:
-                cp.cuda.runtime.deviceEnablePeerAccess(dst_gpu)
-            except cp.cuda.runtime.CUDARuntimeError:
-                pass  # enabled already
-        start, end = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        for _ in range(iters):
-            if src_gpu == dst_gpu:
-                cp.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, size, cp.cuda.runtime.memcpyDeviceToDevice, 0)
-            else:
-                cp.cuda.runtime.memcpyPeerAsync(dst.data.ptr, dst_gpu, src.data.ptr, src_gpu, size, 0)
-        end.record()
-        end.synchronize()
-        return size * iters / (cp.cuda.get_elapsed_time(start, end) / 1e3) / 1e6
 
 
 async def _client(gpu, port, sizes, windows):
@@ -206,7 +182,7 @@ def main():
                 nixl = _run_nixl(client_gpu, target_gpu, sizes, windows)
         except Exception as e:  # reported, not fatal: ours were measured
             print(f"NIXL failed: {e!r}", file=sys.stderr)
-    copies = {size: _copy_baseline(client_gpu, target_gpu, size, _iters(size)) for size in sizes}
+    copies = {size: device_copy_MBps(client_gpu, target_gpu, size, _iters(size)) for size in sizes}
     import cupy as cp
 
     name = cp.cuda.runtime.getDeviceProperties(client_gpu)["name"].decode()
