@@ -63,11 +63,16 @@ def serve(port_queue):
     asyncio.run(main())
 
 
+STREAM_PUT_SIZE = 1 << 20
+STREAM_PUT_VALUE = 99
+
+
 def one_sided_peer(port, sizes):
     """Connects to the test, receives the packed keys of its CUDA buffer and
     semaphore, then for each size: puts a pattern into the buffer (from its own CUDA
     memory), signals, and gets the test's answer back into CUDA memory, sending its
-    sum. Exits 0."""
+    sum; then puts STREAM_PUT_SIZE bytes of STREAM_PUT_VALUE written on a busy stream
+    (put(stream=)), signals, and signals once more when the test asks. Exits 0."""
     import cupy as cp
     import numpy as np
 
@@ -87,6 +92,18 @@ def one_sided_peer(port, sizes):
             back = cp.empty(size, dtype=cp.uint8)
             await asyncio.wait_for(ep.get(back, remote), GPU_TIMEOUT)
             await asyncio.wait_for(ep.send(np.array([int(back.astype(cp.uint64).sum())], dtype="<u8")), GPU_TIMEOUT)
+        # A put ordered after a stream: the bytes it moves are written by work still
+        # queued behind a busy kernel when put is called (no host synchronisation).
+        from _cuda_spin import spin_on
+
+        src = cp.zeros(STREAM_PUT_SIZE, dtype=cp.uint8)
+        cp.cuda.get_current_stream().synchronize()
+        stream = cp.cuda.Stream(non_blocking=True)
+        spin_on(stream, 0.3)
+        with stream:
+            src.fill(STREAM_PUT_VALUE)
+        await asyncio.wait_for(ep.put(src, remote, stream=stream), GPU_TIMEOUT)
+        await asyncio.wait_for(rsem.signal(), GPU_TIMEOUT)
         # Last: one more signal once the test says its stream waits for it.
         await asyncio.wait_for(ep.recv(np.empty(8, dtype="u1")), GPU_TIMEOUT)
         await asyncio.wait_for(rsem.signal(), GPU_TIMEOUT)

@@ -18,6 +18,7 @@ if _GPUS == 0:
     pytest.skip("no CUDA GPU", allow_module_level=True)
 
 import ucxx_go  # noqa: E402
+from _cuda_spin import spin_on  # noqa: E402
 from _gpu_peers import ECHO_MULTI, ECHO_TAG, QUIT, serve  # noqa: E402
 from _support import GPU_TIMEOUT, started  # noqa: E402
 
@@ -143,24 +144,6 @@ async def test_recv_multi_with_host_allocator_and_cuda_frames(gpu_peer, cuda_too
     else:
         assert isinstance(got[1], ucxx_go.CudaFrame) and isinstance(got[3], ucxx_go.CudaFrame)
     assert bool(cp.array_equal(cp.asarray(got[1]), frames[1])) and bool(cp.array_equal(cp.asarray(got[3]), frames[3]))
-
-
-_SPIN = cp.RawKernel(
-    r"""
-extern "C" __global__ void spin(long long cycles) {
-    long long start = clock64();
-    while (clock64() - start < cycles) {}
-}
-""",
-    "spin",
-)
-
-
-def spin_on(stream, seconds):
-    """Queue a kernel that keeps `stream` busy for about `seconds`."""
-    khz = cp.cuda.Device().attributes["ClockRate"]
-    with stream:
-        _SPIN((1,), (1,), (np.int64(seconds * khz * 1000),))
 
 
 async def test_send_waits_for_the_producing_stream_only(gpu_peer):
