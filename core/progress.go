@@ -294,9 +294,6 @@ func (e *Engine) drainEvents() {
 // after polling for SpinBeforeSleep: on a busy connection the next message usually
 // comes sooner than a sleep and a wake-up would take.
 func (e *Engine) sleep(evs []syscall.EpollEvent) {
-	if e.worked {
-		e.lastWork = time.Now()
-	}
 	if e.spin() {
 		return
 	}
@@ -325,13 +322,7 @@ func (e *Engine) sleep(evs []syscall.EpollEvent) {
 			timeout = max(d, time.Millisecond)
 		}
 	}
-	var n int
-	var err error
-	if time.Since(e.lastWork) > quietAfter {
-		n, err = epollWaitBlocking(e.epfd, evs, timeout)
-	} else {
-		n, err = epollWaitFor(e.epfd, evs, timeout)
-	}
+	n, err := epollWaitFor(e.epfd, evs, timeout)
 	if err != nil && !errors.Is(err, syscall.EINTR) {
 		return
 	}
@@ -420,21 +411,6 @@ func epollWait(epfd int, evs []syscall.EpollEvent, msec int) (int, error) {
 		return 0, errno
 	}
 	return int(r), nil
-}
-
-// quietAfter: a progress thread that has done no work for this long sleeps in a
-// blocking system call (epollWaitBlocking) instead of the raw one. The raw wait keeps
-// the thread's P, so the Go runtime takes the thread for a goroutine running too long
-// and interrupts it with a preemption signal every 10-20 ms: about a hundred wake-ups a
-// second in an idle process. A quiet engine's next wake-up pays for taking a P back
-// (microseconds) after at least this long with nothing to do.
-const quietAfter = 50 * time.Millisecond
-
-// epollWaitBlocking is epoll_wait for timeout (rounded up to the millisecond) as a
-// system call the Go scheduler knows about: the thread gives up its P while it waits,
-// and the runtime leaves it alone.
-func epollWaitBlocking(epfd int, evs []syscall.EpollEvent, timeout time.Duration) (int, error) {
-	return syscall.EpollWait(epfd, evs, int((timeout+time.Millisecond-1)/time.Millisecond))
 }
 
 // semaphorePoll is how often the progress thread looks at the counters of pending
