@@ -162,6 +162,7 @@ func (e *Engine) closeUCX(ep *endpoint, force bool) {
 		return
 	}
 	ep.flushing, ep.awaitingGoodbyeAck, ep.ucxClosing = false, false, true
+	e.eps.ucxClosing++
 	if ep.u.ErrHandling() == ucxx.ErrHandlingNone {
 		force = true
 	}
@@ -180,6 +181,7 @@ func (e *Engine) sendEnded(ep *endpoint) {
 // closed runs when UCX finished closing the endpoint.
 func (e *Engine) closed(ep *endpoint) {
 	ep.phase = phaseClosed
+	e.eps.ucxClosing--
 	if ep.closeID != 0 {
 		e.completeNow(ep.closeID, ucxx.StatusOK, 0)
 		ep.closeID = 0

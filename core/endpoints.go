@@ -19,6 +19,9 @@ type endpointTable struct {
 	// before it went away (UCXX's semantics).
 	dead  map[uint64]ucxx.Status
 	timed []*endpoint // endpoints with a handshake or close deadline
+	// ucxClosing counts endpoints whose UCX close is in flight: a forced close ends
+	// in some pass of ucp_worker_progress with no event to wake the thread for it.
+	ucxClosing int
 	// byTagID: every endpoint by the id in its receive tag (tags.go), and the last
 	// maxRetiredTagIDs removed ones (retired, oldest first), so that messages still
 	// arriving for a closed endpoint are known as its own (unexpected.go).

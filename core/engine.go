@@ -131,6 +131,7 @@ type Engine struct {
 	probed    map[uint64]unsafe.Pointer // handle -> message TagProbe removed
 	epfd      int
 	worked    bool // the last pass did work: spin before sleeping (progress.go)
+	lastWork  time.Time // when a pass last did work: long quiet sleeps block (progress.go)
 	stopping  bool
 	stopDone  chan error
 	stopBy    time.Time

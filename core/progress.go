@@ -294,6 +294,9 @@ func (e *Engine) drainEvents() {
 // after polling for SpinBeforeSleep: on a busy connection the next message usually
 // comes sooner than a sleep and a wake-up would take.
 func (e *Engine) sleep(evs []syscall.EpollEvent) {
+	if e.worked {
+		e.lastWork = time.Now()
+	}
 	if e.spin() {
 		return
 	}
@@ -307,8 +310,10 @@ func (e *Engine) sleep(evs []syscall.EpollEvent) {
 	}
 	timeout := idleWake
 	switch {
-	case len(e.pending) > 0 || e.stopping:
-		timeout = time.Millisecond // the queue is full, or shutdown is waiting on requests
+	case len(e.pending) > 0 || e.stopping || e.eps.ucxClosing > 0:
+		// The queue is full, shutdown is waiting on requests, or an endpoint's close
+		// may end in any progress pass (nothing wakes the thread for it).
+		timeout = time.Millisecond
 	case len(e.rma.waits) > 0:
 		// A semaphore's counter changes with no event here (a peer's put into
 		// shared memory): look again soon.
@@ -322,7 +327,13 @@ func (e *Engine) sleep(evs []syscall.EpollEvent) {
 			timeout = max(d, time.Millisecond)
 		}
 	}
-	n, err := epollWaitFor(e.epfd, evs, timeout)
+	var n int
+	var err error
+	if timeout > time.Millisecond && time.Since(e.lastWork) > quietAfter {
+		n, err = epollWaitBlocking(e.epfd, evs, timeout)
+	} else {
+		n, err = epollWaitFor(e.epfd, evs, timeout)
+	}
 	if err != nil && !errors.Is(err, syscall.EINTR) {
 		return
 	}
@@ -411,6 +422,23 @@ func epollWait(epfd int, evs []syscall.EpollEvent, msec int) (int, error) {
 		return 0, errno
 	}
 	return int(r), nil
+}
+
+// quietAfter: a progress thread that has done no work for this long, and waits for
+// nothing it must poll for (the short timeouts: a full queue, shutdown, an endpoint's
+// UCX close, semaphore waits), sleeps in a blocking system call (epollWaitBlocking)
+// instead of the raw one. The raw wait keeps the thread's P, so the Go runtime takes
+// the thread for a goroutine running too long and interrupts it with a preemption
+// signal every 10-20 ms: about a hundred wake-ups a second in an idle process. The
+// blocking wait's price is the first wake-up after it, which takes a P back: a second
+// of quiet makes that rare (benchmarks/design-notes.md has the numbers).
+const quietAfter = time.Second
+
+// epollWaitBlocking is epoll_wait for timeout (rounded up to the millisecond) as a
+// system call the Go scheduler knows about: the thread gives up its P while it waits,
+// and the runtime leaves it alone.
+func epollWaitBlocking(epfd int, evs []syscall.EpollEvent, timeout time.Duration) (int, error) {
+	return syscall.EpollWait(epfd, evs, int((timeout+time.Millisecond-1)/time.Millisecond))
 }
 
 // semaphorePoll is how often the progress thread looks at the counters of pending
