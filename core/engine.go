@@ -42,6 +42,12 @@ type Options struct {
 	// thread sharing the CPU, the application's or the peer's, still runs. 0: off.
 	// (Why: benchmarks/design-notes.md.)
 	SpinBeforeSleep time.Duration
+	// QuietAfter: a progress thread that has done no work for this long sleeps in a
+	// blocking system call rather than the raw one it uses otherwise, so that the Go
+	// runtime stops interrupting an idle process's wait with preemption signals; its
+	// next wake-up pays for taking a P back. 0: always the raw wait. (Why:
+	// benchmarks/design-notes.md.)
+	QuietAfter time.Duration
 	// CUDADevice is the device a multi-buffer receive allocates CUDA frames on until
 	// the application has submitted a CUDA buffer (then: that buffer's device).
 	CUDADevice int
@@ -130,7 +136,7 @@ type Engine struct {
 	spare     []submission
 	probed    map[uint64]unsafe.Pointer // handle -> message TagProbe removed
 	epfd      int
-	worked    bool // the last pass did work: spin before sleeping (progress.go)
+	worked    bool      // the last pass did work: spin before sleeping (progress.go)
 	lastWork  time.Time // when a pass last did work: long quiet sleeps block (progress.go)
 	stopping  bool
 	stopDone  chan error

@@ -75,3 +75,31 @@ func TestEchoOverLoopback(t *testing.T) {
 		})
 	}
 }
+
+// TestQuietEngineWakes: engines whose progress threads sleep in the blocking wait
+// after 1 ms without work still wake for a submission (the sender) and for UCX (the
+// receiver), each way, after being quiet.
+func TestQuietEngineWakes(t *testing.T) {
+	opts := Options{QuietAfter: time.Millisecond}
+	client, server := newTestEngine(t, opts), newTestEngine(t, opts)
+	cep, sep, cc, sc := pair(t, client, server)
+	// A thread that missed its wake-up would still run at its idle timeout (idleWake,
+	// a second): an exchange taking that long is the failure, not a slow machine.
+	const missed = idleWake / 2
+	for i := range 3 {
+		for _, dir := range []struct {
+			from, to     *Engine
+			fromEP, toEP uint64
+			fc, tc       *collector
+		}{{client, server, cep, sep, cc, sc}, {server, client, sep, cep, sc, cc}} {
+			// Idleness is what is under test: no event says a thread has gone quiet,
+			// only time without work does (many times QuietAfter here).
+			time.Sleep(20 * time.Millisecond)
+			start := time.Now()
+			exchange(t, dir.from, dir.fromEP, dir.fc, dir.to, dir.toEP, dir.tc, []byte{byte(i), 1})
+			if d := time.Since(start); d > missed {
+				t.Fatalf("exchange %d after quiet took %v: a wake-up was missed", i, d)
+			}
+		}
+	}
+}

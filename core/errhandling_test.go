@@ -47,7 +47,10 @@ func shmEngine(t *testing.T, tls, mm string) *Engine {
 	if mm != "" {
 		opts["MM_ERROR_HANDLING"] = mm
 	}
-	return newTestEngine(t, Options{UCXOptions: opts})
+	// QuietAfter 1 ms: idle waits block (the process's default after a second), so a
+	// close that UCX ends with no event must be polled for (TestNoErrorHandlingClose's
+	// peer-stalled case ended a second late when it was not).
+	return newTestEngine(t, Options{UCXOptions: opts, QuietAfter: time.Millisecond})
 }
 
 // pairWith is pair with endpoint options on both sides.

@@ -329,7 +329,9 @@ func (e *Engine) sleep(evs []syscall.EpollEvent) {
 	}
 	var n int
 	var err error
-	if timeout > time.Millisecond && time.Since(e.lastWork) > quietAfter {
+	// The blocking wait only for a long sleep: the short ones (a full queue, shutdown,
+	// an endpoint's UCX close, semaphore waits) poll for what no event announces.
+	if q := e.opts.QuietAfter; q > 0 && timeout > time.Millisecond && time.Since(e.lastWork) > q {
 		n, err = epollWaitBlocking(e.epfd, evs, timeout)
 	} else {
 		n, err = epollWaitFor(e.epfd, evs, timeout)
@@ -423,16 +425,6 @@ func epollWait(epfd int, evs []syscall.EpollEvent, msec int) (int, error) {
 	}
 	return int(r), nil
 }
-
-// quietAfter: a progress thread that has done no work for this long, and waits for
-// nothing it must poll for (the short timeouts: a full queue, shutdown, an endpoint's
-// UCX close, semaphore waits), sleeps in a blocking system call (epollWaitBlocking)
-// instead of the raw one. The raw wait keeps the thread's P, so the Go runtime takes
-// the thread for a goroutine running too long and interrupts it with a preemption
-// signal every 10-20 ms: about a hundred wake-ups a second in an idle process. The
-// blocking wait's price is the first wake-up after it, which takes a P back: a second
-// of quiet makes that rare (benchmarks/design-notes.md has the numbers).
-const quietAfter = time.Second
 
 // epollWaitBlocking is epoll_wait for timeout (rounded up to the millisecond) as a
 // system call the Go scheduler knows about: the thread gives up its P while it waits,
