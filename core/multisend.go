@@ -154,6 +154,7 @@ func (m *multiBuffers) sendMulti(s *submission) {
 	}
 	for _, f := range op.separate {
 		r := m.part(op, opTagSend, stepMultiPart)
+		m.requests.markCUDA(r, ucsMemType(uint64(f.memType)))
 		r.track(ep.u.TagSend(f.addr, f.size, op.tag, ucsMemType(uint64(f.memType)), r.id))
 	}
 }

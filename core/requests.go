@@ -37,6 +37,8 @@ type request struct {
 	word controlWord
 	rma  *rmaOp          // stepRMAPart: the transfer request this part belongs to
 	sem  *localSemaphore // stepSemWait: the semaphore waited on (expect: the value)
+	// cuda: the request moves CUDA memory (markCUDA), counted in requestTable.cuda.
+	cuda bool
 }
 
 // internalStep says what an engine-owned request was for.
@@ -66,6 +68,10 @@ const (
 type requestTable struct {
 	byID map[uint64]*request
 	free []*request
+	// cuda counts requests in flight that move CUDA memory. UCX's CUDA transports
+	// end a copy with no event to wake the progress thread: while such requests
+	// are in flight its sleeps are short (progress.go).
+	cuda int
 }
 
 func newRequestTable() requestTable {
@@ -93,6 +99,15 @@ func (t *requestTable) add(id uint64, op opKind, ep *endpoint) *request {
 
 func (t *requestTable) get(id uint64) *request { return t.byID[id] }
 
+// markCUDA records that r, in the table, moves memory of UCS memory type memType:
+// CUDA memory is counted until r is removed.
+func (t *requestTable) markCUDA(r *request, memType int) {
+	if memType == ucxx.MemoryCUDA && !r.cuda {
+		r.cuda = true
+		t.cuda++
+	}
+}
+
 // remove takes a completed request out of the table; the caller recycles it.
 func (t *requestTable) remove(id uint64) *request {
 	r, ok := t.byID[id]
@@ -100,6 +115,9 @@ func (t *requestTable) remove(id uint64) *request {
 		return nil
 	}
 	delete(t.byID, id)
+	if r.cuda {
+		t.cuda--
+	}
 	if r.ep != nil {
 		r.ep.inflight--
 		if isSend(r.op) {

@@ -177,6 +177,8 @@ func (o *oneSided) resolve(ep *endpoint, t Transfer) (*remoteKey, *ucxx.MemHandl
 func (o *oneSided) postTransfer(r *request, get bool, t Transfer) {
 	k, local, _ := o.resolve(r.ep, t)
 	mem := ucsMemType(uint64(t.MemType))
+	o.requests.markCUDA(r, mem)
+	o.requests.markCUDA(r, ucsMemType(uint64(k.mem))) // the peer's CUDA memory too
 	if get {
 		r.track(r.ep.u.Get(t.Addr, t.Size, local, mem, k.addr+t.Offset, k.key, r.id))
 	} else {

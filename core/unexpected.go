@@ -102,6 +102,7 @@ func (u *unexpectedStore) bytes() int64 {
 // postTagRecv posts request r's tag receive: of the oldest held message that matches,
 // or of the next one to arrive.
 func (t *progressThread) postTagRecv(r *request, addr uintptr, size, tag, mask uint64, memType int) {
+	t.requests.markCUDA(r, memType)
 	if msg := t.takeHeld(tag, mask); msg != nil {
 		r.track(t.worker.TagMsgRecv(msg, addr, size, memType, r.id))
 		return
