@@ -65,14 +65,17 @@ def serve(port_queue):
 
 STREAM_PUT_SIZE = 1 << 20
 STREAM_PUT_VALUE = 99
+MANY_PUT_SIZE = 2 << 20
+MANY_PUT_VALUES = (17, 34)
 
 
 def one_sided_peer(port, sizes):
     """Connects to the test, receives the packed keys of its CUDA buffer and
     semaphore, then for each size: puts a pattern into the buffer (from its own CUDA
     memory), signals, and gets the test's answer back into CUDA memory, sending its
-    sum; then puts STREAM_PUT_SIZE bytes of STREAM_PUT_VALUE written on a busy stream
-    (put(stream=)), signals, and signals once more when the test asks. Exits 0."""
+    sum; then put_many's two halves of MANY_PUT_SIZE bytes (MANY_PUT_VALUES) and a flush,
+    and signals; then puts STREAM_PUT_SIZE bytes of STREAM_PUT_VALUE written on a busy
+    stream (put(stream=)) after them, signals, and signals once more when the test asks. Exits 0."""
     import cupy as cp
     import numpy as np
 
@@ -92,6 +95,13 @@ def one_sided_peer(port, sizes):
             back = cp.empty(size, dtype=cp.uint8)
             await asyncio.wait_for(ep.get(back, remote), GPU_TIMEOUT)
             await asyncio.wait_for(ep.send(np.array([int(back.astype(cp.uint64).sum())], dtype="<u8")), GPU_TIMEOUT)
+        # put_many of CUDA memory: two halves at their offsets in one call, then flush.
+        halves = [cp.full(MANY_PUT_SIZE // 2, MANY_PUT_VALUES[k], dtype=cp.uint8) for k in range(2)]
+        cp.cuda.get_current_stream().synchronize()
+        await asyncio.wait_for(
+            ep.put_many([(halves[0], remote, 0), (halves[1], remote, MANY_PUT_SIZE // 2)]), GPU_TIMEOUT)
+        await asyncio.wait_for(ep.flush(), GPU_TIMEOUT)
+        await asyncio.wait_for(rsem.signal(), GPU_TIMEOUT)
         # A put ordered after a stream: the bytes it moves are written by work still
         # queued behind a busy kernel when put is called (no host synchronisation).
         from _cuda_spin import spin_on
@@ -102,7 +112,7 @@ def one_sided_peer(port, sizes):
         spin_on(stream, 0.3)
         with stream:
             src.fill(STREAM_PUT_VALUE)
-        await asyncio.wait_for(ep.put(src, remote, stream=stream), GPU_TIMEOUT)
+        await asyncio.wait_for(ep.put(src, remote, offset=MANY_PUT_SIZE, stream=stream), GPU_TIMEOUT)
         await asyncio.wait_for(rsem.signal(), GPU_TIMEOUT)
         # Last: one more signal once the test says its stream waits for it.
         await asyncio.wait_for(ep.recv(np.empty(8, dtype="u1")), GPU_TIMEOUT)

@@ -1,7 +1,7 @@
 """One-sided transfers of CUDA memory between two processes on one GPU (cuda_ipc):
 the peer puts into this process's registered CUDA buffer, signals its semaphore, and
-gets the buffer back; puts bytes a busy stream writes (put(stream=)); then a CUDA
-stream waits on the device for its next signal.
+gets the buffer back; put_many and flush; puts bytes a busy stream writes
+(put(stream=)); then a CUDA stream waits on the device for its next signal.
 Skipped where cupy or a GPU is missing."""
 
 import asyncio
@@ -19,7 +19,7 @@ if _GPUS == 0:
     pytest.skip("no CUDA GPU", allow_module_level=True)
 
 import ucxx_go  # noqa: E402
-from _gpu_peers import STREAM_PUT_SIZE, STREAM_PUT_VALUE, one_sided_peer  # noqa: E402
+from _gpu_peers import MANY_PUT_SIZE, MANY_PUT_VALUES, STREAM_PUT_SIZE, STREAM_PUT_VALUE, one_sided_peer  # noqa: E402
 from _support import GPU_TIMEOUT, Server  # noqa: E402
 
 SIZES = [8, 1 << 20, 64 << 20]
@@ -47,16 +47,22 @@ async def test_put_get_signal_cuda_between_processes():
             total = np.empty(1, dtype="<u8")
             await asyncio.wait_for(ep.recv(total), GPU_TIMEOUT)
             assert int(total[0]) == int((want * 2).astype(cp.uint64).sum()), f"{size} B get read other bytes"
+        # put_many of two halves, then a flush: both land at their offsets.
+        await asyncio.wait_for(sem.wait(len(SIZES) + 1), GPU_TIMEOUT)
+        half = MANY_PUT_SIZE // 2
+        for k in range(2):
+            landed = target[k * half:(k + 1) * half]
+            assert bool((landed == MANY_PUT_VALUES[k]).all()), f"put_many's part {k} not in place"
         # put(stream=): the peer's bytes were written on a stream still busy when it
         # called put; what lands is what that stream wrote.
-        await asyncio.wait_for(sem.wait(len(SIZES) + 1), GPU_TIMEOUT)
-        landed = target[:STREAM_PUT_SIZE]
+        await asyncio.wait_for(sem.wait(len(SIZES) + 2), GPU_TIMEOUT)
+        landed = target[MANY_PUT_SIZE:MANY_PUT_SIZE + STREAM_PUT_SIZE]
         assert bool((landed == STREAM_PUT_VALUE).all()), "put(stream=) moved bytes before the stream wrote them"
         # A stream waits on the device for the peer's next signal; the host does not.
         stream = cp.cuda.Stream(non_blocking=True)
         flag = cp.zeros(1, dtype=cp.int64)
         cp.cuda.get_current_stream().synchronize()
-        assert await sem.wait(len(SIZES) + 2, stream=stream) is None
+        assert await sem.wait(len(SIZES) + 3, stream=stream) is None
         try:
             with stream:
                 flag += 1  # queued behind the wait
