@@ -153,8 +153,8 @@ func (m *multiBuffers) sendMulti(s *submission) {
 		}
 	}
 	for _, f := range op.separate {
-		r := m.part(op, opTagSend, stepMultiPart)
-		m.requests.markCUDA(r, ucsMemType(uint64(f.memType)))
-		r.track(ep.u.TagSend(f.addr, f.size, op.tag, ucsMemType(uint64(f.memType)), r.id))
+		r, mem := m.part(op, opTagSend, stepMultiPart), ucsMemType(uint64(f.memType))
+		m.requests.markCUDA(r, mem)
+		r.track(ep.u.TagSend(f.addr, f.size, op.tag, mem, r.id))
 	}
 }

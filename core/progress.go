@@ -349,10 +349,9 @@ func (e *Engine) sleep(evs []syscall.EpollEvent) {
 
 // spin polls the pool and the worker until either has work (true) or the spin
 // time is over (false; with CUDA requests in flight, see cudaSpinFor), yielding the
-// CPU between polls. It spins only after a pass
-// that did work: a wake-up that finds nothing to do (the idle timeout, a signal the
-// Go runtime sends a thread that has run for 10 ms) goes straight back to sleep, so
-// an idle engine stays idle.
+// CPU between polls. It spins only after a pass that did work: a wake-up that finds
+// nothing to do (the idle timeout, a signal the Go runtime sends a thread that has run
+// for 10 ms) goes straight back to sleep, so an idle engine stays idle.
 func (e *Engine) spin() bool {
 	worked := e.worked
 	e.worked = false

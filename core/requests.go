@@ -70,7 +70,7 @@ type requestTable struct {
 	free []*request
 	// cuda counts requests in flight that move CUDA memory. UCX's CUDA transports
 	// end a copy with no event to wake the progress thread: while such requests
-	// are in flight its sleeps are short (progress.go).
+	// are in flight it keeps spinning (progress.go, cudaSpinFor).
 	cuda int
 }
 
