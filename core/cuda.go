@@ -1,7 +1,6 @@
 package core
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 
@@ -29,9 +28,6 @@ import (
 //     engine's CUDA device (the device of the last CUDA buffer submitted, else
 //     Options.CUDADevice) and handed to the application, which frees them with
 //     FreeCUDA.
-
-// ErrNotCUDA: a buffer submitted as CUDA memory is not device memory the driver knows.
-var ErrNotCUDA = errors.New("core: buffer is not CUDA device memory")
 
 // primaryContexts holds one reference on the primary context of each device the
 // process used, for its whole life: frames received into a device must stay freeable

@@ -9,7 +9,6 @@ package core
 
 import (
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -95,16 +94,6 @@ const (
 	// Length is the new endpoint's handle (Status is 0).
 	EventListenerAccept uint64 = 1 << 62
 	eventMask                  = EventEndpointError | EventListenerAccept
-)
-
-// Errors returned by the submission methods.
-var (
-	// ErrEngineClosed: the engine was shut down.
-	ErrEngineClosed = fmt.Errorf("core: engine closed: %w", ucxx.ErrClosed)
-	// ErrEndpointClosed: the endpoint was closed or aborted, or never existed.
-	ErrEndpointClosed = fmt.Errorf("core: endpoint closed: %w", ucxx.ErrClosed)
-	// ErrListenerClosed: the listener was closed, or never existed.
-	ErrListenerClosed = fmt.Errorf("core: listener closed: %w", ucxx.ErrClosed)
 )
 
 // Engine is a UCP context and worker with their progress thread.
@@ -200,6 +189,7 @@ func New(opts Options) (*Engine, error) {
 		regions:        make(map[uint64]*region),
 		remotes:        make(map[uint64]*remoteKey),
 		sems:           make(map[uint64]*localSemaphore),
+		counters:       cudaCounterPages{},
 	}
 	if opts.KeepaliveTimeout == 0 {
 		opts.KeepaliveTimeout = DefaultKeepaliveTimeout

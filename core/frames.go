@@ -2,6 +2,8 @@ package core
 
 import (
 	"encoding/binary"
+	"fmt"
+
 	"github.com/ucxx-go/ucxx-go/ucxx"
 )
 
@@ -53,7 +55,7 @@ func (e *Engine) RecvMultiAllocated(ep uint64, tag uint64, policy FramePolicy) (
 // Errors: ErrEngineClosed, ErrBadDescriptors, ErrNotCUDA, ucxx.ErrNoCUDA.
 func (e *Engine) ProvideFrames(block uintptr, addr uintptr, count int) error {
 	if count < 0 || (count > 0 && addr == 0) {
-		return ErrBadDescriptors
+		return fmt.Errorf("ProvideFrames: %w", ErrBadDescriptors)
 	}
 	raw := make([]byte, ProvidedFrameSize*count)
 	ucxx.CopyFrom(raw, addr)
@@ -70,7 +72,7 @@ func (e *Engine) ProvideFrames(block uintptr, addr uintptr, count int) error {
 			}
 		default:
 			s.cuda.release()
-			return ErrBadDescriptors
+			return fmt.Errorf("ProvideFrames: %w", ErrBadDescriptors)
 		}
 		s.frames[i] = f
 	}

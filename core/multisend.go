@@ -2,6 +2,7 @@ package core
 
 import (
 	"encoding/binary"
+	"fmt"
 	"unsafe"
 
 	"github.com/ucxx-go/ucxx-go/ucxx"
@@ -23,9 +24,6 @@ type Frame struct {
 
 // FrameDescriptorSize is the size of one Frame in a descriptor array.
 const FrameDescriptorSize = 32
-
-// ErrBadDescriptors: SendMulti's descriptor array is malformed.
-var ErrBadDescriptors = &ucxx.Error{Op: "SendMulti: frame descriptors", Status: ucxx.StatusInvalidParam}
 
 // SendMulti queues a multi-buffer send of count frames described at desc (count
 // Frames, FrameDescriptorSize bytes each, read during this call) and returns the
@@ -50,7 +48,7 @@ func (e *Engine) sendMulti(ep uint64, desc uintptr, count int, tag uint64, inlin
 		return Ticket{}, err
 	}
 	if count < 0 || (count > 0 && desc == 0) {
-		return Ticket{}, ErrBadDescriptors
+		return Ticket{}, fmt.Errorf("SendMulti: %w", ErrBadDescriptors)
 	}
 	op := getMultiOp()
 	n := count * FrameDescriptorSize
@@ -66,7 +64,7 @@ func (e *Engine) sendMulti(ep uint64, desc uintptr, count int, tag uint64, inlin
 		if f.MemType > uint64(MemCUDA) || (f.Addr == 0 && f.Size != 0) {
 			cb.release()
 			putMultiOp(op)
-			return Ticket{}, ErrBadDescriptors
+			return Ticket{}, fmt.Errorf("SendMulti: %w", ErrBadDescriptors)
 		}
 		if f.MemType == uint64(MemCUDA) {
 			if err := cb.add(uintptr(f.Addr), uintptr(f.Stream)); err != nil {

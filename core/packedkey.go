@@ -2,8 +2,6 @@ package core
 
 import (
 	"encoding/binary"
-
-	"github.com/ucxx-go/ucxx-go/ucxx"
 )
 
 // A packed key is what one side gives its peer so that the peer may read and write a
@@ -38,9 +36,6 @@ const (
 	keyRegion    keyKind = 1
 	keySemaphore keyKind = 2
 )
-
-// ErrBadKey: a packed key is malformed, or names a kind other than expected.
-var ErrBadKey = &ucxx.Error{Op: "packed key", Status: ucxx.StatusInvalidParam}
 
 // packedKey is a packed key's fields.
 type packedKey struct {

@@ -1,6 +1,8 @@
 package core
 
 import (
+	"fmt"
+
 	"github.com/ucxx-go/ucxx-go/ucxx"
 )
 
@@ -27,12 +29,6 @@ func (r *region) contains(addr uintptr, length uint64, memType uint8) bool {
 	return r.memType == memType && addr >= r.addr && uint64(addr-r.addr)+length <= r.length
 }
 
-// ErrBadRange: a length of zero, a range that wraps, or one outside its region.
-var ErrBadRange = &ucxx.Error{Op: "memory range", Status: ucxx.StatusInvalidParam}
-
-// ErrNoRegion: no region, remote key or semaphore has this id (released, or never).
-var ErrNoRegion = &ucxx.Error{Op: "one-sided object", Status: ucxx.StatusNoElem}
-
 // RegisterMemory registers length bytes at addr of memory type memType (MemHost or
 // MemCUDA), or takes a reference on a region that already covers them, and returns
 // the region's id. The caller keeps the memory allocated until it releases the
@@ -41,7 +37,7 @@ var ErrNoRegion = &ucxx.Error{Op: "one-sided object", Status: ucxx.StatusNoElem}
 // Errors: ErrEngineClosed, ErrBadRange, UCX's status for ucp_mem_map.
 func (e *Engine) RegisterMemory(addr uintptr, length uint64, memType uint8) (id uint64, err error) {
 	if length == 0 || uint64(addr)+length < uint64(addr) || (memType != MemHost && memType != MemCUDA) {
-		return 0, ErrBadRange
+		return 0, fmt.Errorf("RegisterMemory: %w", ErrBadRange)
 	}
 	if ferr := e.onThread(func() { id, err = e.rma.register(addr, length, memType) }); ferr != nil {
 		return 0, ferr
@@ -95,7 +91,7 @@ func (o *oneSided) register(addr uintptr, length uint64, memType uint8) (uint64,
 func (o *oneSided) release(id uint64) error {
 	r := o.regions[id]
 	if r == nil {
-		return ErrNoRegion
+		return fmt.Errorf("ReleaseMemory: %w", ErrNoRegion)
 	}
 	if r.refs--; r.refs > 0 {
 		return nil
@@ -108,10 +104,10 @@ func (o *oneSided) release(id uint64) error {
 func (o *oneSided) pack(id uint64, addr uintptr, length uint64) ([]byte, error) {
 	r := o.regions[id]
 	if r == nil {
-		return nil, ErrNoRegion
+		return nil, fmt.Errorf("PackRegion: %w", ErrNoRegion)
 	}
 	if length == 0 || !r.contains(addr, length, r.memType) {
-		return nil, ErrBadRange
+		return nil, fmt.Errorf("PackRegion: %w", ErrBadRange)
 	}
 	return packKey(r.mh, &r.rkey, packedKey{kind: keyRegion, memType: r.memType, addr: uint64(addr), length: length})
 }

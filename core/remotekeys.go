@@ -1,6 +1,7 @@
 package core
 
 import (
+	"fmt"
 	"unsafe"
 
 	"github.com/ucxx-go/ucxx-go/ucxx"
@@ -47,13 +48,13 @@ type RemoteKeyInfo struct {
 // malformed key, or one UCX refuses).
 func (e *Engine) UnpackKey(ep uint64, addr uintptr, n int) (info RemoteKeyInfo, err error) {
 	if n < packedKeyHeader || n > MaxPackedKey || addr == 0 {
-		return info, ErrBadKey
+		return info, fmt.Errorf("UnpackKey: %w", ErrBadKey)
 	}
 	raw := make([]byte, n)
 	ucxx.CopyFrom(raw, addr)
 	k, err := parsePackedKey(raw)
 	if err != nil {
-		return info, err
+		return info, fmt.Errorf("UnpackKey: %w", err)
 	}
 	if ferr := e.onThread(func() { info, err = e.rma.unpack(ep, k) }); ferr != nil {
 		return info, ferr
@@ -63,7 +64,7 @@ func (e *Engine) UnpackKey(ep uint64, addr uintptr, n int) (info RemoteKeyInfo, 
 
 // ReleaseKey destroys an unpacked key. Operations using it must have ended.
 //
-// Errors: ErrEngineClosed, ErrNoRegion.
+// Errors: ErrEngineClosed, ErrNoRemoteKey.
 func (e *Engine) ReleaseKey(id uint64) (err error) {
 	if ferr := e.onThread(func() { err = e.rma.releaseKey(id) }); ferr != nil {
 		return ferr
@@ -82,7 +83,7 @@ func (o *oneSided) unpack(h uint64, k packedKey) (RemoteKeyInfo, error) {
 	copy(unsafe.Slice((*byte)(buf), len(k.rkey)), k.rkey)
 	key, err := ep.u.UnpackRKey(buf)
 	if err != nil {
-		return RemoteKeyInfo{}, &ucxx.Error{Op: "packed key: ucp_ep_rkey_unpack", Status: ucxx.StatusInvalidParam}
+		return RemoteKeyInfo{}, fmt.Errorf("UnpackKey: ucp_ep_rkey_unpack: %w", ErrBadKey)
 	}
 	r := &remoteKey{id: o.newID(), ep: ep, kind: k.kind, mem: k.memType, addr: k.addr, length: k.length, key: key}
 	o.remotes[r.id] = r
@@ -93,7 +94,7 @@ func (o *oneSided) unpack(h uint64, k packedKey) (RemoteKeyInfo, error) {
 func (o *oneSided) releaseKey(id uint64) error {
 	r := o.remotes[id]
 	if r == nil {
-		return ErrNoRegion
+		return fmt.Errorf("ReleaseKey: %w", ErrNoRemoteKey)
 	}
 	o.destroyKey(r)
 	return nil

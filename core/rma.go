@@ -2,6 +2,7 @@ package core
 
 import (
 	"encoding/binary"
+	"fmt"
 	"unsafe"
 
 	"github.com/ucxx-go/ucxx-go/ucxx"
@@ -78,7 +79,7 @@ func (e *Engine) GetInline(ep uint64, t Transfer, stream uintptr) (Ticket, error
 // Errors: as Put, and ErrBadDescriptors.
 func (e *Engine) PutMany(ep uint64, addr uintptr, count int) (uint64, error) {
 	if count <= 0 || addr == 0 || count > 1<<20 {
-		return 0, ErrBadDescriptors
+		return 0, fmt.Errorf("PutMany: %w", ErrBadDescriptors)
 	}
 	raw := make([]byte, count*TransferDescriptorSize)
 	ucxx.CopyFrom(raw, addr)
@@ -87,7 +88,7 @@ func (e *Engine) PutMany(ep uint64, addr uintptr, count int) (uint64, error) {
 		w := raw[i*TransferDescriptorSize:]
 		mem := binary.LittleEndian.Uint64(w[32:])
 		if mem != uint64(MemHost) && mem != uint64(MemCUDA) {
-			return 0, ErrBadDescriptors
+			return 0, fmt.Errorf("PutMany: %w", ErrBadDescriptors)
 		}
 		ts[i] = Transfer{Key: binary.LittleEndian.Uint64(w), Offset: binary.LittleEndian.Uint64(w[8:]),
 			Addr: uintptr(binary.LittleEndian.Uint64(w[16:])), Size: binary.LittleEndian.Uint64(w[24:]),

@@ -344,7 +344,7 @@ func TestSemaphoreWaitEndsOnRelease(t *testing.T) {
 	if st := ucxx.Status(p.sc.wait(w, 5*time.Second).Status); st != ucxx.StatusCanceled {
 		t.Fatalf("wait on a released semaphore: %v", st)
 	}
-	if _, err := p.server.SemaphoreValue(sem); !errors.Is(err, ErrNoRegion) {
+	if _, err := p.server.SemaphoreValue(sem); !errors.Is(err, ErrNoSemaphore) {
 		t.Fatalf("value of a released semaphore: %v", err)
 	}
 }

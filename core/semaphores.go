@@ -1,6 +1,7 @@
 package core
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -22,22 +23,33 @@ import (
 // same add. The total is one aligned 8-byte word, which the transports here copy
 // with one store.
 
-// localSemaphore is one semaphore of this side: its counter.
+// localSemaphore is one semaphore of this side: its counter. The progress thread owns
+// it, except the device side (semaphorestreams.go), which application threads use
+// under devMu.
 type localSemaphore struct {
 	id      uint64
 	ep      *endpoint
-	counter unsafe.Pointer // C memory, a page of its own (CUDA maps whole pages)
+	counter unsafe.Pointer // from pages.alloc: a page of its own (CUDA maps whole pages)
+	pages   counterPages
 	mh      *ucxx.MemHandle
 	rkey    []byte
-	// dev is where the device sees the counter once a stream waited on it (0 until
-	// then); application threads map it, under devMu.
+
+	// devMu guards the device side. The progress thread takes it in freeSemaphore
+	// while holding nothing else; a stream wait holds it through its CUDA calls.
 	devMu sync.Mutex
-	dev   uintptr
+	// dev is where devices see the counter once a stream waited on it (0 until then).
+	dev uintptr
+	// closed: the semaphore was released; no stream wait may map or use the counter.
+	closed bool
+	// passed holds, per stream that waited on the counter, a marker queued after its
+	// latest wait: the counter's page is freed only once every marker passed.
+	passed map[uintptr]streamMarker
 }
 
 func (s *localSemaphore) value() uint64 { return atomic.LoadUint64((*uint64)(s.counter)) }
 
-// semaphoreMemory is the C memory of a counter: one word, in a page of its own.
+// semaphoreMemory is the size of a counter, and of the total a signal writes into it:
+// one word (the counter lives in a page of its own).
 const semaphoreMemory = 8
 
 // NewSemaphore makes a semaphore at 0 on endpoint ep, for its peer to signal.
@@ -54,7 +66,7 @@ func (e *Engine) NewSemaphore(ep uint64) (id uint64, err error) {
 // PackSemaphore returns semaphore id's packed key, for its endpoint's peer to pass to
 // UnpackKey and Signal.
 //
-// Errors: ErrEngineClosed, ErrNoRegion, UCX's status for ucp_rkey_pack.
+// Errors: ErrEngineClosed, ErrNoSemaphore, UCX's status for ucp_rkey_pack.
 func (e *Engine) PackSemaphore(id uint64) (packed []byte, err error) {
 	if ferr := e.onThread(func() { packed, err = e.rma.packSemaphore(id) }); ferr != nil {
 		return nil, ferr
@@ -64,13 +76,13 @@ func (e *Engine) PackSemaphore(id uint64) (packed []byte, err error) {
 
 // SemaphoreValue returns semaphore id's counter.
 //
-// Errors: ErrEngineClosed, ErrNoRegion.
+// Errors: ErrEngineClosed, ErrNoSemaphore.
 func (e *Engine) SemaphoreValue(id uint64) (v uint64, err error) {
 	if ferr := e.onThread(func() {
 		if s := e.rma.sems[id]; s != nil {
 			v = s.value()
 		} else {
-			err = ErrNoRegion
+			err = fmt.Errorf("SemaphoreValue: %w", ErrNoSemaphore)
 		}
 	}); ferr != nil {
 		return 0, ferr
@@ -88,38 +100,6 @@ func (e *Engine) WaitSemaphore(id uint64, value uint64) (uint64, error) {
 	return rid, e.submit(submission{op: opSemWait, id: rid, addr: uintptr(id), size: value})
 }
 
-// WaitSemaphoreOnStream queues on a CUDA stream a wait, on the device, until semaphore
-// id's counter reaches value; the caller does not wait. The stream's context must be
-// current on the calling thread (it is on a thread that uses the stream through the
-// CUDA runtime). The counter is mapped for the device at the first such wait; release
-// the semaphore only once the streams that wait on it have passed.
-//
-// Errors: ErrEngineClosed, ErrNoRegion, ucxx.ErrNoCUDA, a *ucxx.CUDAError
-// (CUDA_ERROR_NOT_SUPPORTED where the driver lacks stream memory operations).
-func (e *Engine) WaitSemaphoreOnStream(id uint64, value uint64, stream uintptr) error {
-	d, err := ucxx.CUDA()
-	if err != nil {
-		return err
-	}
-	var s *localSemaphore
-	if err := e.onThread(func() { s = e.rma.sems[id] }); err != nil {
-		return err
-	}
-	if s == nil {
-		return ErrNoRegion
-	}
-	s.devMu.Lock()
-	if s.dev == 0 {
-		if s.dev, err = d.MapHost(uintptr(s.counter), semaphoreMemory); err != nil {
-			s.devMu.Unlock()
-			return err
-		}
-	}
-	dev := s.dev
-	s.devMu.Unlock()
-	return d.StreamWaitAtLeast(stream, dev, value)
-}
-
 // Signal adds n to the peer's semaphore named by remote key key on endpoint ep.
 //
 // Errors: ErrEngineClosed, ErrEndpointClosed, the endpoint's failure. A key that is
@@ -132,15 +112,16 @@ func (e *Engine) Signal(ep uint64, key uint64, n uint64) (uint64, error) {
 	return op.id, e.submit(submission{op: opSignal, id: op.id, ep: ep, rma: op})
 }
 
-// ReleaseSemaphore frees semaphore id; its pending waits end with StatusCanceled.
+// ReleaseSemaphore frees semaphore id; its pending waits end with StatusCanceled, and
+// streams waiting on it are let through (WaitSemaphoreOnStream).
 //
-// Errors: ErrEngineClosed, ErrNoRegion.
+// Errors: ErrEngineClosed, ErrNoSemaphore.
 func (e *Engine) ReleaseSemaphore(id uint64) (err error) {
 	if ferr := e.onThread(func() {
 		if s := e.rma.sems[id]; s != nil {
 			e.rma.freeSemaphore(s, ucxx.StatusCanceled)
 		} else {
-			err = ErrNoRegion
+			err = fmt.Errorf("ReleaseSemaphore: %w", ErrNoSemaphore)
 		}
 	}); ferr != nil {
 		return ferr
@@ -153,16 +134,16 @@ func (o *oneSided) newSemaphore(h uint64) (uint64, error) {
 	if ep == nil || ep.phase != phaseReady {
 		return 0, endpointError(ep)
 	}
-	mem := ucxx.CAllocPage(semaphoreMemory)
+	mem := o.counters.alloc()
 	if mem == nil {
-		return 0, ucxx.StatusNoMemory.Err("semaphore")
+		return 0, ucxx.StatusNoMemory.Err("NewSemaphore")
 	}
-	mh, err := o.ctx.MemMap(uintptr(mem), 8, ucsMemType(uint64(MemHost)))
+	mh, err := o.ctx.MemMap(uintptr(mem), semaphoreMemory, ucsMemType(uint64(MemHost)))
 	if err != nil {
-		ucxx.CFree(mem)
+		o.counters.free(mem)
 		return 0, err
 	}
-	s := &localSemaphore{id: o.newID(), ep: ep, counter: mem, mh: mh}
+	s := &localSemaphore{id: o.newID(), ep: ep, counter: mem, pages: o.counters, mh: mh}
 	o.sems[s.id] = s
 	ep.semaphores++
 	return s.id, nil
@@ -171,9 +152,9 @@ func (o *oneSided) newSemaphore(h uint64) (uint64, error) {
 func (o *oneSided) packSemaphore(id uint64) ([]byte, error) {
 	s := o.sems[id]
 	if s == nil {
-		return nil, ErrNoRegion
+		return nil, fmt.Errorf("PackSemaphore: %w", ErrNoSemaphore)
 	}
-	return packKey(s.mh, &s.rkey, packedKey{kind: keySemaphore, memType: MemHost, addr: uint64(uintptr(s.counter)), length: 8})
+	return packKey(s.mh, &s.rkey, packedKey{kind: keySemaphore, memType: MemHost, addr: uint64(uintptr(s.counter)), length: semaphoreMemory})
 }
 
 // wait queues or completes a wait (opSemWait: addr is the semaphore, size the value).
@@ -252,20 +233,18 @@ func (o *oneSided) failWaits(ep *endpoint, st ucxx.Status) {
 	}
 }
 
+// freeSemaphore releases s: its waits end with st, UCX forgets its memory, and its
+// counter's page is freed, at once or, while streams may still be waiting on it, once
+// they passed (semaphorestreams.go).
 func (o *oneSided) freeSemaphore(s *localSemaphore, st ucxx.Status) {
 	o.endWaitsIf(func(r *request) bool { return r.sem == s }, st)
 	delete(o.sems, s.id)
 	s.ep.semaphores--
 	s.mh.Unmap()
-	s.devMu.Lock()
-	defer s.devMu.Unlock()
-	if s.dev != 0 {
-		d, err := ucxx.CUDA()
-		if err != nil || d.UnmapHost(uintptr(s.counter)) != nil {
-			return // still pinned for the device: its page stays allocated
-		}
+	if !s.retire() {
+		o.retiring = append(o.retiring, s)
 	}
-	ucxx.CFree(s.counter)
+	o.sweepRetiring()
 }
 
 // signal posts a semaphore signal (opSignal): the new total, after a fence.
@@ -285,10 +264,10 @@ func (o *oneSided) signal(sub *submission) {
 		return
 	}
 	k.signalled += op.signalBy
-	op.operand = ucxx.CMalloc(8)
+	op.operand = ucxx.CMalloc(semaphoreMemory)
 	*(*uint64)(op.operand) = k.signalled
 	op.remaining = 1
 	r := o.requests.add(o.newID(), opRMA, ep)
 	r.internal, r.rma = stepRMAPart, op
-	r.track(ep.u.Put(uintptr(op.operand), 8, nil, ucsMemType(uint64(MemHost)), k.addr, k.key, r.id))
+	r.track(ep.u.Put(uintptr(op.operand), semaphoreMemory, nil, ucsMemType(uint64(MemHost)), k.addr, k.key, r.id))
 }

@@ -47,6 +47,10 @@ type oneSided struct {
 	remotes map[uint64]*remoteKey
 	sems    map[uint64]*localSemaphore
 	waits   []*request // semaphore waits pending (stepSemWait)
+	// counters makes semaphores' counter pages; retiring holds released semaphores
+	// whose page waits for the streams that waited on it (semaphorestreams.go).
+	counters counterPages
+	retiring []*localSemaphore
 }
 
 // close releases everything before the worker and context go (shutdown).
@@ -58,6 +62,9 @@ func (o *oneSided) close() {
 	for _, s := range o.sems {
 		o.freeSemaphore(s, ucxx.StatusCanceled)
 	}
+	// A page some stream still waits behind other work for stays pinned: freeing it
+	// under a device that reads it would be worse than keeping a page per such stream.
+	o.sweepRetiring()
 	o.unmapAll()
 }
 

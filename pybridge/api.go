@@ -75,7 +75,7 @@ func ConnectWorkerAddress(address string, errorHandling bool) (h uint64, err err
 	// UCX asserts, aborting the process, on an address whose first byte's low nibble is
 	// not a version it knows (0 or 1): refuse those here.
 	if derr != nil || len(b) < minWorkerAddress || b[0]&0x0f > 1 {
-		return 0, &ucxx.Error{Op: "ConnectWorkerAddress: not a worker address", Status: ucxx.StatusInvalidAddr}
+		return 0, fmt.Errorf("ConnectWorkerAddress: not a worker address: %w", ucxx.StatusInvalidAddr)
 	}
 	return e.ConnectAddressWith(b, endpointOptions(errorHandling))
 }

@@ -6,7 +6,7 @@
 //   - it recovers panics into errors: a Go panic would abort the Python process;
 //   - buffers cross as address + length: gopy copies []byte, we never copy payloads;
 //   - errors carry a machine-readable prefix, "[ucs <status>] " or "[closed] ", that the
-//     Python side maps to its UCXError classes (see python/ucxx_go/_errors.py);
+//     Python side maps to its UCXError classes (python/ucxx_go/exceptions.py);
 //   - several small results travel as one space-separated string, since a Go struct or
 //     slice returned through gopy costs a call per field or element.
 //
@@ -101,7 +101,7 @@ func Start(options string, mode string, delayedSubmission bool, limits string) (
 			KeepaliveTimeoutMs  int64  `json:"keepalive_timeout_ms"`
 		}
 		if err := json.Unmarshal([]byte(limits), &l); err != nil {
-			return "", &ucxx.Error{Op: "Start: limits are not a JSON object of integers", Status: ucxx.StatusInvalidParam}
+			return "", fmt.Errorf("Start: limits are not a JSON object of integers: %w", ucxx.StatusInvalidParam)
 		}
 		opts.Limits = core.Limits{MaxFrames: l.MaxFrames, MaxFrameBytes: l.MaxFrameBytes, MaxMessageBytes: l.MaxMessageBytes}
 		opts.MaxOutstandingBytes = l.MaxOutstandingBytes
@@ -111,7 +111,7 @@ func Start(options string, mode string, delayedSubmission bool, limits string) (
 	}
 	if options != "" {
 		if err := json.Unmarshal([]byte(options), &opts.UCXOptions); err != nil {
-			return "", &ucxx.Error{Op: "Start: options are not a JSON object of strings", Status: ucxx.StatusInvalidParam}
+			return "", fmt.Errorf("Start: options are not a JSON object of strings: %w", ucxx.StatusInvalidParam)
 		}
 	}
 	switch mode {
@@ -120,10 +120,10 @@ func Start(options string, mode string, delayedSubmission bool, limits string) (
 	case "polling":
 		opts.Mode = core.Polling
 	default:
-		return "", &ucxx.Error{Op: fmt.Sprintf("Start: unknown progress mode %q", mode), Status: ucxx.StatusInvalidParam}
+		return "", fmt.Errorf("Start: unknown progress mode %q: %w", mode, ucxx.StatusInvalidParam)
 	}
 	if engine.Load() != nil {
-		return "", &ucxx.Error{Op: "Start: already started", Status: ucxx.StatusAlreadyExists}
+		return "", fmt.Errorf("Start: already started: %w", ucxx.StatusAlreadyExists)
 	}
 	e, err := core.New(opts)
 	if err != nil {
@@ -132,7 +132,7 @@ func Start(options string, mode string, delayedSubmission bool, limits string) (
 	if !engine.CompareAndSwap(nil, e) {
 		e.Shutdown(time.Second)
 		e.FreeQueue()
-		return "", &ucxx.Error{Op: "Start: already started", Status: ucxx.StatusAlreadyExists}
+		return "", fmt.Errorf("Start: already started: %w", ucxx.StatusAlreadyExists)
 	}
 	q := e.Queue()
 	return fmt.Sprintf("%d %d %d", q.Address(), q.Size(), q.FD()), nil

@@ -48,7 +48,7 @@ func ticketResult(t core.Ticket, err error) (uint64, error) {
 	case !t.Done:
 		return t.ID, nil
 	case t.Status != ucxx.StatusOK:
-		return 0, &ucxx.Error{Op: "request", Status: t.Status}
+		return 0, fmt.Errorf("completed in the call: %w", t.Status)
 	default:
 		return InlineDone | t.Length, nil
 	}
