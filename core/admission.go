@@ -31,7 +31,7 @@ func newAdmission(maxWorker, maxEndpoint int64) admission {
 // admit reserves room for op and reports true, or queues it to wait for room and
 // reports false. Over a bound it can never fit, it returns StatusExceedsLimit.
 func (a *admission) admit(op *multiOp) (bool, ucxx.Status) {
-	size := int64(footprint(op.dec.Sizes))
+	size := int64(op.plan.footprint)
 	if size < 0 || size > a.maxWorker || (op.ep != nil && size > a.maxEndpoint) {
 		return false, ucxx.StatusExceedsLimit
 	}
@@ -68,7 +68,7 @@ func (a *admission) release(op *multiOp) (admitted []*multiOp) {
 		op.ep.heldBytes -= op.reserved
 	}
 	op.reserved = 0
-	return a.take(func(w *multiOp) bool { return a.reserve(w, int64(footprint(w.dec.Sizes))) })
+	return a.take(func(w *multiOp) bool { return a.reserve(w, int64(w.plan.footprint)) })
 }
 
 // removeEndpoint takes ep's waiting messages out of the queue and returns them.

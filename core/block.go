@@ -8,7 +8,8 @@ import (
 )
 
 // The block a multi-buffer or active-message receive completes with (its address is
-// the completion's Length): a record, then the host frames. All words little-endian
+// the completion's Length): a record, then the host frames (messageplan.go lays it
+// out). All words little-endian
 // u64:
 //
 //	word 0: frame count n
@@ -50,6 +51,15 @@ func newBlockRecord(block unsafe.Pointer, n int, size uint64) blockRecord {
 	return r
 }
 
+// readBlockRecord returns the record at the start of a block.
+func readBlockRecord(block unsafe.Pointer) blockRecord {
+	n := binary.LittleEndian.Uint64(unsafe.Slice((*byte)(block), BlockHeaderSize))
+	return blockRecord(unsafe.Slice((*byte)(block), recordSize(int(n))))
+}
+
+// frames is the number of frames the record lists.
+func (r blockRecord) frames() int { return int(binary.LittleEndian.Uint64(r)) }
+
 // setFrame writes frame i's location (offset in the block, or a CUDA address), size
 // and memory type word.
 func (r blockRecord) setFrame(i int, location, size, memType uint64) {
@@ -59,45 +69,25 @@ func (r blockRecord) setFrame(i int, location, size, memType uint64) {
 	binary.LittleEndian.PutUint64(w[16:], memType)
 }
 
+// frame returns frame i's location, size and memory type word.
+func (r blockRecord) frame(i int) (location, size, memType uint64) {
+	w := r[BlockHeaderSize+BlockFrameRecordSize*i:]
+	return binary.LittleEndian.Uint64(w), binary.LittleEndian.Uint64(w[8:]), binary.LittleEndian.Uint64(w[16:])
+}
+
 // cudaFrameType is the memory type word of a CUDA frame the engine allocated on device.
 func cudaFrameType(device int) uint64 { return uint64(MemCUDA) | uint64(device)<<FrameDeviceShift }
-
-// blockLayout returns the size of a block's record and of the whole block for frames
-// of these sizes, where inBlock(i) says whether frame i lives in the block (CUDA
-// frames and frames the application allocates take no room in it).
-func blockLayout(sizes []uint64, inBlock func(i int) bool) (record, total uint64) {
-	record = recordSize(len(sizes))
-	total = alignUp(record)
-	for i, s := range sizes {
-		if inBlock(i) {
-			total = alignUp(total + s)
-		}
-	}
-	return record, total
-}
-
-// footprint is the memory a received message takes, wherever its frames live: its
-// record and every frame. Admission counts it.
-func footprint(sizes []uint64) uint64 {
-	total := alignUp(recordSize(len(sizes)))
-	for _, s := range sizes {
-		total = alignUp(total + s)
-	}
-	return total
-}
 
 func alignUp(n uint64) uint64 { return (n + BlockAlign - 1) &^ (BlockAlign - 1) }
 
 // freeReceivedBlock frees a block no application took, with the CUDA frames the
 // engine allocated for it.
 func freeReceivedBlock(block unsafe.Pointer, cuda *cudaGate) {
-	n := binary.LittleEndian.Uint64(unsafe.Slice((*byte)(block), BlockHeaderSize))
-	rec := unsafe.Slice((*byte)(block), recordSize(int(n)))
+	rec := readBlockRecord(block)
 	var frames []uintptr
-	for i := range int(n) {
-		w := rec[BlockHeaderSize+BlockFrameRecordSize*i:]
-		if t := binary.LittleEndian.Uint64(w[16:]); t&0xff == uint64(MemCUDA) && t&FrameUserFlag == 0 {
-			frames = append(frames, uintptr(binary.LittleEndian.Uint64(w)))
+	for i := range rec.frames() {
+		if at, _, t := rec.frame(i); t&0xff == uint64(MemCUDA) && t&FrameUserFlag == 0 {
+			frames = append(frames, uintptr(at))
 		}
 	}
 	if len(frames) > 0 {

@@ -85,39 +85,11 @@ type providedFrame struct {
 	memType uint64
 }
 
-// asksForFrames says whether the application allocates any of op's frames.
-func (op *multiOp) asksForFrames() bool {
-	for i, t := range op.dec.Types {
-		if op.policy.provides(op.dec.Sizes[i], t) {
-			return true
-		}
-	}
-	return false
-}
-
-// inBlock says whether op's frame i lives in its block: a host frame the engine
-// allocates.
-func (op *multiOp) inBlock(i int) bool {
-	return op.dec.Types[i] == MemHost && !op.policy.provides(op.dec.Sizes[i], MemHost)
-}
-
-// askForFrames writes the record with the frames to allocate at location 0 and reports
+// askForFrames writes the record with the frames not allocated yet at location 0 (the
+// application's, and the CUDA frames the engine allocates once those came) and reports
 // the block through needID's completion. Progress thread.
-func (m *multiBuffers) askForFrames(op *multiOp, size uint64) {
-	rec := newBlockRecord(op.block, len(op.dec.Sizes), size)
-	off := alignUp(recordSize(len(op.dec.Sizes)))
-	for i, sz := range op.dec.Sizes {
-		t := op.dec.Types[i]
-		switch {
-		case op.inBlock(i):
-			rec.setFrame(i, off, sz, uint64(MemHost))
-			off = alignUp(off + sz)
-		case op.policy.provides(sz, t):
-			rec.setFrame(i, 0, sz, uint64(t)|FrameUserFlag)
-		default: // a CUDA frame the engine allocates once the others came
-			rec.setFrame(i, 0, sz, uint64(t))
-		}
-	}
+func (m *multiBuffers) askForFrames(op *multiOp) {
+	op.plan.writeRecord(newBlockRecord(op.block, len(op.plan.frames), op.plan.blockSize), nil, nil, 0)
 	op.awaiting = true
 	m.awaiting[uintptr(op.block)] = op
 	m.completeNow(op.needID, ucxx.StatusOK, uint64(uintptr(op.block)))
@@ -137,26 +109,24 @@ func (m *multiBuffers) provideFrames(s *submission) {
 		return
 	}
 	given := s.frames
-	for i, sz := range op.dec.Sizes {
-		t := op.dec.Types[i]
-		if !op.policy.provides(sz, t) {
+	if len(given) != op.plan.byApplication {
+		m.dropAwaiting(op, ucxx.StatusInvalidParam)
+		return
+	}
+	for _, f := range op.plan.frames {
+		if f.home != byApplication {
 			continue
 		}
-		if len(given) == 0 || given[0].memType != uint64(t) {
+		if given[0].memType != uint64(f.memType) {
+			op.userFrames = op.userFrames[:0]
 			m.dropAwaiting(op, ucxx.StatusInvalidParam)
 			return
 		}
 		op.userFrames = append(op.userFrames, given[0].addr)
 		given = given[1:]
 	}
-	if len(given) != 0 {
-		op.userFrames = op.userFrames[:0]
-		m.dropAwaiting(op, ucxx.StatusInvalidParam)
-		return
-	}
-	_, size := blockLayout(op.dec.Sizes, op.inBlock)
 	if m.allocCUDAFrames(op) {
-		m.postFrames(op, size)
+		m.postFrames(op)
 	}
 }
 

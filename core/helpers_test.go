@@ -511,3 +511,14 @@ func provideFrames(e *Engine, block uintptr, frames []providedFrame) error {
 	}
 	return e.ProvideFrames(block, addr(raw), len(frames))
 }
+
+// footprint is the fuzz model's own reckoning of what admission charges for a message
+// of frames of these sizes (messagePlan.footprint is the engine's): the record and
+// every frame, wherever it lives, each BlockAlign-aligned.
+func footprint(sizes []uint64) uint64 {
+	total := alignUp(recordSize(len(sizes)))
+	for _, s := range sizes {
+		total = alignUp(total + s)
+	}
+	return total
+}

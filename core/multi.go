@@ -56,6 +56,7 @@ type multiOp struct {
 
 	// receive
 	dec        MessageDecoder
+	plan       messagePlan // once the headers are in: where each frame goes
 	headersFed int
 	gotHeader  bool // part of the message arrived: cancelling now would break the stream
 	// cancelled: Cancel came while its header receive was posted (cancelMulti).
@@ -63,7 +64,6 @@ type multiOp struct {
 	// framesPosted: its frame receives are posted; its stream counts it as receiving.
 	framesPosted bool
 	block        unsafe.Pointer
-	blockSize    uint64
 	reserved     int64     // bytes held against the outstanding-bytes bounds (admission.go)
 	cudaFrames   []uintptr // the engine's device allocations of CUDA frames, until handed over
 	// policy: the frames the application allocates (frames.go); awaiting: the header
@@ -92,6 +92,7 @@ func getMultiOp() *multiOp { return multiOps.Get().(*multiOp) }
 func putMultiOp(op *multiOp) {
 	keep := multiOp{raw: op.raw[:0], frames: op.frames[:0], sizes: op.sizes[:0], types: op.types[:0],
 		lens: op.lens[:0], parts: op.parts[:0], headers: op.headers, headersCap: op.headersCap, dec: op.dec,
+		plan:       messagePlan{frames: op.plan.frames[:0]},
 		cudaFrames: op.cudaFrames[:0], userFrames: op.userFrames[:0], separate: op.separate[:0]}
 	keep.dec.Reset()
 	*op = keep

@@ -12,7 +12,7 @@ import (
 
 // RecvMulti queues a multi-buffer receive on endpoint ep (0: on the worker, from any
 // endpoint) and tag. Its completion's
-// Length is the address of the message's block (see blockLayout); the receiver owns
+// Length is the address of the message's block (see block.go); the receiver owns
 // the block and frees it with free().
 func (e *Engine) RecvMulti(ep uint64, tag uint64) (uint64, error) {
 	t, _, err := e.recvMultiOp(ep, tag, FramePolicy{}, false)
@@ -147,6 +147,7 @@ func (m *multiBuffers) onMultiHeader(r *request, st ucxx.Status, length uint64) 
 		m.postHeaderRecv(op)
 		return
 	}
+	op.plan.plan(op.dec.Sizes, op.dec.Types, op.policy)
 	switch ok, st := m.admission.admit(op); {
 	case st != ucxx.StatusOK:
 		m.rejectWhole(op, st)
@@ -164,18 +165,17 @@ func (m *multiBuffers) receiveFrames(op *multiOp) {
 		m.nextReceive(q)
 		return
 	}
-	_, size := blockLayout(op.dec.Sizes, op.inBlock)
-	op.block, op.blockSize = ucxx.CMalloc(size), size
+	op.block = ucxx.CMalloc(op.plan.blockSize)
 	if op.block == nil {
 		m.rejectWhole(op, ucxx.StatusNoMemory)
 		return
 	}
-	if op.asksForFrames() {
-		m.askForFrames(op, size) // frames.go: the application allocates them
+	if op.plan.byApplication > 0 {
+		m.askForFrames(op) // frames.go: the application allocates them
 		return
 	}
 	if m.allocCUDAFrames(op) {
-		m.postFrames(op, size)
+		m.postFrames(op)
 	}
 }
 
@@ -183,11 +183,11 @@ func (m *multiBuffers) receiveFrames(op *multiOp) {
 // posted; if one cannot be allocated it frees the others and the block, rejects the
 // message and returns false.
 func (m *multiBuffers) allocCUDAFrames(op *multiOp) bool {
-	for i, t := range op.dec.Types {
-		if t == MemHost || op.policy.provides(op.dec.Sizes[i], t) {
+	for _, f := range op.plan.frames {
+		if f.home != engineCUDA {
 			continue
 		}
-		ptr, err := m.cuda.alloc(op.dec.Sizes[i])
+		ptr, err := m.cuda.alloc(f.size)
 		if err != nil {
 			m.cuda.free(op.cudaFrames)
 			op.cudaFrames = op.cudaFrames[:0]
@@ -209,30 +209,22 @@ func (m *multiBuffers) allocCUDAFrames(op *multiOp) bool {
 // host frames, CUDA frames, every frame of a message of several headers), in frame
 // order: frames share one tag, and UCX matches receives in the order they are posted.
 // Then the stream's next message may start.
-func (m *multiBuffers) postFrames(op *multiOp, size uint64) {
+func (m *multiBuffers) postFrames(op *multiOp) {
 	q := op.queue
-	rec := newBlockRecord(op.block, len(op.dec.Sizes), size)
-	off := alignUp(recordSize(len(op.dec.Sizes)))
-	cuda, user := op.cudaFrames, op.userFrames
+	rec := newBlockRecord(op.block, len(op.plan.frames), op.plan.blockSize)
+	op.plan.writeRecord(rec, op.userFrames, op.cudaFrames, m.cuda.frameType())
 	inlineAt, inline := op.dec.Inline()
 	gathered := op.dec.Gathered()
 	// The gathered receive's IOV array goes where the header was (decoded by now).
 	iov, hostFrames, hostBytes := op.headers, 0, uint64(0)
 	var hostAddr uintptr
 	op.separate = op.separate[:0]
-	for i, sz := range op.dec.Sizes {
-		t := op.dec.Types[i]
-		addr := uintptr(op.block) + uintptr(off)
-		switch {
-		case op.inBlock(i):
-			rec.setFrame(i, off, sz, uint64(MemHost))
-			off = alignUp(off + sz)
-		case op.policy.provides(sz, t):
-			addr, user = user[0], user[1:]
-			rec.setFrame(i, uint64(addr), sz, uint64(t)|FrameUserFlag)
-		default:
-			addr, cuda = cuda[0], cuda[1:]
-			rec.setFrame(i, uint64(addr), sz, m.cuda.frameType())
+	for i, f := range op.plan.frames {
+		sz, t := f.size, f.memType
+		at, _, _ := rec.frame(i)
+		addr := uintptr(at)
+		if f.home == inBlock {
+			addr += uintptr(op.block)
 		}
 		switch {
 		case gathers(sz, t) && inline:
