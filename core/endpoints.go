@@ -30,6 +30,9 @@ type endpointTable struct {
 
 	mu        sync.RWMutex         // guards published
 	published map[uint64]*endpoint // endpoints the application was given, until closed
+
+	// thread trips when another thread uses the progress thread's side (threadowner.go).
+	thread threadOwner
 }
 
 func newEndpointTable() endpointTable {
@@ -44,6 +47,7 @@ func newEndpointTable() endpointTable {
 
 // add registers a new endpoint.
 func (t *endpointTable) add(ep *endpoint) {
+	t.thread.check("endpoint table")
 	t.byHandle[ep.handle] = ep
 	if id := tagEndpointID(ep.recvTag); id != 0 {
 		t.byTagID[id] = ep
@@ -52,6 +56,7 @@ func (t *endpointTable) add(ep *endpoint) {
 
 // newRecvTag returns a receive tag whose endpoint id no endpoint in the table has.
 func (t *endpointTable) newRecvTag() uint64 {
+	t.thread.check("endpoint table")
 	for {
 		if id := rand.Uint32() & tagEndpointIDMask; id != 0 && t.byTagID[id] == nil {
 			return uint64(id) << UserTagBits
@@ -61,6 +66,7 @@ func (t *endpointTable) newRecvTag() uint64 {
 
 // owner returns the endpoint whose receive tag the message tag carries, or nil.
 func (t *endpointTable) owner(tag uint64) *endpoint {
+	t.thread.check("endpoint table")
 	if id := tagEndpointID(tag); id != 0 {
 		return t.byTagID[id]
 	}
@@ -68,17 +74,27 @@ func (t *endpointTable) owner(tag uint64) *endpoint {
 }
 
 // get returns the endpoint with handle h, or nil.
-func (t *endpointTable) get(h uint64) *endpoint { return t.byHandle[h] }
+func (t *endpointTable) get(h uint64) *endpoint {
+	t.thread.check("endpoint table")
+	return t.byHandle[h]
+}
 
 // byTag returns the ready endpoint whose receive tag is tag, or nil.
-func (t *endpointTable) byTag(tag uint64) *endpoint { return t.byRecvTag[tag] }
+func (t *endpointTable) byTag(tag uint64) *endpoint {
+	t.thread.check("endpoint table")
+	return t.byRecvTag[tag]
+}
 
 // len is how many endpoints UCX has not finished closing.
-func (t *endpointTable) len() int { return len(t.byHandle) }
+func (t *endpointTable) len() int {
+	t.thread.check("endpoint table")
+	return len(t.byHandle)
+}
 
 // publish makes a ready endpoint visible to application threads (and, with
 // byTag, to its active messages).
 func (t *endpointTable) publish(ep *endpoint, withTag bool) {
+	t.thread.check("endpoint table")
 	if withTag {
 		t.byRecvTag[ep.recvTag] = ep
 	}
@@ -89,6 +105,7 @@ func (t *endpointTable) publish(ep *endpoint, withTag bool) {
 
 // untag stops routing active messages to ep.
 func (t *endpointTable) untag(ep *endpoint) {
+	t.thread.check("endpoint table")
 	if t.byRecvTag[ep.recvTag] == ep {
 		delete(t.byRecvTag, ep.recvTag)
 	}
@@ -97,6 +114,7 @@ func (t *endpointTable) untag(ep *endpoint) {
 // remove forgets an endpoint UCX has closed (or never opened), remembering it as dead
 // when its peer broke a connection the application was given.
 func (t *endpointTable) remove(ep *endpoint) {
+	t.thread.check("endpoint table")
 	delete(t.byHandle, ep.handle)
 	if id := tagEndpointID(ep.recvTag); id != 0 && t.byTagID[id] == ep {
 		t.retired = append(t.retired, id)
@@ -121,21 +139,27 @@ const maxRetiredTagIDs = 1024
 
 // deadStatus is the status a dead endpoint's peer broke it with.
 func (t *endpointTable) deadStatus(h uint64) (ucxx.Status, bool) {
+	t.thread.check("endpoint table")
 	st, ok := t.dead[h]
 	return st, ok
 }
 
 // forget drops what is remembered of a dead endpoint the application closed.
-func (t *endpointTable) forget(h uint64) { delete(t.dead, h) }
+func (t *endpointTable) forget(h uint64) {
+	t.thread.check("endpoint table")
+	delete(t.dead, h)
+}
 
 // schedule sets ep's deadline and watches it.
 func (t *endpointTable) schedule(ep *endpoint, deadline time.Time) {
+	t.thread.check("endpoint table")
 	ep.deadline = deadline
 	t.timed = append(t.timed, ep)
 }
 
 // expire calls check for every watched endpoint, keeping those it returns true for.
 func (t *endpointTable) expire(check func(*endpoint) bool) {
+	t.thread.check("endpoint table")
 	keep := t.timed[:0]
 	for _, ep := range t.timed {
 		if check(ep) {
@@ -148,6 +172,7 @@ func (t *endpointTable) expire(check func(*endpoint) bool) {
 
 // nextDeadline is the earliest watched deadline, or the zero time.
 func (t *endpointTable) nextDeadline() time.Time {
+	t.thread.check("endpoint table")
 	var d time.Time
 	for _, ep := range t.timed {
 		if d.IsZero() || ep.deadline.Before(d) {

@@ -25,6 +25,8 @@ func (e *Engine) run(started chan<- error) {
 	// Never unlocked: if the loop ends early UCX may have left thread-bound state, and
 	// a locked goroutine that returns takes its thread with it.
 	runtime.LockOSThread()
+	e.requests.thread.claim()
+	e.eps.thread.claim()
 	defer close(e.done)
 	defer liveEngines.Add(-1) // reserveP's count
 	if err := e.setup(); err != nil {

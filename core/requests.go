@@ -72,6 +72,8 @@ type requestTable struct {
 	// end a copy with no event to wake the progress thread: while such requests
 	// are in flight it keeps spinning (progress.go, cudaSpinFor).
 	cuda int
+	// thread trips when another thread uses the table (threadowner.go).
+	thread threadOwner
 }
 
 func newRequestTable() requestTable {
@@ -79,6 +81,7 @@ func newRequestTable() requestTable {
 }
 
 func (t *requestTable) add(id uint64, op opKind, ep *endpoint) *request {
+	t.thread.check("request table")
 	var r *request
 	if n := len(t.free); n > 0 {
 		r = t.free[n-1]
@@ -97,11 +100,15 @@ func (t *requestTable) add(id uint64, op opKind, ep *endpoint) *request {
 	return r
 }
 
-func (t *requestTable) get(id uint64) *request { return t.byID[id] }
+func (t *requestTable) get(id uint64) *request {
+	t.thread.check("request table")
+	return t.byID[id]
+}
 
 // markCUDA records that r, in the table, moves memory of UCS memory type memType:
 // CUDA memory is counted until r is removed.
 func (t *requestTable) markCUDA(r *request, memType int) {
+	t.thread.check("request table")
 	if memType == ucxx.MemoryCUDA && !r.cuda {
 		r.cuda = true
 		t.cuda++
@@ -110,6 +117,7 @@ func (t *requestTable) markCUDA(r *request, memType int) {
 
 // remove takes a completed request out of the table; the caller recycles it.
 func (t *requestTable) remove(id uint64) *request {
+	t.thread.check("request table")
 	r, ok := t.byID[id]
 	if !ok {
 		return nil
@@ -139,8 +147,12 @@ func (r *request) track(req unsafe.Pointer, st ucxx.Status) {
 }
 
 func (t *requestTable) recycle(r *request) {
+	t.thread.check("request table")
 	*r = request{}
 	t.free = append(t.free, r)
 }
 
-func (t *requestTable) len() int { return len(t.byID) }
+func (t *requestTable) len() int {
+	t.thread.check("request table")
+	return len(t.byID)
+}
