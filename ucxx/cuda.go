@@ -116,6 +116,9 @@ func loadCUDA() (*CUDADriver, error) {
 	default:
 		return nil, fmt.Errorf("ucxx: load CUDA driver: %s", C.GoString(&msg[0]))
 	}
+	if err := loadExec(); err != nil {
+		return nil, err
+	}
 	if err := cudaErr("cuInit", C.ucxx_cuda_init()); err != nil {
 		return nil, err
 	}
