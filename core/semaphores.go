@@ -233,14 +233,13 @@ func (o *oneSided) failWaits(ep *endpoint, st ucxx.Status) {
 	}
 }
 
-// freeSemaphore releases s: its waits end with st, UCX forgets its memory, and its
-// counter's page is freed, at once or, while streams may still be waiting on it, once
-// they passed (semaphorestreams.go).
+// freeSemaphore releases s: its waits end with st, and UCX forgets its page and it is
+// freed at once or, while streams may still be waiting on it, once they passed
+// (semaphorestreams.go).
 func (o *oneSided) freeSemaphore(s *localSemaphore, st ucxx.Status) {
 	o.endWaitsIf(func(r *request) bool { return r.sem == s }, st)
 	delete(o.sems, s.id)
 	s.ep.semaphores--
-	s.mh.Unmap()
 	if !s.retire() {
 		o.retiring = append(o.retiring, s)
 	}

@@ -16,12 +16,16 @@ import (
 // semaphore, so its device side is a small state machine under devMu, closed by the
 // release as Go's internal/poll closes an FD: a wait that comes after the release gets
 // ErrNoSemaphore and touches nothing; a stream already waiting is let through, since
-// the release stores all ones in the counter, which meets every wait; and the page is
-// unpinned and freed only once every stream that waited on it passed its wait (a
-// marker queued after each wait says so), never under a device that may still read it.
+// the release moves the counter past every wait (released); and the page stays
+// registered with UCX, pinned and allocated until every stream that waited on it
+// passed its wait (a marker queued after each wait says so), never freed or unmapped
+// under a device that may still read it.
 
-// releasedCounter is what a released semaphore's counter holds: it meets every wait.
-const releasedCounter = ^uint64(0)
+// released is the counter value that lets every stream wait on a counter at v through.
+// The device compares cyclically, (int64)(counter - value) >= 0 (cuStreamWaitValue64's
+// GEQ), so all ones would not do: v + 2^62 meets every wait for a value less than 2^62
+// ahead of v or behind it.
+func released(v uint64) uint64 { return v + 1<<62 }
 
 // counterPages makes and frees the pages of semaphore counters and does what stream
 // waits need of CUDA. cudaCounterPages is the real one; tests substitute one that
@@ -101,16 +105,17 @@ func (s *localSemaphore) waitOnStream(value uint64, stream uintptr) error {
 	return err
 }
 
-// retire closes s's device side and frees its page if no stream may still read it,
-// reporting whether it did; otherwise sweepRetiring frees it later. Progress thread,
-// after UCX forgot the page.
+// retire closes s's device side and, once no stream may still read the counter, has
+// UCX forget its page and frees it, reporting whether it did; otherwise sweepRetiring
+// tries again later. Progress thread.
 func (s *localSemaphore) retire() bool {
 	s.devMu.Lock()
 	defer s.devMu.Unlock()
 	if !s.closed {
 		s.closed = true
 		if s.dev != 0 {
-			atomic.StoreUint64((*uint64)(s.counter), releasedCounter)
+			c := (*uint64)(s.counter)
+			atomic.StoreUint64(c, released(atomic.LoadUint64(c)))
 		}
 	}
 	for stream, m := range s.passed {
@@ -120,6 +125,7 @@ func (s *localSemaphore) retire() bool {
 		m.destroy()
 		delete(s.passed, stream)
 	}
+	s.mh.Unmap()
 	if s.dev != 0 {
 		if s.pages.unmapForDevices(s.counter) != nil {
 			return true // still pinned for devices: the page stays allocated, forgotten
@@ -131,8 +137,12 @@ func (s *localSemaphore) retire() bool {
 	return true
 }
 
+// abandon has UCX forget the page of a semaphore whose streams have not passed at
+// shutdown; the page stays pinned and allocated. Progress thread.
+func (s *localSemaphore) abandon() { s.mh.Unmap() }
+
 // sweepRetiring frees the pages of released semaphores whose streams have passed.
-// Progress thread.
+// Progress thread: each release, and shutdown.
 func (o *oneSided) sweepRetiring() {
 	kept := o.retiring[:0]
 	for _, s := range o.retiring {

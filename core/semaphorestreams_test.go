@@ -101,13 +101,14 @@ func (c *checkedPages) waitOnStream(stream, dev uintptr, value uint64) (streamMa
 	return m, nil
 }
 
-// reached is what the device would see: the counter at the marker's value. c.mu held.
+// reached is what the device would see: the counter at the marker's value, compared
+// cyclically as cuStreamWaitValue64's GEQ does. c.mu held.
 func (c *checkedPages) reached(m *checkedMarker) bool {
 	if !c.live[m.page] {
 		c.violate("a waiting stream read a freed page: %p", m.page)
 		return true
 	}
-	return atomic.LoadUint64((*uint64)(m.page)) >= m.value
+	return int64(atomic.LoadUint64((*uint64)(m.page))-m.value) >= 0
 }
 
 func (c *checkedPages) state() (live int, violations []string) {
@@ -249,7 +250,7 @@ func TestSemaphoreStreamWaitOrders(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkPages(t, pages, 1) // kept for the stream
-		if v := atomic.LoadUint64((*uint64)(page)); v != releasedCounter {
+		if v := atomic.LoadUint64((*uint64)(page)); v != released(0) {
 			t.Fatalf("a released counter holds %d", v)
 		}
 		pages.mu.Lock()
@@ -262,4 +263,19 @@ func TestSemaphoreStreamWaitOrders(t *testing.T) {
 		}
 		checkPages(t, pages, 0)
 	})
+}
+
+// TestReleasedMeetsEveryWait: the released value meets, in the device's cyclic
+// comparison, a wait for any value up to 2^62 ahead of the counter or behind it, also
+// across the wrap of the word.
+func TestReleasedMeetsEveryWait(t *testing.T) {
+	for _, v := range []uint64{0, 1, 5, 1 << 40, 1<<63 - 3, ^uint64(0) - 2} {
+		for _, d := range []uint64{0, 1, 1000, 1<<62 - 1} {
+			for _, w := range []uint64{v + d, v - d} {
+				if int64(released(v)-w) < 0 {
+					t.Errorf("counter %d released to %d does not meet a wait for %d", v, released(v), w)
+				}
+			}
+		}
+	}
 }

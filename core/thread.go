@@ -65,6 +65,10 @@ func (o *oneSided) close() {
 	// A page some stream still waits behind other work for stays pinned: freeing it
 	// under a device that reads it would be worse than keeping a page per such stream.
 	o.sweepRetiring()
+	for _, s := range o.retiring {
+		s.abandon()
+	}
+	o.retiring = nil
 	o.unmapAll()
 }
 
