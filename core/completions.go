@@ -31,8 +31,7 @@ func (e *Engine) onCompletion(ev *ucxx.Event) {
 	case r.slot != 0 && e.inline.complete(r.slot, r.id, st, length):
 		// the submitting call took it
 	default:
-		e.completeNow(r.id, st, length)
-		e.pending[len(e.pending)-1].Tag = ev.Tag
+		e.complete(notifier.Completion{ID: r.id, Status: int64(st), Length: length, Tag: ev.Tag})
 	}
 	if r.ep != nil {
 		if isSend(r.op) {
@@ -80,5 +79,17 @@ func (e *Engine) onInternal(r *request, st ucxx.Status, length uint64) {
 
 // completeNow reports a completion that has no UCX request behind it.
 func (t *progressThread) completeNow(id uint64, st ucxx.Status, length uint64) {
-	t.pending = append(t.pending, notifier.Completion{ID: id, Status: int64(st), Length: length})
+	t.complete(notifier.Completion{ID: id, Status: int64(st), Length: length})
+}
+
+// complete hands c to the sink its request was submitted through, or queues it.
+func (t *progressThread) complete(c notifier.Completion) {
+	if len(t.routes) > 0 {
+		if s := t.routes[c.ID]; s != nil {
+			delete(t.routes, c.ID)
+			s.deliver(c)
+			return
+		}
+	}
+	t.pending = append(t.pending, c)
 }

@@ -168,6 +168,7 @@ func New(opts Options) (*Engine, error) {
 		epfd:      -1,
 	}
 	e.requests = newRequestTable()
+	e.routes = make(map[uint64]*Sink)
 	if opts.MaxUnexpectedBytes <= 0 {
 		opts.MaxUnexpectedBytes = DefaultMaxUnexpectedBytes
 	}
@@ -275,7 +276,7 @@ func (t *progressThread) newID() uint64 { return t.nextID.Add(1) }
 //
 // Errors: ErrEngineClosed, ErrEndpointClosed, or the endpoint's failure as *ucxx.Error.
 func (e *Engine) TagSend(ep uint64, addr uintptr, size uint64, tag uint64, memType int) (uint64, error) {
-	t, err := e.tagSend(ep, addr, size, tag, memType, 0, false)
+	t, err := e.tagSend(ep, addr, size, tag, memType, 0, false, nil)
 	return t.ID, err
 }
 
@@ -287,15 +288,15 @@ func (e *Engine) TagSend(ep uint64, addr uintptr, size uint64, tag uint64, memTy
 // Errors: as TagSend; for a CUDA buffer, also ErrNotCUDA, ucxx.ErrNoCUDA or a
 // *ucxx.CUDAError recording the stream's event.
 func (e *Engine) TagSendInline(ep uint64, addr uintptr, size uint64, tag uint64, memType int, stream uintptr) (Ticket, error) {
-	return e.tagSend(ep, addr, size, tag, memType, stream, true)
+	return e.tagSend(ep, addr, size, tag, memType, stream, true, nil)
 }
 
-func (e *Engine) tagSend(ep uint64, addr uintptr, size uint64, tag uint64, memType int, stream uintptr, inline bool) (Ticket, error) {
+func (e *Engine) tagSend(ep uint64, addr uintptr, size uint64, tag uint64, memType int, stream uintptr, inline bool, sink *Sink) (Ticket, error) {
 	live, err := e.eps.live(ep)
 	if err != nil {
 		return Ticket{}, err
 	}
-	s := submission{op: opTagSend, id: e.newID(), ep: ep, addr: addr, size: size, tag: tag, memType: memType}
+	s := submission{op: opTagSend, id: e.newID(), ep: ep, addr: addr, size: size, tag: tag, memType: memType, sink: sink}
 	if err := s.addCUDA(stream); err != nil {
 		return Ticket{}, err
 	}
@@ -308,7 +309,7 @@ func (e *Engine) tagSend(ep uint64, addr uintptr, size uint64, tag uint64, memTy
 //
 // Errors: as TagSend.
 func (e *Engine) TagRecv(ep uint64, addr uintptr, size uint64, tag, mask uint64, memType int) (uint64, error) {
-	t, err := e.tagRecv(ep, addr, size, tag, mask, memType, 0, false)
+	t, err := e.tagRecv(ep, addr, size, tag, mask, memType, 0, false, nil)
 	return t.ID, err
 }
 
@@ -317,16 +318,16 @@ func (e *Engine) TagRecv(ep uint64, addr uintptr, size uint64, tag, mask uint64,
 // the message's, and no completion is queued. A CUDA buffer is written once the work
 // queued on stream before the call is done, as for TagSendInline.
 func (e *Engine) TagRecvInline(ep uint64, addr uintptr, size uint64, tag, mask uint64, memType int, stream uintptr) (Ticket, error) {
-	return e.tagRecv(ep, addr, size, tag, mask, memType, stream, true)
+	return e.tagRecv(ep, addr, size, tag, mask, memType, stream, true, nil)
 }
 
-func (e *Engine) tagRecv(ep uint64, addr uintptr, size uint64, tag, mask uint64, memType int, stream uintptr, inline bool) (Ticket, error) {
+func (e *Engine) tagRecv(ep uint64, addr uintptr, size uint64, tag, mask uint64, memType int, stream uintptr, inline bool, sink *Sink) (Ticket, error) {
 	// No liveness check here: a receive on an endpoint its peer broke may still take a
 	// message that arrived before, and only the progress thread can see that.
 	if e.closing.Load() {
 		return Ticket{}, ErrEngineClosed
 	}
-	s := submission{op: opTagRecv, id: e.newID(), ep: ep, addr: addr, size: size, tag: tag, mask: mask, memType: memType}
+	s := submission{op: opTagRecv, id: e.newID(), ep: ep, addr: addr, size: size, tag: tag, mask: mask, memType: memType, sink: sink}
 	if err := s.addCUDA(stream); err != nil {
 		return Ticket{}, err
 	}

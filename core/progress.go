@@ -115,6 +115,9 @@ func (e *Engine) dispatch() {
 	}
 	batch := e.pool.swap(e.spare)
 	for i := range batch {
+		if s := batch[i].sink; s != nil {
+			e.routes[batch[i].id] = s
+		}
 		e.cuda.pass(&batch[i], e.closing.Load())
 		batch[i] = submission{} // drop references (closures, strings) held by the slot
 	}

@@ -52,25 +52,25 @@ type rmaOp struct {
 // A transfer outside its key's range, or a key of another endpoint, completes with
 // StatusInvalidParam before anything moves.
 func (e *Engine) Put(ep uint64, t Transfer, stream uintptr) (uint64, error) {
-	tk, err := e.transfer(ep, []Transfer{t}, false, stream, false)
+	tk, err := e.transfer(ep, []Transfer{t}, false, stream, false, nil)
 	return tk.ID, err
 }
 
 // Get reads t from its remote key's range on endpoint ep. Errors as Put.
 func (e *Engine) Get(ep uint64, t Transfer, stream uintptr) (uint64, error) {
-	tk, err := e.transfer(ep, []Transfer{t}, true, stream, false)
+	tk, err := e.transfer(ep, []Transfer{t}, true, stream, false, nil)
 	return tk.ID, err
 }
 
 // PutInline is Put, waiting up to Options.InlineWait for the put to end, as
 // TagSendInline does: then the Ticket is Done and no completion is queued.
 func (e *Engine) PutInline(ep uint64, t Transfer, stream uintptr) (Ticket, error) {
-	return e.transfer(ep, []Transfer{t}, false, stream, true)
+	return e.transfer(ep, []Transfer{t}, false, stream, true, nil)
 }
 
 // GetInline is Get, waiting as PutInline.
 func (e *Engine) GetInline(ep uint64, t Transfer, stream uintptr) (Ticket, error) {
-	return e.transfer(ep, []Transfer{t}, true, stream, true)
+	return e.transfer(ep, []Transfer{t}, true, stream, true, nil)
 }
 
 // PutMany writes count transfers (TransferDescriptorSize bytes each at addr, read
@@ -94,17 +94,17 @@ func (e *Engine) PutMany(ep uint64, addr uintptr, count int) (uint64, error) {
 			Addr: uintptr(binary.LittleEndian.Uint64(w[16:])), Size: binary.LittleEndian.Uint64(w[24:]),
 			MemType: uint8(mem), Region: binary.LittleEndian.Uint64(w[40:])}
 	}
-	tk, err := e.transfer(ep, ts, false, 0, false)
+	tk, err := e.transfer(ep, ts, false, 0, false, nil)
 	return tk.ID, err
 }
 
-func (e *Engine) transfer(ep uint64, ts []Transfer, get bool, stream uintptr, inline bool) (Ticket, error) {
+func (e *Engine) transfer(ep uint64, ts []Transfer, get bool, stream uintptr, inline bool, sink *Sink) (Ticket, error) {
 	live, err := e.eps.live(ep)
 	if err != nil {
 		return Ticket{}, err
 	}
 	op := &rmaOp{id: e.newID(), get: get, transfers: ts}
-	s := submission{op: opRMA, id: op.id, ep: ep, rma: op}
+	s := submission{op: opRMA, id: op.id, ep: ep, rma: op, sink: sink}
 	if len(ts) == 1 && ts[0].MemType == MemCUDA {
 		s.addr, s.memType = ts[0].Addr, ucxx.MemoryCUDA
 		if err := s.addCUDA(stream); err != nil {
@@ -118,12 +118,14 @@ func (e *Engine) transfer(ep uint64, ts []Transfer, get bool, stream uintptr, in
 // completed at the peer.
 //
 // Errors: ErrEngineClosed, ErrEndpointClosed, the endpoint's failure.
-func (e *Engine) Flush(ep uint64) (uint64, error) {
+func (e *Engine) Flush(ep uint64) (uint64, error) { return e.flushEndpoint(ep, nil) }
+
+func (e *Engine) flushEndpoint(ep uint64, sink *Sink) (uint64, error) {
 	if _, err := e.eps.live(ep); err != nil {
 		return 0, err
 	}
 	id := e.newID()
-	return id, e.submit(submission{op: opFlush, id: id, ep: ep})
+	return id, e.submit(submission{op: opFlush, id: id, ep: ep, sink: sink})
 }
 
 // post issues op's transfers on endpoint s.ep, once every one passed resolve (nothing

@@ -96,8 +96,12 @@ func (e *Engine) SemaphoreValue(id uint64) (v uint64, err error) {
 //
 // Errors: ErrEngineClosed.
 func (e *Engine) WaitSemaphore(id uint64, value uint64) (uint64, error) {
+	return e.waitSemaphore(id, value, nil)
+}
+
+func (e *Engine) waitSemaphore(id uint64, value uint64, sink *Sink) (uint64, error) {
 	rid := e.newID()
-	return rid, e.submit(submission{op: opSemWait, id: rid, addr: uintptr(id), size: value})
+	return rid, e.submit(submission{op: opSemWait, id: rid, addr: uintptr(id), size: value, sink: sink})
 }
 
 // Signal adds n to the peer's semaphore named by remote key key on endpoint ep.
@@ -105,11 +109,15 @@ func (e *Engine) WaitSemaphore(id uint64, value uint64) (uint64, error) {
 // Errors: ErrEngineClosed, ErrEndpointClosed, the endpoint's failure. A key that is
 // not a semaphore's of this endpoint completes with StatusInvalidParam.
 func (e *Engine) Signal(ep uint64, key uint64, n uint64) (uint64, error) {
+	return e.signal(ep, key, n, nil)
+}
+
+func (e *Engine) signal(ep uint64, key uint64, n uint64, sink *Sink) (uint64, error) {
 	if _, err := e.eps.live(ep); err != nil {
 		return 0, err
 	}
 	op := &rmaOp{id: e.newID(), signalKey: key, signalBy: n}
-	return op.id, e.submit(submission{op: opSignal, id: op.id, ep: ep, rma: op})
+	return op.id, e.submit(submission{op: opSignal, id: op.id, ep: ep, rma: op, sink: sink})
 }
 
 // ReleaseSemaphore frees semaphore id; its pending waits end with StatusCanceled, and

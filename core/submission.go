@@ -52,6 +52,7 @@ type submission struct {
 	multi   *multiOp        // opSendMulti, opRecvMulti
 	frames  []providedFrame // opProvideFrames: the frames the application allocated
 	rma     *rmaOp          // opRMA, opSignal
+	sink    *Sink           // where the completion goes instead of the queue (sink.go), or nil
 	posted  chan bool       // set when delayed submission is off: closed once posted
 }
 

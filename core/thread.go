@@ -23,6 +23,8 @@ type progressThread struct {
 	// inline hands completions straight back to submitting calls that still wait
 	// (inline.go); shared with application threads.
 	inline inlineSlots
+	// routes holds the sinks of requests submitted through one (sink.go), by id.
+	routes map[uint64]*Sink
 }
 
 // multiBuffers is the multi-buffer component: the receive streams, admission of
