@@ -1,0 +1,298 @@
+package dag
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// dgxMatrix returns a bandwidth matrix shaped like GrCUDA's connection_graph_N_v100
+// (a DGX-1): host links ~12 GB/s, paired GPUs (i, i^1) over a double NVLink 48 GB/s,
+// GPUs of one quad or facing across quads (i^4) 24 GB/s, the rest PCIe 8.5 GB/s.
+func dgxMatrix(gpus int) *BandwidthMatrix {
+	m := NewBandwidthMatrix(gpus)
+	for i := range gpus {
+		m.Set(Host, i, 12)
+		m.Set(i, Host, 12)
+		for j := range gpus {
+			switch {
+			case i == j:
+				m.Set(i, j, 360)
+			case i^1 == j:
+				m.Set(i, j, 48)
+			case i/4 == j/4 || i^4 == j:
+				m.Set(i, j, 24)
+			default:
+				m.Set(i, j, 8.5)
+			}
+		}
+	}
+	return m
+}
+
+// fixedLoad is a DeviceLoad with given busy streams.
+type fixedLoad []int
+
+func (l fixedLoad) Devices() int            { return len(l) }
+func (l fixedLoad) BusyStreams(dev int) int { return l[dev] }
+
+func policyFor(t *testing.T, p DevicePolicy, gpus int) DeviceSelectionPolicy {
+	t.Helper()
+	pol, err := NewDeviceSelectionPolicy(p, dgxMatrix(gpus), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pol
+}
+
+var topologies = []int{1, 2, 4, 8}
+
+func TestRoundRobin(t *testing.T) {
+	for _, n := range topologies {
+		pol := policyFor(t, RoundRobin, n)
+		for i := range 3 * n {
+			if d := pol.SelectDevice(nil, make(fixedLoad, n), NewLocationTracker()); d != i%n {
+				t.Errorf("%d GPUs, call %d: device %d", n, i, d)
+			}
+		}
+	}
+}
+
+func TestStreamAware(t *testing.T) {
+	pol := policyFor(t, StreamAware, 4)
+	for _, c := range []struct {
+		load fixedLoad
+		want int
+	}{
+		{fixedLoad{3, 1, 2, 4}, 1},
+		{fixedLoad{2, 2, 0, 0}, 2}, // lowest on ties
+		{fixedLoad{0, 0, 0, 0}, 0},
+	} {
+		if d := pol.SelectDevice(nil, c.load, nil); d != c.want {
+			t.Errorf("load %v: device %d, want %d", c.load, d, c.want)
+		}
+	}
+}
+
+// TestMinTransferSizeByteRanges: the policy counts bytes per range, so two halves of
+// one array on two GPUs steer readers of each half to its GPU.
+func TestMinTransferSizeByteRanges(t *testing.T) {
+	for _, n := range topologies[1:] {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			pol := policyFor(t, MinTransferSize, n)
+			loc := NewLocationTracker()
+			const size = 1 << 20
+			loc.Place(1, 0, size/2, n-1)
+			loc.Place(1, size/2, size/4, 0)
+			load := make(fixedLoad, n)
+			if d := pol.SelectDevice([]Access{acc(1, 0, size/2, Read), acc(2, 0, 1000, Write)}, load, loc); d != n-1 {
+				t.Errorf("reader of the first half: device %d, want %d", d, n-1)
+			}
+			if d := pol.SelectDevice([]Access{acc(1, size/2, size/4, ReadWrite)}, load, loc); d != 0 {
+				t.Errorf("reader of the third quarter: device %d, want 0", d)
+			}
+			// 5% of the bytes read are on a GPU, under the 10% threshold: round-robin.
+			loc.Place(3, 0, 50, 1)
+			seq := []int{}
+			for range n {
+				seq = append(seq, pol.SelectDevice([]Access{acc(3, 0, 1000, Read)}, load, loc))
+			}
+			if want := rrSeq(n); !slices.Equal(seq, want) {
+				t.Errorf("below the data threshold: %v, want round-robin %v", seq, want)
+			}
+		})
+	}
+}
+
+func rrSeq(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
+// TestTransferTimePolicies builds a case where the best-link and worst-link estimates
+// disagree: X (400 B) is on GPU 0 only; Y (600 B) is on GPU 1 and the host. GPU 0 gets
+// Y over a fast link from GPU 1 or a slow one from the host; GPU 1 gets X at a middle
+// speed. MINMIN assumes the fast link (GPU 0: 6 < 20), MINMAX the slow one (GPU 1:
+// 20 < 60), MIN_TRANSFER_SIZE counts bytes (GPU 1 holds 60%).
+func TestTransferTimePolicies(t *testing.T) {
+	bw := NewBandwidthMatrix(2)
+	bw.Set(1, 0, 100)
+	bw.Set(Host, 0, 10)
+	bw.Set(0, 1, 20)
+	bw.Set(Host, 1, 10)
+	loc := NewLocationTracker()
+	loc.Place(1, 0, 400, 0)
+	loc.Place(2, 0, 600, 1)
+	loc.Record([]Access{acc(2, 0, 600, Read)}, Host)
+	accs := []Access{acc(1, 0, 400, Read), acc(2, 0, 600, Read)}
+	for p, want := range map[DevicePolicy]int{MinMinTransferTime: 0, MinMaxTransferTime: 1, MinTransferSize: 1} {
+		pol, err := NewDeviceSelectionPolicy(p, bw, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := pol.SelectDevice(accs, fixedLoad{0, 0}, loc); d != want {
+			t.Errorf("%v: device %d, want %d", p, d, want)
+		}
+	}
+	// Nothing read: round-robin.
+	pol, _ := NewDeviceSelectionPolicy(MinMinTransferTime, bw, 0)
+	if a, b := pol.SelectDevice(nil, fixedLoad{0, 0}, loc), pol.SelectDevice(nil, fixedLoad{0, 0}, loc); a != 0 || b != 1 {
+		t.Errorf("write-only vertices: %d %d, want round-robin", a, b)
+	}
+	if _, err := NewDeviceSelectionPolicy(MinMaxTransferTime, nil, 0); err == nil {
+		t.Error("a transfer-time policy without a matrix")
+	}
+}
+
+func TestLocationTracker(t *testing.T) {
+	bw := dgxMatrix(4)
+	loc := NewLocationTracker()
+	loc.Record([]Access{acc(1, 0, 100, Write)}, 2)    // [0,100) only on gpu2
+	loc.Record([]Access{acc(1, 50, 100, Read)}, 3)    // [50,100) also on gpu3; [100,150) host+gpu3
+	loc.Record([]Access{acc(1, 0, 10, Reduce)}, Host) // [0,10) only on the host
+	var got []string
+	loc.Holders(1, 0, 200, func(off, n uint64, s LocationSet) { got = append(got, fmt.Sprintf("%d+%d%v", off, n, s)) })
+	want := []string{"0+10{host}", "10+40{gpu2}", "50+50{gpu2,gpu3}", "100+50{host,gpu3}", "150+50{host}"}
+	if !slices.Equal(got, want) {
+		t.Errorf("holders %v\nwant %v", got, want)
+	}
+	// What GPU 0 must fetch to read [0, 200): each piece from its best-linked holder
+	// (gpu2 and gpu3 are both 24 GB/s from gpu0; the lower one wins ties; the host is
+	// 12), pieces from one source merged; writes need nothing.
+	moves := loc.Missing([]Access{acc(1, 0, 200, Read), acc(2, 0, 64, Write)}, 0, bw)
+	wantMoves := []Move{
+		{Array: 1, Off: 0, Len: 10, From: Host, To: 0},
+		{Array: 1, Off: 10, Len: 90, From: 2, To: 0},
+		{Array: 1, Off: 100, Len: 50, From: 3, To: 0},
+		{Array: 1, Off: 150, Len: 50, From: Host, To: 0},
+	}
+	if !slices.Equal(moves, wantMoves) {
+		t.Errorf("moves %+v\nwant %+v", moves, wantMoves)
+	}
+	if m := loc.Missing([]Access{acc(1, 50, 50, Read)}, 3, bw); len(m) != 0 {
+		t.Errorf("moves to a holder: %+v", m)
+	}
+	present, total := loc.Present([]Access{acc(1, 0, 200, Read)}, 4)
+	if total != 200 || !slices.Equal(present, []uint64{110, 0, 0, 90, 100}) {
+		t.Errorf("present %v of %d", present, total)
+	}
+	loc.Record([]Access{acc(1, 0, 200, Write)}, Host)
+	if len(loc.arrays) != 0 {
+		t.Errorf("all bytes back on the host, but %d arrays tracked", len(loc.arrays))
+	}
+}
+
+// partitionedProgram is a multi-GPU pattern: n partitions of one array written by n
+// vertices, then each partition read (in reverse order) into a second array.
+func partitionedProgram(n int) [][]Access {
+	const part = 1 << 16
+	var prog [][]Access
+	for p := range n {
+		prog = append(prog, []Access{acc(1, uint64(p)*part, part, Write)})
+	}
+	for p := n - 1; p >= 0; p-- {
+		prog = append(prog, []Access{acc(1, uint64(p)*part, part, Read), acc(2, uint64(p)*part, part, Write)})
+	}
+	return prog
+}
+
+// TestDevicePoliciesOnTopologies runs the partitioned program through graphs of 1, 2,
+// 4 and 8 simulated GPUs: the data-aware policies put each reader where its partition
+// is (no moves), round-robin does not (when there is more than one GPU).
+func TestDevicePoliciesOnTopologies(t *testing.T) {
+	for _, n := range topologies {
+		for p := RoundRobin; p <= MinMaxTransferTime; p++ {
+			t.Run(fmt.Sprintf("%dgpu/%v", n, p), func(t *testing.T) {
+				lanes := make([]Lane, n)
+				for i := range lanes {
+					lanes[i] = &manualLane{name: fmt.Sprint("gpu", i)}
+				}
+				g := newGraph(t, Options{GPUs: n, GPULanes: lanes, DeviceSelection: p, Bandwidth: dgxMatrix(n)})
+				var vs []*Vertex
+				for _, a := range partitionedProgram(n) {
+					v, err := g.Add(Task{Kind: KindGPU, Accesses: a})
+					if err != nil {
+						t.Fatal(err)
+					}
+					vs = append(vs, v)
+				}
+				moved := 0
+				for i, v := range vs[n:] {
+					writer := vs[n-1-i]
+					if len(v.Moves()) > 0 {
+						moved++
+						if m := v.Moves()[0]; m.From != writer.Device() || m.To != v.Device() || m.Len != 1<<16 {
+							t.Errorf("reader %d moves %+v, writer on %d", v.ID(), v.Moves(), writer.Device())
+						}
+					} else if v.Device() != writer.Device() {
+						t.Errorf("reader %d on %d without a move, data on %d", v.ID(), v.Device(), writer.Device())
+					}
+				}
+				switch {
+				case p == StreamAware:
+					// Placement follows load, not data: nothing to check beyond moves.
+				case p != RoundRobin && moved != 0:
+					t.Errorf("%v moved %d partitions", p, moved)
+				case p == RoundRobin && n > 1 && moved == 0:
+					t.Errorf("round-robin moved nothing: the test does not tell policies apart")
+				}
+				for _, l := range lanes {
+					l.(*manualLane).endAll()
+				}
+				for _, l := range lanes {
+					l.(*manualLane).endAll()
+				}
+			})
+		}
+	}
+}
+
+// TestOneGPUSameScheduleForEveryPolicy: with one GPU, every device policy must give
+// the one-GPU schedule: the same device, stream and waits for every vertex of a
+// random program as round-robin (which, on one GPU, is the single-GPU policy).
+func TestOneGPUSameScheduleForEveryPolicy(t *testing.T) {
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		var prog [][]Access
+		for range 80 {
+			var accs []Access
+			for range 1 + rng.IntN(3) {
+				off := uint64(rng.IntN(256))
+				accs = append(accs, acc(ArrayID(rng.IntN(3)), off, uint64(1+rng.IntN(64)), Mode(1+rng.IntN(4))))
+			}
+			prog = append(prog, accs)
+		}
+		var ref []string
+		for p := RoundRobin; p <= MinMaxTransferTime; p++ {
+			gpu := chainingManual{&manualLane{name: "gpu0"}}
+			gpu.chain = func(p, v *Vertex) bool { return true }
+			g := newGraph(t, Options{GPUs: 1, GPULanes: []Lane{gpu}, DeviceSelection: p, Bandwidth: dgxMatrix(1), MaxStreamsPerDevice: 4})
+			var sched []string
+			for _, a := range prog {
+				v, err := g.Add(Task{Kind: KindGPU, Accesses: a})
+				if err != nil {
+					t.Fatal(err)
+				}
+				s, _ := v.Stream()
+				var waits []VertexID
+				for _, w := range v.Waits() {
+					waits = append(waits, w.Parent.ID())
+				}
+				sched = append(sched, fmt.Sprintf("%d:%v:%v", v.ID(), s, waits))
+				if v.Device() != 0 {
+					t.Fatalf("%v put vertex %d on device %d of 1", p, v.ID(), v.Device())
+				}
+			}
+			if ref == nil {
+				ref = sched
+			} else if !slices.Equal(ref, sched) {
+				t.Errorf("seed %d: %v gives another schedule:\n%v\nround-robin:\n%v", seed, p, sched, ref)
+			}
+			gpu.endAll()
+		}
+	}
+}
