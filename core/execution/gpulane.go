@@ -1,0 +1,305 @@
+package execution
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/ucxx-go/ucxx-go/core/dag"
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// GPUWork is the payload of a GPU vertex: what it queues on the stream the DAG chose,
+// of the context's GPU number device.
+type GPUWork interface {
+	queue(drv *ucxx.CUDADriver, device int, stream uintptr) error
+}
+
+// KernelLaunch launches a kernel: Args holds one 8-byte slot per parameter.
+type KernelLaunch struct {
+	Kernel *Kernel
+	Shape  ucxx.LaunchShape
+	Args   []uint64
+}
+
+func (k *KernelLaunch) queue(_ *ucxx.CUDADriver, device int, stream uintptr) error {
+	return k.Kernel.fns[device].Launch(k.Shape, stream, k.Args)
+}
+
+// DeviceCopy copies N bytes from Src to Dst, host or device memory of any device.
+type DeviceCopy struct {
+	Dst, Src uintptr
+	N        uint64
+}
+
+func (c *DeviceCopy) queue(drv *ucxx.CUDADriver, _ int, stream uintptr) error {
+	if c.N == 0 {
+		return nil
+	}
+	return drv.CopyAsync(c.Dst, c.Src, c.N, stream)
+}
+
+// deviceWait is the lane data of a vertex that a GPU vertex may wait for on the
+// device: a GPU vertex's stop event, a transfer's done word.
+type deviceWait interface {
+	queueWait(drv *ucxx.CUDADriver, stream uintptr) error
+}
+
+// gpuState is a started GPU vertex's events: stop marks the end of its work on its
+// stream; start (with timings) its beginning.
+type gpuState struct {
+	lane        *gpuLane
+	start, stop ucxx.CUDAEvent
+}
+
+func (s *gpuState) queueWait(drv *ucxx.CUDADriver, stream uintptr) error {
+	return drv.StreamWaitEvent(stream, s.stop)
+}
+
+// errMoves: the DAG asked for ranges to be moved between GPUs first; this lane runs
+// one process's devices with memory where it was allocated (peer access).
+var errMoves = errors.New("execution: moving ranges between GPUs is not supported: run on the device that holds them")
+
+// gpuLane runs the GPU vertices of one device on CUDA streams it creates (it is the
+// DAG's StreamPool for its device), and learns their ends by polling their stop
+// events from a goroutine of its own.
+type gpuLane struct {
+	name string
+	drv  *ucxx.CUDADriver
+	cu   ucxx.CUDAContext // the device's primary context, retained
+	res  *resources
+
+	mu       sync.Mutex // after dag.Graph's
+	streams  []ucxx.CUDAStream
+	events   []ucxx.CUDAEvent // free, made with timing when timings are on
+	timing   bool
+	inflight []*dag.Vertex
+	wake     chan struct{}
+	closed   bool
+	done     chan struct{} // the poller has returned
+}
+
+func newGPULane(drv *ucxx.CUDADriver, ordinal int, timing bool, res *resources) (*gpuLane, error) {
+	cu, err := drv.RetainPrimary(ordinal)
+	if err != nil {
+		return nil, err
+	}
+	l := &gpuLane{name: fmt.Sprintf("gpu%d", ordinal), drv: drv, cu: cu, res: res, timing: timing,
+		wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go l.poll()
+	return l, nil
+}
+
+func (l *gpuLane) Name() string { return l.name }
+
+// NewStream makes a stream of the lane's device (dag.StreamPool; the DAG calls it for
+// this lane's device only).
+func (l *gpuLane) NewStream(int) (uintptr, error) {
+	var s ucxx.CUDAStream
+	err := l.cu.Use(func() (err error) { s, err = l.drv.NewStream(); return err })
+	if err != nil {
+		return 0, err
+	}
+	l.mu.Lock()
+	l.streams = append(l.streams, s)
+	l.mu.Unlock()
+	l.res.streams.Add(1)
+	return s.Handle(), nil
+}
+
+// Chains: a GPU vertex follows GPU parents (stream order or their stop events) and
+// transfers (their done words) on the device, without the host waiting.
+func (l *gpuLane) Chains(parent, v *dag.Vertex) bool {
+	return parent.Kind() == dag.KindGPU || parent.Kind() == dag.KindTransfer
+}
+
+// event takes a free event, or makes one. In l.cu.
+func (l *gpuLane) event() (ucxx.CUDAEvent, error) {
+	l.mu.Lock()
+	if n := len(l.events); n > 0 {
+		ev := l.events[n-1]
+		l.events = l.events[:n-1]
+		l.mu.Unlock()
+		return ev, nil
+	}
+	l.mu.Unlock()
+	ev, err := l.drv.NewEvent(l.timing)
+	if err == nil {
+		l.res.events.Add(1)
+	}
+	return ev, err
+}
+
+// Start queues v on its stream: the waits for its chained parents on other streams,
+// its work, its stop event; the poller ends it.
+func (l *gpuLane) Start(v *dag.Vertex) {
+	st, _ := v.Stream()
+	work, ok := v.Payload().(GPUWork)
+	if !ok {
+		v.End(fmt.Errorf("execution: GPU vertex %q has no GPU work (%T)", v.Name(), v.Payload()))
+		return
+	}
+	if len(v.Moves()) > 0 {
+		v.End(errMoves)
+		return
+	}
+	state := &gpuState{lane: l}
+	err := l.cu.Use(func() error {
+		for _, w := range v.Waits() {
+			dw, ok := w.Parent.LaneData().(deviceWait)
+			if !ok {
+				return fmt.Errorf("execution: vertex %q waits for %q, which left nothing to wait on", v.Name(), w.Parent.Name())
+			}
+			if err := dw.queueWait(l.drv, st.Handle); err != nil {
+				return err
+			}
+		}
+		var err error
+		if l.timing {
+			if state.start, err = l.event(); err != nil {
+				return err
+			}
+			if err := state.start.Record(st.Handle); err != nil {
+				return err
+			}
+		}
+		if err := work.queue(l.drv, st.Device, st.Handle); err != nil {
+			return err
+		}
+		if state.stop, err = l.event(); err != nil {
+			return err
+		}
+		return state.stop.Record(st.Handle)
+	})
+	if err != nil {
+		l.recycle(state)
+		v.End(err)
+		return
+	}
+	v.SetLaneData(state)
+	l.mu.Lock()
+	l.inflight = append(l.inflight, v)
+	l.mu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Release takes back v's events once no child will wait on them any more.
+func (l *gpuLane) Release(v *dag.Vertex) {
+	if s, ok := v.LaneData().(*gpuState); ok {
+		l.recycle(s)
+	}
+}
+
+func (l *gpuLane) recycle(s *gpuState) {
+	l.mu.Lock()
+	for _, ev := range []ucxx.CUDAEvent{s.start, s.stop} {
+		if ev != (ucxx.CUDAEvent{}) {
+			l.events = append(l.events, ev)
+		}
+	}
+	l.mu.Unlock()
+	s.start, s.stop = ucxx.CUDAEvent{}, ucxx.CUDAEvent{}
+}
+
+// GPUTime is how long v's work ran on its stream, with timings on.
+func GPUTime(v *dag.Vertex) (time.Duration, bool) {
+	s, ok := v.LaneData().(*gpuState)
+	if !ok || s.start == (ucxx.CUDAEvent{}) {
+		return 0, false
+	}
+	d, err := ucxx.Elapsed(s.start, s.stop)
+	return d, err == nil
+}
+
+// pollSpin is how long the poller keeps polling without sleeping after the last end
+// it saw; after that it polls every pollSleep while work is in flight.
+const (
+	pollSpin  = 200 * time.Microsecond
+	pollSleep = 50 * time.Microsecond
+)
+
+// poll ends the lane's vertices as their stop events complete: the moment a GPU
+// vertex's work is done, its host and transfer children may start.
+func (l *gpuLane) poll() {
+	defer close(l.done)
+	var ended []*dag.Vertex
+	var errs []error
+	lastEnd := time.Now()
+	for {
+		l.mu.Lock()
+		if len(l.inflight) == 0 {
+			closed := l.closed
+			l.mu.Unlock()
+			if closed {
+				return
+			}
+			<-l.wake
+			lastEnd = time.Now()
+			continue
+		}
+		kept := l.inflight[:0]
+		for _, v := range l.inflight {
+			s := v.LaneData().(*gpuState)
+			switch done, err := s.stop.Done(); {
+			case err != nil:
+				ended, errs = append(ended, v), append(errs, err)
+			case done:
+				ended, errs = append(ended, v), append(errs, nil)
+			default:
+				kept = append(kept, v)
+			}
+		}
+		clear(l.inflight[len(kept):])
+		l.inflight = kept
+		l.mu.Unlock()
+		for i, v := range ended {
+			v.End(errs[i])
+		}
+		if len(ended) > 0 {
+			lastEnd = time.Now()
+			clear(ended)
+			ended, errs = ended[:0], errs[:0]
+			continue
+		}
+		if time.Since(lastEnd) < pollSpin {
+			runtime.Gosched()
+		} else {
+			time.Sleep(pollSleep)
+		}
+	}
+}
+
+// close stops the poller once nothing is in flight (the caller waited for the graph)
+// and destroys the lane's streams and events.
+func (l *gpuLane) close() error {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+	<-l.done
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var errs []error
+	err := l.cu.Use(func() error {
+		for _, s := range l.streams {
+			errs = append(errs, s.Sync(), s.Destroy())
+			l.res.streams.Add(-1)
+		}
+		for _, ev := range l.events {
+			errs = append(errs, ev.Destroy())
+			l.res.events.Add(-1)
+		}
+		return nil
+	})
+	l.streams, l.events = nil, nil
+	errs = append(errs, err, l.cu.Release())
+	return errors.Join(errs...)
+}

@@ -1,0 +1,87 @@
+package execution
+
+import (
+	"os"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/ucxx-go/ucxx-go/core"
+	"github.com/ucxx-go/ucxx-go/notifier"
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+func TestMain(m *testing.M) {
+	os.Setenv("UCX_NET_DEVICES", "lo") // UCX's TCP on loopback only
+	os.Exit(m.Run())
+}
+
+// newContext makes a context that the test closes, checking it leaks nothing.
+func newContext(t *testing.T, opts Options) *Context {
+	t.Helper()
+	c, err := New(opts)
+	if err != nil {
+		t.Fatalf("execution.New: %v", err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		if r := c.Resources(); r != (Resources{}) {
+			t.Errorf("a closed context still holds %+v", r)
+		}
+	})
+	return c
+}
+
+// queueWait reads e's completion queue until the completion of id.
+func queueWait(t *testing.T, e *core.Engine, id uint64) notifier.Completion {
+	t.Helper()
+	var buf [64]notifier.Completion
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		n := e.Queue().Pop(buf[:])
+		for _, c := range buf[:n] {
+			if c.ID == id {
+				return c
+			}
+		}
+		if n == 0 {
+			e.Queue().Wait(50 * time.Millisecond)
+		}
+	}
+	t.Fatalf("no completion for %#x", id)
+	return notifier.Completion{}
+}
+
+// enginePair starts two engines connected over loopback; the test shuts them down.
+func enginePair(t *testing.T) (client, server *core.Engine, cep, sep uint64) {
+	t.Helper()
+	start := func() *core.Engine {
+		e, err := core.New(core.Options{})
+		if err != nil {
+			t.Fatalf("core.New: %v", err)
+		}
+		t.Cleanup(func() { e.Shutdown(5 * time.Second); e.FreeQueue() })
+		return e
+	}
+	client, server = start(), start()
+	lh, port, err := server.Listen("127.0.0.1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := client.Connect("127.0.0.1", port, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := queueWait(t, client, id)
+	if c.Status != 0 {
+		t.Fatalf("Connect: %v", ucxx.Status(c.Status))
+	}
+	return client, server, c.Length, queueWait(t, server, core.EventListenerAccept|lh).Length
+}
+
+func addr(b []byte) uintptr {
+	if len(b) == 0 {
+		return 0
+	}
+	return uintptr(unsafe.Pointer(&b[0]))
+}

@@ -1,0 +1,136 @@
+package ucxx
+
+import (
+	"encoding/binary"
+	"os"
+	"sync/atomic"
+	"testing"
+)
+
+// addOnePTX is testdata/add_one.ptx: a kernel, in PTX, that adds 1 to each of n
+// 32-bit words at data (add_one(data, n)).
+func addOnePTX(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/add_one.ptx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestCUDAExec: a kernel from PTX launched on a stream of ours, held back by another
+// stream it waits for through an event, which itself waits on a host word the test
+// releases; timing events measure it; a stream stores a word the host reads.
+func TestCUDAExec(t *testing.T) {
+	d := needCUDA(t)
+	c, err := d.RetainPrimary(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	const n = 1000
+	gate := CAllocPage(8)
+	defer CFree(gate)
+	err = c.Use(func() error {
+		gateDev, err := d.MapHost(uintptr(gate), 8)
+		if err != nil {
+			return err
+		}
+		defer d.UnmapHost(uintptr(gate))
+		mod, err := d.LoadModule(addOnePTX(t))
+		if err != nil {
+			return err
+		}
+		defer mod.Unload()
+		fn, err := mod.Function("add_one")
+		if err != nil {
+			return err
+		}
+		if _, err := mod.Function("no_such_kernel"); err == nil {
+			t.Error("a kernel the module lacks was found")
+		}
+		a, err := d.NewStream()
+		if err != nil {
+			return err
+		}
+		defer a.Destroy()
+		b, err := d.NewStream()
+		if err != nil {
+			return err
+		}
+		defer b.Destroy()
+		data, err := d.MemAlloc(4 * n)
+		if err != nil {
+			return err
+		}
+		defer d.MemFree(data)
+		host := make([]byte, 4*n)
+		for i := range n {
+			binary.LittleEndian.PutUint32(host[4*i:], uint32(i))
+		}
+		if err := d.CopyToDevice(data, host); err != nil {
+			return err
+		}
+		start, err := d.NewEvent(true)
+		if err != nil {
+			return err
+		}
+		defer start.Destroy()
+		stop, err := d.NewEvent(true)
+		if err != nil {
+			return err
+		}
+		defer stop.Destroy()
+		// a: wait for the gate, then add one; b: wait for a's event, then add one.
+		if err := d.StreamWaitAtLeast(a.Handle(), gateDev, 1); err != nil {
+			return err
+		}
+		if err := start.Record(a.Handle()); err != nil {
+			return err
+		}
+		shape := LaunchShape{Grid: [3]uint32{(n + 255) / 256, 1, 1}, Block: [3]uint32{256, 1, 1}}
+		if err := fn.Launch(shape, a.Handle(), []uint64{uint64(data), n}); err != nil {
+			return err
+		}
+		if err := stop.Record(a.Handle()); err != nil {
+			return err
+		}
+		if err := d.StreamWaitEvent(b.Handle(), stop); err != nil {
+			return err
+		}
+		if err := fn.Launch(shape, b.Handle(), []uint64{uint64(data), n}); err != nil {
+			return err
+		}
+		if err := d.StreamWriteWord(b.Handle(), gateDev, 7); err != nil {
+			return err
+		}
+		if done, err := b.Done(); err != nil || done {
+			t.Errorf("stream b done %v (%v) while the stream it waits for is held", done, err)
+		}
+		atomic.StoreUint64((*uint64)(gate), 1)
+		if err := b.Sync(); err != nil {
+			return err
+		}
+		if err := d.CopyFromDevice(host, data); err != nil {
+			return err
+		}
+		for i := range n {
+			if v := binary.LittleEndian.Uint32(host[4*i:]); v != uint32(i)+2 {
+				t.Fatalf("word %d: %d, want %d", i, v, i+2)
+			}
+		}
+		if took, err := Elapsed(start, stop); err != nil || took <= 0 {
+			t.Errorf("Elapsed: %v, %v", took, err)
+		}
+		if v := atomic.LoadUint64((*uint64)(gate)); v != 7 {
+			t.Errorf("the word the stream stored: %d, want 7", v)
+		}
+		if err := fn.Launch(shape, b.Handle(), make([]uint64, MaxKernelArgs+1)); err == nil {
+			t.Error("a launch with too many arguments was taken")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
