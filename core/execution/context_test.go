@@ -251,4 +251,3 @@ func TestCloseCancelsPendingTransfers(t *testing.T) {
 		t.Fatalf("held after Close: %+v", r)
 	}
 }
-

@@ -71,8 +71,9 @@ const (
 // (striped by array).
 var reduceLocks [64]sync.Mutex
 
-func reduceLock(array dag.ArrayID) *sync.Mutex { return &reduceLocks[uint64(array)%uint64(len(reduceLocks))] }
-
+func reduceLock(array dag.ArrayID) *sync.Mutex {
+	return &reduceLocks[uint64(array)%uint64(len(reduceLocks))]
+}
 
 // hostReduce combines n elements of type t at src into dst, of array, with op.
 func hostReduce(array dag.ArrayID, dst, src uintptr, n uint64, t Dtype, op ReduceOp) (func() error, error) {
@@ -150,7 +151,6 @@ func reducer(t Dtype, op ReduceOp) (func(dst, src uintptr, n uint64), error) {
 	}
 	return nil, fmt.Errorf("execution: unknown element type %d", t)
 }
-
 
 // pointer is addr as a pointer: the memory of the arrays a context works on is the
 // application's (numpy, C, pinned), never Go's heap, so the garbage collector neither

@@ -67,7 +67,9 @@ type TransferError struct {
 	Status ucxx.Status
 }
 
-func (e *TransferError) Error() string { return fmt.Sprintf("execution: transfer failed: %v", e.Status) }
+func (e *TransferError) Error() string {
+	return fmt.Sprintf("execution: transfer failed: %v", e.Status)
+}
 
 // Unwrap lets errors.Is match the status.
 func (e *TransferError) Unwrap() error { return e.Status }
