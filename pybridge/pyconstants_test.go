@@ -14,6 +14,8 @@ import (
 	"unicode"
 
 	"github.com/ucxx-go/ucxx-go/core"
+	"github.com/ucxx-go/ucxx-go/core/dag"
+	"github.com/ucxx-go/ucxx-go/core/execution"
 	"github.com/ucxx-go/ucxx-go/notifier"
 	"github.com/ucxx-go/ucxx-go/ucxx"
 )
@@ -145,6 +147,30 @@ pybridge/pyconstants_test.go fails when this file is stale.
 
 	f.section("ProvideFrames' entries (core/frames.go): a frame's address, then its memory type.")
 	f.size("PROVIDED_FRAME", core.ProvidedFrameSize, nil, "core.ProvidedFrameSize")
+
+	f.section("The DAG's access descriptors (core/execution/descriptors.go) and their modes (core/dag).")
+	f.size("ACCESS_DESCRIPTOR", execution.AccessDescriptorSize, execution.AccessDescriptor{}, "execution.AccessDescriptorSize")
+	f.fields("ACCESS", execution.AccessDescriptor{})
+	f.int("MAX_ACCESSES", execution.MaxAccesses, "execution.MaxAccesses")
+	f.int("ACCESS_READ", int64(dag.Read), "dag.Read")
+	f.int("ACCESS_WRITE", int64(dag.Write), "dag.Write")
+	f.int("ACCESS_READ_WRITE", int64(dag.ReadWrite), "dag.ReadWrite")
+	f.int("ACCESS_REDUCE", int64(dag.Reduce), "dag.Reduce")
+	f.int("MAX_KERNEL_ARGS", ucxx.MaxKernelArgs, "ucxx.MaxKernelArgs")
+
+	f.section("Reductions' element types and operations (core/execution/hostops.go).")
+	for _, d := range []struct {
+		name string
+		v    execution.Dtype
+	}{{"INT8", execution.Int8}, {"INT16", execution.Int16}, {"INT32", execution.Int32}, {"INT64", execution.Int64},
+		{"UINT8", execution.Uint8}, {"UINT16", execution.Uint16}, {"UINT32", execution.Uint32}, {"UINT64", execution.Uint64},
+		{"FLOAT32", execution.Float32}, {"FLOAT64", execution.Float64}} {
+		f.int("DTYPE_"+d.name, int64(d.v), "execution."+strings.ToUpper(d.name[:1])+strings.ToLower(d.name[1:]))
+	}
+	f.int("REDUCE_SUM", int64(execution.Sum), "execution.Sum")
+	f.int("REDUCE_PROD", int64(execution.Prod), "execution.Prod")
+	f.int("REDUCE_MIN", int64(execution.Min), "execution.Min")
+	f.int("REDUCE_MAX", int64(execution.Max), "execution.Max")
 	return f.b.Bytes()
 }
 

@@ -86,3 +86,33 @@ UCX_LOAD_DEFAULTS = "MEM_BISTRO_GRACE_DURATION=5ms"  # core.UCXLoadDefaults
 # ProvideFrames' entries (core/frames.go): a frame's address, then its memory type.
 PROVIDED_FRAME_SIZE = 16  # core.ProvidedFrameSize
 PROVIDED_FRAME_WORDS = 2  # core.ProvidedFrameSize / 8
+
+# The DAG's access descriptors (core/execution/descriptors.go) and their modes (core/dag).
+ACCESS_DESCRIPTOR_SIZE = 32  # execution.AccessDescriptorSize
+ACCESS_DESCRIPTOR_WORDS = 4  # execution.AccessDescriptorSize / 8
+ACCESS_ARRAY_WORD = 0  # execution.AccessDescriptor.Array (uint64)
+ACCESS_OFF_WORD = 1  # execution.AccessDescriptor.Off (uint64)
+ACCESS_LEN_WORD = 2  # execution.AccessDescriptor.Len (uint64)
+ACCESS_MODE_WORD = 3  # execution.AccessDescriptor.Mode (uint64)
+MAX_ACCESSES = 65536  # execution.MaxAccesses
+ACCESS_READ = 1  # dag.Read
+ACCESS_WRITE = 2  # dag.Write
+ACCESS_READ_WRITE = 3  # dag.ReadWrite
+ACCESS_REDUCE = 4  # dag.Reduce
+MAX_KERNEL_ARGS = 64  # ucxx.MaxKernelArgs
+
+# Reductions' element types and operations (core/execution/hostops.go).
+DTYPE_INT8 = 1  # execution.Int8
+DTYPE_INT16 = 2  # execution.Int16
+DTYPE_INT32 = 3  # execution.Int32
+DTYPE_INT64 = 4  # execution.Int64
+DTYPE_UINT8 = 5  # execution.Uint8
+DTYPE_UINT16 = 6  # execution.Uint16
+DTYPE_UINT32 = 7  # execution.Uint32
+DTYPE_UINT64 = 8  # execution.Uint64
+DTYPE_FLOAT32 = 9  # execution.Float32
+DTYPE_FLOAT64 = 10  # execution.Float64
+REDUCE_SUM = 1  # execution.Sum
+REDUCE_PROD = 2  # execution.Prod
+REDUCE_MIN = 3  # execution.Min
+REDUCE_MAX = 4  # execution.Max
