@@ -1,0 +1,328 @@
+package collective
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+	"unsafe"
+
+	"github.com/ucxx-go/ucxx-go/core"
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// Bootstrap: rank 0 listens at the root address; every other rank connects, sends a
+// hello (its rank, the world size and its engine's worker address); once all have,
+// rank 0 sends each the table of everyone's worker address, and every rank makes an
+// endpoint to every other from those addresses (no listener per rank). Records are
+// little-endian:
+//
+//	hello: magic u32, version u16, 0 u16, rank u32, size u32, address length u32, address
+//	table: magic u32, version u16, status u16, size u32, then per rank: length u32, address
+//
+// A table with status other than 0 tells the ranks that bootstrap failed (a duplicate
+// rank, sizes that disagree): every rank then fails with ErrBootstrap.
+
+const (
+	bootstrapMagic   = 0x54425855 // "UXBT"
+	bootstrapVersion = 1
+	helloHeader      = 20
+	tableHeader      = 12
+	// MaxRanks bounds a communicator's size.
+	MaxRanks = 4096
+	// maxWorkerAddress bounds a worker address a peer announces.
+	maxWorkerAddress = 16 << 10
+	tagHello         = 1
+	tagTable         = 2
+)
+
+// Errors of bootstrap.
+var (
+	// ErrBootstrap: the ranks could not form a communicator (a record malformed, a
+	// duplicate rank, sizes that disagree).
+	ErrBootstrap = errors.New("collective: bootstrap failed")
+	// ErrTimeout: a step did not complete within the communicator's timeout.
+	ErrTimeout = errors.New("collective: timed out")
+)
+
+// bootstrapStatus is a table's status: why bootstrap failed.
+const (
+	tableOK            = 0
+	tableDuplicateRank = 1
+	tableSizeMismatch  = 2
+)
+
+// peers is the result of bootstrap: an endpoint to every other rank (0 at rank).
+type peers struct {
+	eps []uint64
+}
+
+func encodeHello(rank, size int, addr []byte) []byte {
+	b := make([]byte, helloHeader+len(addr))
+	binary.LittleEndian.PutUint32(b, bootstrapMagic)
+	binary.LittleEndian.PutUint16(b[4:], bootstrapVersion)
+	binary.LittleEndian.PutUint32(b[8:], uint32(rank))
+	binary.LittleEndian.PutUint32(b[12:], uint32(size))
+	binary.LittleEndian.PutUint32(b[16:], uint32(len(addr)))
+	copy(b[helloHeader:], addr)
+	return b
+}
+
+// decodeHello reads a hello of n bytes; untrusted.
+func decodeHello(b []byte) (rank, size int, addr []byte, err error) {
+	if len(b) < helloHeader || binary.LittleEndian.Uint32(b) != bootstrapMagic || binary.LittleEndian.Uint16(b[4:]) != bootstrapVersion {
+		return 0, 0, nil, fmt.Errorf("%w: not a hello", ErrBootstrap)
+	}
+	r, s, n := binary.LittleEndian.Uint32(b[8:]), binary.LittleEndian.Uint32(b[12:]), binary.LittleEndian.Uint32(b[16:])
+	if s < 2 || s > MaxRanks || r == 0 || r >= s || n == 0 || n > maxWorkerAddress || int(n) != len(b)-helloHeader {
+		return 0, 0, nil, fmt.Errorf("%w: hello of rank %d of %d with a %d-byte address in %d bytes", ErrBootstrap, r, s, n, len(b))
+	}
+	return int(r), int(s), b[helloHeader:], nil
+}
+
+func encodeTable(status int, addrs [][]byte) []byte {
+	n := tableHeader
+	for _, a := range addrs {
+		n += 4 + len(a)
+	}
+	b := make([]byte, n)
+	binary.LittleEndian.PutUint32(b, bootstrapMagic)
+	binary.LittleEndian.PutUint16(b[4:], bootstrapVersion)
+	binary.LittleEndian.PutUint16(b[6:], uint16(status))
+	binary.LittleEndian.PutUint32(b[8:], uint32(len(addrs)))
+	off := tableHeader
+	for _, a := range addrs {
+		binary.LittleEndian.PutUint32(b[off:], uint32(len(a)))
+		copy(b[off+4:], a)
+		off += 4 + len(a)
+	}
+	return b
+}
+
+// decodeTable reads the table a rank of a world of size gets; untrusted.
+func decodeTable(b []byte, size int) ([][]byte, error) {
+	if len(b) < tableHeader || binary.LittleEndian.Uint32(b) != bootstrapMagic || binary.LittleEndian.Uint16(b[4:]) != bootstrapVersion {
+		return nil, fmt.Errorf("%w: not a table", ErrBootstrap)
+	}
+	switch st := binary.LittleEndian.Uint16(b[6:]); st {
+	case tableOK:
+	case tableDuplicateRank:
+		return nil, fmt.Errorf("%w: two processes claimed one rank", ErrBootstrap)
+	case tableSizeMismatch:
+		return nil, fmt.Errorf("%w: the ranks disagree on the world size", ErrBootstrap)
+	default:
+		return nil, fmt.Errorf("%w: the root failed (status %d)", ErrBootstrap, st)
+	}
+	if int(binary.LittleEndian.Uint32(b[8:])) != size {
+		return nil, fmt.Errorf("%w: a table of %d ranks for a world of %d", ErrBootstrap, binary.LittleEndian.Uint32(b[8:]), size)
+	}
+	addrs := make([][]byte, size)
+	off := tableHeader
+	for i := range addrs {
+		if off+4 > len(b) {
+			return nil, fmt.Errorf("%w: the table ends at rank %d", ErrBootstrap, i)
+		}
+		n := int(binary.LittleEndian.Uint32(b[off:]))
+		if n == 0 || n > maxWorkerAddress || off+4+n > len(b) {
+			return nil, fmt.Errorf("%w: rank %d's address of %d bytes", ErrBootstrap, i, n)
+		}
+		addrs[i] = b[off+4 : off+4+n]
+		off += 4 + n
+	}
+	if off != len(b) {
+		return nil, fmt.Errorf("%w: %d bytes after the table", ErrBootstrap, len(b)-off)
+	}
+	return addrs, nil
+}
+
+// tableBytes bounds the table a rank receives for a world of size.
+func tableBytes(size int) uint64 { return uint64(tableHeader + size*(4+maxWorkerAddress)) }
+
+func ptr(b []byte) uintptr {
+	if len(b) == 0 {
+		return 0
+	}
+	return uintptr(unsafe.Pointer(&b[0]))
+}
+
+// exchange sends b on ep with the user tag tag and waits for the send to end.
+func send(e *core.Engine, r *completionReader, ep uint64, tag uint64, b []byte, deadline time.Time) error {
+	info, err := e.EndpointInfo(ep)
+	if err != nil {
+		return err
+	}
+	id, err := e.TagSend(ep, ptr(b), uint64(len(b)), info.SendTag|tag, ucxx.MemoryHost)
+	if err != nil {
+		return err
+	}
+	c, err := r.wait(id, deadline)
+	if err != nil {
+		return err
+	}
+	return ucxx.Status(c.Status).Err("bootstrap send")
+}
+
+// recv receives into b on ep with the user tag tag and returns the bytes received.
+func recv(e *core.Engine, r *completionReader, ep uint64, tag uint64, b []byte, deadline time.Time) ([]byte, error) {
+	info, err := e.EndpointInfo(ep)
+	if err != nil {
+		return nil, err
+	}
+	id, err := e.TagRecv(ep, ptr(b), uint64(len(b)), info.RecvTag|tag, ^uint64(0), ucxx.MemoryHost)
+	if err != nil {
+		return nil, err
+	}
+	c, err := r.wait(id, deadline)
+	if err != nil {
+		e.Cancel(id)
+		r.wait(id, time.Now().Add(time.Second))
+		return nil, err
+	}
+	if err := ucxx.Status(c.Status).Err("bootstrap receive"); err != nil {
+		return nil, err
+	}
+	return b[:c.Length], nil
+}
+
+// bootstrap forms the world: rank 0 at root ("host:port") gathers and scatters the
+// worker addresses; then every rank connects to every other.
+func bootstrap(e *core.Engine, r *completionReader, rank, size int, root string, timeout time.Duration) (*peers, error) {
+	if size < 1 || size > MaxRanks || rank < 0 || rank >= size {
+		return nil, fmt.Errorf("%w: rank %d of %d", ErrBootstrap, rank, size)
+	}
+	self, err := e.WorkerAddress()
+	if err != nil {
+		return nil, err
+	}
+	if size == 1 {
+		return &peers{eps: []uint64{0}}, nil
+	}
+	host, portText, err := net.SplitHostPort(root)
+	if err != nil {
+		return nil, fmt.Errorf("%w: root address %q: %v", ErrBootstrap, root, err)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		return nil, fmt.Errorf("%w: root port %q", ErrBootstrap, portText)
+	}
+	deadline := time.Now().Add(timeout)
+	var addrs [][]byte
+	if rank == 0 {
+		addrs, err = gather(e, r, host, port, size, self, deadline)
+	} else {
+		addrs, err = join(e, r, host, port, rank, size, self, deadline)
+	}
+	if err != nil {
+		return nil, err
+	}
+	p := &peers{eps: make([]uint64, size)}
+	for i, a := range addrs {
+		if i == rank {
+			continue
+		}
+		if p.eps[i], err = e.ConnectAddress(a); err != nil {
+			return nil, fmt.Errorf("collective: connect to rank %d: %w", i, err)
+		}
+	}
+	return p, nil
+}
+
+// gather is rank 0's part: accept size-1 ranks' hellos, answer with the table. A
+// connection whose hello is malformed is dropped, and does not count.
+func gather(e *core.Engine, r *completionReader, host string, port, size int, self []byte, deadline time.Time) ([][]byte, error) {
+	lh, _, err := e.Listen(host, port)
+	if err != nil {
+		return nil, fmt.Errorf("collective: listen at the root %s:%d: %w", host, port, err)
+	}
+	defer e.CloseListener(lh)
+	addrs := make([][]byte, size)
+	addrs[0] = self
+	byRank := make([]uint64, size)
+	var joined []uint64
+	status := tableOK
+	buf := make([]byte, helloHeader+maxWorkerAddress)
+	for have := 1; have < size && status == tableOK; {
+		c, err := r.wait(core.EventListenerAccept|lh, deadline)
+		if err != nil {
+			return nil, err
+		}
+		ep := c.Length
+		msg, err := recv(e, r, ep, tagHello, buf, deadline)
+		if errors.Is(err, ErrTimeout) {
+			return nil, err
+		}
+		rk, sz, addr, herr := decodeHello(msg)
+		if err != nil || herr != nil {
+			e.AbortEndpoint(ep) // not one of ours: it does not count
+			continue
+		}
+		joined = append(joined, ep)
+		switch {
+		case sz != size:
+			status = tableSizeMismatch
+		case byRank[rk] != 0:
+			status = tableDuplicateRank
+		default:
+			byRank[rk], addrs[rk] = ep, append([]byte(nil), addr...)
+			have++
+		}
+	}
+	table := encodeTable(status, addrs)
+	if status != tableOK {
+		table = encodeTable(status, nil)
+	}
+	var errs []error
+	for _, ep := range joined {
+		errs = append(errs, send(e, r, ep, tagTable, table, deadline))
+	}
+	if status != tableOK {
+		_, err := decodeTable(table, 0)
+		return nil, err
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("collective: send the table: %w", err)
+	}
+	return addrs, nil
+}
+
+// join is the part of every other rank: connect to the root, say hello, get the table.
+func join(e *core.Engine, r *completionReader, host string, port, rank, size int, self []byte, deadline time.Time) ([][]byte, error) {
+	var ep uint64
+	for {
+		id, err := e.Connect(host, port, time.Until(deadline))
+		if err != nil {
+			return nil, err
+		}
+		c, err := r.wait(id, deadline)
+		if err != nil {
+			return nil, err
+		}
+		if c.Status == 0 {
+			ep = c.Length
+			break
+		}
+		// The root may not listen yet: try again until the deadline.
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("collective: connect to the root %s:%d: %v: %w", host, port, ucxx.Status(c.Status), ErrTimeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	defer e.CloseEndpoint(ep, time.Second)
+	if err := send(e, r, ep, tagHello, encodeHello(rank, size, self), deadline); err != nil {
+		return nil, err
+	}
+	msg, err := recv(e, r, ep, tagTable, make([]byte, tableBytes(size)), deadline)
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := decodeTable(msg, size)
+	if err != nil {
+		return nil, err
+	}
+	if string(addrs[rank]) != string(self) {
+		return nil, fmt.Errorf("%w: the table gives rank %d another address", ErrBootstrap, rank)
+	}
+	return addrs, nil
+}

@@ -1,0 +1,202 @@
+package collective
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ucxx-go/ucxx-go/core"
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+func TestMain(m *testing.M) {
+	os.Setenv("UCX_NET_DEVICES", "lo")
+	os.Exit(m.Run())
+}
+
+// freeRoot returns a loopback address with a port nothing listens on now.
+func freeRoot(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// world forms size communicators in this process, one goroutine per rank, with the
+// sizes each rank claims (nil: all size); it returns each rank's communicator or error.
+func world(t *testing.T, size int, claims []int, root string) ([]*Communicator, []error) {
+	t.Helper()
+	comms, errs := make([]*Communicator, size), make([]error, size)
+	var wg sync.WaitGroup
+	for r := range size {
+		claim := size
+		if claims != nil {
+			claim = claims[r]
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			comms[r], errs[r] = New(Options{Rank: r, Size: claim, Root: root, Timeout: 10 * time.Second})
+		}()
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, c := range comms {
+			if c != nil {
+				c.Close()
+			}
+		}
+	})
+	return comms, errs
+}
+
+// TestBootstrapWorld: 2 and 4 ranks form a world in which every rank reaches every
+// other through the endpoints made from worker addresses.
+func TestBootstrapWorld(t *testing.T) {
+	for _, size := range []int{2, 4} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			comms, errs := world(t, size, nil, freeRoot(t))
+			for r, err := range errs {
+				if err != nil {
+					t.Fatalf("rank %d: %v", r, err)
+				}
+			}
+			var wg sync.WaitGroup
+			fail := make(chan error, size*size)
+			for _, c := range comms {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for peer := range size {
+						if peer == c.Rank() {
+							continue
+						}
+						go func() { fail <- c.Send(peer, 7, []byte(fmt.Sprintf("%d->%d", c.Rank(), peer))) }()
+					}
+					for peer := range size {
+						if peer == c.Rank() {
+							continue
+						}
+						buf := make([]byte, 16)
+						n, err := c.Recv(peer, 7, buf)
+						if want := fmt.Sprintf("%d->%d", peer, c.Rank()); err != nil || string(buf[:n]) != want {
+							fail <- fmt.Errorf("rank %d from %d: %q, %v; want %q", c.Rank(), peer, buf[:n], err, want)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			for range size * (size - 1) {
+				if err := <-fail; err != nil {
+					t.Error(err)
+				}
+			}
+			select {
+			case err := <-fail:
+				t.Error(err)
+			default:
+			}
+			if err := comms[0].Send(0, 1, nil); !errors.Is(err, ucxx.StatusInvalidParam) {
+				t.Errorf("a send to itself: %v", err)
+			}
+		})
+	}
+}
+
+// TestBootstrapSizesDisagree: a rank that claims another world size fails bootstrap,
+// and so does the root, each with ErrBootstrap, promptly.
+func TestBootstrapSizesDisagree(t *testing.T) {
+	start := time.Now()
+	_, errs := world(t, 2, []int{2, 3}, freeRoot(t))
+	for r, err := range errs {
+		if !errors.Is(err, ErrBootstrap) {
+			t.Errorf("rank %d: %v, want ErrBootstrap", r, err)
+		}
+	}
+	if took := time.Since(start); took > 8*time.Second {
+		t.Errorf("took %v", took)
+	}
+}
+
+// TestBootstrapIgnoresStrangers: a connection to the root that sends something other
+// than a hello is dropped and does not count; the world still forms.
+func TestBootstrapIgnoresStrangers(t *testing.T) {
+	root := freeRoot(t)
+	host, port, _ := net.SplitHostPort(root)
+	var p int
+	fmt.Sscan(port, &p)
+	stranger, err := core.New(core.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newCompletionReader(stranger)
+	defer func() { stranger.Shutdown(time.Second); <-r.done; stranger.FreeQueue() }()
+	done := make(chan []error, 1)
+	go func() { _, errs := world(t, 2, nil, root); done <- errs }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		id, err := stranger.Connect(host, p, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := r.wait(id, deadline)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Status == 0 {
+			send(stranger, r, c.Length, tagHello, []byte("GET / HTTP/1.1\r\n\r\n"), deadline)
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for rank, err := range <-done {
+		if err != nil {
+			t.Errorf("rank %d: %v", rank, err)
+		}
+	}
+}
+
+// TestBootstrapRecords: hellos and tables that are not what a rank sends are refused.
+func TestBootstrapRecords(t *testing.T) {
+	addr := []byte("worker-address")
+	good := encodeHello(1, 2, addr)
+	if r, s, a, err := decodeHello(good); err != nil || r != 1 || s != 2 || string(a) != string(addr) {
+		t.Fatalf("a good hello: %d %d %q %v", r, s, a, err)
+	}
+	for name, b := range map[string][]byte{
+		"short":         good[:10],
+		"truncated":     good[:len(good)-1],
+		"rank 0":        encodeHello(0, 2, addr),
+		"rank >= size":  encodeHello(2, 2, addr),
+		"huge world":    encodeHello(1, MaxRanks+1, addr),
+		"empty address": encodeHello(1, 2, nil),
+	} {
+		if _, _, _, err := decodeHello(b); !errors.Is(err, ErrBootstrap) {
+			t.Errorf("%s hello: %v", name, err)
+		}
+	}
+	table := encodeTable(tableOK, [][]byte{[]byte("a"), []byte("bb")})
+	if got, err := decodeTable(table, 2); err != nil || string(got[1]) != "bb" {
+		t.Fatalf("a good table: %q %v", got, err)
+	}
+	for name, c := range map[string]struct {
+		b    []byte
+		size int
+	}{
+		"wrong size": {table, 3},
+		"truncated":  {table[:len(table)-1], 2},
+		"trailing":   {append(append([]byte(nil), table...), 0), 2},
+		"failed":     {encodeTable(tableDuplicateRank, nil), 2},
+	} {
+		if _, err := decodeTable(c.b, c.size); !errors.Is(err, ErrBootstrap) {
+			t.Errorf("%s table: %v", name, err)
+		}
+	}
+}

@@ -1,0 +1,165 @@
+package collective
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/ucxx-go/ucxx-go/core"
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// Options configure a Communicator.
+type Options struct {
+	Rank, Size int
+	// Root is rank 0's listening address, "host:port", which every rank is given.
+	Root string
+	// Timeout bounds bootstrap and every step that waits for a peer (DefaultTimeout
+	// when 0).
+	Timeout time.Duration
+	// Engine configures the communicator's own engine.
+	Engine core.Options
+}
+
+// DefaultTimeout is Options.Timeout's default.
+const DefaultTimeout = 60 * time.Second
+
+// ErrClosed: the communicator was closed.
+var ErrClosed = fmt.Errorf("collective: communicator closed: %w", os.ErrClosed)
+
+// Communicator is this process's rank among Size processes, with an endpoint to each
+// other rank on an engine of its own.
+type Communicator struct {
+	rank, size int
+	timeout    time.Duration
+	e          *core.Engine
+	r          *completionReader
+	peers      *peers
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// New forms a communicator with the other ranks (bootstrap.go); every rank calls it
+// with the same Size and Root and its own Rank.
+//
+// Errors: ErrBootstrap (bad arguments, a duplicate rank, sizes that disagree, a
+// malformed table), ErrTimeout, the engine's errors.
+func New(opts Options) (c *Communicator, err error) {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	e, err := core.New(opts.Engine)
+	if err != nil {
+		return nil, err
+	}
+	c = &Communicator{rank: opts.Rank, size: opts.Size, timeout: opts.Timeout, e: e, r: newCompletionReader(e)}
+	if c.peers, err = bootstrap(e, c.r, opts.Rank, opts.Size, opts.Root, opts.Timeout); err != nil {
+		c.shutdown()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Rank is this process's rank; Size the number of ranks.
+func (c *Communicator) Rank() int { return c.rank }
+
+// Size is the number of ranks.
+func (c *Communicator) Size() int { return c.size }
+
+// Engine is the communicator's own engine.
+func (c *Communicator) Engine() *core.Engine { return c.e }
+
+// p2pTag is the tag of a point-to-point message from rank src with the user tag tag
+// (16 bits): bit 31 marks communicator traffic, bits 16-27 the source rank. The
+// receiving side's endpoint id bits stay 0: endpoints made from worker addresses have
+// none.
+func p2pTag(src int, tag uint16) uint64 { return 1<<31 | uint64(src)<<16 | uint64(tag) }
+
+// Send sends b to rank dst with tag and waits for the send to end.
+//
+// Errors: ErrClosed, a rank out of range, ErrTimeout, the endpoint's failure.
+func (c *Communicator) Send(dst int, tag uint16, b []byte) error {
+	if err := c.check(dst); err != nil {
+		return err
+	}
+	id, err := c.e.TagSend(c.peers.eps[dst], ptr(b), uint64(len(b)), p2pTag(c.rank, tag), ucxx.MemoryHost)
+	if err != nil {
+		return err
+	}
+	return c.complete(id, "Send")
+}
+
+// Recv receives from rank src with tag into b and returns the bytes received.
+//
+// Errors: as Send; a message longer than b is StatusMessageTruncated.
+func (c *Communicator) Recv(src int, tag uint16, b []byte) (int, error) {
+	if err := c.check(src); err != nil {
+		return 0, err
+	}
+	id, err := c.e.TagRecv(c.peers.eps[src], ptr(b), uint64(len(b)), p2pTag(src, tag), ^uint64(0), ucxx.MemoryHost)
+	if err != nil {
+		return 0, err
+	}
+	cm, err := c.r.wait(id, time.Now().Add(c.timeout))
+	if err != nil {
+		c.e.Cancel(id)
+		c.r.wait(id, time.Now().Add(time.Second))
+		return 0, fmt.Errorf("collective: Recv from rank %d: %w", src, err)
+	}
+	if err := ucxx.Status(cm.Status).Err("Recv"); err != nil {
+		return 0, fmt.Errorf("collective: Recv from rank %d: %w", src, err)
+	}
+	return int(cm.Length), nil
+}
+
+func (c *Communicator) complete(id uint64, op string) error {
+	cm, err := c.r.wait(id, time.Now().Add(c.timeout))
+	if err != nil {
+		c.e.Cancel(id)
+		c.r.wait(id, time.Now().Add(time.Second))
+		return fmt.Errorf("collective: %s: %w", op, err)
+	}
+	if err := ucxx.Status(cm.Status).Err(op); err != nil {
+		return fmt.Errorf("collective: %s: %w", op, err)
+	}
+	return nil
+}
+
+func (c *Communicator) check(peer int) error {
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	if peer < 0 || peer >= c.size || peer == c.rank {
+		return fmt.Errorf("collective: rank %d of %d (this is %d): %w", peer, c.size, c.rank, ucxx.StatusInvalidParam)
+	}
+	return nil
+}
+
+// Close shuts the communicator's engine down. A second Close returns an error
+// wrapping os.ErrClosed.
+func (c *Communicator) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return fmt.Errorf("collective: close: %w", os.ErrClosed)
+	}
+	c.closed = true
+	c.mu.Unlock()
+	return c.shutdown()
+}
+
+func (c *Communicator) shutdown() error {
+	err := c.e.Shutdown(5 * time.Second)
+	<-c.r.done
+	c.e.FreeQueue()
+	if errors.Is(err, core.ErrEngineClosed) {
+		return nil
+	}
+	return err
+}

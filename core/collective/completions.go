@@ -1,0 +1,92 @@
+package collective
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ucxx-go/ucxx-go/core"
+	"github.com/ucxx-go/ucxx-go/notifier"
+)
+
+// completionReader reads a communicator engine's completion queue and hands each
+// completion to whoever waits for its id. Ids of requests are unique; an event id
+// (an accepted connection) repeats, so completions wait in a queue per id until taken.
+type completionReader struct {
+	e *core.Engine
+
+	mu      sync.Mutex
+	got     map[uint64][]notifier.Completion
+	arrived chan struct{} // closed and replaced when completions arrive
+	closed  bool
+	done    chan struct{}
+}
+
+func newCompletionReader(e *core.Engine) *completionReader {
+	r := &completionReader{e: e, got: make(map[uint64][]notifier.Completion), arrived: make(chan struct{}), done: make(chan struct{})}
+	go r.read()
+	return r
+}
+
+// read moves completions from the queue into got until the queue closes.
+func (r *completionReader) read() {
+	defer close(r.done)
+	q := r.e.Queue()
+	var buf [256]notifier.Completion
+	for {
+		n := q.Pop(buf[:])
+		if n == 0 {
+			if res, err := q.Wait(100 * time.Millisecond); err != nil || res == notifier.Closed {
+				r.mu.Lock()
+				r.closed = true
+				close(r.arrived)
+				r.mu.Unlock()
+				return
+			}
+			continue
+		}
+		r.mu.Lock()
+		for _, c := range buf[:n] {
+			r.got[c.ID] = append(r.got[c.ID], c)
+		}
+		close(r.arrived)
+		r.arrived = make(chan struct{})
+		r.mu.Unlock()
+	}
+}
+
+// errEngineGone: the communicator's engine stopped while a completion was awaited.
+var errEngineGone = errors.New("collective: the communicator's engine stopped")
+
+// wait returns the next completion of id, or an error once deadline passes.
+func (r *completionReader) wait(id uint64, deadline time.Time) (notifier.Completion, error) {
+	for {
+		r.mu.Lock()
+		if q := r.got[id]; len(q) > 0 {
+			c := q[0]
+			if len(q) == 1 {
+				delete(r.got, id)
+			} else {
+				r.got[id] = q[1:]
+			}
+			r.mu.Unlock()
+			return c, nil
+		}
+		closed, arrived := r.closed, r.arrived
+		r.mu.Unlock()
+		if closed {
+			return notifier.Completion{}, errEngineGone
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return notifier.Completion{}, fmt.Errorf("collective: no completion of %#x in time: %w", id, ErrTimeout)
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-arrived:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
