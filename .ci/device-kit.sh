@@ -7,8 +7,9 @@
 # The whole kit (~80 MB) is more than one device call may carry (64 MiB), so it goes
 # in two calls while the machine stays warm:
 #   bash .ci/device-kit.sh                # here: builds .devkit/ and .devkit-stage1/
-#   call 1, carry [".devkit-stage1"]:      mkdir -p /tmp/kit && cp .devkit-stage1/go.tar.xz /tmp/kit/
+#   call 1, carry [".devkit-stage1"]:      mkdir -p /tmp/kit && cp .devkit-stage1/* /tmp/kit/
 #   call 2, carry [".devkit"]:             cp /tmp/kit/go.tar.xz .devkit/ && source .devkit/activate.sh &&
+#       xz -dc /tmp/kit/vet.xz > $GOROOT/pkg/tool/linux_amd64/vet && chmod +x $GOROOT/pkg/tool/linux_amd64/vet &&
 #       export GOPROXY=file://$PWD/.devkit/gomodproxy GOSUMDB=off GOFLAGS=-mod=mod UCX_NET_DEVICES=lo &&
 #       python3 -m pip install --no-build-isolation --no-deps --target /tmp/ucxxgo-site . &&
 #       export PYTHONPATH=/tmp/ucxxgo-site:$PYTHONPATH && python3 -m pytest -q tests
@@ -22,6 +23,8 @@ done
 rm -rf .devkit-stage1 .devkit/bin .devkit/vendor
 mkdir -p .devkit-stage1
 mv .devkit/go.tar.xz .devkit-stage1/
+# The trimmed toolchain has no vet, which `go test` needs even with -vet=off.
+xz -9 -c "$(go env GOROOT)/pkg/tool/$(go env GOOS)_$(go env GOARCH)/vet" > .devkit-stage1/vet.xz
 tmp=$(mktemp -d)
 GOMODCACHE=$tmp GOFLAGS=-mod=mod go mod download
 cp -r "$tmp/cache/download" .devkit/gomodproxy
