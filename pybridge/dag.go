@@ -51,7 +51,7 @@ func dagCtx(h uint64) (*dagContext, error) {
 	if c := dagContexts.byID[h]; c != nil {
 		return c, nil
 	}
-	return nil, fmt.Errorf("execution context %d: %w", h, execution.ErrClosed)
+	return nil, fmt.Errorf("execution context %d is closed: %w", h, ucxx.ErrClosed)
 }
 
 // dagOptions is DagNew's options, as JSON.

@@ -54,8 +54,8 @@ type Context struct {
 //
 // Errors: the DAG's option errors; ucxx.ErrNoCUDA and CUDA's errors when Devices are
 // given.
-func New(opts Options) (c *Context, err error) {
-	c = &Context{}
+func New(opts Options) (_ *Context, err error) {
+	c := &Context{}
 	defer func() {
 		if err != nil {
 			c.closeLanes()

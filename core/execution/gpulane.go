@@ -52,6 +52,7 @@ type deviceWait interface {
 type gpuState struct {
 	lane        *gpuLane
 	start, stop ucxx.CUDAEvent
+	gpuTime     time.Duration // with timings: start to stop, read when the poller saw stop done
 }
 
 func (s *gpuState) queueWait(drv *ucxx.CUDADriver, stream uintptr) error {
@@ -206,14 +207,13 @@ func (l *gpuLane) recycle(s *gpuState) {
 	s.start, s.stop = ucxx.CUDAEvent{}, ucxx.CUDAEvent{}
 }
 
-// GPUTime is how long v's work ran on its stream, with timings on.
+// GPUTime is how long v's work ran on its stream, with timings on, once v ended.
 func GPUTime(v *dag.Vertex) (time.Duration, bool) {
 	s, ok := v.LaneData().(*gpuState)
-	if !ok || s.start == (ucxx.CUDAEvent{}) {
+	if !ok || s.gpuTime == 0 {
 		return 0, false
 	}
-	d, err := ucxx.Elapsed(s.start, s.stop)
-	return d, err == nil
+	return s.gpuTime, true
 }
 
 // pollSpin is how long the poller keeps polling without sleeping after the last end
@@ -249,6 +249,9 @@ func (l *gpuLane) poll() {
 			case err != nil:
 				ended, errs = append(ended, v), append(errs, err)
 			case done:
+				if s.start != (ucxx.CUDAEvent{}) {
+					s.gpuTime, _ = ucxx.Elapsed(s.start, s.stop) // before Release recycles the events
+				}
 				ended, errs = append(ended, v), append(errs, nil)
 			default:
 				kept = append(kept, v)

@@ -12,7 +12,8 @@ import (
 // Host work of the DAG's built-in vertices: copies and reductions between host
 // buffers, run on the host lane.
 
-// hostCopy copies n bytes from src to dst (host memory; ranges may overlap).
+// hostCopy copies n bytes from src to dst (host memory; the ranges must not overlap:
+// the DAG's caller refuses overlapping copies).
 func hostCopy(dst, src uintptr, n uint64) func() error {
 	return func() error {
 		if n > 0 {

@@ -290,3 +290,11 @@ def progress():
 def stop_notifier_thread():
     """Compatibility with UCXX: ucxx_go's notifier stops by itself with reset() and at
     exit, so there is nothing to stop by hand."""
+
+
+# GrCUDA's run-time DAG (_execution): nothing of Go starts until an ExecutionContext is made.
+from ._execution import (  # noqa: E402
+    ConfiguredKernel, DeviceArray, ExecutionContext, Kernel, Vertex, VertexFailedError,
+)
+
+__all__ += ["ExecutionContext", "DeviceArray", "Vertex", "Kernel", "ConfiguredKernel", "VertexFailedError"]

@@ -145,6 +145,19 @@ def _load_nvrtc():
     raise RuntimeError("NVRTC not found: install ucxx-go[gpu] (the nvidia-cuda-nvrtc wheel) or a CUDA toolkit")
 
 
+def compile_kernel(source, kernel, options=()):
+    """Compile CUDA C source to PTX with NVRTC, with ``kernel`` as a name expression, so
+    that a C++ kernel (mangled, or a template instance) is found as well as an
+    ``extern "C"`` one; (ptx bytes, the kernel's lowered name).
+
+    Raises
+    ------
+    RuntimeError
+        NVRTC is missing, or the source does not compile (with NVRTC's log).
+    """
+    return _nvrtc_compile(source, f"{kernel}.cu", options, kernel)
+
+
 def compile_ptx(source, name="kernel.cu", options=()):
     """Compile CUDA C source to PTX with NVRTC; the PTX as bytes.
 
@@ -153,6 +166,10 @@ def compile_ptx(source, name="kernel.cu", options=()):
     RuntimeError
         NVRTC is missing, or the source does not compile (with NVRTC's log).
     """
+    return _nvrtc_compile(source, name, options, None)[0]
+
+
+def _nvrtc_compile(source, name, options, expression):
     lib = _load_nvrtc()
     prog = ctypes.c_void_p()
 
@@ -162,6 +179,8 @@ def compile_ptx(source, name="kernel.cu", options=()):
 
     check(lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), name.encode(), 0, None, None), "nvrtcCreateProgram")
     try:
+        if expression is not None:
+            check(lib.nvrtcAddNameExpression(prog, expression.encode()), "nvrtcAddNameExpression")
         opts = [o.encode() for o in options]
         arr = (ctypes.c_char_p * len(opts))(*opts)
         r = lib.nvrtcCompileProgram(prog, len(opts), arr)
@@ -170,11 +189,17 @@ def compile_ptx(source, name="kernel.cu", options=()):
             lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
             log = ctypes.create_string_buffer(size.value)
             lib.nvrtcGetProgramLog(prog, log)
-            raise RuntimeError(f"NVRTC could not compile {name}: {lib.nvrtcGetErrorString(r).decode()}\n{log.value.decode(errors='replace')}")
+            raise RuntimeError(f"NVRTC could not compile {name}: {lib.nvrtcGetErrorString(r).decode()}\n"
+                               f"{log.value.decode(errors='replace')}")
         size = ctypes.c_size_t()
         check(lib.nvrtcGetPTXSize(prog, ctypes.byref(size)), "nvrtcGetPTXSize")
         ptx = ctypes.create_string_buffer(size.value)
         check(lib.nvrtcGetPTX(prog, ptx), "nvrtcGetPTX")
-        return ptx.raw.rstrip(b"\0")
+        lowered = None
+        if expression is not None:
+            out = ctypes.c_char_p()
+            check(lib.nvrtcGetLoweredName(prog, expression.encode(), ctypes.byref(out)), "nvrtcGetLoweredName")
+            lowered = out.value.decode()
+        return ptx.raw.rstrip(b"\0"), lowered
     finally:
         lib.nvrtcDestroyProgram(ctypes.byref(prog))
