@@ -78,30 +78,14 @@ func DagNew(options string) (h uint64, err error) {
 		return 0, fmt.Errorf("DagNew: options: %v: %w", err, ucxx.StatusInvalidParam)
 	}
 	var g dag.Options
-	if o.Execution != "" {
-		if g.Execution, err = dag.ParseExecutionPolicy(o.Execution); err != nil {
-			return 0, fmt.Errorf("DagNew: %v: %w", err, ucxx.StatusInvalidParam)
-		}
-	}
-	if o.Dependency != "" {
-		if g.Dependency, err = dag.ParseDependencyPolicy(o.Dependency); err != nil {
-			return 0, fmt.Errorf("DagNew: %v: %w", err, ucxx.StatusInvalidParam)
-		}
-	}
-	if o.NewStream != "" {
-		if g.NewStream, err = dag.ParseNewStreamPolicy(o.NewStream); err != nil {
-			return 0, fmt.Errorf("DagNew: %v: %w", err, ucxx.StatusInvalidParam)
-		}
-	}
-	if o.ParentStream != "" {
-		if g.ParentStream, err = dag.ParseParentStreamPolicy(o.ParentStream); err != nil {
-			return 0, fmt.Errorf("DagNew: %v: %w", err, ucxx.StatusInvalidParam)
-		}
-	}
-	if o.DeviceSelection != "" {
-		if g.DeviceSelection, err = dag.ParseDevicePolicy(o.DeviceSelection); err != nil {
-			return 0, fmt.Errorf("DagNew: %v: %w", err, ucxx.StatusInvalidParam)
-		}
+	if err := errors.Join(
+		parsePolicy(o.Execution, dag.ParseExecutionPolicy, &g.Execution),
+		parsePolicy(o.Dependency, dag.ParseDependencyPolicy, &g.Dependency),
+		parsePolicy(o.NewStream, dag.ParseNewStreamPolicy, &g.NewStream),
+		parsePolicy(o.ParentStream, dag.ParseParentStreamPolicy, &g.ParentStream),
+		parsePolicy(o.DeviceSelection, dag.ParseDevicePolicy, &g.DeviceSelection),
+	); err != nil {
+		return 0, fmt.Errorf("DagNew: %v: %w", err, ucxx.StatusInvalidParam)
 	}
 	g.MaxStreamsPerDevice, g.HostLanes, g.Timings, g.DOT = o.MaxStreams, o.HostWorkers, o.Timings, o.DOT
 	opts := execution.Options{Graph: g, Devices: o.Devices}
@@ -124,6 +108,18 @@ func DagNew(options string) (h uint64, err error) {
 	dagContexts.next++
 	dagContexts.byID[dagContexts.next] = c
 	return dagContexts.next, nil
+}
+
+// parsePolicy sets *dst to the policy named s, unless s is empty (the default).
+func parsePolicy[T any](s string, parse func(string) (T, error), dst *T) error {
+	if s == "" {
+		return nil
+	}
+	v, err := parse(s)
+	if err == nil {
+		*dst = v
+	}
+	return err
 }
 
 // added records v for DagWait and returns its id; successes leave once the record
