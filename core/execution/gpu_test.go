@@ -84,40 +84,52 @@ func addOne(t *testing.T, c *Context) *Kernel {
 	return k
 }
 
-func launchAddOne(t *testing.T, c *Context, k *Kernel, p uintptr, first, n int, a dag.ArrayID) *dag.Vertex {
+func launchAddOne(t *testing.T, c *Context, k *Kernel, p uintptr, first, n int, a dag.ArrayID, more ...dag.Access) *dag.Vertex {
 	t.Helper()
 	shape := ucxx.LaunchShape{Grid: [3]uint32{uint32(n+255) / 256, 1, 1}, Block: [3]uint32{256, 1, 1}}
 	v, err := c.Launch("add_one", &KernelLaunch{Kernel: k, Shape: shape, Args: []uint64{uint64(p) + uint64(4*first), uint64(n)}},
-		[]dag.Access{acc(a, uint64(4*first), uint64(4*n), dag.ReadWrite)})
+		append([]dag.Access{acc(a, uint64(4*first), uint64(4*n), dag.ReadWrite)}, more...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return v
 }
 
-// TestKernelsOnStreams: kernels on disjoint halves of one array go to different
-// streams with no edge between them; a kernel on the whole array follows both; the
-// host's access waits for it.
+// TestKernelsOnStreams: kernels on disjoint halves of one array have no edge between
+// them and, while the first is held on the GPU (behind a receive nobody has sent to
+// yet), the second goes to another stream and runs; a kernel on the whole array
+// follows both; the host's access waits for it.
 func TestKernelsOnStreams(t *testing.T) {
 	d := needGPU(t)
-	c := newContext(t, Options{Devices: []int{0}, Graph: dag.Options{Timings: true}})
+	client, server, cep, sep := enginePair(t)
+	c := newContext(t, Options{Devices: []int{0}, Engine: client, Graph: dag.Options{Timings: true}})
 	k := addOne(t, c)
 	const n = 1 << 20
 	p := deviceWords(t, d, n)
-	lo := launchAddOne(t, c, k, p, 0, n/2, arrA)
+	gate := make([]byte, 8)
+	if _, err := c.Transfer("gate", &Recv{EP: cep, Addr: addr(gate), Size: 8, Tag: 5, Mask: ^uint64(0), MemType: ucxx.MemoryHost},
+		[]dag.Access{acc(arrB, 0, 8, dag.Write)}); err != nil {
+		t.Fatal(err)
+	}
+	lo := launchAddOne(t, c, k, p, 0, n/2, arrA, acc(arrB, 0, 8, dag.Read))
 	hi := launchAddOne(t, c, k, p, n/2, n/2, arrA)
+	if err := hi.Wait(context.Background()); err != nil || lo.State() != dag.Running {
+		t.Fatalf("the second half's kernel: %v; the held first half's: %v", err, lo.State())
+	}
 	all := launchAddOne(t, c, k, p, 0, n, arrA)
 	ls, _ := lo.Stream()
 	hs, _ := hi.Stream()
 	if len(hi.Parents()) != 0 || ls == hs {
 		t.Fatalf("disjoint halves: %d parents, streams %v and %v", len(hi.Parents()), ls, hs)
 	}
-	if len(all.Parents()) != 2 {
-		t.Fatalf("the whole-array kernel has %d parents", len(all.Parents()))
+	if ps := all.Parents(); len(ps) != 1 || ps[0] != lo {
+		t.Fatalf("the whole-array kernel's parents: %d (want the held one only: the other finished)", len(ps))
 	}
 	if r := c.Resources(); r.Streams < 2 || r.Modules != 1 {
 		t.Fatalf("resources while running: %+v", r)
 	}
+	sid, _ := server.TagSend(sep, addr(gate), 8, 5, ucxx.MemoryHost)
+	queueWait(t, server, sid)
 	if err := c.Access(context.Background(), []dag.Access{acc(arrA, 0, 4*n, dag.Read)}); err != nil {
 		t.Fatal(err)
 	}

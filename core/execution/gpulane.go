@@ -59,10 +59,6 @@ func (s *gpuState) queueWait(drv *ucxx.CUDADriver, stream uintptr) error {
 	return drv.StreamWaitEvent(stream, s.stop)
 }
 
-// errMoves: the DAG asked for ranges to be moved between GPUs first; this lane runs
-// one process's devices with memory where it was allocated (peer access).
-var errMoves = errors.New("execution: moving ranges between GPUs is not supported: run on the device that holds them")
-
 // gpuLane runs the GPU vertices of one device on CUDA streams it creates (it is the
 // DAG's StreamPool for its device), and learns their ends by polling their stop
 // events from a goroutine of its own.
@@ -142,10 +138,9 @@ func (l *gpuLane) Start(v *dag.Vertex) {
 		v.End(fmt.Errorf("execution: GPU vertex %q has no GPU work (%T)", v.Name(), v.Payload()))
 		return
 	}
-	if len(v.Moves()) > 0 {
-		v.End(errMoves)
-		return
-	}
+	// v.Moves is the DAG's location model (GrCUDA's): it steers the device policies.
+	// Memory stays where it was allocated; a kernel reaches another GPU's memory by
+	// peer access, and no range is copied between GPUs for it.
 	state := &gpuState{lane: l}
 	err := l.cu.Use(func() error {
 		for _, w := range v.Waits() {
