@@ -324,6 +324,11 @@ func (e *Engine) sleep(evs []syscall.EpollEvent) {
 		// A semaphore's counter changes with no event here (a peer's put into
 		// shared memory): look again soon.
 		timeout = semaphorePoll
+	case e.requests.cuda > 0:
+		// A CUDA copy ends with no event (see cudaSpinFor): without a spin (Options.
+		// SpinBeforeSleep 0) a receive into device memory would advance once per
+		// idle wake-up.
+		timeout = semaphorePoll
 	default:
 		next := e.eps.nextDeadline()
 		if e.ka.watched > 0 && (next.IsZero() || e.ka.next.Before(next)) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/ucxx-go/ucxx-go/core/dag"
 	"github.com/ucxx-go/ucxx-go/ucxx"
@@ -168,8 +169,10 @@ func TestKernelWaitsForReceiveOnGPU(t *testing.T) {
 	}
 	sid, _ := server.TagSend(sep, addr(msg), uint64(len(msg)), 3, ucxx.MemoryHost)
 	queueWait(t, server, sid)
-	if err := c.Synchronize(context.Background()); err != nil {
-		t.Fatal(err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Synchronize(ctx); err != nil {
+		t.Fatalf("receive %v, kernel %v: %v", recv.State(), kern.State(), err)
 	}
 	for i, w := range readWords(t, d, p, n) {
 		if w != uint32(1000+i)+1 {
