@@ -191,11 +191,20 @@ func (l *gpuLane) Release(v *dag.Vertex) {
 	}
 }
 
+// maxFreeEvents bounds the events a lane keeps for reuse: a burst of many vertices in
+// flight makes many, and the pool gives back what it cannot hold.
+const maxFreeEvents = 256
+
 func (l *gpuLane) recycle(s *gpuState) {
 	l.mu.Lock()
 	for _, ev := range []ucxx.CUDAEvent{s.start, s.stop} {
-		if ev != (ucxx.CUDAEvent{}) {
+		switch {
+		case ev == (ucxx.CUDAEvent{}):
+		case len(l.events) < maxFreeEvents:
 			l.events = append(l.events, ev)
+		default:
+			ev.Destroy() // any thread: the driver needs no current context for it
+			l.res.events.Add(-1)
 		}
 	}
 	l.mu.Unlock()
