@@ -79,6 +79,11 @@ func New(opts Options) (_ *Context, err error) {
 			g.GPULanes[i] = l
 		}
 		g.StreamPool = gpuStreams(c.gpus)
+		if g.Bandwidth == nil && len(c.gpus) > 1 {
+			if links := deviceLinks(c.drv, opts.Devices); links != nil {
+				g.Bandwidth = bandwidthMatrix(links)
+			}
+		}
 		if g.Bandwidth == nil {
 			g.Bandwidth = uniformBandwidth(len(c.gpus))
 		}

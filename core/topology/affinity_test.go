@@ -103,8 +103,8 @@ func TestSamePCIBus(t *testing.T) {
 		{"3b:00.0", "00000000:3b:00.0", false}, // no domain on one side: not comparable
 		{"0001:3b:00.0", "00000000:3b:00.0", false},
 	} {
-		if got := samePCIBus(tc.a, tc.b); got != tc.want {
-			t.Errorf("samePCIBus(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
+		if got := SameBusID(tc.a, tc.b); got != tc.want {
+			t.Errorf("SameBusID(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
 		}
 	}
 }

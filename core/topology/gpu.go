@@ -224,16 +224,16 @@ func CPUsNearGPU(busID string) ([]int, bool) {
 		return nil, false
 	}
 	for _, g := range gpus {
-		if samePCIBus(g.BusID, busID) && len(g.CPUAffinity) > 0 {
+		if SameBusID(g.BusID, busID) && len(g.CPUAffinity) > 0 {
 			return g.CPUAffinity, true
 		}
 	}
 	return nil, false
 }
 
-// samePCIBus compares PCI bus ids that may differ in case and in the width of the
+// SameBusID compares PCI bus ids that may differ in case and in the width of the
 // domain ("0000:3b:00.0" from CUDA, "00000000:3B:00.0" from NVML).
-func samePCIBus(a, b string) bool {
+func SameBusID(a, b string) bool {
 	norm := func(s string) string {
 		s = strings.ToLower(s)
 		if i := strings.IndexByte(s, ':'); i >= 0 {
