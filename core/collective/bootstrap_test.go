@@ -200,3 +200,53 @@ func TestBootstrapRecords(t *testing.T) {
 		}
 	}
 }
+
+// TestBarrier: 3 and 5 ranks pass several barriers; none returns before the last rank
+// arrived; a closed communicator refuses.
+func TestBarrier(t *testing.T) {
+	for _, size := range []int{3, 5} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			comms, errs := world(t, size, nil, freeRoot(t))
+			for r, err := range errs {
+				if err != nil {
+					t.Fatalf("rank %d: %v", r, err)
+				}
+			}
+			var arrived sync.WaitGroup
+			arrived.Add(size - 1)
+			last := make(chan struct{})
+			early := make(chan int, size)
+			var wg sync.WaitGroup
+			for _, c := range comms {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if c.Rank() == size-1 {
+						arrived.Wait() // everyone else is in the barrier already
+						close(last)
+					} else {
+						arrived.Done()
+					}
+					if err := c.Barrier(); err != nil {
+						t.Errorf("rank %d: %v", c.Rank(), err)
+					}
+					select {
+					case <-last:
+					default:
+						early <- c.Rank()
+					}
+					for range 3 {
+						if err := c.Barrier(); err != nil {
+							t.Errorf("rank %d, again: %v", c.Rank(), err)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(early)
+			for r := range early {
+				t.Errorf("rank %d left the barrier before the last rank came", r)
+			}
+		})
+	}
+}

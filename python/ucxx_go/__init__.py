@@ -298,3 +298,8 @@ from ._execution import (  # noqa: E402
 )
 
 __all__ += ["ExecutionContext", "DeviceArray", "Vertex", "Kernel", "ConfiguredKernel", "VertexFailedError"]
+
+# Collectives (_communicator): nothing of Go starts until a Communicator is made.
+from ._communicator import Communicator  # noqa: E402
+
+__all__ += ["Communicator"]

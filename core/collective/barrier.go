@@ -1,0 +1,29 @@
+package collective
+
+import "fmt"
+
+// barrierTag is the user tag of barrier messages (p2pTag's 16 bits), plus the round.
+const barrierTag = 0xB000
+
+// Barrier returns once every rank has called it: a dissemination barrier, ceil(log2
+// size) rounds, in round k a message to rank+2^k and one from rank-2^k. Messages of
+// one round between two ranks are matched in the order they were sent, so a rank
+// that runs ahead into the next barrier cannot be mistaken for this one.
+//
+// Errors: ErrClosed, ErrTimeout (a rank that never comes), a peer's failure (one that
+// died: its endpoint breaks), each naming the rank waited for.
+func (c *Communicator) Barrier() error {
+	for k, dist := 0, 1; dist < c.size; k, dist = k+1, dist*2 {
+		to, from := (c.rank+dist)%c.size, (c.rank-dist+c.size)%c.size
+		sent := make(chan error, 1)
+		go func() { sent <- c.Send(to, uint16(barrierTag+k), nil) }()
+		if _, err := c.Recv(from, uint16(barrierTag+k), nil); err != nil {
+			<-sent
+			return fmt.Errorf("collective: barrier, round %d, waiting for rank %d: %w", k, from, err)
+		}
+		if err := <-sent; err != nil {
+			return fmt.Errorf("collective: barrier, round %d, to rank %d: %w", k, to, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,100 @@
+"""Communicator: this process's rank among N processes, for collectives.
+
+    comm = await ucxx_go.Communicator.init()   # RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+    await comm.barrier()
+    comm.close()
+
+Rank 0 listens at MASTER_ADDR:MASTER_PORT; the others connect, send their worker
+addresses and get everyone's; every rank then reaches every other through an
+endpoint made from a worker address, on an engine of the communicator's own (its
+traffic never mixes with the application's endpoints). ``python -m ucxx_go.launch
+-n N script.py`` sets the variables, as torchrun does. Collectives beyond ``barrier``
+(allreduce, allgather, ... as execution plans) are being built.
+"""
+
+import asyncio
+import os
+
+from ._bridge import call, ext
+from .exceptions import UCXCloseError
+
+__all__ = ["Communicator"]
+
+
+def _env_int(name):
+    value = os.environ.get(name)
+    if value is None:
+        raise ValueError(f"Communicator.init: {name} is not set (give rank=, size=, root=, or run under "
+                         "python -m ucxx_go.launch or torchrun)")
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"Communicator.init: {name}={value!r} is not an integer") from None
+
+
+class Communicator:
+    """A communicator of ``size`` ranks; make one with ``await Communicator.init()``."""
+
+    __slots__ = ("_h", "rank", "size", "__weakref__")
+
+    def __init__(self, handle, rank, size):
+        self._h, self.rank, self.size = handle, rank, size
+
+    @classmethod
+    async def init(cls, rank=None, size=None, root=None, timeout=60.0):
+        """Form the communicator with the other ranks.
+
+        Parameters
+        ----------
+        rank, size : int, optional
+            This process's rank and the number of ranks; default RANK and WORLD_SIZE.
+        root : str, optional
+            Rank 0's listening address "host:port"; default MASTER_ADDR:MASTER_PORT.
+        timeout : float
+            Seconds to wait for the other ranks (and, later, for any peer).
+
+        Raises
+        ------
+        ValueError
+            Missing or malformed arguments or environment.
+        UCXError
+            Bootstrap failed: a duplicate rank, ranks that disagree on the size, a
+            timeout, a root that cannot listen.
+        """
+        rank = _env_int("RANK") if rank is None else int(rank)
+        size = _env_int("WORLD_SIZE") if size is None else int(size)
+        if root is None:
+            addr = os.environ.get("MASTER_ADDR")
+            port = _env_int("MASTER_PORT")
+            if not addr:
+                raise ValueError("Communicator.init: MASTER_ADDR is not set")
+            root = f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
+        if not 0 <= rank < size:
+            raise ValueError(f"Communicator.init: rank {rank} of {size}")
+        loop = asyncio.get_running_loop()
+        h = await loop.run_in_executor(None, call, ext.pybridge_CommNew, rank, size, root, int(timeout * 1000))
+        return cls(h, rank, size)
+
+    async def barrier(self):
+        """Return once every rank has called ``barrier``.
+
+        Raises
+        ------
+        UCXError
+            A rank never came (timeout) or died (its endpoint broke), naming it.
+        """
+        self._check()
+        await asyncio.get_running_loop().run_in_executor(None, call, ext.pybridge_CommBarrier, self._h)
+
+    def _check(self):
+        if self._h is None:
+            raise UCXCloseError("Communicator: closed")
+
+    def close(self):
+        """Close the communicator (its engine); a second call does nothing."""
+        if self._h is not None:
+            h, self._h = self._h, None
+            call(ext.pybridge_CommClose, h)
+
+    def __repr__(self):
+        return f"<Communicator rank {self.rank} of {self.size}{' closed' if self._h is None else ''}>"
