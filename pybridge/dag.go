@@ -149,6 +149,16 @@ func (c *dagContext) added(v *dag.Vertex, err error) (uint64, error) {
 	return uint64(v.ID()), nil
 }
 
+// dagCtxAccesses returns context h and the n accesses described at addr.
+func dagCtxAccesses(h uint64, addr uintptr, n int) (*dagContext, []dag.Access, error) {
+	c, err := dagCtx(h)
+	if err != nil {
+		return nil, nil, err
+	}
+	a, err := accesses(addr, n)
+	return c, a, err
+}
+
 func accesses(addr uintptr, n int) ([]dag.Access, error) {
 	acc, err := execution.DecodeAccesses(addr, n)
 	if err != nil {
@@ -240,11 +250,7 @@ func DagLaunch(h, k uint64, gx, gy, gz, bx, by, bz, shared int, args uintptr, na
 // DagCopy adds a copy of n bytes from src to dst (on a GPU stream when gpu).
 func DagCopy(h uint64, dst, src uintptr, n uint64, gpu bool, acc uintptr, nacc int) (vid uint64, err error) {
 	defer guard(&err)
-	c, err := dagCtx(h)
-	if err != nil {
-		return 0, err
-	}
-	a, err := accesses(acc, nacc)
+	c, a, err := dagCtxAccesses(h, acc, nacc)
 	if err != nil {
 		return 0, err
 	}
@@ -255,11 +261,7 @@ func DagCopy(h uint64, dst, src uintptr, n uint64, gpu bool, acc uintptr, nacc i
 // with op (execution.Dtype, execution.ReduceOp).
 func DagReduce(h uint64, dstArray uint64, dst, src uintptr, n uint64, dtype, op int, acc uintptr, nacc int) (vid uint64, err error) {
 	defer guard(&err)
-	c, err := dagCtx(h)
-	if err != nil {
-		return 0, err
-	}
-	a, err := accesses(acc, nacc)
+	c, a, err := dagCtxAccesses(h, acc, nacc)
 	if err != nil {
 		return 0, err
 	}
@@ -271,11 +273,7 @@ func DagReduce(h uint64, dstArray uint64, dst, src uintptr, n uint64, dtype, op 
 // DagEndHost.
 func DagHost(h uint64, acc uintptr, nacc int) (vid uint64, err error) {
 	defer guard(&err)
-	c, err := dagCtx(h)
-	if err != nil {
-		return 0, err
-	}
-	a, err := accesses(acc, nacc)
+	c, a, err := dagCtxAccesses(h, acc, nacc)
 	if err != nil {
 		return 0, err
 	}
@@ -362,11 +360,7 @@ func DagRecv(h, ep uint64, addr uintptr, n uint64, tag, mask uint64, ucsMem int,
 // DagAccess blocks until the host may access the ranges of the nacc accesses at acc.
 func DagAccess(h uint64, acc uintptr, nacc int) (ok bool, err error) {
 	defer guard(&err)
-	c, err := dagCtx(h)
-	if err != nil {
-		return false, err
-	}
-	a, err := accesses(acc, nacc)
+	c, a, err := dagCtxAccesses(h, acc, nacc)
 	if err != nil {
 		return false, err
 	}

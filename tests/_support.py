@@ -12,6 +12,8 @@ import asyncio
 import inspect
 import math
 import multiprocessing
+import sys
+import textwrap
 import time
 import weakref
 
@@ -265,3 +267,14 @@ async def join(p, timeout=STARTUP):
     """Join process `p` without blocking the event loop; fail if it is still running."""
     await asyncio.get_running_loop().run_in_executor(None, p.join, timeout)
     assert not p.is_alive(), f"{p.name} did not exit within {timeout} s"
+
+
+# python -m ucxx_go.launch, for tests that start ranks as processes.
+LAUNCH = [sys.executable, "-m", "ucxx_go.launch"]
+
+
+def rank_script(tmp_path, body):
+    """Write body (dedented) as a script in tmp_path; its path."""
+    p = tmp_path / "rank.py"
+    p.write_text(textwrap.dedent(body))
+    return str(p)

@@ -4,22 +4,14 @@ within the communicator's timeout: the endpoints between ranks of one host are o
 shared memory, whose peer failure this does not yet see at once)."""
 
 import subprocess
-import sys
-import textwrap
 
-LAUNCH = [sys.executable, "-m", "ucxx_go.launch"]
-
-
-def _script(tmp_path, body):
-    p = tmp_path / "rank.py"
-    p.write_text(textwrap.dedent(body))
-    return str(p)
+from _support import LAUNCH, rank_script
 
 
 def test_ranks_pass_barriers(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    s = _script(tmp_path, f"""
+    s = rank_script(tmp_path, f"""
         import asyncio, os, ucxx_go
         async def main():
             comm = await ucxx_go.Communicator.init(timeout=30)
@@ -36,7 +28,7 @@ def test_ranks_pass_barriers(tmp_path):
 
 
 def test_a_dead_rank_fails_the_barrier(tmp_path):
-    s = _script(tmp_path, """
+    s = rank_script(tmp_path, """
         import asyncio, os, sys, ucxx_go
         async def main():
             comm = await ucxx_go.Communicator.init(timeout=20)

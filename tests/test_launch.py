@@ -3,22 +3,14 @@ the others and gives its exit code; a timeout stops them all."""
 
 import os
 import subprocess
-import sys
-import textwrap
 
-LAUNCH = [sys.executable, "-m", "ucxx_go.launch"]
-
-
-def _script(tmp_path, body):
-    p = tmp_path / "rank.py"
-    p.write_text(textwrap.dedent(body))
-    return str(p)
+from _support import LAUNCH, rank_script
 
 
 def test_ranks_get_their_variables(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    s = _script(tmp_path, f"""
+    s = rank_script(tmp_path, f"""
         import os
         keys = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
         open(os.path.join({str(out)!r}, os.environ["RANK"]), "w").write(" ".join(os.environ[k] for k in keys))
@@ -34,7 +26,7 @@ def test_ranks_get_their_variables(tmp_path):
 
 
 def test_a_failing_rank_stops_the_others(tmp_path):
-    s = _script(tmp_path, """
+    s = rank_script(tmp_path, """
         import os, sys, time
         if os.environ["RANK"] == "1":
             sys.exit(3)
@@ -45,6 +37,6 @@ def test_a_failing_rank_stops_the_others(tmp_path):
 
 
 def test_timeout_stops_the_ranks(tmp_path):
-    s = _script(tmp_path, "import time; time.sleep(120)\n")
+    s = rank_script(tmp_path, "import time; time.sleep(120)\n")
     r = subprocess.run(LAUNCH + ["-n", "2", "--timeout", "1", "--grace", "1", s], timeout=60)
     assert r.returncode == 124

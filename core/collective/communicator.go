@@ -89,7 +89,8 @@ func (c *Communicator) Send(dst int, tag uint16, b []byte) error {
 	if err != nil {
 		return err
 	}
-	return c.complete(id, "Send")
+	_, err = c.complete(id, fmt.Sprintf("Send to rank %d", dst))
+	return err
 }
 
 // Recv receives from rank src with tag into b and returns the bytes received.
@@ -103,29 +104,23 @@ func (c *Communicator) Recv(src int, tag uint16, b []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	cm, err := c.r.wait(id, time.Now().Add(c.timeout))
-	if err != nil {
-		c.e.Cancel(id)
-		c.r.wait(id, time.Now().Add(time.Second))
-		return 0, fmt.Errorf("collective: Recv from rank %d: %w", src, err)
-	}
-	if err := ucxx.Status(cm.Status).Err("Recv"); err != nil {
-		return 0, fmt.Errorf("collective: Recv from rank %d: %w", src, err)
-	}
-	return int(cm.Length), nil
+	n, err := c.complete(id, fmt.Sprintf("Recv from rank %d", src))
+	return int(n), err
 }
 
-func (c *Communicator) complete(id uint64, op string) error {
+// complete waits up to the timeout for request id and returns its length; a request
+// that outlives the timeout is cancelled (and its cancellation awaited, briefly).
+func (c *Communicator) complete(id uint64, op string) (uint64, error) {
 	cm, err := c.r.wait(id, time.Now().Add(c.timeout))
 	if err != nil {
 		c.e.Cancel(id)
 		c.r.wait(id, time.Now().Add(time.Second))
-		return fmt.Errorf("collective: %s: %w", op, err)
+		return 0, fmt.Errorf("collective: %s: %w", op, err)
 	}
 	if err := ucxx.Status(cm.Status).Err(op); err != nil {
-		return fmt.Errorf("collective: %s: %w", op, err)
+		return 0, fmt.Errorf("collective: %s: %w", op, err)
 	}
-	return nil
+	return cm.Length, nil
 }
 
 func (c *Communicator) check(peer int) error {
