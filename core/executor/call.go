@@ -1,0 +1,268 @@
+package executor
+
+import (
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ucxx-go/ucxx-go/core/plan"
+	"github.com/ucxx-go/ucxx-go/core/reduce"
+)
+
+// Buffer is one of a call's buffers: an address in this process and a size.
+type Buffer struct {
+	Addr  uintptr
+	Bytes uint64
+}
+
+// Call is one execution of a plan, MSCCL++'s Executor::execute: the send and
+// receive buffers (aliasing as the plan's in-place convention says, or not at all),
+// the element type of reductions and their operator.
+type Call struct {
+	Plan       *plan.Plan
+	Send, Recv Buffer
+	DType      reduce.DType
+	// Op is every reduction's operator; 0 keeps each op's own reduce_op (MSCCL++
+	// 0.9 ignores reduce_op and always sums).
+	Op reduce.Op
+	// Describe is the caller's description of the call (the collective, its root),
+	// mixed into the fingerprint the ranks compare.
+	Describe uint64
+}
+
+// Slot statuses.
+const (
+	slotOK     = 0
+	slotFailed = 1 // the rank's call failed its own checks
+)
+
+// Execute runs c's plan with the other ranks, which make the same call; it returns
+// once this rank's part is done (its lanes ended; what peers write into its buffers
+// has landed, as the plan's waits say).
+//
+// Before any byte moves every rank announces the call (a fingerprint of the plan,
+// sizes, type, operator and description) and checks everyone's: calls that differ,
+// or a rank whose call failed its own checks, fail every rank with ErrMismatch and
+// leave the executor usable.
+//
+// Errors: ErrClosed; ErrBroken after an earlier failure part-way; core/plan's
+// errors (ErrMessageSize, ErrBuffers) for a call the plan does not fit; ErrMismatch;
+// a *RankError wrapping ErrRankFailed (a rank died) or ErrTimeout; ErrUnsupported
+// (ranks on several hosts, packet or multicast ops, GPU memory).
+func (x *Executor) Execute(c Call) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.closed {
+		return ErrClosed
+	}
+	if x.broken != nil {
+		return fmt.Errorf("%w: %v", ErrBroken, x.broken)
+	}
+	if x.board == nil {
+		if err := x.setUp(); err != nil {
+			x.broken = err
+			return err
+		}
+	}
+	me, n := x.w.Rank(), x.w.Size()
+	l, localErr := x.check(c)
+	var h uint64
+	if localErr == nil {
+		h = x.fingerprint(c)
+	}
+	x.seq++
+	seq := x.seq
+	scope := &waitScope{deadline: time.Now().Add(x.opts.Timeout), timeout: x.opts.Timeout, spin: x.opts.Spin,
+		aborted: new(atomic.Bool), alive: x.board.alive}
+	peers, err := x.announce(seq, c, h, localErr != nil, scope)
+	if err != nil {
+		x.broken = err
+		return err
+	}
+	if localErr != nil {
+		return localErr
+	}
+	for r := range n {
+		if r == me {
+			continue
+		}
+		if peers[r].status != slotOK {
+			return fmt.Errorf("executor: rank %d's call failed its own checks: %w", r, ErrMismatch)
+		}
+		if peers[r].fingerprint != h {
+			return fmt.Errorf("executor: rank %d called with %d and %d bytes, this rank with %d and %d, or another plan, type, operator or root: %w",
+				r, peers[r].in.Bytes, peers[r].out.Bytes, c.Send.Bytes, c.Recv.Bytes, ErrMismatch)
+		}
+	}
+	ctx, err := x.context(c.Plan, l.ScratchBytes)
+	if err != nil {
+		x.broken = err
+		return err
+	}
+	ctx.execs++
+	run := &callRun{x: x, ctx: ctx, l: l, me: me, c: c, peers: peers, scope: scope, flag: ctx.execs}
+	if err := run.lanes(); err != nil {
+		x.broken = err
+		return err
+	}
+	return nil
+}
+
+// check is the call's own checks: the plan fits the world, the sizes, the buffers.
+func (x *Executor) check(c Call) (*plan.Layout, error) {
+	p := c.Plan
+	if p == nil {
+		return nil, fmt.Errorf("executor: no plan: %w", ErrMismatch)
+	}
+	if len(p.Ranks) != x.w.Size() {
+		return nil, fmt.Errorf("executor: a %d-rank plan on %d ranks: %w", len(p.Ranks), x.w.Size(), plan.ErrBuffers)
+	}
+	if c.DType.Size() == 0 {
+		return nil, fmt.Errorf("executor: element type %d: %w", c.DType, ErrUnsupported)
+	}
+	if c.Op != 0 {
+		if _, ok := reduce.ParseOp(c.Op.String()); !ok {
+			return nil, fmt.Errorf("executor: reduction %d: %w", c.Op, ErrUnsupported)
+		}
+	}
+	if err := p.CheckBuffers(x.w.Rank(), plan.CallBuffers{SendAddr: uint64(c.Send.Addr), SendBytes: c.Send.Bytes,
+		RecvAddr: uint64(c.Recv.Addr), RecvBytes: c.Recv.Bytes}); err != nil {
+		return nil, err
+	}
+	return x.layout(p, c.Send.Bytes, c.Recv.Bytes)
+}
+
+// layouts caches layouts per plan and sizes.
+type layoutKey struct {
+	p       *plan.Plan
+	in, out uint64
+}
+
+const maxLayouts = 256
+
+func (x *Executor) layout(p *plan.Plan, in, out uint64) (*plan.Layout, error) {
+	k := layoutKey{p, in, out}
+	if l := x.layouts[k]; l != nil {
+		return l, nil
+	}
+	l, err := p.Layout(x.w.Rank(), in, out)
+	if err != nil {
+		return nil, err
+	}
+	if x.layouts == nil || len(x.layouts) >= maxLayouts {
+		x.layouts = make(map[layoutKey]*plan.Layout)
+	}
+	x.layouts[k] = l
+	return l, nil
+}
+
+func (x *Executor) fingerprint(c Call) uint64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%x %d %d %d %d %x", x.planHash(c.Plan), c.Send.Bytes, c.Recv.Bytes, c.DType, c.Op, c.Describe)
+	return h.Sum64() | 1 // never 0
+}
+
+// peerCall is what a rank announced for a call.
+type peerCall struct {
+	fingerprint, status uint64
+	in, out             Buffer
+}
+
+// announce writes this rank's slot for call seq and reads every other rank's,
+// waiting for each to announce (and, first, for the ranks to have read the slot
+// this call reuses).
+func (x *Executor) announce(seq uint64, c Call, h uint64, failed bool, scope *waitScope) ([]peerCall, error) {
+	b, me, n := x.board, x.w.Rank(), x.w.Size()
+	if seq > boardSlots {
+		for r := range n {
+			if r == me {
+				continue
+			}
+			if err := scope.until(b.started(r), func(v uint64) bool { return v >= seq-boardSlots }, r,
+				func() string {
+					return fmt.Sprintf("call %d: waiting for the rank to read call %d", seq, seq-boardSlots)
+				}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	off := slotOff(seq)
+	own := b.self
+	status := uint64(slotOK)
+	if failed {
+		status = slotFailed
+	}
+	*own.u64(off + slotFingerprint) = h
+	*own.u64(off + slotStatus) = status
+	*own.u64(off + slotInAddr) = uint64(c.Send.Addr)
+	*own.u64(off + slotInBytes) = c.Send.Bytes
+	*own.u64(off + slotOutAddr) = uint64(c.Recv.Addr)
+	*own.u64(off + slotOutBytes) = c.Recv.Bytes
+	own.word(off).store(seq)
+	peers := make([]peerCall, n)
+	for r := range n {
+		if r == me {
+			continue
+		}
+		s := b.segs[r]
+		if err := scope.until(s.word(off), func(v uint64) bool { return v >= seq }, r,
+			func() string { return fmt.Sprintf("call %d: waiting for the rank to make it", seq) }); err != nil {
+			return nil, err
+		}
+		peers[r] = peerCall{fingerprint: *s.u64(off + slotFingerprint), status: *s.u64(off + slotStatus),
+			in:  Buffer{Addr: uintptr(*s.u64(off + slotInAddr)), Bytes: *s.u64(off + slotInBytes)},
+			out: Buffer{Addr: uintptr(*s.u64(off + slotOutAddr)), Bytes: *s.u64(off + slotOutBytes)}}
+	}
+	b.started(me).store(seq)
+	return peers, nil
+}
+
+// callRun is one call's run of this rank's lanes.
+type callRun struct {
+	x     *Executor
+	ctx   *planContext
+	l     *plan.Layout
+	me    int
+	c     Call
+	peers []peerCall
+	scope *waitScope
+	flag  uint64
+
+	errOnce sync.Once
+	err     error
+}
+
+// fail records the call's first failure and wakes every lane blocked on the rank's
+// barriers and semaphores.
+func (r *callRun) fail(err error) {
+	r.errOnce.Do(func() {
+		r.err = err
+		r.scope.aborted.Store(true)
+		for i := range r.ctx.barriers {
+			r.ctx.barriers[i].wake()
+		}
+		for i := range r.ctx.sems {
+			r.ctx.sems[i].wake()
+		}
+	})
+}
+
+// lanes runs every lane of this rank, the first on this goroutine.
+func (r *callRun) lanes() error {
+	lanes := r.c.Plan.Ranks[r.me].Lanes
+	var wg sync.WaitGroup
+	for i := 1; i < len(lanes); i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.runLane(i)
+		}()
+	}
+	if len(lanes) > 0 {
+		r.runLane(0)
+	}
+	wg.Wait()
+	return r.err
+}

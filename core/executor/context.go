@@ -1,0 +1,171 @@
+package executor
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math/bits"
+	"os"
+	"sync"
+
+	"github.com/ucxx-go/ucxx-go/core/plan"
+)
+
+// A plan context is what a plan keeps between calls, as MSCCL++'s execution
+// context: per rank a segment with a counter per channel (the semaphore its peers
+// signal) and the scratch buffer, the peers' segments mapped, how many signals each
+// channel's waits consumed, the lanes' barriers and the plan's semaphores. Counters
+// are never reset: a plan's signals and waits balance within each call.
+//
+// Context segment layout: counter k (memory channels first, then port channels)
+// at k·slotBytes; the scratch buffer at scratchOff, capacity bytes.
+
+type planContext struct {
+	plan     *plan.Plan
+	hash     uint64
+	capacity uint64 // scratch bytes this rank's segment holds
+	seg      *segment
+	scratch  uintptr
+
+	// Per rank (nil/0 where not connected): the peer's segment and its capacity.
+	peers    []*segment
+	peerCaps []uint64
+
+	// expected[k] is how many signals counter k's waits have consumed.
+	expected []uint64
+	barriers [plan.MaxBarriers]laneBarrier
+	sems     []rankSemaphore
+	// execs counts the calls run on the context (MSCCL++'s launch flag, from 1).
+	execs uint64
+}
+
+func counterCount(p *plan.Plan, r int) int {
+	return len(p.Ranks[r].MemoryChannels) + len(p.Ranks[r].PortChannels)
+}
+
+func scratchOff(p *plan.Plan, r int) uint64 {
+	return roundUp(uint64(counterCount(p, r))*slotBytes, pageBytes)
+}
+
+// counterIndex is where counter of rank r's channel i of type t sits.
+func counterIndex(p *plan.Plan, r int, t plan.ChannelType, i int) uint64 {
+	if t == plan.ChannelPort {
+		return uint64(len(p.Ranks[r].MemoryChannels) + i)
+	}
+	return uint64(i)
+}
+
+// planHash identifies a plan's content, so ranks can tell they loaded the same one.
+func (x *Executor) planHash(p *plan.Plan) uint64 {
+	if h, ok := x.hashes[p]; ok {
+		return h
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%+v", *p)
+	v := h.Sum64()
+	if len(x.hashes) >= 4*x.opts.MaxContexts {
+		clear(x.hashes)
+	}
+	x.hashes[p] = v
+	return v
+}
+
+// capacityFor rounds a scratch need up to a power of two (at least a page), so
+// growing messages make few contexts.
+func capacityFor(need uint64) uint64 {
+	if need == 0 {
+		return 0
+	}
+	if need <= pageBytes {
+		return pageBytes
+	}
+	return 1 << bits.Len64(need-1)
+}
+
+// context returns p's context with room for need scratch bytes, making one with
+// the plan's connected peers if there is none (or too small: it is replaced). Every
+// rank reaches the same decision: they run the same calls (the board checked it).
+func (x *Executor) context(p *plan.Plan, need uint64) (*planContext, error) {
+	for i, c := range x.ctxs {
+		if c.plan != p {
+			continue
+		}
+		if c.capacity >= need {
+			x.ctxs = append(append(x.ctxs[:i:i], x.ctxs[i+1:]...), c)
+			return c, nil
+		}
+		c.close()
+		x.ctxs = append(x.ctxs[:i:i], x.ctxs[i+1:]...)
+		break
+	}
+	if len(x.ctxs) >= x.opts.MaxContexts {
+		x.ctxs[0].close()
+		x.ctxs = x.ctxs[1:]
+	}
+	x.nctx++
+	c, err := x.makeContext(p, capacityFor(need), x.nctx)
+	if err != nil {
+		return nil, err
+	}
+	x.ctxs = append(x.ctxs, c)
+	return c, nil
+}
+
+func (x *Executor) makeContext(p *plan.Plan, capacity, id uint64) (*planContext, error) {
+	me, n := x.w.Rank(), x.w.Size()
+	off := scratchOff(p, me)
+	if off+capacity > maxSegmentBytes {
+		return nil, fmt.Errorf("executor: a %d-byte scratch buffer: %w", capacity, ErrUnsupported)
+	}
+	seg, err := createSegment(max(off+capacity, pageBytes))
+	if err != nil {
+		return nil, err
+	}
+	c := &planContext{plan: p, hash: x.planHash(p), capacity: capacity, seg: seg, scratch: seg.base() + uintptr(off),
+		peers: make([]*segment, n), peerCaps: make([]uint64, n), expected: make([]uint64, counterCount(p, me))}
+	rk := &p.Ranks[me]
+	c.sems = make([]rankSemaphore, len(rk.Semaphores))
+	for i, s := range rk.Semaphores {
+		c.sems[i].init(s.InitValue)
+	}
+	mine := &record{kind: recordContext, pid: uint32(os.Getpid()), uid: uint32(os.Getuid()), context: id,
+		planHash: c.hash, scratchCap: capacity, segBytes: uint64(len(seg.mem)), name: seg.name}
+	var mu sync.Mutex
+	err = exchange(x.w, p.ConnectedPeers(me), mine, func(q int, r *record) error {
+		if r.context != id || r.planHash != c.hash {
+			return fmt.Errorf("context %d of plan %#x, this rank's is %d of %#x: %w", r.context, r.planHash, id, c.hash, ErrMismatch)
+		}
+		want := max(scratchOff(p, q)+r.scratchCap, pageBytes)
+		if r.segBytes != want || r.scratchCap > maxSegmentBytes {
+			return fmt.Errorf("a %d-byte segment for %d scratch bytes: %w", r.segBytes, r.scratchCap, ErrPeerProtocol)
+		}
+		s, err := openSegment(r.name, r.segBytes)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		c.peers[q], c.peerCaps[q] = s, r.scratchCap
+		mu.Unlock()
+		return nil
+	})
+	seg.unlink()
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *planContext) close() {
+	for _, s := range c.peers {
+		s.close()
+	}
+	c.seg.close()
+}
+
+// counter is rank r's counter k as this rank maps it.
+func (c *planContext) counter(r int, k uint64, me int) sharedWord {
+	if r == me {
+		return c.seg.word(k * slotBytes)
+	}
+	return c.peers[r].word(k * slotBytes)
+}

@@ -1,0 +1,197 @@
+package executor
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/ucxx-go/ucxx-go/core/plan"
+)
+
+// Options configure an Executor.
+type Options struct {
+	// Timeout bounds every wait of a call for another rank (DefaultTimeout when 0).
+	Timeout time.Duration
+	// Spin is how many times a wait polls before it sleeps (DefaultSpin when 0;
+	// negative: never spin).
+	Spin int
+	// MaxContexts bounds the plan contexts kept (DefaultMaxContexts when 0).
+	MaxContexts int
+}
+
+// Defaults of Options.
+const (
+	DefaultTimeout     = 60 * time.Second
+	DefaultSpin        = 4096
+	DefaultMaxContexts = 16
+)
+
+// Executor runs execution plans among the ranks of a World: every rank calls
+// Execute with the same plan and sizes, in the same order. It is safe for
+// concurrent use; calls run one at a time, in the order they are made.
+//
+// Today it runs plans over host memory among ranks of one host: memory and port
+// channels alike through shared-memory segments (semaphores and scratch) and
+// single-copy transfers into the ranks' own buffers (process_vm_readv/writev).
+type Executor struct {
+	w    World
+	opts Options
+
+	mu      sync.Mutex // one call at a time; guards everything below
+	board   *board
+	ctxs    []*planContext // least recently used first
+	nctx    uint64         // contexts made so far (the same on every rank)
+	seq     uint64         // calls made so far
+	broken  error
+	closed  bool
+	hashes  map[*plan.Plan]uint64
+	layouts map[layoutKey]*plan.Layout
+}
+
+// New returns an executor for w's ranks. It sets nothing up: the first Execute
+// does, with the other ranks.
+func New(w World, opts Options) *Executor {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Spin == 0 {
+		opts.Spin = DefaultSpin
+	} else if opts.Spin < 0 {
+		opts.Spin = 0
+	}
+	if opts.MaxContexts <= 0 {
+		opts.MaxContexts = DefaultMaxContexts
+	}
+	return &Executor{w: w, opts: opts, hashes: make(map[*plan.Plan]uint64)}
+}
+
+// Close unmaps every segment; a call in progress finishes first. A second Close
+// returns an error wrapping os.ErrClosed.
+func (x *Executor) Close() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.closed {
+		return ErrClosed
+	}
+	x.closed = true
+	for _, c := range x.ctxs {
+		c.close()
+	}
+	x.ctxs = nil
+	x.board.close()
+	x.board = nil
+	return nil
+}
+
+// The board: a segment per rank, mapped by every rank, where each call is announced
+// before any byte moves: a slot per call (a ring of boardSlots) with the call's
+// fingerprint and buffer addresses, and the last call whose slots the rank read.
+const (
+	boardBytes    = pageBytes
+	boardNonceOff = 24
+	boardStarted  = 64
+	boardSlotsOff = 128
+	boardSlots    = 4
+
+	slotFingerprint = 16
+	slotStatus      = 24
+	slotInAddr      = 32
+	slotInBytes     = 40
+	slotOutAddr     = 48
+	slotOutBytes    = 56
+)
+
+// board is this rank's view of every rank's board (own at index rank).
+type board struct {
+	segs   []*segment
+	pids   []int
+	pidfds []int
+	// self is the segment of this rank's own board.
+	self *segment
+}
+
+func (b *board) close() {
+	if b == nil {
+		return
+	}
+	for i, s := range b.segs {
+		s.close()
+		if b.pidfds[i] >= 0 {
+			closeFD(b.pidfds[i])
+		}
+	}
+}
+
+// alive reports whether rank r's process still runs.
+func (b *board) alive(r int) bool { return b.pidfds[r] < 0 || !pidfdExited(b.pidfds[r]) }
+
+func (b *board) started(r int) sharedWord { return b.segs[r].word(boardStarted) }
+
+func slotOff(seq uint64) uint64 { return boardSlotsOff + (seq%boardSlots)*slotBytes }
+
+// setUp makes this rank's board and maps every other rank's, checking that each is
+// on this host and that their memory can be reached with process_vm_readv/writev.
+func (x *Executor) setUp() error {
+	n, me := x.w.Size(), x.w.Rank()
+	own, err := createSegment(boardBytes)
+	if err != nil {
+		return err
+	}
+	b := &board{segs: make([]*segment, n), pids: make([]int, n), pidfds: make([]int, n), self: own}
+	for i := range b.pidfds {
+		b.pidfds[i] = -1
+	}
+	b.segs[me], b.pids[me] = own, os.Getpid()
+	mine := &record{kind: recordBoard, pid: uint32(os.Getpid()), uid: uint32(os.Getuid()), bootID: thisHost(),
+		segBytes: boardBytes, segAddr: uint64(own.base()), nonce: newNonce(), name: own.name}
+	copy(own.mem[boardNonceOff:], mine.nonce[:])
+	var mu sync.Mutex
+	peers := make([]int, 0, n-1)
+	for r := range n {
+		if r != me {
+			peers = append(peers, r)
+		}
+	}
+	err = exchange(x.w, peers, mine, func(p int, r *record) error {
+		if r.bootID != mine.bootID || r.uid != mine.uid {
+			return fmt.Errorf("rank %d runs on another host or as another user: collectives across hosts are not built yet: %w", p, ErrUnsupported)
+		}
+		if r.segBytes != boardBytes {
+			return fmt.Errorf("a %d-byte board: %w", r.segBytes, ErrPeerProtocol)
+		}
+		s, err := openSegment(r.name, boardBytes)
+		if err != nil {
+			return err
+		}
+		// The nonce in the mapping, in the record, and read from the announced
+		// process at the announced address must agree: the pid is the segment's
+		// owner, and its memory is reachable (process_vm_readv is allowed).
+		probe := make([]byte, 16)
+		perr := vmReadInto(int(r.pid), probe, uintptr(r.segAddr)+boardNonceOff)
+		if perr != nil || !bytes.Equal(probe, r.nonce[:]) || !bytes.Equal(s.mem[boardNonceOff:boardNonceOff+16], r.nonce[:]) {
+			s.close()
+			if perr != nil {
+				return fmt.Errorf("cannot reach rank %d's memory (process_vm_readv: %v): %w", p, perr, ErrUnsupported)
+			}
+			return fmt.Errorf("rank %d's board does not belong to process %d: %w", p, r.pid, ErrPeerProtocol)
+		}
+		fd, err := pidfdOpen(int(r.pid))
+		if err != nil {
+			s.close()
+			return fmt.Errorf("pidfd of rank %d: %w", p, err)
+		}
+		mu.Lock()
+		b.segs[p], b.pids[p], b.pidfds[p] = s, int(r.pid), fd
+		mu.Unlock()
+		return nil
+	})
+	own.unlink()
+	if err != nil {
+		b.close()
+		return err
+	}
+	x.board = b
+	return nil
+}

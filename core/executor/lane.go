@@ -1,0 +1,448 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"github.com/ucxx-go/ucxx-go/core/plan"
+	"github.com/ucxx-go/ucxx-go/core/reduce"
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// A lane runs its ops in order on one goroutine (MSCCL++: one thread block). Data
+// ops move bytes synchronously: a local or mapped range with memmove, a peer's own
+// buffer with process_vm_readv/writev; so when an op returns its writes are done,
+// and a later signal (an atomic add, a full barrier) publishes them. Flush and nop
+// have nothing left to do.
+
+// laneRun is one lane's state during a call.
+type laneRun struct {
+	r    *callRun
+	id   int
+	lane *plan.Lane
+	rk   *plan.Rank
+	// tmp is room (C memory, tmpBytes, freed when the lane ends) for peer data a
+	// reduction reads through process_vm_readv.
+	tmp, tmp2 unsafe.Pointer
+}
+
+// tmpBytes is the block size of reductions over peer buffers read with
+// process_vm_readv: small enough to stay in cache between the read and the reduce.
+const tmpBytes = 256 << 10
+
+func (r *callRun) runLane(li int) {
+	rk := &r.c.Plan.Ranks[r.me]
+	lr := &laneRun{r: r, id: li, lane: &rk.Lanes[li], rk: rk}
+	defer func() {
+		for _, p := range []unsafe.Pointer{lr.tmp, lr.tmp2} {
+			if p != nil {
+				ucxx.CFree(p)
+			}
+		}
+	}()
+	ops := lr.lane.Ops
+	for oi := range ops {
+		if r.scope.aborted.Load() {
+			return
+		}
+		if err := lr.op(&ops[oi], &r.l.Lanes[li][oi], nil, 0); err != nil {
+			r.fail(lr.locate(err, oi, &ops[oi]))
+			return
+		}
+	}
+}
+
+// locate says where a failure happened: rank, lane, op index and name.
+func (lr *laneRun) locate(err error, oi int, op *plan.Op) error {
+	where := fmt.Sprintf("lane %d op %d (%s)", lr.id, oi, op.Code)
+	var re *RankError
+	if errors.As(err, &re) {
+		re.Op = where + ": " + re.Op
+		return err
+	}
+	if errors.Is(err, errAborted) {
+		return err
+	}
+	return fmt.Errorf("executor: rank %d %s: %w", lr.r.me, where, err)
+}
+
+// op runs one op; pipe and it are the enclosing pipeline and its iteration.
+func (lr *laneRun) op(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint64) error {
+	r := lr.r
+	switch op.Code {
+	case plan.OpNop, plan.OpFlush:
+		return nil
+	case plan.OpBarrier:
+		if !r.ctx.barriers[op.BarrierID].arrive(op.BarrierCount, r.scope.aborted) {
+			return errAborted
+		}
+		return nil
+	case plan.OpSemAcquire:
+		for _, id := range op.SemaphoreIDs {
+			if !r.ctx.sems[id].acquire(r.scope.aborted) {
+				return errAborted
+			}
+		}
+		return nil
+	case plan.OpSemRelease:
+		for _, id := range op.SemaphoreIDs {
+			r.ctx.sems[id].release()
+		}
+		return nil
+	case plan.OpSignal, plan.OpRelaxedSignal:
+		for _, id := range op.ChannelIDs {
+			lr.signal(op.Channel, id)
+		}
+		return nil
+	case plan.OpWait, plan.OpRelaxedWait:
+		for _, id := range op.ChannelIDs {
+			if err := lr.wait(op.Channel, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	case plan.OpPut, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush:
+		for i := range op.Dst {
+			src := lr.span(op, op.Src, ol.Src, i, pipe, it)
+			dst := lr.span(op, op.Dst, ol.Dst, i, pipe, it)
+			if err := lr.write(&op.Dst[i], dst, lr.local(op.Src[i].Buffer, src), dst.Length); err != nil {
+				return err
+			}
+		}
+		if op.Code != plan.OpPut {
+			for _, id := range op.ChannelIDs {
+				lr.signal(op.Channel, id)
+			}
+		}
+		return nil
+	case plan.OpGet:
+		for i := range op.Src {
+			src := lr.span(op, op.Src, ol.Src, i, pipe, it)
+			dst := lr.span(op, op.Dst, ol.Dst, i, pipe, it)
+			if err := lr.read(&op.Src[i], src, lr.local(op.Dst[i].Buffer, dst), src.Length); err != nil {
+				return err
+			}
+		}
+		return nil
+	case plan.OpCopy:
+		src := lr.span(op, op.Src, ol.Src, 0, pipe, it)
+		dst := lr.span(op, op.Dst, ol.Dst, 0, pipe, it)
+		move(lr.local(op.Dst[0].Buffer, dst), lr.local(op.Src[0].Buffer, src), src.Length)
+		return nil
+	case plan.OpReduce, plan.OpReduceSend, plan.OpReadReduce, plan.OpReadReduceSend:
+		return lr.reduce(op, ol, pipe, it)
+	case plan.OpMultiLoadReduceStore:
+		return lr.multiLoadReduceStore(op, ol, pipe, it)
+	case plan.OpPipeline:
+		for i := uint64(0); i < ol.Iterations; i++ {
+			for j := range op.Ops {
+				if err := lr.op(&op.Ops[j], &ol.Ops[j], op, i); err != nil {
+					return fmt.Errorf("pipeline iteration %d, inner op %d (%s): %w", i, j, op.Ops[j].Code, err)
+				}
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("op %q on host memory: %w", op.Code, ErrUnsupported)
+}
+
+// span is ref i's bytes, the pipeline's window of them for a windowed inner op.
+func (lr *laneRun) span(op *plan.Op, refs []plan.BufferRef, spans []plan.Span, i int, pipe *plan.Op, it uint64) plan.Span {
+	sp := spans[i]
+	if pipe != nil && op.Code.Windowed() {
+		sp = lr.r.l.Window(pipe, &refs[i], sp, it)
+	}
+	return sp
+}
+
+// scratchHalf is where this launch's half of a double scratch buffer starts in a
+// rank's scratch (0.9: the upper half on launches with an even flag).
+func (r *callRun) scratchHalf(rank int) uint64 {
+	if !r.c.Plan.DoubleScratch || r.flag%2 != 0 {
+		return 0
+	}
+	return r.l.BufferBytes(rank, plan.BufferScratch)
+}
+
+// local is the address of a span of one of this rank's buffers (Layout checked it
+// lies inside).
+func (lr *laneRun) local(b plan.BufferType, sp plan.Span) uintptr {
+	r := lr.r
+	switch b {
+	case plan.BufferInput:
+		return r.c.Send.Addr + uintptr(sp.Offset)
+	case plan.BufferOutput:
+		return r.c.Recv.Addr + uintptr(sp.Offset)
+	}
+	return r.ctx.scratch + uintptr(r.scratchHalf(r.me)+sp.Offset)
+}
+
+// peerRange is where a remote ref's bytes are: mapped here (scratch), or at addr in
+// the peer's process.
+type peerRange struct {
+	rank   int
+	mapped uintptr
+	pid    int
+	addr   uintptr
+}
+
+// remote resolves a remote ref's span, checking it against the peer's buffer as the
+// peer announced it.
+func (lr *laneRun) remote(ref *plan.BufferRef, sp plan.Span) (peerRange, error) {
+	rb := &lr.rk.RemoteBuffers[ref.RemoteBuffer]
+	return lr.at(rb.Rank, rb.Buffer, sp)
+}
+
+// at resolves a span of rank q's buffer b: this rank's own (mapped, at its local
+// address), a peer's scratch (mapped) or a peer's input or output (in its process).
+func (lr *laneRun) at(q int, b plan.BufferType, sp plan.Span) (peerRange, error) {
+	r := lr.r
+	pr := peerRange{rank: q}
+	if q == r.me {
+		pr.mapped = lr.local(b, sp)
+		return pr, nil
+	}
+	switch b {
+	case plan.BufferScratch:
+		half := r.scratchHalf(q)
+		if r.ctx.peers[q] == nil || half+sp.End() > r.ctx.peerCaps[q] || sp.End() < sp.Offset {
+			return pr, &RankError{Rank: q, Op: fmt.Sprintf("scratch bytes %d..%d", half+sp.Offset, half+sp.End()),
+				Err: fmt.Errorf("outside the %d bytes the rank announced: %w", r.ctx.peerCaps[q], ErrPeerProtocol)}
+		}
+		pr.mapped = r.ctx.peers[q].base() + uintptr(scratchOff(r.c.Plan, q)+half+sp.Offset)
+		return pr, nil
+	case plan.BufferInput, plan.BufferOutput:
+		buf := r.peers[q].in
+		if b == plan.BufferOutput {
+			buf = r.peers[q].out
+		}
+		if sp.End() > buf.Bytes || sp.End() < sp.Offset {
+			return pr, &RankError{Rank: q, Op: fmt.Sprintf("%s bytes %d..%d", b, sp.Offset, sp.End()),
+				Err: fmt.Errorf("outside the rank's %d-byte buffer: %w", buf.Bytes, ErrPeerProtocol)}
+		}
+		pr.pid, pr.addr = r.x.board.pids[q], buf.Addr+uintptr(sp.Offset)
+		return pr, nil
+	}
+	return pr, fmt.Errorf("buffer type %v: %w", b, ErrUnsupported)
+}
+
+// peerErr turns a process_vm_readv/writev failure into the peer's error.
+func peerErr(pr peerRange, what string, err error) error {
+	switch {
+	case errors.Is(err, syscall.ESRCH):
+		err = fmt.Errorf("the rank's process ended: %w", ErrRankFailed)
+	case errors.Is(err, syscall.EFAULT):
+		err = fmt.Errorf("the rank's buffer is not mapped in its process: %w", ErrPeerProtocol)
+	}
+	return &RankError{Rank: pr.rank, Op: what, Err: err}
+}
+
+// write copies n bytes from local src to a remote ref's span.
+func (lr *laneRun) write(ref *plan.BufferRef, sp plan.Span, src uintptr, n uint64) error {
+	pr, err := lr.remote(ref, plan.Span{Offset: sp.Offset, Length: n})
+	if err != nil {
+		return err
+	}
+	return pr.write(src, n)
+}
+
+// write copies n bytes from local src to the range.
+func (pr peerRange) write(src uintptr, n uint64) error {
+	if n == 0 {
+		return nil
+	}
+	if pr.mapped != 0 {
+		move(pr.mapped, src, n)
+		return nil
+	}
+	if err := vmWrite(pr.pid, src, pr.addr, n); err != nil {
+		return peerErr(pr, "write", err)
+	}
+	return nil
+}
+
+// read copies n bytes of a remote ref's span to local dst.
+func (lr *laneRun) read(ref *plan.BufferRef, sp plan.Span, dst uintptr, n uint64) error {
+	pr, err := lr.remote(ref, plan.Span{Offset: sp.Offset, Length: n})
+	if err != nil {
+		return err
+	}
+	return pr.read(dst, n)
+}
+
+// read copies n bytes of the range to local dst.
+func (pr peerRange) read(dst uintptr, n uint64) error {
+	if n == 0 {
+		return nil
+	}
+	if pr.mapped != 0 {
+		move(dst, pr.mapped, n)
+		return nil
+	}
+	if err := vmRead(pr.pid, dst, pr.addr, n); err != nil {
+		return peerErr(pr, "read", err)
+	}
+	return nil
+}
+
+// channel resolves a lane channel id of type t: the rank-level index and channel.
+func (lr *laneRun) channel(t plan.ChannelType, id int) (int, plan.Channel) {
+	idx := lr.lane.ChannelList(t)[id]
+	return idx, lr.rk.Channels(t)[idx]
+}
+
+// signal adds one to the counter, at the peer, of the channel paired with ours.
+func (lr *laneRun) signal(t plan.ChannelType, id int) {
+	r := lr.r
+	_, ch := lr.channel(t, id)
+	r.ctx.counter(ch.Peer, counterIndex(r.c.Plan, ch.Peer, t, ch.Reverse), r.me).add(1)
+}
+
+// wait consumes the next signal of a channel.
+func (lr *laneRun) wait(t plan.ChannelType, id int) error {
+	r := lr.r
+	idx, ch := lr.channel(t, id)
+	k := counterIndex(r.c.Plan, r.me, t, idx)
+	want := atomic.AddUint64(&r.ctx.expected[k], 1)
+	return r.scope.until(r.ctx.counter(r.me, k, r.me), func(v uint64) bool { return v >= want }, ch.Peer,
+		func() string { return fmt.Sprintf("waiting for signal %d on %s channel %d", want, t, idx) })
+}
+
+// reduceOp is the operator of a reduction op: the call's, else the op's reduce_op.
+func (r *callRun) reduceOp(op *plan.Op) reduce.Op {
+	if r.c.Op != 0 {
+		return r.c.Op
+	}
+	switch op.Reduce {
+	case plan.ReduceMin:
+		return reduce.Min
+	case plan.ReduceMax:
+		return reduce.Max
+	}
+	return reduce.Sum
+}
+
+// reduce runs re, res, rre and rres: dst[0] = src[0] op src[1] op ..., the sources
+// after the first local (re, res) or remote (rre, rres), then for res and rres the
+// result stored to every remote dst[k], k >= 1.
+func (lr *laneRun) reduce(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint64) error {
+	r := lr.r
+	t, rop := r.c.DType, r.reduceOp(op)
+	src0 := lr.span(op, op.Src, ol.Src, 0, pipe, it)
+	dst0 := lr.span(op, op.Dst, ol.Dst, 0, pipe, it)
+	n := src0.Length
+	if n%t.Size() != 0 {
+		return fmt.Errorf("a %d-byte reduction of %d-byte %s elements: %w", n, t.Size(), t, plan.ErrMessageSize)
+	}
+	dst, a := lr.local(op.Dst[0].Buffer, dst0), lr.local(op.Src[0].Buffer, src0)
+	remoteSrc := op.Code == plan.OpReadReduce || op.Code == plan.OpReadReduceSend
+	if len(op.Src) == 1 {
+		move(dst, a, n)
+	}
+	for k := 1; k < len(op.Src); k++ {
+		sp := lr.span(op, op.Src, ol.Src, k, pipe, it)
+		sp.Length = n
+		first := a
+		if k > 1 {
+			first = dst
+		}
+		if !remoteSrc {
+			if err := reduce.Reduce(dst, first, lr.local(op.Src[k].Buffer, sp), n/t.Size(), t, rop); err != nil {
+				return err
+			}
+			continue
+		}
+		pr, err := lr.remote(&op.Src[k], sp)
+		if err != nil {
+			return err
+		}
+		if pr.mapped != 0 {
+			if err := reduce.Reduce(dst, first, pr.mapped, n/t.Size(), t, rop); err != nil {
+				return err
+			}
+			continue
+		}
+		if lr.tmp == nil {
+			lr.tmp = ucxx.CMalloc(tmpBytes)
+		}
+		tmp := uintptr(lr.tmp)
+		block := uint64(tmpBytes) / t.Size() * t.Size()
+		for off := uint64(0); off < n; off += block {
+			m := min(block, n-off)
+			if err := vmRead(pr.pid, tmp, pr.addr+uintptr(off), m); err != nil {
+				return peerErr(pr, "read", err)
+			}
+			if err := reduce.Reduce(dst+uintptr(off), first+uintptr(off), tmp, m/t.Size(), t, rop); err != nil {
+				return err
+			}
+		}
+	}
+	if op.Code == plan.OpReduceSend || op.Code == plan.OpReadReduceSend {
+		for k := 1; k < len(op.Dst); k++ {
+			if err := lr.write(&op.Dst[k], lr.span(op, op.Dst, ol.Dst, k, pipe, it), dst, n); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// multiLoadReduceStore is glres without multicast hardware: for each block of the
+// span, every group rank's source read and reduced here, the result stored to every
+// group rank's destination (what multimem.ld_reduce and multimem.st do in the
+// switch). The plan's signals order it against the ranks' other accesses, as they
+// must on NVSwitch.
+func (lr *laneRun) multiLoadReduceStore(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint64) error {
+	r := lr.r
+	t, rop := r.c.DType, r.reduceOp(op)
+	src := lr.span(op, op.Src, ol.Src, 0, pipe, it)
+	dst := lr.span(op, op.Dst, ol.Dst, 0, pipe, it)
+	n := src.Length
+	if n%t.Size() != 0 {
+		return fmt.Errorf("a %d-byte reduction of %d-byte %s elements: %w", n, t.Size(), t, plan.ErrMessageSize)
+	}
+	in := &lr.rk.SwitchChannels[op.Src[0].SwitchChannel]
+	out := &lr.rk.SwitchChannels[op.Dst[0].SwitchChannel]
+	if lr.tmp == nil {
+		lr.tmp = ucxx.CMalloc(tmpBytes)
+	}
+	if lr.tmp2 == nil {
+		lr.tmp2 = ucxx.CMalloc(tmpBytes)
+	}
+	acc, tmp := uintptr(lr.tmp), uintptr(lr.tmp2)
+	block := uint64(tmpBytes) / t.Size() * t.Size()
+	for off := uint64(0); off < n; off += block {
+		m := min(block, n-off)
+		for i, q := range in.Ranks {
+			pr, err := lr.at(q, in.Buffer, plan.Span{Offset: src.Offset + off, Length: m})
+			if err != nil {
+				return err
+			}
+			into := acc
+			if i > 0 {
+				into = tmp
+			}
+			if err := pr.read(into, m); err != nil {
+				return err
+			}
+			if i > 0 {
+				if err := reduce.Reduce(acc, acc, tmp, m/t.Size(), t, rop); err != nil {
+					return err
+				}
+			}
+		}
+		for _, q := range out.Ranks {
+			pr, err := lr.at(q, out.Buffer, plan.Span{Offset: dst.Offset + off, Length: m})
+			if err != nil {
+				return err
+			}
+			if err := pr.write(acc, m); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
