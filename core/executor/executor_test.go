@@ -52,7 +52,7 @@ func allreduceOn(t *testing.T, xs []*Executor, p *plan.Plan, bytes int) {
 
 // TestMSCCLPPAllReducePlans runs allreduce plans MSCCL++ 0.9's DSL wrote, unchanged:
 // all-pairs with rres over 8 lanes and 4 ranks (in place), the 2-rank example
-// (out of place), a pipelined one and NVLS ones (glres, through the software path:
+// (out of place), LL-packet ones, a pipelined one and NVLS ones (glres, through the software path:
 // no multicast here); several calls in a row reuse the context.
 func TestMSCCLPPAllReducePlans(t *testing.T) {
 	for _, c := range []struct {
@@ -63,6 +63,8 @@ func TestMSCCLPPAllReducePlans(t *testing.T) {
 		{"allreduce_2r_example.json", []int{32, 4096, 1 << 20}},
 		{"single_node__allreduce_pipeline.json", []int{32, 4096, 1 << 20}},
 		{"single_node__allreduce_nvls_zero_copy.json", []int{512, 4096, 1 << 20}},
+		{"single_node__allreduce_pkt.json", []int{256, 4096, 64 << 10}},
+		{"single_node__allreduce_naivy.json", []int{64, 4096, 64 << 10}},
 	} {
 		t.Run(c.file, func(t *testing.T) {
 			p := loadFixture(t, c.file)
@@ -77,9 +79,11 @@ func TestMSCCLPPAllReducePlans(t *testing.T) {
 }
 
 // TestMSCCLPPAllGatherPlans: in-place allgathers (the send block inside the receive
-// buffer at rank·size), with one lane and with thread-block groups and barriers.
+// buffer at rank·size), with one lane, with thread-block groups and barriers, and
+// with LL packets (forwarded with rppkt in one).
 func TestMSCCLPPAllGatherPlans(t *testing.T) {
-	for _, file := range []string{"single_node__allgather.json", "single_node__allgather_tbg.json"} {
+	for _, file := range []string{"single_node__allgather.json", "single_node__allgather_tbg.json",
+		"single_node__allgather_pkt.json", "single_node__allgather_pkt_rppkt.json"} {
 		t.Run(file, func(t *testing.T) {
 			p := loadFixture(t, file)
 			n := len(p.Ranks)

@@ -134,6 +134,12 @@ func (lr *laneRun) op(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint64) 
 		return nil
 	case plan.OpReduce, plan.OpReduceSend, plan.OpReadReduce, plan.OpReadReduceSend:
 		return lr.reduce(op, ol, pipe, it)
+	case plan.OpCopyPackets, plan.OpPutPackets, plan.OpReadPutPackets, plan.OpUnpackPackets, plan.OpReducePackets,
+		plan.OpReduceSendPackets, plan.OpReduceCopyPackets, plan.OpReduceCopySendPackets:
+		if pipe != nil {
+			return fmt.Errorf("packet op %q inside a pipeline: %w", op.Code, ErrUnsupported)
+		}
+		return lr.packets(op, ol)
 	case plan.OpMultiLoadReduceStore:
 		return lr.multiLoadReduceStore(op, ol, pipe, it)
 	case plan.OpPipeline:
