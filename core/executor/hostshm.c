@@ -77,3 +77,44 @@ void hostshm_close(int fd) { close(fd); }
 void hostshm_move(uintptr_t dst, uintptr_t src, uint64_t n) {
 	if (n > 0 && dst != src) memmove((void *)dst, (const void *)src, (size_t)n);
 }
+
+void hostshm_pack(uintptr_t dst, uintptr_t src, uint64_t n, uint32_t flag) {
+	uint64_t *out = (uint64_t *)dst;
+	const unsigned char *in = (const unsigned char *)src;
+	uint64_t hi = (uint64_t)flag << 32;
+	for (uint64_t i = 0; i < n; i += 4) {
+		uint32_t d = 0;
+		memcpy(&d, in + i, n - i >= 4 ? 4 : (size_t)(n - i));
+		__atomic_store_n(&out[i / 4], hi | d, __ATOMIC_RELAXED);
+	}
+}
+
+uint64_t hostshm_unpack(uintptr_t dst, uintptr_t src, uint64_t n, uint32_t flag) {
+	const uint64_t *in = (const uint64_t *)src;
+	unsigned char *out = (unsigned char *)dst;
+	uint64_t i = 0;
+	for (; i < n; i += 4) {
+		uint64_t w = __atomic_load_n(&in[i / 4], __ATOMIC_ACQUIRE);
+		if ((uint32_t)(w >> 32) != flag) return i;
+		uint32_t d = (uint32_t)w;
+		memcpy(out + i, &d, n - i >= 4 ? 4 : (size_t)(n - i));
+	}
+	return n;
+}
+
+uint64_t hostshm_forward(const uintptr_t *dsts, int ndst, uintptr_t src, uint64_t n, uint32_t flag) {
+	const uint64_t *in = (const uint64_t *)src;
+	uint64_t i = 0;
+	for (; i < n; i += 4) {
+		uint64_t w = __atomic_load_n(&in[i / 4], __ATOMIC_ACQUIRE);
+		if ((uint32_t)(w >> 32) != flag) return i;
+		for (int k = 0; k < ndst; k++) __atomic_store_n(&((uint64_t *)dsts[k])[i / 4], w, __ATOMIC_RELAXED);
+	}
+	return n;
+}
+
+void hostshm_copy_words(uintptr_t dst, uintptr_t src, uint64_t n) {
+	const uint64_t *in = (const uint64_t *)src;
+	uint64_t *out = (uint64_t *)dst;
+	for (uint64_t i = 0; i < (n + 3) / 4; i++) __atomic_store_n(&out[i], __atomic_load_n(&in[i], __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+}

@@ -5,6 +5,10 @@ package executor
 // #cgo nocallback hostshm_vm_write
 // #cgo nocallback hostshm_vm_read
 // #cgo nocallback hostshm_move
+// #cgo nocallback hostshm_pack
+// #cgo nocallback hostshm_unpack
+// #cgo nocallback hostshm_forward
+// #cgo nocallback hostshm_copy_words
 // #include "hostshm.h"
 import "C"
 
@@ -72,4 +76,20 @@ func vmReadInto(pid int, dst []byte, remote uintptr) error {
 		return nil
 	}
 	return errnoErr(C.hostshm_vm_read(C.int(pid), C.uintptr_t(uintptr(unsafe.Pointer(&dst[0]))), C.uintptr_t(remote), C.uint64_t(len(dst))))
+}
+
+func hostPack(dst, src uintptr, n uint64, flag uint32) {
+	C.hostshm_pack(C.uintptr_t(dst), C.uintptr_t(src), C.uint64_t(n), C.uint32_t(flag))
+}
+
+func hostUnpack(dst, src uintptr, n uint64, flag uint32) uint64 {
+	return uint64(C.hostshm_unpack(C.uintptr_t(dst), C.uintptr_t(src), C.uint64_t(n), C.uint32_t(flag)))
+}
+
+func hostForward(dsts []uintptr, src uintptr, n uint64, flag uint32) uint64 {
+	return uint64(C.hostshm_forward((*C.uintptr_t)(unsafe.Pointer(&dsts[0])), C.int(len(dsts)), C.uintptr_t(src), C.uint64_t(n), C.uint32_t(flag)))
+}
+
+func hostCopyWords(dst, src uintptr, n uint64) {
+	C.hostshm_copy_words(C.uintptr_t(dst), C.uintptr_t(src), C.uint64_t(n))
 }

@@ -33,4 +33,23 @@ void hostshm_close(int fd);
 // hostshm_move copies n bytes from src to dst (the ranges may overlap).
 void hostshm_move(uintptr_t dst, uintptr_t src, uint64_t n);
 
+
+// LL packets: every 4 payload bytes in an 8-byte word with the flag in its upper
+// half, written and read with 8-byte atomic accesses (packets.go).
+
+// hostshm_pack stores n payload bytes from src as packets with flag at dst.
+void hostshm_pack(uintptr_t dst, uintptr_t src, uint64_t n, uint32_t flag);
+
+// hostshm_unpack stores the payload of the packets at src to dst, in order, while
+// their flag is flag; it returns the payload bytes done (n when all were ready).
+uint64_t hostshm_unpack(uintptr_t dst, uintptr_t src, uint64_t n, uint32_t flag);
+
+// hostshm_forward copies the packets at src, flag and all, to each of ndst
+// destinations, in order, while their flag is flag; it returns the payload bytes done.
+uint64_t hostshm_forward(const uintptr_t *dsts, int ndst, uintptr_t src, uint64_t n, uint32_t flag);
+
+// hostshm_copy_words copies the packets of n payload bytes from src to dst, word by
+// word with atomic loads and stores.
+void hostshm_copy_words(uintptr_t dst, uintptr_t src, uint64_t n);
+
 #endif

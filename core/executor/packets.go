@@ -3,9 +3,7 @@ package executor
 import (
 	"fmt"
 	"runtime"
-	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/ucxx-go/ucxx-go/core/plan"
 	"github.com/ucxx-go/ucxx-go/core/reduce"
@@ -20,24 +18,8 @@ import (
 // launch's half of a double scratch buffer). The flag is the context's call count,
 // as 0.9's launch counter (which every rank advances in step).
 
-const packetWordBytes = 8
-
-func ptr(addr uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&addr)) }
-
 // packWords stores n payload bytes from src as packets with flag at dst.
-func packWords(dst, src uintptr, n uint64, flag uint32) {
-	for i := uint64(0); i < n; i += 4 {
-		var d uint32
-		if n-i >= 4 {
-			d = *(*uint32)(ptr(src + uintptr(i)))
-		} else {
-			var b [4]byte
-			copy(b[:], unsafe.Slice((*byte)(ptr(src+uintptr(i))), n-i))
-			d = *(*uint32)(unsafe.Pointer(&b[0]))
-		}
-		atomic.StoreUint64((*uint64)(ptr(dst+uintptr(2*i))), uint64(d)|uint64(flag)<<32)
-	}
-}
+func packWords(dst, src uintptr, n uint64, flag uint32) { hostPack(dst, src, n, flag) }
 
 // packetPoll waits for packets: spin, then yield, then sleep briefly, checking the
 // call's deadline, abort and every rank's liveness (a packet has no sender we
@@ -48,9 +30,12 @@ type packetPoll struct {
 	what  func() string
 }
 
-func (p *packetPoll) wait(w *uint64, flag uint32) error {
+// until calls step, which does what is ready and returns how far it got, until
+// it reached n, waiting in between.
+func (p *packetPoll) until(n uint64, step func(done uint64) uint64) error {
+	done := uint64(0)
 	for i := 0; ; i++ {
-		if uint32(atomic.LoadUint64(w)>>32) == flag {
+		if done = step(done); done >= n {
 			return nil
 		}
 		if i < p.s.spin {
@@ -79,45 +64,26 @@ func (p *packetPoll) wait(w *uint64, flag uint32) error {
 // unpackWords waits for n payload bytes of packets with flag at src and stores the
 // payload to dst.
 func (p *packetPoll) unpackWords(dst, src uintptr, n uint64, flag uint32) error {
-	for i := uint64(0); i < n; i += 4 {
-		w := (*uint64)(ptr(src + uintptr(2*i)))
-		if err := p.wait(w, flag); err != nil {
-			return err
-		}
-		d := uint32(atomic.LoadUint64(w))
-		if n-i >= 4 {
-			*(*uint32)(ptr(dst + uintptr(i))) = d
-		} else {
-			b := (*[4]byte)(unsafe.Pointer(&d))
-			copy(unsafe.Slice((*byte)(ptr(dst+uintptr(i))), n-i), b[:n-i])
-		}
-	}
-	return nil
+	return p.until(n, func(done uint64) uint64 {
+		return done + hostUnpack(dst+uintptr(done), src+uintptr(2*done), n-done, flag)
+	})
 }
 
 // forwardWords waits for the packets of n payload bytes at src and copies each,
 // flag and all, to every dst.
 func (p *packetPoll) forwardWords(dsts []uintptr, src uintptr, n uint64, flag uint32) error {
-	for i := uint64(0); i < n; i += 4 {
-		w := (*uint64)(ptr(src + uintptr(2*i)))
-		if err := p.wait(w, flag); err != nil {
-			return err
+	moved := make([]uintptr, len(dsts))
+	return p.until(n, func(done uint64) uint64 {
+		for i, d := range dsts {
+			moved[i] = d + uintptr(2*done)
 		}
-		v := atomic.LoadUint64(w)
-		for _, d := range dsts {
-			atomic.StoreUint64((*uint64)(ptr(d+uintptr(2*i))), v)
-		}
-	}
-	return nil
+		return done + hostForward(moved, src+uintptr(2*done), n-done, flag)
+	})
 }
 
 // copyWords copies n payload bytes worth of packets from src to dst word by word
 // (atomically: readers may be polling dst).
-func copyWords(dst, src uintptr, n uint64) {
-	for i := uint64(0); i < 2*n; i += packetWordBytes {
-		atomic.StoreUint64((*uint64)(ptr(dst+uintptr(i))), atomic.LoadUint64((*uint64)(ptr(src+uintptr(i)))))
-	}
-}
+func copyWords(dst, src uintptr, n uint64) { hostCopyWords(dst, src, n) }
 
 // packetRegion is where a ref's packets are, mapped here: local refs in this rank's
 // buffers (upkt and the packet sources of reductions always in scratch), remote
