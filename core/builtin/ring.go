@@ -1,0 +1,195 @@
+package builtin
+
+import "github.com/ucxx-go/ucxx-go/core/plan"
+
+// opBudget is how many ops a segment lane may spend on its work: MSCCL++ 0.9 runs
+// at most 64 per lane, and the handshake takes up to 5 (16 channels).
+const opBudget = plan.MaxOpsPerLane - 5
+
+// allReduceRing: the ring r -> r+1. Block b of the buffers is chunks
+// [b·K, b·K+K), K = Lanes·Chunks; lane l moves chunks b·K + l·c + k, k < c, of
+// every block, c = Chunks, as its own ring. Each (lane, piece k) goes through
+// 2n-1 steps t; step t on rank r waits for step t-1 of its ring predecessor:
+//
+//	t = 0:           put input block r into next's scratch slot 0
+//	t = 1..n-2:      out[b] = in[b] + scratch slot t-1, also stored into next's
+//	                 scratch slot t (res), b = r-t
+//	t = n-1:         out[b] = in[b] + scratch slot n-2, also stored into next's
+//	                 output, b = r+1: the block is complete
+//	t = n..2n-3:     put out[b] into next's output, b = r+n-t
+//	t = 2n-2:        wait for the last block
+//
+// and signals next after each data op. In place, out[b] is in[b]: step t writes it
+// after its only read, and the predecessor's stores into it (allgather) are
+// causally after this rank's step that read it, around the ring.
+//
+// A lane runs its (t, k) units in order; a ring of 2n-1 steps needs about 5n ops,
+// so units are cut into segments of at most opBudget ops, each segment a lane of
+// its own (lane l·S + s), the same on every rank. Step t of segment a on a rank
+// signals step t+1, of segment b, on the next rank through a channel of their own
+// for each (a, b): each channel end belongs to one lane. No order between a rank's
+// segments is needed: every unit waits only for its ring predecessor's unit.
+func allReduceRing(b *builder, o Options) {
+	n := len(b.ranks)
+	lanes, c := o.Lanes, o.Chunks
+	kk := lanes * c
+	chunk := func(blk, l, k int) int { return blk*kk + l*c + k }
+	scratch := func(t, l, k int) int { return t*kk + l*c + k }
+	steps := 2*n - 1
+	cost := func(t int) int {
+		switch t {
+		case 0:
+			return 3 // put, nop, signal
+		case steps - 1:
+			return 1 // wait
+		}
+		return 5 // wait, nop, data, nop, signal
+	}
+	seg := make([][]int, steps)
+	nseg, used := 0, 0
+	for t := range steps {
+		seg[t] = make([]int, c)
+		for k := range c {
+			if used+cost(t) > opBudget {
+				nseg, used = nseg+1, 0
+			}
+			seg[t][k] = nseg
+			used += cost(t)
+		}
+	}
+	nseg++
+	lane := make([][]*laneB, n)
+	for r := range n {
+		for range lanes * nseg {
+			lane[r] = append(lane[r], b.lane(r))
+		}
+	}
+	at := func(r, l, s int) *laneB { return lane[r][l*nseg+s] }
+	type key struct{ r, l, a, b int } // sender rank, lane, sender segment, receiver segment
+	type ends struct{ send, recv int }
+	chans := map[key]ends{}
+	edge := func(r, l, t, k int) ends { // the channel from (t, k) on r to (t+1, k) on r+1
+		kx := key{r, l, seg[t][k], seg[t+1][k]}
+		e, ok := chans[kx]
+		if !ok {
+			e.send, e.recv = connect(at(r, l, kx.a), at((r+1)%n, l, kx.b))
+			chans[kx] = e
+		}
+		return e
+	}
+	for r := range n {
+		next, prev := (r+1)%n, (r+n-1)%n
+		for l := range lanes {
+			for t := range steps {
+				for k := range c {
+					ln := at(r, l, seg[t][k])
+					if t > 0 {
+						ln.sync("wait", edge(prev, l, t-1, k).recv)
+						if t == steps-1 {
+							continue
+						}
+						ln.nop()
+					}
+					switch {
+					case t == 0:
+						ln.put([]refJ{local("i", chunk(r, l, k), 1)}, []refJ{ln.remote(next, "s", scratch(0, l, k), 1)})
+					case t < n-1:
+						blk := (r - t + n) % n
+						ln.reduce(local("o", chunk(blk, l, k), 1),
+							[]refJ{local("i", chunk(blk, l, k), 1), local("s", scratch(t-1, l, k), 1)},
+							[]refJ{ln.remote(next, "s", scratch(t, l, k), 1)})
+					case t == n-1:
+						blk := (r + 1) % n
+						ln.reduce(local("o", chunk(blk, l, k), 1),
+							[]refJ{local("i", chunk(blk, l, k), 1), local("s", scratch(t-1, l, k), 1)},
+							[]refJ{ln.remote(next, "o", chunk(blk, l, k), 1)})
+					default:
+						blk := (r + n - t + n) % n
+						ln.put([]refJ{local("o", chunk(blk, l, k), 1)}, []refJ{ln.remote(next, "o", chunk(blk, l, k), 1)})
+					}
+					ln.nop()
+					ln.sync("signal", edge(r, l, t, k).send)
+				}
+			}
+		}
+	}
+}
+
+// piecesPerLane is how many pieces one broadcast lane forwards: 5 ops each
+// (wait, nop, put, nop, signal) within opBudget.
+const piecesPerLane = opBudget / 5
+
+// broadcastTree: rank root+v (mod n) receives from root+parent(v) and forwards to
+// root+child for each child, piece by piece: a chain with fanout 1 (child v+1), a
+// binary tree with fanout 2 (children 2v+1, 2v+2). Lane l moves chunks
+// [l·c, l·c+c) (c = Chunks); more than piecesPerLane pieces are split into
+// segments, each a lane of its own (lane l·S + s), connected to the same segment
+// lane of its parent and children.
+func broadcastTree(b *builder, o Options, fanout int) {
+	n, root := len(b.ranks), o.Root
+	lanes, c := o.Lanes, o.Chunks
+	nseg := (c + piecesPerLane - 1) / piecesPerLane
+	rankOf := func(v int) int { return (v + root) % n }
+	children := func(v int) []int {
+		var cs []int
+		for i := 1; i <= fanout; i++ {
+			if w := fanout*v + i; w < n {
+				cs = append(cs, w)
+			}
+		}
+		return cs
+	}
+	type laneInfo struct {
+		ln       *laneB
+		parent   int   // channel to the parent, if not the root
+		children []int // channels to the children, in order
+	}
+	lane := make([][]*laneInfo, n) // [v][l·S+s]
+	for v := range n {
+		for range lanes * nseg {
+			lane[v] = append(lane[v], &laneInfo{ln: b.lane(rankOf(v))})
+		}
+	}
+	for v := range n {
+		for _, w := range children(v) {
+			for i := range lanes * nseg {
+				x, y := lane[v][i], lane[w][i]
+				cx, cy := connect(x.ln, y.ln)
+				x.children = append(x.children, cx)
+				y.parent = cy
+			}
+		}
+	}
+	for v := range n {
+		for l := range lanes {
+			for s := range nseg {
+				li := lane[v][l*nseg+s]
+				ln := li.ln
+				first, end := s*piecesPerLane, min((s+1)*piecesPerLane, c)
+				src := "o"
+				if v == 0 && !o.InPlace {
+					src = "i"
+					ln.copy(local("o", l*c+first, end-first), local("i", l*c+first, end-first))
+				}
+				for k := first; k < end; k++ {
+					idx := l*c + k
+					if v != 0 {
+						ln.sync("wait", li.parent)
+						if len(li.children) == 0 {
+							continue
+						}
+						ln.nop()
+					}
+					var srcs, dsts []refJ
+					for _, w := range children(v) {
+						srcs = append(srcs, local(src, idx, 1))
+						dsts = append(dsts, ln.remote(rankOf(w), "o", idx, 1))
+					}
+					ln.put(srcs, dsts)
+					ln.nop()
+					ln.sync("signal", li.children...)
+				}
+			}
+		}
+	}
+}
