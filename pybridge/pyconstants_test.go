@@ -16,6 +16,7 @@ import (
 	"github.com/ucxx-go/ucxx-go/core"
 	"github.com/ucxx-go/ucxx-go/core/dag"
 	"github.com/ucxx-go/ucxx-go/core/execution"
+	"github.com/ucxx-go/ucxx-go/core/reduce"
 	"github.com/ucxx-go/ucxx-go/notifier"
 	"github.com/ucxx-go/ucxx-go/ucxx"
 )
@@ -171,6 +172,18 @@ pybridge/pyconstants_test.go fails when this file is stale.
 	f.int("REDUCE_PROD", int64(execution.Prod), "execution.Prod")
 	f.int("REDUCE_MIN", int64(execution.Min), "execution.Min")
 	f.int("REDUCE_MAX", int64(execution.Max), "execution.Max")
+	f.int("DTYPE_FLOAT16", int64(reduce.Float16), "reduce.Float16")
+	f.int("DTYPE_BFLOAT16", int64(reduce.BFloat16), "reduce.BFloat16")
+
+	f.section("Collective failures (pybridge/collectives.go): the prefix, then the kind, a space,\n" +
+		"the rank involved (-1: none) and ERROR_PREFIX_END.")
+	f.str("ERROR_PREFIX_COLLECTIVE", ErrorPrefixCollective, "pybridge.ErrorPrefixCollective")
+	f.str("COLLECTIVE_MISMATCH", CollectiveMismatch, "pybridge.CollectiveMismatch")
+	f.str("COLLECTIVE_RANK_FAILED", CollectiveRankFailed, "pybridge.CollectiveRankFailed")
+	f.str("COLLECTIVE_TIMEOUT", CollectiveTimeout, "pybridge.CollectiveTimeout")
+	f.str("COLLECTIVE_BROKEN", CollectiveBroken, "pybridge.CollectiveBroken")
+	f.str("COLLECTIVE_UNSUPPORTED", CollectiveUnsupported, "pybridge.CollectiveUnsupported")
+	f.str("COLLECTIVE_PLAN", CollectivePlan, "pybridge.CollectivePlan")
 	return f.b.Bytes()
 }
 

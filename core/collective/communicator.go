@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ucxx-go/ucxx-go/core"
+	"github.com/ucxx-go/ucxx-go/core/executor"
 	"github.com/ucxx-go/ucxx-go/ucxx"
 )
 
@@ -37,6 +38,8 @@ type Communicator struct {
 	e          *core.Engine
 	r          *completionReader
 	peers      *peers
+	// x runs the communicator's collectives (execution plans).
+	x *executor.Executor
 
 	mu     sync.Mutex
 	closed bool
@@ -60,6 +63,7 @@ func New(opts Options) (c *Communicator, err error) {
 		c.shutdown()
 		return nil, err
 	}
+	c.x = executor.New(c, executor.Options{Timeout: opts.Timeout})
 	return c, nil
 }
 
@@ -123,12 +127,19 @@ func (c *Communicator) complete(id uint64, op string) (uint64, error) {
 	return cm.Length, nil
 }
 
-func (c *Communicator) check(peer int) error {
+// open returns ErrClosed once the communicator is closed.
+func (c *Communicator) open() error {
 	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
-	if closed {
+	defer c.mu.Unlock()
+	if c.closed {
 		return ErrClosed
+	}
+	return nil
+}
+
+func (c *Communicator) check(peer int) error {
+	if err := c.open(); err != nil {
+		return err
 	}
 	if peer < 0 || peer >= c.size || peer == c.rank {
 		return fmt.Errorf("collective: rank %d of %d (this is %d): %w", peer, c.size, c.rank, ucxx.StatusInvalidParam)
@@ -150,6 +161,9 @@ func (c *Communicator) Close() error {
 }
 
 func (c *Communicator) shutdown() error {
+	if c.x != nil {
+		c.x.Close()
+	}
 	err := c.e.Shutdown(5 * time.Second)
 	<-c.r.done
 	c.e.FreeQueue()

@@ -301,5 +301,6 @@ __all__ += ["ExecutionContext", "DeviceArray", "Vertex", "Kernel", "ConfiguredKe
 
 # Collectives (_communicator): nothing of Go starts until a Communicator is made.
 from ._communicator import Communicator  # noqa: E402
+from ._plan import ExecutionPlan  # noqa: E402
 
-__all__ += ["Communicator"]
+__all__ += ["Communicator", "ExecutionPlan"]

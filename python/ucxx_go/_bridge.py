@@ -18,7 +18,11 @@ import sys
 import threading
 
 from . import _constants as C
-from .exceptions import UCXCloseError, UCXConfigError, UCXError, UCXForkError, exception_for_status
+from .exceptions import (
+    CollectiveError, CollectiveMismatchError, CollectiveTimeoutError, CollectiveUnsupportedError,
+    CommunicatorBrokenError, PlanError, RankFailedError, UCXCloseError, UCXConfigError, UCXError, UCXForkError,
+    exception_for_status,
+)
 
 # Loading: one thread loads, others wait (sys.setdlopenflags is process-wide). The lock
 # is made afresh in a forked child, which a thread loading at fork() time would
@@ -125,9 +129,30 @@ _PREFIX = re.compile(
 )
 
 
+# A collective's failure (pybridge/collectives.go): ERROR_PREFIX_COLLECTIVE, its kind, a
+# space, the rank involved (-1: none), ERROR_PREFIX_END.
+_COLLECTIVE = re.compile(
+    "^" + re.escape(C.ERROR_PREFIX_COLLECTIVE) + "(\\w+) (-?\\d+)" + re.escape(C.ERROR_PREFIX_END)
+)
+_COLLECTIVE_ERRORS = {
+    C.COLLECTIVE_MISMATCH: CollectiveMismatchError,
+    C.COLLECTIVE_RANK_FAILED: RankFailedError,
+    C.COLLECTIVE_TIMEOUT: CollectiveTimeoutError,
+    C.COLLECTIVE_BROKEN: CommunicatorBrokenError,
+    C.COLLECTIVE_UNSUPPORTED: CollectiveUnsupportedError,
+    C.COLLECTIVE_PLAN: PlanError,
+}
+
+
 def translate(err):
     """Return the UCXError for a RuntimeError raised by the extension."""
     msg = str(err)
+    m = _COLLECTIVE.match(msg)
+    if m is not None:
+        exc = _COLLECTIVE_ERRORS.get(m.group(1), CollectiveError)(msg[m.end():])
+        rank = int(m.group(2))
+        exc.rank = rank if rank >= 0 else None
+        return exc
     m = _PREFIX.match(msg)
     if m is None:
         return UCXError(msg)

@@ -15,8 +15,15 @@ traffic never mixes with the application's endpoints). ``python -m ucxx_go.launc
 import asyncio
 import os
 
+from ._buffers import buffer_info
 from ._bridge import call, ext
+from ._collective_args import dtype_code, op_code
 from .exceptions import UCXCloseError
+
+# How long (µs) a collective call may run inside its one crossing into Go before the
+# event loop gets control back and the rest is awaited from a worker thread: short
+# collectives finish within it and cost no thread hop.
+SPIN_US = 200
 
 __all__ = ["Communicator"]
 
@@ -85,6 +92,49 @@ class Communicator:
         """
         self._check()
         await asyncio.get_running_loop().run_in_executor(None, call, ext.pybridge_CommBarrier, self._h)
+
+    async def execute(self, plan, send, recv=None, *, dtype=None, op=None):
+        """Run an execution plan with the other ranks, which make the same call
+        (MSCCL++'s ``Executor.execute``).
+
+        Parameters
+        ----------
+        plan : ExecutionPlan
+        send, recv : buffer
+            Any object with the buffer protocol (numpy, bytearray, ...). For an
+            in-place plan they follow its convention (allreduce: one buffer, `recv`
+            omitted; allgather: `send` is this rank's slot of `recv`).
+        dtype : str or dtype, optional
+            The element type of reductions; default `send`'s own.
+        op : {"sum", "prod", "min", "max"}, optional
+            Every reduction's operator; default each op's own (``reduce_op``).
+
+        Raises
+        ------
+        PlanError
+            The sizes do not divide into the plan's chunks, or the buffers do not follow
+            its in-place convention.
+        CollectiveMismatchError
+            The ranks' calls differ (plan, sizes, type, operator).
+        RankFailedError, CollectiveTimeoutError
+            A rank died or did not come (its number in ``.rank``).
+        CollectiveUnsupportedError
+            GPU memory, or ranks on several hosts (not built yet).
+        """
+        self._check()
+        recv = send if recv is None else recv
+        s_addr, s_n, s_keep, s_mem, _ = buffer_info(send, writable=recv is send)
+        r_addr, r_n, r_keep, r_mem, _ = buffer_info(recv, writable=True)
+        code = dtype_code(send, dtype)
+        opc = 0 if op is None else op_code(op)
+        await self._run(ext.pybridge_CommExecute, self._h, plan._h, s_addr, s_n, s_mem, r_addr, r_n, r_mem, code, opc)
+        del s_keep, r_keep
+
+    async def _run(self, fn, *args):
+        """One crossing into Go; what outlives SPIN_US is awaited off the event loop."""
+        ticket = call(fn, *args, SPIN_US)
+        if ticket:
+            await asyncio.get_running_loop().run_in_executor(None, call, ext.pybridge_CommWait, ticket)
 
     def _check(self):
         if self._h is None:

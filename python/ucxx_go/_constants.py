@@ -116,3 +116,15 @@ REDUCE_SUM = 1  # execution.Sum
 REDUCE_PROD = 2  # execution.Prod
 REDUCE_MIN = 3  # execution.Min
 REDUCE_MAX = 4  # execution.Max
+DTYPE_FLOAT16 = 11  # reduce.Float16
+DTYPE_BFLOAT16 = 12  # reduce.BFloat16
+
+# Collective failures (pybridge/collectives.go): the prefix, then the kind, a space,
+# the rank involved (-1: none) and ERROR_PREFIX_END.
+ERROR_PREFIX_COLLECTIVE = "[collective "  # pybridge.ErrorPrefixCollective
+COLLECTIVE_MISMATCH = "mismatch"  # pybridge.CollectiveMismatch
+COLLECTIVE_RANK_FAILED = "rank_failed"  # pybridge.CollectiveRankFailed
+COLLECTIVE_TIMEOUT = "timeout"  # pybridge.CollectiveTimeout
+COLLECTIVE_BROKEN = "broken"  # pybridge.CollectiveBroken
+COLLECTIVE_UNSUPPORTED = "unsupported"  # pybridge.CollectiveUnsupported
+COLLECTIVE_PLAN = "plan"  # pybridge.CollectivePlan

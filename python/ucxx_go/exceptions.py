@@ -18,6 +18,8 @@ __all__ = [
     "UCXLastLinkFailureError", "UCXFirstEndpointFailureError", "UCXEndpointTimeoutError",
     "UCXLastEndpointFailureError", "UCXCloseError", "UCXConfigError", "UCXForkError", "UCXCanceled",
     "UCXMsgTruncated", "exception_for_status",
+    "CollectiveError", "CollectiveMismatchError", "RankFailedError", "CollectiveTimeoutError",
+    "CommunicatorBrokenError", "CollectiveUnsupportedError", "PlanError",
 ]
 
 
@@ -91,6 +93,44 @@ class UCXForkError(UCXError):
     """ucxx_go was used in a child forked after the parent had used it: the Go runtime
     does not survive fork(). Start children with the 'spawn' or 'forkserver' method, or
     fork before ucxx_go's first use."""
+
+
+class CollectiveError(UCXError):
+    """A collective call (Communicator.allreduce, execute, ...) failed. `rank` is the
+    other rank involved (the one waited for, written to or read from), or None."""
+
+    rank = None
+
+
+class CollectiveMismatchError(CollectiveError):
+    """The ranks did not make the same call (collective, plan, size, type, operator or
+    root), or a rank's call failed its own checks. Every rank gets it before any byte
+    moves; the communicator stays usable."""
+
+
+class RankFailedError(CollectiveError):
+    """Another rank died, or misbehaved, during the call (`rank` names it). The
+    communicator is broken afterwards: make a new one."""
+
+
+class CollectiveTimeoutError(CollectiveError, UCXTimedOutError):  # noqa: F821 (made by _make above)
+    """A rank did not come within the communicator's timeout (`rank` names it). The
+    communicator is broken afterwards."""
+
+
+class CommunicatorBrokenError(CollectiveError):
+    """An earlier call failed part-way (a rank died or timed out), so the ranks' states
+    may differ: every later call fails with this. Make a new communicator."""
+
+
+class CollectiveUnsupportedError(CollectiveError, NotImplementedError):
+    """The call or plan needs something not built yet (ranks on several hosts, GPU
+    memory, an element type or operator)."""
+
+
+class PlanError(CollectiveError, ValueError):
+    """The execution plan is malformed, or does not fit the call (sizes that do not
+    divide into its chunks, buffers that do not follow its in-place convention)."""
 
 
 # UCXX's aliases.

@@ -1,0 +1,248 @@
+package pybridge
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/ucxx-go/ucxx-go/core/collective"
+	"github.com/ucxx-go/ucxx-go/core/executor"
+	"github.com/ucxx-go/ucxx-go/core/plan"
+	"github.com/ucxx-go/ucxx-go/core/reduce"
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// Execution plans and collective calls for Python's ExecutionPlan and
+// Communicator. A call is one crossing: it starts the collective, waits up to spinUs
+// for it to end and returns 0 when it did (its error raised), or a ticket that
+// CommWait (run off the event loop) waits for.
+
+// The prefix of a collective failure Python sees: ErrorPrefixCollective, the kind,
+// a space, the rank involved (-1: none), ErrorPrefixEnd. Python's copy is generated.
+const ErrorPrefixCollective = "[collective "
+
+// The kinds of collective failures (Python's exception classes, _communicator.py).
+const (
+	CollectiveMismatch    = "mismatch"
+	CollectiveRankFailed  = "rank_failed"
+	CollectiveTimeout     = "timeout"
+	CollectiveBroken      = "broken"
+	CollectiveUnsupported = "unsupported"
+	CollectivePlan        = "plan"
+)
+
+// collectiveError prefixes a collective's failure with its kind and rank.
+func collectiveError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, collective.ErrClosed) || errors.Is(err, executor.ErrClosed) {
+		return fmt.Errorf("%s%v", ErrorPrefixClosed, err)
+	}
+	kind := ""
+	switch {
+	case errors.Is(err, executor.ErrBroken):
+		kind = CollectiveBroken
+	case errors.Is(err, executor.ErrMismatch):
+		kind = CollectiveMismatch
+	case errors.Is(err, executor.ErrRankFailed), errors.Is(err, executor.ErrPeerProtocol):
+		kind = CollectiveRankFailed
+	case errors.Is(err, executor.ErrTimeout), errors.Is(err, collective.ErrTimeout):
+		kind = CollectiveTimeout
+	case errors.Is(err, executor.ErrUnsupported), errors.Is(err, reduce.ErrUnsupported):
+		kind = CollectiveUnsupported
+	case isPlanError(err):
+		kind = CollectivePlan
+	default:
+		return bridgeError(err)
+	}
+	rank := -1
+	var re *executor.RankError
+	if errors.As(err, &re) {
+		rank = re.Rank
+	}
+	return fmt.Errorf("%s%s %d%s%v", ErrorPrefixCollective, kind, rank, ErrorPrefixEnd, err)
+}
+
+func isPlanError(err error) bool {
+	var pe *plan.PlanError
+	return errors.As(err, &pe) || errors.Is(err, plan.ErrMessageSize) || errors.Is(err, plan.ErrBuffers)
+}
+
+// collectiveGuard is guard for functions whose errors are collective failures.
+func collectiveGuard(err *error) {
+	if r := recover(); r != nil {
+		*err = statusError(ucxx.StatusIOError, fmt.Sprintf("ucxx-go internal error: %v", r))
+		return
+	}
+	*err = collectiveError(*err)
+}
+
+var plans struct {
+	sync.Mutex
+	next uint64
+	byID map[uint64]*plan.Plan
+}
+
+func planOf(h uint64) (*plan.Plan, error) {
+	plans.Lock()
+	defer plans.Unlock()
+	if p := plans.byID[h]; p != nil {
+		return p, nil
+	}
+	return nil, fmt.Errorf("execution plan %d was freed: %w", h, ucxx.ErrClosed)
+}
+
+// PlanParse reads an MSCCL++ execution plan (JSON, n bytes at addr) and returns its
+// handle.
+func PlanParse(addr uintptr, n int) (h uint64, err error) {
+	defer collectiveGuard(&err)
+	if n < 0 || n > 64<<20 {
+		return 0, fmt.Errorf("a %d-byte plan: %w", n, plan.ErrLimit)
+	}
+	data := make([]byte, n)
+	if n > 0 {
+		copy(data, unsafe.Slice((*byte)(*(*unsafe.Pointer)(unsafe.Pointer(&addr))), n))
+	}
+	p, err := plan.Parse(data)
+	if err != nil {
+		return 0, err
+	}
+	return addPlan(p), nil
+}
+
+func addPlan(p *plan.Plan) uint64 {
+	plans.Lock()
+	defer plans.Unlock()
+	if plans.byID == nil {
+		plans.byID = make(map[uint64]*plan.Plan)
+	}
+	plans.next++
+	plans.byID[plans.next] = p
+	return plans.next
+}
+
+// PlanInfo describes plan h as JSON: name, collective, protocol, inplace, ranks,
+// min_message_size, max_message_size, buffer_alignment, and per rank its
+// input/output/scratch chunk counts and lane count.
+func PlanInfo(h uint64) (info string, err error) {
+	defer collectiveGuard(&err)
+	p, err := planOf(h)
+	if err != nil {
+		return "", err
+	}
+	type rankInfo struct {
+		Input   int `json:"input_chunks"`
+		Output  int `json:"output_chunks"`
+		Scratch int `json:"scratch_chunks"`
+		Lanes   int `json:"lanes"`
+	}
+	ranks := make([]rankInfo, len(p.Ranks))
+	for i, r := range p.Ranks {
+		ranks[i] = rankInfo{r.InputChunks, r.OutputChunks, r.ScratchChunks, len(r.Lanes)}
+	}
+	b, err := json.Marshal(map[string]any{"name": p.Name, "collective": p.Collective, "protocol": p.Protocol,
+		"inplace": p.InPlace, "ranks": ranks, "min_message_size": p.MinMessageBytes,
+		"max_message_size": p.MaxMessageBytes, "buffer_alignment": p.BufferAlignment})
+	return string(b), err
+}
+
+// PlanFree forgets plan h (a communicator may keep its context until closed).
+func PlanFree(h uint64) (ok bool, err error) {
+	defer collectiveGuard(&err)
+	plans.Lock()
+	defer plans.Unlock()
+	if plans.byID[h] == nil {
+		return false, fmt.Errorf("PlanFree: plan %d: %w", h, ucxx.ErrClosed)
+	}
+	delete(plans.byID, h)
+	return true, nil
+}
+
+// tickets are collective calls still running after their crossing returned.
+var tickets struct {
+	sync.Mutex
+	next  int64
+	byID  map[int64]chan error
+}
+
+// finish runs f and waits up to spinUs for it: 0 and f's error when it ended, else a
+// ticket for CommWait.
+func finish(spinUs int, f func() error) (int64, error) {
+	done := make(chan error, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				done <- statusError(ucxx.StatusIOError, fmt.Sprintf("ucxx-go internal error: %v", r))
+			}
+		}()
+		done <- f()
+	}()
+	if spinUs > 0 {
+		t := time.NewTimer(time.Duration(spinUs) * time.Microsecond)
+		select {
+		case err := <-done:
+			t.Stop()
+			return 0, err
+		case <-t.C:
+		}
+	}
+	tickets.Lock()
+	defer tickets.Unlock()
+	if tickets.byID == nil {
+		tickets.byID = make(map[int64]chan error)
+	}
+	tickets.next++
+	tickets.byID[tickets.next] = done
+	return tickets.next, nil
+}
+
+// CommWait waits for the collective call behind ticket to end and returns its
+// outcome; each ticket is waited for once.
+func CommWait(ticket int64) (ok bool, err error) {
+	defer collectiveGuard(&err)
+	tickets.Lock()
+	done := tickets.byID[ticket]
+	delete(tickets.byID, ticket)
+	tickets.Unlock()
+	if done == nil {
+		return false, fmt.Errorf("CommWait: no call %d: %w", ticket, ucxx.StatusInvalidParam)
+	}
+	return true, <-done
+}
+
+// hostOnly refuses buffers of other memory types (UCS memory types): the executor
+// runs host lanes only, for now.
+func hostOnly(memTypes ...int) error {
+	for _, m := range memTypes {
+		if m != int(ucxx.MemoryHost) {
+			return fmt.Errorf("collectives on GPU memory are not built yet: %w", executor.ErrUnsupported)
+		}
+	}
+	return nil
+}
+
+// CommExecute runs plan planH on communicator h (MSCCL++'s execute): send and recv
+// buffers of sendBytes and recvBytes (UCS memory types sendMem and recvMem),
+// reductions over dtype with op (0: the plan's).
+func CommExecute(h, planH uint64, send uintptr, sendBytes uint64, sendMem int, recv uintptr, recvBytes uint64, recvMem int, dtype, op, spinUs int) (ticket int64, err error) {
+	defer collectiveGuard(&err)
+	if err := hostOnly(sendMem, recvMem); err != nil {
+		return 0, err
+	}
+	c, err := comm(h)
+	if err != nil {
+		return 0, err
+	}
+	p, err := planOf(planH)
+	if err != nil {
+		return 0, err
+	}
+	return finish(spinUs, func() error {
+		return c.Execute(p, executor.Buffer{Addr: send, Bytes: sendBytes}, executor.Buffer{Addr: recv, Bytes: recvBytes},
+			reduce.DType(dtype), reduce.Op(op))
+	})
+}
