@@ -3,9 +3,9 @@ package execution
 import (
 	"fmt"
 	"sync"
-	"unsafe"
 
 	"github.com/ucxx-go/ucxx-go/core/dag"
+	"github.com/ucxx-go/ucxx-go/core/reduce"
 	"github.com/ucxx-go/ucxx-go/ucxx"
 )
 
@@ -23,47 +23,35 @@ func hostCopy(dst, src uintptr, n uint64) func() error {
 	}
 }
 
-// Dtype is an element type of a reduction.
-type Dtype uint8
+// Dtype is an element type of a reduction: core/reduce's DType (its numbering, which
+// the generated Python constants use, is unchanged).
+type Dtype = reduce.DType
 
 // The element types reductions take.
 const (
-	Int8 Dtype = iota + 1
-	Int16
-	Int32
-	Int64
-	Uint8
-	Uint16
-	Uint32
-	Uint64
-	Float32
-	Float64
+	Int8     = reduce.Int8
+	Int16    = reduce.Int16
+	Int32    = reduce.Int32
+	Int64    = reduce.Int64
+	Uint8    = reduce.Uint8
+	Uint16   = reduce.Uint16
+	Uint32   = reduce.Uint32
+	Uint64   = reduce.Uint64
+	Float32  = reduce.Float32
+	Float64  = reduce.Float64
+	Float16  = reduce.Float16
+	BFloat16 = reduce.BFloat16
 )
 
-// Size is the element's size in bytes.
-func (d Dtype) Size() uint64 {
-	switch d {
-	case Int8, Uint8:
-		return 1
-	case Int16, Uint16:
-		return 2
-	case Int32, Uint32, Float32:
-		return 4
-	case Int64, Uint64, Float64:
-		return 8
-	}
-	return 0
-}
-
-// ReduceOp is a commutative, associative operation of reductions.
-type ReduceOp uint8
+// ReduceOp is a commutative, associative operation of reductions: core/reduce's Op.
+type ReduceOp = reduce.Op
 
 // The reduction operations.
 const (
-	Sum ReduceOp = iota + 1
-	Prod
-	Min
-	Max
+	Sum  = reduce.Sum
+	Prod = reduce.Prod
+	Min  = reduce.Min
+	Max  = reduce.Max
 )
 
 // reduceLocks serializes the element updates of concurrent reductions into one
@@ -76,11 +64,11 @@ func reduceLock(array dag.ArrayID) *sync.Mutex {
 	return &reduceLocks[uint64(array)%uint64(len(reduceLocks))]
 }
 
-// hostReduce combines n elements of type t at src into dst, of array, with op.
+// hostReduce combines n elements of type t at src into dst, of array, with op (core/reduce:
+// numpy's arithmetic, one call into C).
 func hostReduce(array dag.ArrayID, dst, src uintptr, n uint64, t Dtype, op ReduceOp) (func() error, error) {
-	f, err := reducer(t, op)
-	if err != nil {
-		return nil, err
+	if err := reduce.Check(t, op); err != nil {
+		return nil, fmt.Errorf("execution: %w", err)
 	}
 	return func() error {
 		if n == 0 {
@@ -89,71 +77,6 @@ func hostReduce(array dag.ArrayID, dst, src uintptr, n uint64, t Dtype, op Reduc
 		mu := reduceLock(array)
 		mu.Lock()
 		defer mu.Unlock()
-		f(dst, src, n)
-		return nil
+		return reduce.Reduce(dst, dst, src, n, t, op)
 	}, nil
 }
-
-type number interface {
-	~int8 | ~int16 | ~int32 | ~int64 | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~float32 | ~float64
-}
-
-// combine applies op elementwise: a loop the compiler keeps tight per type.
-func combine[T number](op ReduceOp) func(dst, src uintptr, n uint64) {
-	return func(dst, src uintptr, n uint64) {
-		d := unsafe.Slice((*T)(pointer(dst)), n)
-		s := unsafe.Slice((*T)(pointer(src)), n)
-		switch op {
-		case Sum:
-			for i := range d {
-				d[i] += s[i]
-			}
-		case Prod:
-			for i := range d {
-				d[i] *= s[i]
-			}
-		case Min:
-			for i := range d {
-				d[i] = min(d[i], s[i])
-			}
-		case Max:
-			for i := range d {
-				d[i] = max(d[i], s[i])
-			}
-		}
-	}
-}
-
-func reducer(t Dtype, op ReduceOp) (func(dst, src uintptr, n uint64), error) {
-	if op < Sum || op > Max {
-		return nil, fmt.Errorf("execution: unknown reduction %d", op)
-	}
-	switch t {
-	case Int8:
-		return combine[int8](op), nil
-	case Int16:
-		return combine[int16](op), nil
-	case Int32:
-		return combine[int32](op), nil
-	case Int64:
-		return combine[int64](op), nil
-	case Uint8:
-		return combine[uint8](op), nil
-	case Uint16:
-		return combine[uint16](op), nil
-	case Uint32:
-		return combine[uint32](op), nil
-	case Uint64:
-		return combine[uint64](op), nil
-	case Float32:
-		return combine[float32](op), nil
-	case Float64:
-		return combine[float64](op), nil
-	}
-	return nil, fmt.Errorf("execution: unknown element type %d", t)
-}
-
-// pointer is addr as a pointer: the memory of the arrays a context works on is the
-// application's (numpy, C, pinned), never Go's heap, so the garbage collector neither
-// moves nor frees it under the pointer.
-func pointer(addr uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&addr)) }
