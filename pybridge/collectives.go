@@ -165,8 +165,8 @@ func PlanFree(h uint64) (ok bool, err error) {
 // tickets are collective calls still running after their crossing returned.
 var tickets struct {
 	sync.Mutex
-	next  int64
-	byID  map[int64]chan error
+	next int64
+	byID map[int64]chan error
 }
 
 // finish runs f and waits up to spinUs for it: 0 and f's error when it ended, else a
@@ -245,4 +245,38 @@ func CommExecute(h, planH uint64, send uintptr, sendBytes uint64, sendMem int, r
 		return c.Execute(p, executor.Buffer{Addr: send, Bytes: sendBytes}, executor.Buffer{Addr: recv, Bytes: recvBytes},
 			reduce.DType(dtype), reduce.Op(op))
 	})
+}
+
+// CommCollective runs collective kind ("allreduce", "allgather", "reducescatter",
+// "broadcast", "reduce", "alltoall") on communicator h with a plan from its
+// registry; buffers, types and spinUs as CommExecute's, root for broadcast and reduce.
+func CommCollective(h uint64, kind string, root int, send uintptr, sendBytes uint64, sendMem int, recv uintptr, recvBytes uint64, recvMem int, dtype, op, spinUs int) (ticket int64, err error) {
+	defer collectiveGuard(&err)
+	if err := hostOnly(sendMem, recvMem); err != nil {
+		return 0, err
+	}
+	c, err := comm(h)
+	if err != nil {
+		return 0, err
+	}
+	return finish(spinUs, func() error {
+		return c.Collective(kind, root, executor.Buffer{Addr: send, Bytes: sendBytes}, executor.Buffer{Addr: recv, Bytes: recvBytes},
+			reduce.DType(dtype), reduce.Op(op))
+	})
+}
+
+// CommRegisterPlan adds plan planH to communicator h's registry: calls whose
+// collective, rank count, in-place form and size fit it run it.
+func CommRegisterPlan(h, planH uint64) (ok bool, err error) {
+	defer collectiveGuard(&err)
+	c, err := comm(h)
+	if err != nil {
+		return false, err
+	}
+	p, err := planOf(planH)
+	if err != nil {
+		return false, err
+	}
+	c.Registry().Register(p)
+	return true, nil
 }

@@ -138,3 +138,95 @@ def test_a_dead_rank_fails_the_others_promptly_naming_it(tmp_path):
         asyncio.run(main())
     """)
     assert "failed 1" in out and "broken" in out
+
+
+COLLECTIVES_BODY = """
+import asyncio, sys, numpy as np, ucxx_go
+SIZES = [0, 1, 7, 1000, 12345]
+TYPES = ["int8", "uint8", "int16", "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32", "float64"]
+OPS = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum}
+
+def data(q, count, dtype, op):
+    rng = np.random.default_rng(1000 * q + count)
+    lo, hi = (1, 3) if op == "prod" else (0, 9)
+    v = rng.integers(lo, hi, count)
+    if dtype == "bfloat16":  # bfloat16 bits of small integers (exact)
+        return (v.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    return v.astype(dtype)
+
+def combine(parts, dtype, op):
+    if dtype == "bfloat16":
+        f = [(p.astype(np.uint32) << 16).view(np.float32) for p in parts]
+        acc = f[0].copy()
+        for p in f[1:]:
+            acc = OPS[op](acc, p)
+        return (acc.view(np.uint32) >> 16).astype(np.uint16)
+    acc = parts[0].copy()
+    for p in parts[1:]:
+        acc = OPS[op](acc, p).astype(dtype)
+    return acc
+
+async def main():
+    comm = await ucxx_go.Communicator.init(timeout=60)
+    r, n = comm.rank, comm.size
+    checks = 0
+    for count in SIZES:
+        for dtype in TYPES:
+            for op in OPS:
+                parts = [data(q, count, dtype, op) for q in range(n)]
+                want = combine(parts, dtype, op)
+                x = parts[r].copy()
+                out = np.empty_like(x)
+                await comm.allreduce(x, out, op=op) if dtype != "bfloat16" else await comm._collective("allreduce", x, out, op=op, dtype="bfloat16")
+                assert np.array_equal(out, want), ("allreduce", count, dtype, op)
+                if dtype != "bfloat16":
+                    await comm.allreduce(x, op=op)  # in place
+                    assert np.array_equal(x, want), ("allreduce in place", count, dtype, op)
+                    x = parts[r].copy()
+                    y = np.full_like(x, 77)
+                    await comm.reduce(x, y, root=n - 1, op=op)
+                    assert np.array_equal(y, want if r == n - 1 else np.full_like(x, 77)), ("reduce", count, dtype, op)
+                    big = np.concatenate([data(q * 7 + r, count, dtype, op) for q in range(n)]) if count else np.empty(0, dtype)
+                    blocks = [np.concatenate([data(q * 7 + s, count, dtype, op) for q in range(n)]) for s in range(n)]
+                    want_rs = combine(blocks, dtype, op)[r * count:(r + 1) * count]
+                    o = np.empty(count, dtype)
+                    await comm.reduce_scatter(big, o, op=op)
+                    assert np.array_equal(o, want_rs), ("reduce_scatter", count, dtype, op)
+                checks += 1
+            x = data(r, count, dtype, "sum")
+            out = np.empty(n * count, x.dtype)
+            await comm.allgather(x, out)
+            assert np.array_equal(out, np.concatenate([data(q, count, dtype, "sum") for q in range(n)])), ("allgather", count, dtype)
+            out2 = np.zeros(n * count, x.dtype)
+            out2[r * count:(r + 1) * count] = x
+            await comm.allgather(out2)
+            assert np.array_equal(out2, out), ("allgather in place", count, dtype)
+            b = data(5, count, dtype, "sum") if r == 1 % n else np.zeros(count, x.dtype)
+            await comm.broadcast(b, root=1 % n)
+            assert np.array_equal(b, data(5, count, dtype, "sum")), ("broadcast", count, dtype)
+            a = np.concatenate([data(r * n + j, count, dtype, "sum") for j in range(n)]) if count else np.empty(0, x.dtype)
+            o = np.empty_like(a)
+            await comm.alltoall(a, o)
+            want = np.concatenate([data(q * n + r, count, dtype, "sum") for q in range(n)]) if count else np.empty(0, x.dtype)
+            assert np.array_equal(o, want), ("alltoall", count, dtype)
+            await comm.alltoall(a)
+            assert np.array_equal(a, want), ("alltoall in place", count, dtype)
+    # large messages: the ring allreduce (pipelined past 4 MiB), the chain/tree broadcast
+    for count in [(1 << 20) + 3, 16 << 20]:
+        x = np.full(count, r + 1, np.float32)
+        await comm.allreduce(x)
+        assert (x == n * (n + 1) / 2).all(), ("allreduce", count)
+        b = np.arange(count, dtype=np.float32) if r == 0 else np.zeros(count, np.float32)
+        await comm.broadcast(b, root=0)
+        assert np.array_equal(b, np.arange(count, dtype=np.float32)), ("broadcast", count)
+    print("rank", r, "ok", checks, flush=True)
+    comm.close()
+
+asyncio.run(main())
+"""
+
+
+def test_every_collective_type_and_operator_against_numpy(tmp_path):
+    for n in (2, 3, 5):
+        out = run_ranks(tmp_path, n, COLLECTIVES_BODY, timeout=600)
+        assert out.count(" ok") == n, out

@@ -38,8 +38,9 @@ type Communicator struct {
 	e          *core.Engine
 	r          *completionReader
 	peers      *peers
-	// x runs the communicator's collectives (execution plans).
-	x *executor.Executor
+	// x runs the communicator's collectives (execution plans) from registry's.
+	x        *executor.Executor
+	registry Registry
 
 	mu     sync.Mutex
 	closed bool

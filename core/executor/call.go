@@ -96,7 +96,7 @@ func (x *Executor) Execute(c Call) error {
 				r, peers[r].in.Bytes, peers[r].out.Bytes, c.Send.Bytes, c.Recv.Bytes, ErrMismatch)
 		}
 	}
-	ctx, err := x.context(c.Plan, l.ScratchBytes)
+	ctx, err := x.context(c.Plan, worldScratch(l, n))
 	if err != nil {
 		x.broken = err
 		return err
@@ -265,4 +265,20 @@ func (r *callRun) lanes() error {
 	}
 	wg.Wait()
 	return r.err
+}
+
+// worldScratch is the most scratch any rank needs at this layout's sizes. Every rank
+// sizes its context by it, so that all ranks replace a context that grew too small
+// at the same call, whatever their own needs (a reduce's root needs scratch, its
+// other ranks none). Untouched shared memory costs no memory.
+func worldScratch(l *plan.Layout, n int) uint64 {
+	need := l.ScratchBytes
+	for q := range n {
+		b := l.BufferBytes(q, plan.BufferScratch)
+		if l.Plan.DoubleScratch {
+			b *= 2
+		}
+		need = max(need, b)
+	}
+	return need
 }

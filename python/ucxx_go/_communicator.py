@@ -8,8 +8,11 @@ Rank 0 listens at MASTER_ADDR:MASTER_PORT; the others connect, send their worker
 addresses and get everyone's; every rank then reaches every other through an
 endpoint made from a worker address, on an engine of the communicator's own (its
 traffic never mixes with the application's endpoints). ``python -m ucxx_go.launch
--n N script.py`` sets the variables, as torchrun does. Collectives beyond ``barrier``
-(allreduce, allgather, ... as execution plans) are being built.
+-n N script.py`` sets the variables, as torchrun does.
+
+Collectives (allreduce, allgather, reduce_scatter, broadcast, reduce, alltoall) and
+``execute(plan, ...)`` run MSCCL++ execution plans with the Go executor
+(core/executor): one crossing into Go per call, no Python per op.
 """
 
 import asyncio
@@ -26,6 +29,17 @@ from .exceptions import UCXCloseError
 SPIN_US = 200
 
 __all__ = ["Communicator"]
+
+
+def _view_like(x, rank, size):
+    """Rank's block of x, as x's own type where it can slice (numpy), else bytes."""
+    try:
+        n = len(x) // size
+        return x[rank * n:(rank + 1) * n]
+    except TypeError:
+        mv = memoryview(x).cast("B")
+        m = mv.nbytes // size
+        return mv[rank * m:(rank + 1) * m]
 
 
 def _env_int(name):
@@ -129,6 +143,82 @@ class Communicator:
         opc = 0 if op is None else op_code(op)
         await self._run(ext.pybridge_CommExecute, self._h, plan._h, s_addr, s_n, s_mem, r_addr, r_n, r_mem, code, opc)
         del s_keep, r_keep
+
+    async def allreduce(self, x, out=None, op="sum"):
+        """Reduce `x` element-wise over all ranks into `out` (every rank gets the result);
+        in place when `out` is omitted.
+
+        `x` and `out`: numpy arrays or anything with the buffer protocol, of one of
+        int8..int64, uint8..uint64, float16, bfloat16, float32, float64 (any element
+        count, 0 included). Every rank passes the same count, type and `op` ("sum",
+        "prod", "min", "max"). Returns `out` (or `x`).
+
+        Raises
+        ------
+        CollectiveMismatchError
+            The ranks' calls differ (count, type, op, collective).
+        RankFailedError, CollectiveTimeoutError
+            A rank died or did not come (``.rank`` names it).
+        PlanError
+            `x` and `out` differ in size, or overlap other than as one buffer.
+        """
+        return await self._collective("allreduce", x, x if out is None else out, op=op)
+
+    async def allgather(self, x, out=None):
+        """Gather every rank's `x` into `out`, rank r's at block r (`out` holds size ×
+        `x`). In place: pass `out` alone (this rank's block already in it), or `x` as
+        the rank's block of `out`. Returns `out`."""
+        if out is None:
+            out = x
+            x = memoryview(out).cast("B")[self.rank * memoryview(out).nbytes // self.size:][: memoryview(out).nbytes // self.size]
+            dtype = out
+        else:
+            dtype = x
+        return await self._collective("allgather", x, out, dtype=dtype)
+
+    async def reduce_scatter(self, x, out=None, op="sum"):
+        """Reduce `x` element-wise over all ranks and give rank r block r of the result
+        in `out` (`x` holds size × `out`). In place (`out` omitted): the result lands in
+        this rank's block of `x`, which is returned."""
+        if out is None:
+            mv = memoryview(x).cast("B")
+            m = mv.nbytes // self.size
+            out = mv[self.rank * m:(self.rank + 1) * m]
+            await self._collective("reducescatter", x, out, op=op, dtype=x)
+            return _view_like(x, self.rank, self.size)
+        return await self._collective("reducescatter", x, out, op=op)
+
+    async def broadcast(self, x, root=0, out=None):
+        """Copy the root's `x` to every rank's `x` (or `out`). Returns the buffer written."""
+        return await self._collective("broadcast", x, x if out is None else out, root=root)
+
+    async def reduce(self, x, out=None, root=0, op="sum"):
+        """Reduce `x` element-wise over all ranks into the root's `out` (in place when
+        `out` is omitted); the other ranks' buffers are left as they are."""
+        return await self._collective("reduce", x, x if out is None else out, root=root, op=op)
+
+    async def alltoall(self, x, out=None):
+        """Send block j of `x` to rank j, which puts it at its block r (this rank's);
+        `x` and `out` hold size equal blocks. In place when `out` is omitted."""
+        return await self._collective("alltoall", x, x if out is None else out)
+
+    def register_plan(self, plan):
+        """Use `plan` (an ExecutionPlan) for the calls it fits: its collective, rank
+        count, in-place form and message-size range (the newest registered first,
+        before the built-ins). Every rank registers the same plans."""
+        self._check()
+        call(ext.pybridge_CommRegisterPlan, self._h, plan._h)
+
+    async def _collective(self, kind, send, recv, root=0, op=None, dtype=None):
+        self._check()
+        s_addr, s_n, s_keep, s_mem, _ = buffer_info(send, writable=False)
+        r_addr, r_n, r_keep, r_mem, _ = buffer_info(recv, writable=True)
+        code = dtype_code(send, dtype)
+        opc = 0 if op is None else op_code(op)
+        await self._run(ext.pybridge_CommCollective, self._h, kind, int(root), s_addr, s_n, s_mem, r_addr, r_n, r_mem,
+                        code, opc)
+        del s_keep, r_keep
+        return recv
 
     async def _run(self, fn, *args):
         """One crossing into Go; what outlives SPIN_US is awaited off the event loop."""

@@ -1,0 +1,197 @@
+package collective
+
+import (
+	"fmt"
+
+	"github.com/ucxx-go/ucxx-go/core/builtin"
+	"github.com/ucxx-go/ucxx-go/core/executor"
+	"github.com/ucxx-go/ucxx-go/core/plan"
+	"github.com/ucxx-go/ucxx-go/core/reduce"
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// The collectives: each checks its buffers, asks the registry for a plan and runs it
+// with the executor. Every rank makes the same call (same collective, element
+// count, type, operator, root); the executor compares them before any byte moves.
+//
+// Buffers follow NCCL's conventions. Out of place the two buffers do not overlap; in
+// place: allreduce, broadcast, reduce and alltoall pass one buffer as both; allgather
+// passes its send buffer at recv + rank·sendBytes; reducescatter its receive buffer
+// at send + rank·recvBytes.
+
+// Collective names, as plans spell them.
+const (
+	AllReduce     = "allreduce"
+	AllGather     = "allgather"
+	ReduceScatter = "reducescatter"
+	Broadcast     = "broadcast"
+	Reduce        = "reduce"
+	AllToAll      = "alltoall"
+)
+
+// Registry is the communicator's plan registry (shared by its collectives).
+func (c *Communicator) Registry() *Registry { return &c.registry }
+
+// Collective runs collective kind: send and recv as above, elements of type t,
+// reductions with op (ignored by collectives that do not reduce), root for
+// broadcast and reduce.
+//
+// Errors: ErrClosed; plan.ErrBuffers for buffers that break the conventions or
+// sizes that do not fit each other; executor.ErrUnsupported (an unknown collective,
+// type or operator); the executor's (ErrMismatch, ErrRankFailed, ErrTimeout...).
+func (c *Communicator) Collective(kind string, root int, send, recv executor.Buffer, t reduce.DType, op reduce.Op) error {
+	if err := c.open(); err != nil {
+		return err
+	}
+	if err := reduce.Check(t, max(op, reduce.Sum)); err != nil {
+		return fmt.Errorf("collective: %s: %w", kind, err)
+	}
+	n := uint64(c.size)
+	e := t.Size()
+	inPlace, err := c.conventions(kind, root, send, recv, e)
+	if err != nil {
+		return err
+	}
+	if c.size == 1 {
+		if !inPlace && send.Bytes > 0 {
+			ucxx.CopyBetween(recv.Addr, send.Addr, min(send.Bytes, recv.Bytes))
+		}
+		return nil
+	}
+	req := Request{Collective: kind, Bytes: send.Bytes, InPlace: inPlace, Ranks: c.size, Root: root, ElementBytes: e}
+	if kind == AllGather {
+		req.Bytes = recv.Bytes
+	}
+	call := executor.Call{Send: send, Recv: recv, DType: t, Op: op, Describe: describe(kind, root)}
+	if p := c.registry.userPlan(req); p != nil {
+		call.Plan = p
+		return c.x.Execute(call)
+	}
+	ch := builtinChoice(req)
+	if !divides(kind, ch, c.size, send.Bytes, e) {
+		// Pipelining needs more pieces than the message has: no pipelining.
+		ch.o.Chunks, ch.o.Lanes = 1, 1
+	}
+	if kind == AllReduce && !divides(kind, ch, c.size, send.Bytes, e) {
+		return c.allReduceUneven(ch, call, n, e)
+	}
+	if call.Plan, err = c.registry.builtin(kind, ch.name, c.size, ch.o); err != nil {
+		return err
+	}
+	return c.x.Execute(call)
+}
+
+// divides reports whether a message of bytes divides into the plan's input chunks,
+// whole elements each.
+func divides(kind string, ch choice, n int, bytes, e uint64) bool {
+	a, ok := builtin.Lookup(kind, ch.name)
+	if !ok {
+		return false
+	}
+	in, _ := a.Chunks(n, ch.o)
+	return bytes%(uint64(in)*e) == 0
+}
+
+// allReduceUneven runs an allreduce whose element count the plan's chunks do not
+// divide: the largest prefix that divides by the plan, the rest (fewer elements
+// than the plan has chunks) padded to one all-pairs unit in a buffer of its own.
+// Small messages are padded whole (one run, two small copies).
+func (c *Communicator) allReduceUneven(ch choice, call executor.Call, n, e uint64) error {
+	a, _ := builtin.Lookup(AllReduce, ch.name)
+	in, _ := a.Chunks(c.size, ch.o)
+	unit := uint64(in) * e
+	main := call.Send.Bytes / unit * unit
+	if call.Send.Bytes <= allPairsMaxBytes {
+		main = 0
+	}
+	if main > 0 {
+		p, err := c.registry.builtin(AllReduce, ch.name, c.size, ch.o)
+		if err != nil {
+			return err
+		}
+		head := call
+		head.Plan = p
+		head.Send.Bytes, head.Recv.Bytes = main, main
+		if err := c.x.Execute(head); err != nil {
+			return err
+		}
+	}
+	rest := call.Send.Bytes - main
+	pad := builtin.Options{InPlace: true}
+	pa, _ := builtin.Lookup(AllReduce, "allpairs")
+	pin, _ := pa.Chunks(c.size, pad)
+	padUnit := uint64(pin) * e
+	padded := (rest + padUnit - 1) / padUnit * padUnit
+	p, err := c.registry.builtin(AllReduce, "allpairs", c.size, pad)
+	if err != nil {
+		return err
+	}
+	tmp := ucxx.CMalloc(padded)
+	defer ucxx.CFree(tmp)
+	t := uintptr(tmp)
+	ucxx.CopyBetween(t, call.Send.Addr+uintptr(main), rest)
+	tail := call
+	tail.Plan = p
+	tail.Send = executor.Buffer{Addr: t, Bytes: padded}
+	tail.Recv = tail.Send
+	tail.Describe ^= rest // the true size, which padding hides, in the fingerprint
+	if err := c.x.Execute(tail); err != nil {
+		return err
+	}
+	ucxx.CopyBetween(call.Recv.Addr+uintptr(main), t, rest)
+	return nil
+}
+
+// conventions checks a call's buffers and sizes against kind's conventions and
+// says whether it is in place.
+func (c *Communicator) conventions(kind string, root int, send, recv executor.Buffer, e uint64) (bool, error) {
+	n, r := uint64(c.size), uint64(c.rank)
+	bad := func(format string, args ...any) (bool, error) {
+		return false, fmt.Errorf("collective: %s: %s: %w", kind, fmt.Sprintf(format, args...), plan.ErrBuffers)
+	}
+	if send.Bytes%e != 0 || recv.Bytes%e != 0 {
+		return bad("%d and %d bytes are not whole %d-byte elements", send.Bytes, recv.Bytes, e)
+	}
+	var sendAt uint64 // where an in-place send buffer lies in recv
+	switch kind {
+	case AllReduce, Broadcast, Reduce, AllToAll:
+		if send.Bytes != recv.Bytes {
+			return bad("send %d bytes, receive %d", send.Bytes, recv.Bytes)
+		}
+		if kind == AllToAll && send.Bytes%(n*e) != 0 {
+			return bad("%d bytes do not split into %d blocks of whole elements", send.Bytes, n)
+		}
+		if (kind == Broadcast || kind == Reduce) && (root < 0 || root >= c.size) {
+			return bad("root %d of %d ranks", root, c.size)
+		}
+	case AllGather:
+		if recv.Bytes != n*send.Bytes {
+			return bad("send %d bytes, receive %d (want %d ranks' worth)", send.Bytes, recv.Bytes, n)
+		}
+		sendAt = r * send.Bytes
+	case ReduceScatter:
+		if send.Bytes != n*recv.Bytes {
+			return bad("send %d bytes, receive %d (want 1/%d)", send.Bytes, recv.Bytes, n)
+		}
+		if recv.Addr == send.Addr+uintptr(r*recv.Bytes) && send.Bytes > 0 {
+			return true, nil
+		}
+		if overlap(send, recv) {
+			return bad("the receive buffer overlaps the send buffer other than at slot %d", r)
+		}
+		return false, nil
+	default:
+		return false, fmt.Errorf("collective: %q: %w", kind, executor.ErrUnsupported)
+	}
+	if send.Addr == recv.Addr+uintptr(sendAt) && send.Bytes > 0 {
+		return true, nil
+	}
+	if overlap(send, recv) {
+		return bad("the buffers overlap other than as the in-place form")
+	}
+	return false, nil
+}
+
+func overlap(a, b executor.Buffer) bool {
+	return a.Bytes > 0 && b.Bytes > 0 && a.Addr < b.Addr+uintptr(b.Bytes) && b.Addr < a.Addr+uintptr(a.Bytes)
+}
