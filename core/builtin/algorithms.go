@@ -75,7 +75,9 @@ type Algorithm struct {
 
 	// chunks returns the input, output and scratch chunk counts of rank r.
 	chunks func(n, r int, o Options) (in, out, scratch int)
-	build  func(b *builder, o Options)
+	// lanes returns the most lanes a rank has.
+	lanes func(n int, o Options) int
+	build func(b *builder, o Options)
 }
 
 // Key returns "collective.name", the form Names lists and Lookup takes apart.
@@ -91,6 +93,7 @@ var algorithms = []Algorithm{
 			k := o.Lanes * groups(n, o.PeersPerLane)
 			return n * k, n * k, (n - 1) * k
 		},
+		lanes: groupedLanes,
 		build: allReduceAllPairs,
 	},
 	{
@@ -101,6 +104,7 @@ var algorithms = []Algorithm{
 			k := o.Lanes * o.Chunks
 			return n * k, n * k, (n - 1) * k
 		},
+		lanes: func(n int, o Options) int { c, _ := ringSegments(n, o.Chunks, false); return o.Lanes * c },
 		build: allReduceRing,
 	},
 	{
@@ -109,6 +113,7 @@ var algorithms = []Algorithm{
 		chunks: func(n, r int, o Options) (int, int, int) {
 			return o.Lanes, n * o.Lanes, 0
 		},
+		lanes: groupedLanes,
 		build: allGatherAllPairs,
 	},
 	{
@@ -118,6 +123,7 @@ var algorithms = []Algorithm{
 			k := o.Lanes * groups(n, o.PeersPerLane)
 			return n * k, k, (n - 1) * k
 		},
+		lanes: groupedLanes,
 		build: reduceScatterAllPairs,
 	},
 	{
@@ -131,6 +137,7 @@ var algorithms = []Algorithm{
 			}
 			return n * o.Lanes, n * o.Lanes, s
 		},
+		lanes: groupedLanes,
 		build: allToAllPairwise,
 	},
 	{
@@ -139,6 +146,7 @@ var algorithms = []Algorithm{
 		chunks: func(n, r int, o Options) (int, int, int) {
 			return o.Lanes * o.Chunks, o.Lanes * o.Chunks, 0
 		},
+		lanes: treeLanes,
 		build: func(b *builder, o Options) { broadcastTree(b, o, 1) },
 	},
 	{
@@ -148,6 +156,7 @@ var algorithms = []Algorithm{
 		chunks: func(n, r int, o Options) (int, int, int) {
 			return o.Lanes * o.Chunks, o.Lanes * o.Chunks, 0
 		},
+		lanes: treeLanes,
 		build: func(b *builder, o Options) { broadcastTree(b, o, 2) },
 	},
 	{
@@ -162,9 +171,21 @@ var algorithms = []Algorithm{
 			}
 			return k, k, s
 		},
+		lanes: groupedLanes,
 		build: reduceDirect,
 	},
 }
+
+func groupedLanes(n int, o Options) int { return o.Lanes * groups(n, o.PeersPerLane) }
+
+func treeLanes(n int, o Options) int {
+	return o.Lanes * ((o.Chunks + piecesPerLane - 1) / piecesPerLane)
+}
+
+// maxPlanOps bounds the ops a generator will build, counting 64 per lane: at
+// some 100 bytes of JSON each, plan.MaxPlanBytes of text holds fewer, and
+// plan.Parse would refuse the text anyway.
+const maxPlanOps = plan.MaxPlanBytes / 64
 
 // Algorithms returns the table of built-in algorithms.
 func Algorithms() []Algorithm { return append([]Algorithm(nil), algorithms...) }
@@ -224,6 +245,9 @@ func (a Algorithm) check(n int, o Options) error {
 	if max(in, out, scratch) > plan.MaxChunks {
 		return bad("%d chunks per buffer, more than %d", max(in, out, scratch), plan.MaxChunks)
 	}
+	if lanes := a.lanes(n, o); lanes > plan.MaxLanes || n*lanes*plan.MaxOpsPerLane > maxPlanOps {
+		return bad("%d lanes per rank: more than a plan holds", lanes)
+	}
 	return nil
 }
 
@@ -236,6 +260,10 @@ func (a Algorithm) Chunks(n int, o Options) (in, out int) {
 	in, out, _ = a.chunks(n, o.Root, o.norm())
 	return in, out
 }
+
+// Lanes returns how many lanes (thread blocks) the busiest rank of the plan has:
+// what an executor runs concurrently for it.
+func (a Algorithm) Lanes(n int, o Options) int { return a.lanes(n, o.norm()) }
 
 // PlanName returns the name the plan gets:
 // "ucxxgo.<collective>.<name>.n<n>[.root<r>][.c<chunks>][.l<lanes>][.g<peers>][.a<alignment>].<inplace|outofplace>",

@@ -145,6 +145,13 @@ func checkPlan(t *testing.T, a Algorithm, n int, o Options, p *plan.Plan) {
 		t.Fatalf("%s: alignment %d, sizes %d..%d, protocol %q", p.Name, p.BufferAlignment, p.MinMessageBytes, p.MaxMessageBytes, p.Protocol)
 	}
 	in, out := a.Chunks(n, o)
+	lanes := 0
+	for r := range p.Ranks {
+		lanes = max(lanes, len(p.Ranks[r].Lanes))
+	}
+	if lanes != a.Lanes(n, o) {
+		t.Fatalf("%s: %d lanes on the busiest rank, Lanes says %d", p.Name, lanes, a.Lanes(n, o))
+	}
 	for r := range p.Ranks {
 		rk := &p.Ranks[r]
 		if rk.InputChunks != in || rk.OutputChunks != out {
@@ -228,6 +235,8 @@ func TestOptionErrors(t *testing.T) {
 		{"alltoall.pairwise", 4, Options{PeersPerLane: 9}},
 		{"allreduce.allpairs", 4, Options{Alignment: -16}},
 		{"allreduce.ring", 4, Options{Chunks: plan.MaxChunks}},
+		{"allreduce.ring", 64, Options{Chunks: 40}}, // too big a plan: refused before it is built
+		{"broadcast.tree", 4, Options{Lanes: plan.MaxLanes + 1}},
 		{"allreduce.tree", 4, Options{}},
 	} {
 		c, name, _ := strings.Cut(tc.key, ".")

@@ -22,6 +22,8 @@
 //	broadcast.tree           L·c            L·c            0
 //	reduce.direct            K              K              (n-1)·K at the root, else 0
 //
+// Algorithm.Lanes gives the lanes of the busiest rank (Lanes·Q for the all-pairs
+// ones and reduce.direct's root, Lanes·segments for the ring and broadcasts).
 // A call's send and receive sizes must be multiples of the input and output chunk
 // counts times the element size (Algorithm.Chunks): chunks then never split an
 // element. Plans say buffer_alignment 1 unless Options.Alignment says otherwise,

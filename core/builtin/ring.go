@@ -36,28 +36,7 @@ func allReduceRing(b *builder, o Options) {
 	chunk := func(blk, l, k int) int { return blk*kk + l*c + k }
 	scratch := func(t, l, k int) int { return t*kk + l*c + k }
 	steps := 2*n - 1
-	cost := func(t int) int {
-		switch t {
-		case 0:
-			return 3 // put, nop, signal
-		case steps - 1:
-			return 1 // wait
-		}
-		return 5 // wait, nop, data, nop, signal
-	}
-	seg := make([][]int, steps)
-	nseg, used := 0, 0
-	for t := range steps {
-		seg[t] = make([]int, c)
-		for k := range c {
-			if used+cost(t) > opBudget {
-				nseg, used = nseg+1, 0
-			}
-			seg[t][k] = nseg
-			used += cost(t)
-		}
-	}
-	nseg++
+	nseg, seg := ringSegments(n, c, true)
 	lane := make([][]*laneB, n)
 	for r := range n {
 		for range lanes * nseg {
@@ -113,6 +92,41 @@ func allReduceRing(b *builder, o Options) {
 			}
 		}
 	}
+}
+
+// ringSegments cuts a ring lane's units (t, k), t < 2n-1, k < c, in order into
+// segments of at most opBudget ops; it returns their count and, if seg is true,
+// each unit's segment.
+func ringSegments(n, c int, record bool) (count int, seg [][]int) {
+	steps := 2*n - 1
+	cost := func(t int) int {
+		switch t {
+		case 0:
+			return 3 // put, nop, signal
+		case steps - 1:
+			return 1 // wait
+		}
+		return 5 // wait, nop, data, nop, signal
+	}
+	if record {
+		seg = make([][]int, steps)
+	}
+	used := 0
+	for t := range steps {
+		if record {
+			seg[t] = make([]int, c)
+		}
+		for k := range c {
+			if used+cost(t) > opBudget {
+				count, used = count+1, 0
+			}
+			if record {
+				seg[t][k] = count
+			}
+			used += cost(t)
+		}
+	}
+	return count + 1, seg
 }
 
 // piecesPerLane is how many pieces one broadcast lane forwards: 5 ops each
