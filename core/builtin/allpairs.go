@@ -11,8 +11,9 @@ package builtin
 // Where a rank reduces, its Lanes·Q lanes each reduce one part of the block: the
 // chunk counts carry a factor K = Lanes·Q, lane (l, q) reduces sub-chunk
 // x = l·Q + q of each block, and moves sub-chunks [l·Q, l·Q+Q) to and from its
-// peers. A barrier of all K lanes separates receiving from reducing and reducing
-// from sending when Q > 1.
+// peers. When Q > 1 a barrier of all K lanes separates receiving from reducing and
+// reducing from sending; with Q = 1 lane l receives, reduces and sends sub-chunk l
+// alone.
 
 // groups returns how many peer groups of g an n-rank all-pairs plan has.
 func groups(n, g int) int { return (n - 1 + g - 1) / g }
@@ -114,7 +115,9 @@ func allReduceAllPairs(b *builder, o Options) {
 			for q := range m.q {
 				ln, x := m.at(r, l, q), l*m.q+q
 				m.scatterToScratch(r, l, q)
-				ln.barrier(0, k) // every slot's sub-chunk x has arrived (Q > 1)
+				if m.q > 1 {
+					ln.barrier(0, k) // every slot's sub-chunk x has arrived
+				}
 				dst, own := local("o", r*k+x, 1), local("i", r*k+x, 1)
 				if m.q == 1 {
 					// The lane reduces exactly what it sends: reduce and send in one res.
@@ -152,7 +155,9 @@ func reduceScatterAllPairs(b *builder, o Options) {
 			for q := range m.q {
 				ln, x := m.at(r, l, q), l*m.q+q
 				m.scatterToScratch(r, l, q)
-				ln.barrier(0, k)
+				if m.q > 1 {
+					ln.barrier(0, k)
+				}
 				m.reduceSlots(r, l, q, local("o", x, 1), local("i", r*k+x, 1), nil)
 			}
 		}
@@ -276,7 +281,9 @@ func reduceDirect(b *builder, o Options) {
 			}
 			ln.sync("wait", chs...)
 			ln.nop()
-			ln.barrier(0, k)
+			if nq > 1 {
+				ln.barrier(0, k)
+			}
 			srcs := []refJ{local("i", x, 1)}
 			for s := range n - 1 {
 				srcs = append(srcs, local("s", s*k+x, 1))
