@@ -381,7 +381,8 @@ COMBOS = [(np.float32, "sum"), (np.int32, "max"), (np.float64, "prod"), (np.int3
 def test_goldens_exist():
     names = {p.name for p in GOLDENS}
     for coll_alg in ["allreduce.allpairs", "allreduce.ring", "allgather.allpairs", "reducescatter.allpairs",
-                     "alltoall.pairwise", "broadcast.chain", "broadcast.tree", "reduce.direct"]:
+                     "alltoall.pairwise", "broadcast.chain", "broadcast.tree", "reduce.chain", "reduce.tree",
+                     "reduce.direct"]:
         for n in (2, 3, 4, 5, 8):
             for variant in ("inplace", "outofplace"):
                 assert any(x.startswith(f"ucxxgo.{coll_alg}.n{n}.") and x.endswith(f".{variant}.json") for x in names), \

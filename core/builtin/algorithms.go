@@ -160,6 +160,26 @@ var algorithms = []Algorithm{
 		build: func(b *builder, o Options) { broadcastTree(b, o, 2) },
 	},
 	{
+		Collective: "reduce", Name: "chain", InPlace: true, OutOfPlace: true, Rooted: true, Pipelined: true,
+		Summary: "partial sums along the chain root+n-1, ..., root+1 into the root's output, pipelined in " +
+			"Chunks pieces (received in scratch; other ranks' outputs are not touched)",
+		chunks: func(n, r int, o Options) (int, int, int) {
+			return reduceTreeChunks(n, r, o, 1)
+		},
+		lanes: treeLanes,
+		build: func(b *builder, o Options) { reduceTree(b, o, 1) },
+	},
+	{
+		Collective: "reduce", Name: "tree", InPlace: true, OutOfPlace: true, Rooted: true, Pipelined: true,
+		Summary: "partial sums up the binary tree of broadcast.tree into the root's output, pipelined in " +
+			"Chunks pieces (received in scratch; other ranks' outputs are not touched)",
+		chunks: func(n, r int, o Options) (int, int, int) {
+			return reduceTreeChunks(n, r, o, 2)
+		},
+		lanes: treeLanes,
+		build: func(b *builder, o Options) { reduceTree(b, o, 2) },
+	},
+	{
 		Collective: "reduce", Name: "direct", InPlace: true, OutOfPlace: true, Rooted: true, Grouped: true,
 		Summary: "every rank puts its input into the root's scratch; the root reduces into its output " +
 			"(other ranks' outputs are not touched)",
@@ -176,11 +196,21 @@ var algorithms = []Algorithm{
 	},
 }
 
-func groupedLanes(n int, o Options) int { return o.Lanes * groups(n, o.PeersPerLane) }
-
-func treeLanes(n int, o Options) int {
-	return o.Lanes * ((o.Chunks + piecesPerLane - 1) / piecesPerLane)
+// reduceTreeChunks: a leaf needs no scratch, the root one slot per child, the
+// others one more for their partial sums.
+func reduceTreeChunks(n, r int, o Options, fanout int) (in, out, scratch int) {
+	k := o.Lanes * o.Chunks
+	v := (r - o.Root + n) % n
+	switch {
+	case fanout*v+1 >= n:
+		return k, k, 0
+	case v == 0:
+		return k, k, fanout * k
+	}
+	return k, k, (fanout + 1) * k
 }
+
+func groupedLanes(n int, o Options) int { return o.Lanes * groups(n, o.PeersPerLane) }
 
 // maxPlanOps bounds the ops a generator will build, counting 64 per lane: at
 // some 100 bytes of JSON each, plan.MaxPlanBytes of text holds fewer, and

@@ -50,10 +50,12 @@ func goldenCases() []goldenCase {
 		add("broadcast.chain", n, Options{Root: n - 1, Chunks: 3})
 		add("broadcast.tree", n, Options{Root: 1, Chunks: 2})
 		add("reduce.direct", n, Options{Root: n - 1})
+		add("reduce.chain", n, Options{Root: n - 1, Chunks: 3})
+		add("reduce.tree", n, Options{Root: 1, Chunks: 2})
 	}
 	for _, n := range []int{3, 4} {
 		for _, key := range []string{"allreduce.allpairs", "allreduce.ring", "allgather.allpairs",
-			"reducescatter.allpairs", "alltoall.pairwise", "reduce.direct", "broadcast.tree"} {
+			"reducescatter.allpairs", "alltoall.pairwise", "reduce.direct", "broadcast.tree", "reduce.tree"} {
 			add(key, n, Options{Lanes: 2, Root: 1})
 		}
 	}
@@ -66,6 +68,7 @@ func goldenCases() []goldenCase {
 	}
 	add("allreduce.ring", 2, Options{Chunks: 13}) // segments cut inside a step
 	add("broadcast.chain", 3, Options{Chunks: 13, Root: 2})
+	add("reduce.chain", 3, Options{Chunks: 13, Root: 1})
 	return cs
 }
 
@@ -249,7 +252,7 @@ func TestOptionErrors(t *testing.T) {
 
 func TestNames(t *testing.T) {
 	want := []string{"allreduce.allpairs", "allreduce.ring", "allgather.allpairs", "reducescatter.allpairs",
-		"alltoall.pairwise", "broadcast.chain", "broadcast.tree", "reduce.direct"}
+		"alltoall.pairwise", "broadcast.chain", "broadcast.tree", "reduce.chain", "reduce.tree", "reduce.direct"}
 	if got := Names(); !slices.Equal(got, want) {
 		t.Errorf("Names() = %v, want %v", got, want)
 	}

@@ -20,10 +20,13 @@
 //	alltoall.pairwise        n·L            n·L            (n-1)·L in place, else 0
 //	broadcast.chain          L·c            L·c            0
 //	broadcast.tree           L·c            L·c            0
+//	reduce.chain             L·c            L·c            2·L·c inside the chain, L·c at the root, 0 at its end
+//	reduce.tree              L·c            L·c            3·L·c inside the tree, 2·L·c at the root, 0 at leaves
 //	reduce.direct            K              K              (n-1)·K at the root, else 0
 //
 // Algorithm.Lanes gives the lanes of the busiest rank (Lanes·Q for the all-pairs
-// ones and reduce.direct's root, Lanes·segments for the ring and broadcasts).
+// ones and reduce.direct's root, Lanes·segments for the ring and the chains and
+// trees).
 // A call's send and receive sizes must be multiples of the input and output chunk
 // counts times the element size (Algorithm.Chunks): chunks then never split an
 // element. Plans say buffer_alignment 1 unless Options.Alignment says otherwise,
@@ -49,8 +52,8 @@
 // two ends of a channel are fixed by construction. Each lane's limits are those of
 // 0.9: at most 64 ops, 16 channels and 16 remote buffers, 8 channels per op, 10
 // references per list. Algorithms whose work per lane grows with n split it:
-// all-pairs ranks use a lane per group of at most 8 peers, the ring and the
-// broadcast cut long sequences of steps into segment lanes.
+// all-pairs ranks use a lane per group of at most 8 peers, the ring, chains and
+// trees cut long sequences of steps into segment lanes.
 //
 // # Synchronisation between calls
 //
