@@ -336,6 +336,11 @@ def _resolve_lane(plan, rank, gpu, tb, layout, channel_count):
             if g >= channel_count[ctype]:
                 raise PlanFormatError(f"{where}: {ctype} channel {g} of {channel_count[ctype]}")
             ids.append(g)
+        if name in ("sem_acquire", "sem_release"):
+            for sid in op["semaphore_ids"]:
+                _at(gpu.get("semaphores", []), sid, f"{where}: semaphore id")
+        if name == "barrier" and not ("barrier_id" in op and "num_threadblocks" in op):
+            raise PlanFormatError(f"{where}: barrier needs barrier_id and num_threadblocks")
         reduce = op.get("reduce_op")
         if reduce is not None and reduce not in REDUCE_OPS:
             raise PlanFormatError(f"{where}: reduce_op {reduce!r}")

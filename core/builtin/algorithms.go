@@ -384,3 +384,13 @@ func BroadcastTree(n int, o Options) ([]byte, *plan.Plan, error) {
 func ReduceDirect(n int, o Options) ([]byte, *plan.Plan, error) {
 	return Generate("reduce", "direct", n, o)
 }
+
+// ReduceChain is Generate("reduce", "chain", n, o).
+func ReduceChain(n int, o Options) ([]byte, *plan.Plan, error) {
+	return Generate("reduce", "chain", n, o)
+}
+
+// ReduceTree is Generate("reduce", "tree", n, o).
+func ReduceTree(n int, o Options) ([]byte, *plan.Plan, error) {
+	return Generate("reduce", "tree", n, o)
+}

@@ -166,8 +166,7 @@ func (l *laneB) put(srcs, dsts []refJ) {
 // reduce appends dst = srcs[0] ⊕ srcs[1] ⊕ ..., all local, split into as many re
 // ops as the 10-reference limit needs (each later op starts from dst, after a nop:
 // it reads what the lane just wrote). If sends is not empty the last op is a res
-// that also stores the result to those remote refs; then srcs may need to leave
-// room: res carries 1 + len(sends) destinations.
+// that also stores the result to those remote refs (at most 9).
 func (l *laneB) reduce(dst refJ, srcs []refJ, sends []refJ) {
 	acc := srcs[0]
 	rest := srcs[1:]
