@@ -1,11 +1,12 @@
 // Element-wise reductions: see reduce.h.
 //
 // Each (type, op) pair is a kernel out[i] = a[i] op b[i]: a plain loop that gcc
-// vectorizes at -O3 (cgo.go's CFLAGS). The kernels are compiled twice, for x86-64's
-// baseline (SSE2) and for AVX2 with F16C, and ucxx_reduce_isa says which this CPU
-// runs. gcc 12 vectorizes no conversion of _Float16 short of AVX-512 FP16, so the
-// AVX2 kernels of float16 sums and products convert with F16C intrinsics; the
-// baseline's convert one element at a time through libgcc (correct, slow).
+// vectorizes at -O3 (reduce.go's cgo CFLAGS). The kernels are compiled twice, for
+// x86-64's baseline (SSE2) and for AVX2 with F16C, and ucxx_reduce_isa says which
+// this CPU runs. gcc 12 vectorizes no conversion of _Float16 short of AVX-512 FP16,
+// so the AVX2 kernels of float16 sums and products convert with F16C intrinsics; the
+// baseline's convert one element at a time through libgcc (correct, about 100 MB/s:
+// only a CPU without F16C, from before 2012, runs them).
 //
 // The arithmetic is numpy's, element for element (reduce.go states it); what needs
 // care is written beside each kernel.
