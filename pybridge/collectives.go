@@ -214,23 +214,26 @@ func CommWait(ticket int64) (ok bool, err error) {
 	return true, <-done
 }
 
-// hostOnly refuses buffers of other memory types (UCS memory types): the executor
-// runs host lanes only, for now.
-func hostOnly(memTypes ...int) error {
-	for _, m := range memTypes {
-		if m != int(ucxx.MemoryHost) {
-			return fmt.Errorf("collectives on GPU memory are not built yet: %w", executor.ErrUnsupported)
-		}
+// memoryOf returns the executor's memory kind of a call's buffers (UCS memory
+// types): both host, or both device memory.
+func memoryOf(send, recv int) (executor.Memory, error) {
+	switch {
+	case send == int(ucxx.MemoryHost) && recv == int(ucxx.MemoryHost):
+		return executor.MemoryHost, nil
+	case send == int(ucxx.MemoryCUDA) && recv == int(ucxx.MemoryCUDA):
+		return executor.MemoryCUDA, nil
 	}
-	return nil
+	return 0, fmt.Errorf("send memory type %d, receive %d: both host or both device memory: %w", send, recv, executor.ErrUnsupported)
 }
 
 // CommExecute runs plan planH on communicator h (MSCCL++'s execute): send and recv
-// buffers of sendBytes and recvBytes (UCS memory types sendMem and recvMem),
-// reductions over dtype with op (0: the plan's).
-func CommExecute(h, planH uint64, send uintptr, sendBytes uint64, sendMem int, recv uintptr, recvBytes uint64, recvMem int, dtype, op, spinUs int) (ticket int64, err error) {
+// buffers of sendBytes and recvBytes (UCS memory types sendMem and recvMem; device
+// buffers' streams sendStream and recvStream, 0 for none), reductions over dtype
+// with op (0: the plan's).
+func CommExecute(h, planH uint64, send uintptr, sendBytes uint64, sendMem int, sendStream uint64, recv uintptr, recvBytes uint64, recvMem int, recvStream uint64, dtype, op, spinUs int) (ticket int64, err error) {
 	defer collectiveGuard(&err)
-	if err := hostOnly(sendMem, recvMem); err != nil {
+	mem, err := memoryOf(sendMem, recvMem)
+	if err != nil {
 		return 0, err
 	}
 	c, err := comm(h)
@@ -242,17 +245,19 @@ func CommExecute(h, planH uint64, send uintptr, sendBytes uint64, sendMem int, r
 		return 0, err
 	}
 	return finish(spinUs, func() error {
-		return c.Execute(p, executor.Buffer{Addr: send, Bytes: sendBytes}, executor.Buffer{Addr: recv, Bytes: recvBytes},
-			reduce.DType(dtype), reduce.Op(op))
+		return c.Execute(executor.Call{Plan: p, Send: executor.Buffer{Addr: send, Bytes: sendBytes},
+			Recv: executor.Buffer{Addr: recv, Bytes: recvBytes}, DType: reduce.DType(dtype), Op: reduce.Op(op),
+			Memory: mem, Streams: []uintptr{uintptr(sendStream), uintptr(recvStream)}})
 	})
 }
 
 // CommCollective runs collective kind ("allreduce", "allgather", "reducescatter",
 // "broadcast", "reduce", "alltoall") on communicator h with a plan from its
 // registry; buffers, types and spinUs as CommExecute's, root for broadcast and reduce.
-func CommCollective(h uint64, kind string, root int, send uintptr, sendBytes uint64, sendMem int, recv uintptr, recvBytes uint64, recvMem int, dtype, op, spinUs int) (ticket int64, err error) {
+func CommCollective(h uint64, kind string, root int, send uintptr, sendBytes uint64, sendMem int, sendStream uint64, recv uintptr, recvBytes uint64, recvMem int, recvStream uint64, dtype, op, spinUs int) (ticket int64, err error) {
 	defer collectiveGuard(&err)
-	if err := hostOnly(sendMem, recvMem); err != nil {
+	mem, err := memoryOf(sendMem, recvMem)
+	if err != nil {
 		return 0, err
 	}
 	c, err := comm(h)
@@ -260,8 +265,9 @@ func CommCollective(h uint64, kind string, root int, send uintptr, sendBytes uin
 		return 0, err
 	}
 	return finish(spinUs, func() error {
-		return c.Collective(kind, root, executor.Buffer{Addr: send, Bytes: sendBytes}, executor.Buffer{Addr: recv, Bytes: recvBytes},
-			reduce.DType(dtype), reduce.Op(op))
+		return c.Collective(kind, root, executor.Call{Send: executor.Buffer{Addr: send, Bytes: sendBytes},
+			Recv: executor.Buffer{Addr: recv, Bytes: recvBytes}, DType: reduce.DType(dtype), Op: reduce.Op(op),
+			Memory: mem, Streams: []uintptr{uintptr(sendStream), uintptr(recvStream)}})
 	})
 }
 

@@ -7,7 +7,6 @@ import (
 	"github.com/ucxx-go/ucxx-go/core/executor"
 	"github.com/ucxx-go/ucxx-go/core/plan"
 	"github.com/ucxx-go/ucxx-go/core/reduce"
-	"github.com/ucxx-go/ucxx-go/ucxx"
 )
 
 // The collectives: each checks its buffers, asks the registry for a plan and runs it
@@ -32,17 +31,19 @@ const (
 // Registry is the communicator's plan registry (shared by its collectives).
 func (c *Communicator) Registry() *Registry { return &c.registry }
 
-// Collective runs collective kind: send and recv as above, elements of type t,
-// reductions with op (ignored by collectives that do not reduce), root for
-// broadcast and reduce.
+// Collective runs collective kind with call's buffers (Send and Recv as above),
+// element type (DType), reduction operator (Op; ignored by collectives that do not
+// reduce), memory kind and streams; root for broadcast and reduce. call.Plan is
+// chosen here.
 //
 // Errors: ErrClosed; plan.ErrBuffers for buffers that break the conventions or
 // sizes that do not fit each other; executor.ErrUnsupported (an unknown collective,
 // type or operator); the executor's (ErrMismatch, ErrRankFailed, ErrTimeout...).
-func (c *Communicator) Collective(kind string, root int, send, recv executor.Buffer, t reduce.DType, op reduce.Op) error {
+func (c *Communicator) Collective(kind string, root int, call executor.Call) error {
 	if err := c.open(); err != nil {
 		return err
 	}
+	send, recv, t, op := call.Send, call.Recv, call.DType, call.Op
 	if err := reduce.Check(t, max(op, reduce.Sum)); err != nil {
 		return fmt.Errorf("collective: %s: %w", kind, err)
 	}
@@ -53,16 +54,21 @@ func (c *Communicator) Collective(kind string, root int, send, recv executor.Buf
 		return err
 	}
 	if c.size == 1 {
-		if !inPlace && send.Bytes > 0 {
-			ucxx.CopyBetween(recv.Addr, send.Addr, min(send.Bytes, recv.Bytes))
+		if inPlace || send.Bytes == 0 {
+			return nil
 		}
-		return nil
+		st, err := stagingFor(call.Memory, send.Addr)
+		if err != nil {
+			return err
+		}
+		defer st.close()
+		return st.copy(recv.Addr, send.Addr, min(send.Bytes, recv.Bytes))
 	}
 	req := Request{Collective: kind, Bytes: send.Bytes, InPlace: inPlace, Ranks: c.size, Root: root, ElementBytes: e}
 	if kind == AllGather {
 		req.Bytes = recv.Bytes
 	}
-	call := executor.Call{Send: send, Recv: recv, DType: t, Op: op, Describe: describe(kind, root)}
+	call.Describe = describe(kind, root)
 	if p := c.registry.userPlan(req); p != nil {
 		call.Plan = p
 		return c.x.Execute(call)
@@ -117,6 +123,11 @@ func (c *Communicator) allReduceUneven(ch choice, call executor.Call, n, e uint6
 		}
 	}
 	rest := call.Send.Bytes - main
+	st, err := stagingFor(call.Memory, call.Send.Addr)
+	if err != nil {
+		return err
+	}
+	defer st.close()
 	pad := builtin.Options{InPlace: true}
 	pa, _ := builtin.Lookup(AllReduce, "allpairs")
 	pin, _ := pa.Chunks(c.size, pad)
@@ -126,10 +137,14 @@ func (c *Communicator) allReduceUneven(ch choice, call executor.Call, n, e uint6
 	if err != nil {
 		return err
 	}
-	tmp := ucxx.CMalloc(padded)
-	defer ucxx.CFree(tmp)
-	t := uintptr(tmp)
-	ucxx.CopyBetween(t, call.Send.Addr+uintptr(main), rest)
+	t, err := st.alloc(padded)
+	if err != nil {
+		return err
+	}
+	defer st.free(t)
+	if err := st.copy(t, call.Send.Addr+uintptr(main), rest); err != nil {
+		return err
+	}
 	tail := call
 	tail.Plan = p
 	tail.Send = executor.Buffer{Addr: t, Bytes: padded}
@@ -138,8 +153,7 @@ func (c *Communicator) allReduceUneven(ch choice, call executor.Call, n, e uint6
 	if err := c.x.Execute(tail); err != nil {
 		return err
 	}
-	ucxx.CopyBetween(call.Recv.Addr+uintptr(main), t, rest)
-	return nil
+	return st.copy(call.Recv.Addr+uintptr(main), t, rest)
 }
 
 // conventions checks a call's buffers and sizes against kind's conventions and

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ucxx-go/ucxx-go/core/plan"
 	"github.com/ucxx-go/ucxx-go/core/reduce"
+	"github.com/ucxx-go/ucxx-go/ucxx"
 )
 
 // Buffer is one of a call's buffers: an address in this process and a size.
@@ -30,6 +31,11 @@ type Call struct {
 	// Describe is the caller's description of the call (the collective, its root),
 	// mixed into the fingerprint the ranks compare.
 	Describe uint64
+	// Memory is where both buffers are: host memory, or device memory of one GPU.
+	Memory Memory
+	// Streams hold work that writes the device buffers: the call waits for what
+	// they hold when it is made before it reads them (0s are skipped).
+	Streams []uintptr
 }
 
 // Slot statuses.
@@ -68,6 +74,10 @@ func (x *Executor) Execute(c Call) error {
 	}
 	me, n := x.w.Rank(), x.w.Size()
 	l, localErr := x.check(c)
+	var dev devBuffers
+	if localErr == nil && c.Memory == MemoryCUDA {
+		dev, localErr = x.deviceCall(c)
+	}
 	var h uint64
 	if localErr == nil {
 		h = x.fingerprint(c)
@@ -76,7 +86,7 @@ func (x *Executor) Execute(c Call) error {
 	seq := x.seq
 	scope := &waitScope{deadline: time.Now().Add(x.opts.Timeout), timeout: x.opts.Timeout, spin: x.opts.Spin,
 		aborted: new(atomic.Bool), alive: x.board.alive}
-	peers, err := x.announce(seq, c, h, localErr != nil, scope)
+	peers, err := x.announce(seq, c, h, localErr != nil, dev, scope)
 	if err != nil {
 		x.broken = err
 		return err
@@ -96,13 +106,19 @@ func (x *Executor) Execute(c Call) error {
 				r, peers[r].in.Bytes, peers[r].out.Bytes, c.Send.Bytes, c.Recv.Bytes, ErrMismatch)
 		}
 	}
-	ctx, err := x.context(c.Plan, worldScratch(l, n))
+	ctx, err := x.context(c.Plan, worldScratch(l, n), c.Memory)
 	if err != nil {
 		x.broken = err
 		return err
 	}
 	ctx.execs++
 	run := &callRun{x: x, ctx: ctx, l: l, me: me, c: c, peers: peers, scope: scope, flag: ctx.execs}
+	if c.Memory == MemoryCUDA {
+		if run.cuda, err = x.gpu.openPeers(c.Plan, me, peers); err != nil {
+			x.broken = err
+			return err
+		}
+	}
 	if err := run.lanes(); err != nil {
 		x.broken = err
 		return err
@@ -160,7 +176,7 @@ func (x *Executor) layout(p *plan.Plan, in, out uint64) (*plan.Layout, error) {
 
 func (x *Executor) fingerprint(c Call) uint64 {
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%x %d %d %d %d %x", x.planHash(c.Plan), c.Send.Bytes, c.Recv.Bytes, c.DType, c.Op, c.Describe)
+	fmt.Fprintf(h, "%x %d %d %d %d %x %d", x.planHash(c.Plan), c.Send.Bytes, c.Recv.Bytes, c.DType, c.Op, c.Describe, c.Memory)
 	return h.Sum64() | 1 // never 0
 }
 
@@ -168,12 +184,65 @@ func (x *Executor) fingerprint(c Call) uint64 {
 type peerCall struct {
 	fingerprint, status uint64
 	in, out             Buffer
+	memory              Memory
+	// Device memory: the allocations' IPC handles and the buffers' offsets in them.
+	inHandle, outHandle ucxx.IPCHandle
+	inOffset, outOffset uint64
+}
+
+// devBuffers is what a device call announces of its buffers.
+type devBuffers struct {
+	inHandle, outHandle ucxx.IPCHandle
+	inOffset, outOffset uint64
+}
+
+// deviceCall readies the CUDA side for a call on device memory and returns the
+// IPC handles of its buffers.
+func (x *Executor) deviceCall(c Call) (devBuffers, error) {
+	var d devBuffers
+	addr := c.Send.Addr
+	if c.Send.Bytes == 0 {
+		addr = c.Recv.Addr
+	}
+	dev := 0
+	if addr != 0 {
+		var err error
+		if dev, err = deviceOf(addr); err != nil {
+			return d, err
+		}
+	} else if x.gpu != nil {
+		dev = x.gpu.dev
+	}
+	g, err := x.useGPU(dev)
+	if err != nil {
+		return d, err
+	}
+	for _, s := range c.Streams {
+		if s == 0 {
+			continue
+		}
+		if err := g.cctx.Use(func() error {
+			ev, err := g.cctx.RecordEvent(s)
+			if err != nil {
+				return err
+			}
+			defer ev.Destroy()
+			return ev.Wait()
+		}); err != nil {
+			return d, fmt.Errorf("executor: wait for stream %#x: %w", s, err)
+		}
+	}
+	if d.inHandle, d.inOffset, err = g.deviceBuffers(c.Send); err != nil {
+		return d, err
+	}
+	d.outHandle, d.outOffset, err = g.deviceBuffers(c.Recv)
+	return d, err
 }
 
 // announce writes this rank's slot for call seq and reads every other rank's,
 // waiting for each to announce (and, first, for the ranks to have read the slot
 // this call reuses).
-func (x *Executor) announce(seq uint64, c Call, h uint64, failed bool, scope *waitScope) ([]peerCall, error) {
+func (x *Executor) announce(seq uint64, c Call, h uint64, failed bool, dev devBuffers, scope *waitScope) ([]peerCall, error) {
 	b, me, n := x.board, x.w.Rank(), x.w.Size()
 	if seq > boardSlots {
 		for r := range n {
@@ -200,6 +269,11 @@ func (x *Executor) announce(seq uint64, c Call, h uint64, failed bool, scope *wa
 	*own.u64(off + slotInBytes) = c.Send.Bytes
 	*own.u64(off + slotOutAddr) = uint64(c.Recv.Addr)
 	*own.u64(off + slotOutBytes) = c.Recv.Bytes
+	*own.u64(off + slotMemory) = uint64(c.Memory)
+	copy(own.mem[off+slotInHandle:off+slotInHandle+ucxx.IPCHandleBytes], dev.inHandle[:])
+	copy(own.mem[off+slotOutHandle:off+slotOutHandle+ucxx.IPCHandleBytes], dev.outHandle[:])
+	*own.u64(off + slotInOffset) = dev.inOffset
+	*own.u64(off + slotOutOffset) = dev.outOffset
 	own.word(off).store(seq)
 	peers := make([]peerCall, n)
 	for r := range n {
@@ -212,8 +286,11 @@ func (x *Executor) announce(seq uint64, c Call, h uint64, failed bool, scope *wa
 			return nil, err
 		}
 		peers[r] = peerCall{fingerprint: *s.u64(off + slotFingerprint), status: *s.u64(off + slotStatus),
-			in:  Buffer{Addr: uintptr(*s.u64(off + slotInAddr)), Bytes: *s.u64(off + slotInBytes)},
-			out: Buffer{Addr: uintptr(*s.u64(off + slotOutAddr)), Bytes: *s.u64(off + slotOutBytes)}}
+			in:     Buffer{Addr: uintptr(*s.u64(off + slotInAddr)), Bytes: *s.u64(off + slotInBytes)},
+			out:    Buffer{Addr: uintptr(*s.u64(off + slotOutAddr)), Bytes: *s.u64(off + slotOutBytes)},
+			memory: Memory(*s.u64(off + slotMemory)), inOffset: *s.u64(off + slotInOffset), outOffset: *s.u64(off + slotOutOffset)}
+		copy(peers[r].inHandle[:], s.mem[off+slotInHandle:])
+		copy(peers[r].outHandle[:], s.mem[off+slotOutHandle:])
 	}
 	b.started(me).store(seq)
 	return peers, nil
@@ -229,6 +306,8 @@ type callRun struct {
 	peers []peerCall
 	scope *waitScope
 	flag  uint64
+	// cuda is a device call's view of the peers' buffers (nil for host memory).
+	cuda *cudaCall
 
 	errOnce sync.Once
 	err     error
@@ -252,16 +331,20 @@ func (r *callRun) fail(err error) {
 // lanes runs every lane of this rank, the first on this goroutine.
 func (r *callRun) lanes() error {
 	lanes := r.c.Plan.Ranks[r.me].Lanes
+	run := r.runLane
+	if r.cuda != nil {
+		run = r.runGPULane
+	}
 	var wg sync.WaitGroup
 	for i := 1; i < len(lanes); i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.runLane(i)
+			run(i)
 		}()
 	}
 	if len(lanes) > 0 {
-		r.runLane(0)
+		run(0)
 	}
 	wg.Wait()
 	return r.err

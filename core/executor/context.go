@@ -21,6 +21,8 @@ import (
 
 type planContext struct {
 	plan     *plan.Plan
+	rank     int
+	memory   Memory
 	hash     uint64
 	capacity uint64 // scratch bytes this rank's segment holds
 	seg      *segment
@@ -36,6 +38,8 @@ type planContext struct {
 	sems     []rankSemaphore
 	// execs counts the calls run on the context (MSCCL++'s launch flag, from 1).
 	execs uint64
+	// gpu holds the device side of a context for device memory (gpu.go).
+	gpu *gpuContext
 }
 
 func counterCount(p *plan.Plan, r int) int {
@@ -84,25 +88,25 @@ func capacityFor(need uint64) uint64 {
 // context returns p's context with room for need scratch bytes, making one with
 // the plan's connected peers if there is none (or too small: it is replaced). Every
 // rank reaches the same decision: they run the same calls (the board checked it).
-func (x *Executor) context(p *plan.Plan, need uint64) (*planContext, error) {
+func (x *Executor) context(p *plan.Plan, need uint64, mem Memory) (*planContext, error) {
 	for i, c := range x.ctxs {
-		if c.plan != p {
+		if c.plan != p || c.memory != mem {
 			continue
 		}
 		if c.capacity >= need {
 			x.ctxs = append(append(x.ctxs[:i:i], x.ctxs[i+1:]...), c)
 			return c, nil
 		}
-		c.close()
+		x.closeContext(c)
 		x.ctxs = append(x.ctxs[:i:i], x.ctxs[i+1:]...)
 		break
 	}
 	if len(x.ctxs) >= x.opts.MaxContexts {
-		x.ctxs[0].close()
+		x.closeContext(x.ctxs[0])
 		x.ctxs = x.ctxs[1:]
 	}
 	x.nctx++
-	c, err := x.makeContext(p, capacityFor(need), x.nctx)
+	c, err := x.makeContext(p, capacityFor(need), x.nctx, mem)
 	if err != nil {
 		return nil, err
 	}
@@ -110,17 +114,22 @@ func (x *Executor) context(p *plan.Plan, need uint64) (*planContext, error) {
 	return c, nil
 }
 
-func (x *Executor) makeContext(p *plan.Plan, capacity, id uint64) (*planContext, error) {
+func (x *Executor) makeContext(p *plan.Plan, capacity, id uint64, mem Memory) (*planContext, error) {
 	me, n := x.w.Rank(), x.w.Size()
 	off := scratchOff(p, me)
 	if off+capacity > maxSegmentBytes {
 		return nil, fmt.Errorf("executor: a %d-byte scratch buffer: %w", capacity, ErrUnsupported)
 	}
-	seg, err := createSegment(max(off+capacity, pageBytes))
+	// Device memory keeps its scratch on the device: the segment has the counters only.
+	hostScratch := capacity
+	if mem == MemoryCUDA {
+		hostScratch = 0
+	}
+	seg, err := createSegment(max(off+hostScratch, pageBytes))
 	if err != nil {
 		return nil, err
 	}
-	c := &planContext{plan: p, hash: x.planHash(p), capacity: capacity, seg: seg, scratch: seg.base() + uintptr(off),
+	c := &planContext{plan: p, rank: me, memory: mem, hash: x.planHash(p), capacity: capacity, seg: seg, scratch: seg.base() + uintptr(off),
 		peers: make([]*segment, n), peerCaps: make([]uint64, n), expected: make([]uint64, counterCount(p, me))}
 	rk := &p.Ranks[me]
 	c.sems = make([]rankSemaphore, len(rk.Semaphores))
@@ -129,12 +138,24 @@ func (x *Executor) makeContext(p *plan.Plan, capacity, id uint64) (*planContext,
 	}
 	mine := &record{kind: recordContext, pid: uint32(os.Getpid()), uid: uint32(os.Getuid()), context: id,
 		planHash: c.hash, scratchCap: capacity, segBytes: uint64(len(seg.mem)), name: seg.name}
+	if mem == MemoryCUDA {
+		if c.gpu, err = x.gpu.newContext(c); err != nil {
+			c.close()
+			return nil, err
+		}
+		mine.handle = c.gpu.scratchHandle
+	}
+	peerRecords := make([]*record, n)
 	var mu sync.Mutex
 	err = exchange(x.w, p.ConnectedPeers(me), mine, func(q int, r *record) error {
 		if r.context != id || r.planHash != c.hash {
 			return fmt.Errorf("context %d of plan %#x, this rank's is %d of %#x: %w", r.context, r.planHash, id, c.hash, ErrMismatch)
 		}
-		want := max(scratchOff(p, q)+r.scratchCap, pageBytes)
+		peerScratch := r.scratchCap
+		if mem == MemoryCUDA {
+			peerScratch = 0
+		}
+		want := max(scratchOff(p, q)+peerScratch, pageBytes)
 		if r.segBytes != want || r.scratchCap > maxSegmentBytes {
 			return fmt.Errorf("a %d-byte segment for %d scratch bytes: %w", r.segBytes, r.scratchCap, ErrPeerProtocol)
 		}
@@ -143,16 +164,27 @@ func (x *Executor) makeContext(p *plan.Plan, capacity, id uint64) (*planContext,
 			return err
 		}
 		mu.Lock()
-		c.peers[q], c.peerCaps[q] = s, r.scratchCap
+		c.peers[q], c.peerCaps[q], peerRecords[q] = s, r.scratchCap, r
 		mu.Unlock()
 		return nil
 	})
 	seg.unlink()
+	if err == nil && mem == MemoryCUDA {
+		err = x.gpu.connect(c, peerRecords)
+	}
 	if err != nil {
-		c.close()
+		x.closeContext(c)
 		return nil, err
 	}
 	return c, nil
+}
+
+// closeContext frees a context, its device side first.
+func (x *Executor) closeContext(c *planContext) {
+	if c.gpu != nil {
+		x.gpu.closeContext(c)
+	}
+	c.close()
 }
 
 func (c *planContext) close() {

@@ -48,6 +48,8 @@ type Executor struct {
 	closed  bool
 	hashes  map[*plan.Plan]uint64
 	layouts map[layoutKey]*plan.Layout
+	// gpu is the CUDA side, made by the first call on device memory.
+	gpu *gpuState
 }
 
 // New returns an executor for w's ranks. It sets nothing up: the first Execute
@@ -77,11 +79,13 @@ func (x *Executor) Close() error {
 	}
 	x.closed = true
 	for _, c := range x.ctxs {
-		c.close()
+		x.closeContext(c)
 	}
 	x.ctxs = nil
 	x.board.close()
 	x.board = nil
+	x.gpu.close()
+	x.gpu = nil
 	return nil
 }
 
@@ -95,12 +99,21 @@ const (
 	boardSlotsOff = 128
 	boardSlots    = 4
 
+	// A slot: the call's number (a shared word), then its fields; for device
+	// memory, the IPC handles of the allocations holding the buffers and the
+	// buffers' offsets in them.
+	boardSlotBytes  = 256
 	slotFingerprint = 16
 	slotStatus      = 24
 	slotInAddr      = 32
 	slotInBytes     = 40
 	slotOutAddr     = 48
 	slotOutBytes    = 56
+	slotInHandle    = 64
+	slotOutHandle   = 128
+	slotInOffset    = 192
+	slotOutOffset   = 200
+	slotMemory      = 208
 )
 
 // board is this rank's view of every rank's board (own at index rank).
@@ -129,7 +142,7 @@ func (b *board) alive(r int) bool { return b.pidfds[r] < 0 || !pidfdExited(b.pid
 
 func (b *board) started(r int) sharedWord { return b.segs[r].word(boardStarted) }
 
-func slotOff(seq uint64) uint64 { return boardSlotsOff + (seq%boardSlots)*slotBytes }
+func slotOff(seq uint64) uint64 { return boardSlotsOff + (seq%boardSlots)*boardSlotBytes }
 
 // setUp makes this rank's board and maps every other rank's, checking that each is
 // on this host and that their memory can be reached with process_vm_readv/writev.

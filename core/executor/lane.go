@@ -27,6 +27,8 @@ type laneRun struct {
 	// tmp is room (C memory, tmpBytes, freed when the lane ends) for peer data a
 	// reduction reads through process_vm_readv.
 	tmp, tmp2 unsafe.Pointer
+	// stream is a GPU lane's CUDA stream.
+	stream uintptr
 }
 
 // tmpBytes is the block size of reductions over peer buffers read with
@@ -183,6 +185,9 @@ func (lr *laneRun) local(b plan.BufferType, sp plan.Span) uintptr {
 	case plan.BufferOutput:
 		return r.c.Recv.Addr + uintptr(sp.Offset)
 	}
+	if r.cuda != nil {
+		return r.ctx.gpu.scratch + uintptr(r.scratchHalf(r.me)+sp.Offset)
+	}
 	return r.ctx.scratch + uintptr(r.scratchHalf(r.me)+sp.Offset)
 }
 
@@ -218,6 +223,13 @@ func (lr *laneRun) at(q int, b plan.BufferType, sp plan.Span) (peerRange, error)
 			return pr, &RankError{Rank: q, Op: fmt.Sprintf("scratch bytes %d..%d", half+sp.Offset, half+sp.End()),
 				Err: fmt.Errorf("outside the %d bytes the rank announced: %w", r.ctx.peerCaps[q], ErrPeerProtocol)}
 		}
+		if r.cuda != nil {
+			if r.ctx.gpu.peerScratch[q] == 0 {
+				return pr, &RankError{Rank: q, Op: "scratch", Err: fmt.Errorf("the rank has no device scratch: %w", ErrPeerProtocol)}
+			}
+			pr.mapped = r.ctx.gpu.peerScratch[q] + uintptr(half+sp.Offset)
+			return pr, nil
+		}
 		pr.mapped = r.ctx.peers[q].base() + uintptr(scratchOff(r.c.Plan, q)+half+sp.Offset)
 		return pr, nil
 	case plan.BufferInput, plan.BufferOutput:
@@ -228,6 +240,17 @@ func (lr *laneRun) at(q int, b plan.BufferType, sp plan.Span) (peerRange, error)
 		if sp.End() > buf.Bytes || sp.End() < sp.Offset {
 			return pr, &RankError{Rank: q, Op: fmt.Sprintf("%s bytes %d..%d", b, sp.Offset, sp.End()),
 				Err: fmt.Errorf("outside the rank's %d-byte buffer: %w", buf.Bytes, ErrPeerProtocol)}
+		}
+		if r.cuda != nil {
+			base := r.cuda.in[q]
+			if b == plan.BufferOutput {
+				base = r.cuda.out[q]
+			}
+			if base == 0 {
+				return pr, &RankError{Rank: q, Op: fmt.Sprintf("its %s buffer", b), Err: fmt.Errorf("not opened (not a connected peer): %w", ErrPeerProtocol)}
+			}
+			pr.mapped = base + uintptr(sp.Offset)
+			return pr, nil
 		}
 		pr.pid, pr.addr = r.x.board.pids[q], buf.Addr+uintptr(sp.Offset)
 		return pr, nil

@@ -15,7 +15,8 @@ import (
 //
 //	magic u32, version u16, kind u16, pid u32, uid u32, boot id [16]byte,
 //	context u64, plan hash u64, scratch capacity u64,
-//	segment bytes u64, segment address u64, nonce [16]byte, name length u16, name
+//	segment bytes u64, segment address u64, nonce [16]byte, name length u16,
+//	0 [6]byte, scratch IPC handle [64]byte (device scratch; zeros for host), name
 //
 // An ack (kind recordMapped) is the magic, version and kind alone: the peer mapped
 // every segment announced to it, so the creator may unlink the files.
@@ -23,7 +24,7 @@ import (
 const (
 	recordMagic   = 0x58455855 // "UXEX"
 	recordVersion = 1
-	recordHeader  = 96
+	recordHeader  = 160
 	maxRecord     = recordHeader + maxSegmentName
 	ackBytes      = 8
 
@@ -47,6 +48,7 @@ type record struct {
 	segBytes   uint64
 	segAddr    uint64
 	nonce      [16]byte
+	handle     [64]byte
 	name       string
 }
 
@@ -65,6 +67,7 @@ func (r *record) encode() []byte {
 	binary.LittleEndian.PutUint64(b[64:], r.segAddr)
 	copy(b[72:88], r.nonce[:])
 	binary.LittleEndian.PutUint16(b[88:], uint16(len(r.name)))
+	copy(b[96:160], r.handle[:])
 	copy(b[recordHeader:], r.name)
 	return b
 }
@@ -85,6 +88,7 @@ func decodeRecord(b []byte, want uint16) (*record, error) {
 	r.segBytes = binary.LittleEndian.Uint64(b[56:])
 	r.segAddr = binary.LittleEndian.Uint64(b[64:])
 	copy(r.nonce[:], b[72:88])
+	copy(r.handle[:], b[96:160])
 	n := int(binary.LittleEndian.Uint16(b[88:]))
 	if n != len(b)-recordHeader || n > maxSegmentName || r.pid == 0 || r.pid > 1<<22 || r.segBytes > maxSegmentBytes {
 		return nil, fmt.Errorf("executor: setup record with a %d-byte name in %d bytes, pid %d, %d-byte segment: %w",

@@ -32,7 +32,8 @@ __all__ = ["Communicator"]
 
 
 def _view_like(x, rank, size):
-    """Rank's block of x, as x's own type where it can slice (numpy), else bytes."""
+    """Rank's block of x, as x's own type where it can slice (numpy, CuPy), else
+    bytes."""
     try:
         n = len(x) // size
         return x[rank * n:(rank + 1) * n]
@@ -137,11 +138,12 @@ class Communicator:
         """
         self._check()
         recv = send if recv is None else recv
-        s_addr, s_n, s_keep, s_mem, _ = buffer_info(send, writable=recv is send)
-        r_addr, r_n, r_keep, r_mem, _ = buffer_info(recv, writable=True)
+        s_addr, s_n, s_keep, s_mem, s_stream = buffer_info(send, writable=recv is send)
+        r_addr, r_n, r_keep, r_mem, r_stream = buffer_info(recv, writable=True)
         code = dtype_code(send, dtype)
         opc = 0 if op is None else op_code(op)
-        await self._run(ext.pybridge_CommExecute, self._h, plan._h, s_addr, s_n, s_mem, r_addr, r_n, r_mem, code, opc)
+        await self._run(ext.pybridge_CommExecute, self._h, plan._h, s_addr, s_n, s_mem, s_stream, r_addr, r_n, r_mem,
+                        r_stream, code, opc)
         del s_keep, r_keep
 
     async def allreduce(self, x, out=None, op="sum"):
@@ -170,23 +172,16 @@ class Communicator:
         the rank's block of `out`. Returns `out`."""
         if out is None:
             out = x
-            x = memoryview(out).cast("B")[self.rank * memoryview(out).nbytes // self.size:][: memoryview(out).nbytes // self.size]
-            dtype = out
-        else:
-            dtype = x
-        return await self._collective("allgather", x, out, dtype=dtype)
+            x = _view_like(out, self.rank, self.size)
+        return await self._collective("allgather", x, out, dtype=out)
 
     async def reduce_scatter(self, x, out=None, op="sum"):
         """Reduce `x` element-wise over all ranks and give rank r block r of the result
         in `out` (`x` holds size × `out`). In place (`out` omitted): the result lands in
         this rank's block of `x`, which is returned."""
         if out is None:
-            mv = memoryview(x).cast("B")
-            m = mv.nbytes // self.size
-            out = mv[self.rank * m:(self.rank + 1) * m]
-            await self._collective("reducescatter", x, out, op=op, dtype=x)
-            return _view_like(x, self.rank, self.size)
-        return await self._collective("reducescatter", x, out, op=op)
+            out = _view_like(x, self.rank, self.size)
+        return await self._collective("reducescatter", x, out, op=op, dtype=x)
 
     async def broadcast(self, x, root=0, out=None):
         """Copy the root's `x` to every rank's `x` (or `out`). Returns the buffer written."""
@@ -211,12 +206,12 @@ class Communicator:
 
     async def _collective(self, kind, send, recv, root=0, op=None, dtype=None):
         self._check()
-        s_addr, s_n, s_keep, s_mem, _ = buffer_info(send, writable=False)
-        r_addr, r_n, r_keep, r_mem, _ = buffer_info(recv, writable=True)
+        s_addr, s_n, s_keep, s_mem, s_stream = buffer_info(send, writable=False)
+        r_addr, r_n, r_keep, r_mem, r_stream = buffer_info(recv, writable=True)
         code = dtype_code(send, dtype)
         opc = 0 if op is None else op_code(op)
-        await self._run(ext.pybridge_CommCollective, self._h, kind, int(root), s_addr, s_n, s_mem, r_addr, r_n, r_mem,
-                        code, opc)
+        await self._run(ext.pybridge_CommCollective, self._h, kind, int(root), s_addr, s_n, s_mem, s_stream, r_addr, r_n,
+                        r_mem, r_stream, code, opc)
         del s_keep, r_keep
         return recv
 

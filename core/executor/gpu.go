@@ -1,0 +1,605 @@
+package executor
+
+import (
+	_ "embed"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ucxx-go/ucxx-go/core/plan"
+	"github.com/ucxx-go/ucxx-go/core/reduce"
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// Device memory. A call's buffers on a GPU run the same plans on GPU lanes: each
+// lane a CUDA stream its goroutine fills without waiting. Puts, gets and copies are
+// cuMemcpyAsync between this process's buffers and peers' allocations opened through
+// CUDA IPC (the board carries each call's IPC handles, the context record the
+// scratch's); reductions are kernels from kernels/reduce.ptx (compiled from
+// reduce.cu, loaded with the driver: no compiler at run time); a signal is a stream
+// write of the channel's running total into the peer's counter (host shared memory,
+// registered with the device: one signaller per counter, so writing the total is
+// the add), a wait a stream wait until the own counter reaches the next value
+// (cuStreamWaitValue64). The host blocks only where the plan makes lanes meet
+// (barriers, semaphores: the lane's stream drains first) and at the end, where it
+// watches the streams against the deadline and the ranks' lives; a failed call
+// releases its own counters so no stream stays blocked, and breaks the executor.
+//
+// LL packet ops are refused on device memory: their readers spin in kernels, which
+// ranks sharing one GPU from several processes cannot run side by side.
+
+// Memory is where a call's buffers are.
+type Memory uint8
+
+const (
+	MemoryHost Memory = iota // host memory (the zero value)
+	MemoryCUDA               // device memory of one GPU
+)
+
+//go:embed kernels/reduce.ptx
+var reducePTX []byte
+
+// gpuState is the executor's CUDA side: the device's primary context, the reduction
+// kernels, and the peer allocations opened through IPC.
+type gpuState struct {
+	d    *ucxx.CUDADriver
+	dev  int
+	cctx ucxx.CUDAContext
+	mod  ucxx.CUDAModule
+
+	mu     sync.Mutex
+	fns    map[[2]uint8]ucxx.CUDAFunction
+	opened map[ipcKey]uintptr
+	order  []ipcKey // opened, oldest first
+}
+
+type ipcKey struct {
+	rank int
+	h    ucxx.IPCHandle
+}
+
+// maxOpened bounds the peer allocations kept open.
+const maxOpened = 256
+
+// useGPU returns the executor's CUDA side for device dev, making it on first use.
+func (x *Executor) useGPU(dev int) (*gpuState, error) {
+	if x.gpu != nil {
+		if x.gpu.dev != dev {
+			return nil, fmt.Errorf("executor: buffers on GPU %d after GPU %d (one GPU per communicator): %w", dev, x.gpu.dev, ErrUnsupported)
+		}
+		return x.gpu, nil
+	}
+	d, err := ucxx.CUDA()
+	if err != nil {
+		return nil, fmt.Errorf("executor: %v: %w", err, ErrUnsupported)
+	}
+	cctx, err := d.RetainPrimary(dev)
+	if err != nil {
+		return nil, err
+	}
+	g := &gpuState{d: d, dev: dev, cctx: cctx, fns: make(map[[2]uint8]ucxx.CUDAFunction), opened: make(map[ipcKey]uintptr)}
+	if err := cctx.Use(func() (err error) { g.mod, err = d.LoadModule(reducePTX); return err }); err != nil {
+		cctx.Release()
+		return nil, fmt.Errorf("executor: load the reduction kernels: %w", err)
+	}
+	x.gpu = g
+	return g, nil
+}
+
+func (g *gpuState) close() {
+	if g == nil {
+		return
+	}
+	g.cctx.Use(func() error {
+		for _, p := range g.opened {
+			g.d.CloseIPC(p)
+		}
+		g.mod.Unload()
+		return nil
+	})
+	g.cctx.Release()
+}
+
+// deviceOf returns the GPU holding addr.
+func deviceOf(addr uintptr) (int, error) {
+	d, err := ucxx.CUDA()
+	if err != nil {
+		return 0, fmt.Errorf("executor: %v: %w", err, ErrUnsupported)
+	}
+	p, err := d.Pointer(addr)
+	if err != nil {
+		return 0, err
+	}
+	if !p.IsCUDA || p.Managed {
+		return 0, fmt.Errorf("executor: %#x is not device memory: %w", addr, plan.ErrBuffers)
+	}
+	return p.Device, nil
+}
+
+// typeNames are the kernels' type suffixes by reduce.DType.
+var typeNames = map[reduce.DType]string{
+	reduce.Int8: "i8", reduce.Int16: "i16", reduce.Int32: "i32", reduce.Int64: "i64",
+	reduce.Uint8: "u8", reduce.Uint16: "u16", reduce.Uint32: "u32", reduce.Uint64: "u64",
+	reduce.Float16: "f16", reduce.BFloat16: "bf16", reduce.Float32: "f32", reduce.Float64: "f64",
+}
+
+// kernel returns the reduction kernel of a type and operator.
+func (g *gpuState) kernel(t reduce.DType, op reduce.Op) (ucxx.CUDAFunction, error) {
+	k := [2]uint8{uint8(t), uint8(op)}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if f, ok := g.fns[k]; ok {
+		return f, nil
+	}
+	tn, ok := typeNames[t]
+	if !ok || op < reduce.Sum || op > reduce.Max {
+		return ucxx.CUDAFunction{}, fmt.Errorf("executor: reduce %v over %v on a GPU: %w", op, t, ErrUnsupported)
+	}
+	f, err := g.mod.Function(fmt.Sprintf("reduce_%s_%s", op, tn))
+	if err != nil {
+		return ucxx.CUDAFunction{}, err
+	}
+	g.fns[k] = f
+	return f, nil
+}
+
+// open returns where this process reaches rank's allocation h, opening it once.
+// Call it with the context current.
+func (g *gpuState) open(rank int, h ucxx.IPCHandle) (uintptr, error) {
+	k := ipcKey{rank, h}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if p, ok := g.opened[k]; ok {
+		return p, nil
+	}
+	p, err := g.d.OpenIPC(h)
+	if err != nil {
+		return 0, &RankError{Rank: rank, Op: "open its device buffer", Err: err}
+	}
+	if len(g.order) >= maxOpened {
+		old := g.order[0]
+		g.order = g.order[1:]
+		g.d.CloseIPC(g.opened[old])
+		delete(g.opened, old)
+	}
+	g.opened[k], g.order = p, append(g.order, k)
+	return p, nil
+}
+
+// gpuContext is the device side of a plan context.
+type gpuContext struct {
+	scratch       uintptr // device scratch (0 without)
+	scratchHandle ucxx.IPCHandle
+	counters      uintptr   // the device's view of this rank's counters
+	peerCounters  []uintptr // the device's view of each peer's counters
+	peerScratch   []uintptr // each peer's scratch, opened
+	registered    []uintptr // host ranges registered with the device
+	streams       []ucxx.CUDAStream
+	tmp           []uintptr // per lane: a tmpBytes device buffer (glres), or 0
+	// sent[q][k] is the running total this rank wrote into peer q's counter k.
+	sent [][]uint64
+}
+
+func (g *gpuState) newContext(c *planContext) (*gpuContext, error) {
+	n := len(c.peers)
+	gc := &gpuContext{peerCounters: make([]uintptr, n), peerScratch: make([]uintptr, n), sent: make([][]uint64, n)}
+	rk := &c.plan.Ranks[c.rank]
+	err := g.cctx.Use(func() error {
+		if c.capacity > 0 {
+			p, err := g.d.MemAlloc(c.capacity)
+			if err != nil {
+				return err
+			}
+			gc.scratch = p
+			if gc.scratchHandle, _, _, err = g.d.IPCHandleOf(p); err != nil {
+				return err
+			}
+		}
+		dev, err := g.d.MapHost(c.seg.base(), uint64(len(c.seg.mem)))
+		if err != nil {
+			return err
+		}
+		gc.counters, gc.registered = dev, append(gc.registered, c.seg.base())
+		for range rk.Lanes {
+			s, err := g.d.NewStream()
+			if err != nil {
+				return err
+			}
+			gc.streams = append(gc.streams, s)
+			gc.tmp = append(gc.tmp, 0)
+		}
+		return nil
+	})
+	if err != nil {
+		g.free(gc)
+		return nil, fmt.Errorf("executor: device context: %w", err)
+	}
+	return gc, nil
+}
+
+// connect maps the peers' counters for the device and opens their scratch buffers.
+func (g *gpuState) connect(c *planContext, records []*record) error {
+	gc := c.gpu
+	return g.cctx.Use(func() error {
+		for q, r := range records {
+			if r == nil {
+				continue
+			}
+			s := c.peers[q]
+			dev, err := g.d.MapHost(s.base(), uint64(len(s.mem)))
+			if err != nil {
+				return fmt.Errorf("executor: register rank %d's counters with the device: %w", q, err)
+			}
+			gc.peerCounters[q], gc.registered = dev, append(gc.registered, s.base())
+			gc.sent[q] = make([]uint64, counterCount(c.plan, q))
+			if r.scratchCap > 0 {
+				if gc.peerScratch[q], err = g.open(q, r.handle); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+func (g *gpuState) closeContext(c *planContext) {
+	g.cctx.Use(func() error {
+		for _, s := range c.gpu.streams {
+			s.Sync()
+		}
+		g.free(c.gpu)
+		return nil
+	})
+	c.gpu = nil
+}
+
+// free releases what a device context holds; the context must be current.
+func (g *gpuState) free(gc *gpuContext) {
+	for _, s := range gc.streams {
+		s.Destroy()
+	}
+	for _, p := range gc.tmp {
+		if p != 0 {
+			g.d.MemFree(p)
+		}
+	}
+	for _, a := range gc.registered {
+		g.d.UnmapHost(a)
+	}
+	if gc.scratch != 0 {
+		g.d.MemFree(gc.scratch)
+	}
+}
+
+// cudaCall is a device call's view of the peers' buffers, opened.
+type cudaCall struct {
+	in, out []uintptr // per rank, 0 where not opened
+}
+
+// deviceBuffers returns the IPC handle and offset of a buffer (zeros when empty).
+func (g *gpuState) deviceBuffers(b Buffer) (h ucxx.IPCHandle, off uint64, err error) {
+	if b.Bytes == 0 {
+		return h, 0, nil
+	}
+	err = g.cctx.Use(func() error {
+		var base uintptr
+		var e error
+		h, base, _, e = g.d.IPCHandleOf(b.Addr)
+		off = uint64(b.Addr - base)
+		return e
+	})
+	return h, off, err
+}
+
+// openPeers opens the connected peers' buffers of a device call.
+func (g *gpuState) openPeers(p *plan.Plan, me int, peers []peerCall) (*cudaCall, error) {
+	cc := &cudaCall{in: make([]uintptr, len(peers)), out: make([]uintptr, len(peers))}
+	err := g.cctx.Use(func() error {
+		for _, q := range p.ConnectedPeers(me) {
+			pc := &peers[q]
+			if pc.memory != MemoryCUDA {
+				return &RankError{Rank: q, Op: "device call", Err: fmt.Errorf("the rank's buffers are not device memory: %w", ErrMismatch)}
+			}
+			for _, side := range []struct {
+				b   Buffer
+				h   ucxx.IPCHandle
+				off uint64
+				at  *uintptr
+			}{{pc.in, pc.inHandle, pc.inOffset, &cc.in[q]}, {pc.out, pc.outHandle, pc.outOffset, &cc.out[q]}} {
+				if side.b.Bytes == 0 {
+					continue
+				}
+				base, err := g.open(q, side.h)
+				if err != nil {
+					return err
+				}
+				*side.at = base + uintptr(side.off)
+			}
+		}
+		return nil
+	})
+	return cc, err
+}
+
+// runGPULane runs lane li on its stream, then waits for the stream to drain.
+func (r *callRun) runGPULane(li int) {
+	g := r.x.gpu
+	rk := &r.c.Plan.Ranks[r.me]
+	lr := &laneRun{r: r, id: li, lane: &rk.Lanes[li], rk: rk, stream: r.ctx.gpu.streams[li].Handle()}
+	err := g.cctx.Use(func() error {
+		ops := lr.lane.Ops
+		for oi := range ops {
+			if r.scope.aborted.Load() {
+				return nil
+			}
+			if err := lr.gpuOp(&ops[oi], &r.l.Lanes[li][oi], nil, 0); err != nil {
+				return lr.locate(err, oi, &ops[oi])
+			}
+		}
+		return lr.drain()
+	})
+	if err != nil {
+		r.fail(err)
+		r.releaseCounters()
+		g.cctx.Use(func() error { return r.ctx.gpu.streams[li].Sync() })
+	}
+}
+
+// releaseCounters lets every stream wait on this rank's counters through (a failed
+// call: nothing must stay blocked on the device). The executor is broken after.
+func (r *callRun) releaseCounters() {
+	for k := range r.ctx.expected {
+		w := r.ctx.counter(r.me, uint64(k), r.me)
+		w.store(w.load() + 1<<62)
+	}
+}
+
+// drain waits until the lane's stream is done, watching the call's deadline and
+// abort and the connected ranks' lives.
+func (lr *laneRun) drain() error {
+	r := lr.r
+	s := r.ctx.gpu.streams[lr.id]
+	peers := r.c.Plan.ConnectedPeers(r.me)
+	pause := time.Microsecond
+	for {
+		done, err := s.Done()
+		if err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+		if r.scope.aborted.Load() {
+			return errAborted
+		}
+		for _, q := range peers {
+			if !r.scope.alive(q) {
+				return &RankError{Rank: q, Op: "waiting for the device", Err: fmt.Errorf("the rank's process ended: %w", ErrRankFailed)}
+			}
+		}
+		if time.Now().After(r.scope.deadline) {
+			return &RankError{Rank: -1, Op: "waiting for the device", Err: fmt.Errorf("the lane's stream did not finish in %v: %w", r.scope.timeout, ErrTimeout)}
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, time.Millisecond)
+	}
+}
+
+// gpuOp queues one op on the lane's stream.
+func (lr *laneRun) gpuOp(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint64) error {
+	r := lr.r
+	g := r.x.gpu
+	switch op.Code {
+	case plan.OpNop, plan.OpFlush:
+		return nil
+	case plan.OpBarrier, plan.OpSemAcquire, plan.OpSemRelease:
+		if err := lr.drain(); err != nil {
+			return err
+		}
+		return lr.op(op, ol, pipe, it)
+	case plan.OpSignal, plan.OpRelaxedSignal:
+		for _, id := range op.ChannelIDs {
+			if err := lr.gpuSignal(op.Channel, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	case plan.OpWait, plan.OpRelaxedWait:
+		for _, id := range op.ChannelIDs {
+			idx, _ := lr.channel(op.Channel, id)
+			k := counterIndex(r.c.Plan, r.me, op.Channel, idx)
+			want := atomic.AddUint64(&r.ctx.expected[k], 1)
+			if err := g.d.StreamWaitAtLeast(lr.stream, r.ctx.gpu.counters+uintptr(k*slotBytes), want); err != nil {
+				return err
+			}
+		}
+		return nil
+	case plan.OpPut, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush:
+		for i := range op.Dst {
+			src := lr.span(op, op.Src, ol.Src, i, pipe, it)
+			dst := lr.span(op, op.Dst, ol.Dst, i, pipe, it)
+			pr, err := lr.remote(&op.Dst[i], dst)
+			if err != nil {
+				return err
+			}
+			if err := lr.copyAsync(pr.mapped, lr.local(op.Src[i].Buffer, src), dst.Length); err != nil {
+				return err
+			}
+		}
+		if op.Code != plan.OpPut {
+			for _, id := range op.ChannelIDs {
+				if err := lr.gpuSignal(op.Channel, id); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	case plan.OpGet:
+		for i := range op.Src {
+			src := lr.span(op, op.Src, ol.Src, i, pipe, it)
+			dst := lr.span(op, op.Dst, ol.Dst, i, pipe, it)
+			pr, err := lr.remote(&op.Src[i], src)
+			if err != nil {
+				return err
+			}
+			if err := lr.copyAsync(lr.local(op.Dst[i].Buffer, dst), pr.mapped, src.Length); err != nil {
+				return err
+			}
+		}
+		return nil
+	case plan.OpCopy:
+		src := lr.span(op, op.Src, ol.Src, 0, pipe, it)
+		dst := lr.span(op, op.Dst, ol.Dst, 0, pipe, it)
+		return lr.copyAsync(lr.local(op.Dst[0].Buffer, dst), lr.local(op.Src[0].Buffer, src), src.Length)
+	case plan.OpReduce, plan.OpReduceSend, plan.OpReadReduce, plan.OpReadReduceSend:
+		return lr.gpuReduce(op, ol, pipe, it)
+	case plan.OpMultiLoadReduceStore:
+		return lr.gpuMultiLoadReduceStore(op, ol, pipe, it)
+	case plan.OpPipeline:
+		for i := uint64(0); i < ol.Iterations; i++ {
+			for j := range op.Ops {
+				if err := lr.gpuOp(&op.Ops[j], &ol.Ops[j], op, i); err != nil {
+					return fmt.Errorf("pipeline iteration %d, inner op %d (%s): %w", i, j, op.Ops[j].Code, err)
+				}
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("op %q on device memory: %w", op.Code, ErrUnsupported)
+}
+
+func (lr *laneRun) copyAsync(dst, src uintptr, n uint64) error {
+	if n == 0 || dst == src {
+		return nil
+	}
+	return lr.r.x.gpu.d.CopyAsync(dst, src, n, lr.stream)
+}
+
+// gpuSignal queues the write of the channel's next total into the peer's counter.
+func (lr *laneRun) gpuSignal(t plan.ChannelType, id int) error {
+	r := lr.r
+	_, ch := lr.channel(t, id)
+	k := counterIndex(r.c.Plan, ch.Peer, t, ch.Reverse)
+	total := atomic.AddUint64(&r.ctx.gpu.sent[ch.Peer][k], 1)
+	return r.x.gpu.d.StreamWriteWord(lr.stream, r.ctx.gpu.peerCounters[ch.Peer]+uintptr(k*slotBytes), total)
+}
+
+// launchReduce queues dst = a op b over n elements.
+func (lr *laneRun) launchReduce(dst, a, b uintptr, n uint64, t reduce.DType, op reduce.Op) error {
+	if n == 0 {
+		return nil
+	}
+	f, err := lr.r.x.gpu.kernel(t, op)
+	if err != nil {
+		return err
+	}
+	const threads = 512
+	blocks := min((n+threads-1)/threads, 4096)
+	return f.Launch(ucxx.LaunchShape{Grid: [3]uint32{uint32(blocks), 1, 1}, Block: [3]uint32{threads, 1, 1}}, lr.stream,
+		[]uint64{uint64(dst), uint64(a), uint64(b), n})
+}
+
+// gpuReduce is reduce's device form: kernels reading local and peer memory alike.
+func (lr *laneRun) gpuReduce(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint64) error {
+	r := lr.r
+	t, rop := r.c.DType, r.reduceOp(op)
+	src0 := lr.span(op, op.Src, ol.Src, 0, pipe, it)
+	dst0 := lr.span(op, op.Dst, ol.Dst, 0, pipe, it)
+	n := src0.Length
+	if n%t.Size() != 0 {
+		return fmt.Errorf("a %d-byte reduction of %d-byte %s elements: %w", n, t.Size(), t, plan.ErrMessageSize)
+	}
+	dst, a := lr.local(op.Dst[0].Buffer, dst0), lr.local(op.Src[0].Buffer, src0)
+	remoteSrc := op.Code == plan.OpReadReduce || op.Code == plan.OpReadReduceSend
+	if len(op.Src) == 1 {
+		if err := lr.copyAsync(dst, a, n); err != nil {
+			return err
+		}
+	}
+	for k := 1; k < len(op.Src); k++ {
+		sp := lr.span(op, op.Src, ol.Src, k, pipe, it)
+		sp.Length = n
+		b := uintptr(0)
+		if remoteSrc {
+			pr, err := lr.remote(&op.Src[k], sp)
+			if err != nil {
+				return err
+			}
+			b = pr.mapped
+		} else {
+			b = lr.local(op.Src[k].Buffer, sp)
+		}
+		first := a
+		if k > 1 {
+			first = dst
+		}
+		if err := lr.launchReduce(dst, first, b, n/t.Size(), t, rop); err != nil {
+			return err
+		}
+	}
+	if op.Code == plan.OpReduceSend || op.Code == plan.OpReadReduceSend {
+		for k := 1; k < len(op.Dst); k++ {
+			pr, err := lr.remote(&op.Dst[k], plan.Span{Offset: lr.span(op, op.Dst, ol.Dst, k, pipe, it).Offset, Length: n})
+			if err != nil {
+				return err
+			}
+			if err := lr.copyAsync(pr.mapped, dst, n); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// gpuMultiLoadReduceStore is glres on the device: the group's sources reduced into a
+// lane buffer by kernels reading peers' memory, then copied to every destination.
+func (lr *laneRun) gpuMultiLoadReduceStore(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint64) error {
+	r := lr.r
+	g := r.x.gpu
+	t, rop := r.c.DType, r.reduceOp(op)
+	src := lr.span(op, op.Src, ol.Src, 0, pipe, it)
+	dst := lr.span(op, op.Dst, ol.Dst, 0, pipe, it)
+	n := src.Length
+	if n%t.Size() != 0 {
+		return fmt.Errorf("a %d-byte reduction of %d-byte %s elements: %w", n, t.Size(), t, plan.ErrMessageSize)
+	}
+	in := &lr.rk.SwitchChannels[op.Src[0].SwitchChannel]
+	out := &lr.rk.SwitchChannels[op.Dst[0].SwitchChannel]
+	acc := &r.ctx.gpu.tmp[lr.id]
+	if *acc == 0 {
+		p, err := g.d.MemAlloc(tmpBytes)
+		if err != nil {
+			return err
+		}
+		*acc = p
+	}
+	block := uint64(tmpBytes) / t.Size() * t.Size()
+	for off := uint64(0); off < n; off += block {
+		m := min(block, n-off)
+		for i, q := range in.Ranks {
+			pr, err := lr.at(q, in.Buffer, plan.Span{Offset: src.Offset + off, Length: m})
+			if err != nil {
+				return err
+			}
+			if i == 0 {
+				err = lr.copyAsync(*acc, pr.mapped, m)
+			} else {
+				err = lr.launchReduce(*acc, *acc, pr.mapped, m/t.Size(), t, rop)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		for _, q := range out.Ranks {
+			pr, err := lr.at(q, out.Buffer, plan.Span{Offset: dst.Offset + off, Length: m})
+			if err != nil {
+				return err
+			}
+			if err := lr.copyAsync(pr.mapped, *acc, m); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
