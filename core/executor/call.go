@@ -135,6 +135,9 @@ func (x *Executor) check(c Call) (*plan.Layout, error) {
 	if len(p.Ranks) != x.w.Size() {
 		return nil, fmt.Errorf("executor: a %d-rank plan on %d ranks: %w", len(p.Ranks), x.w.Size(), plan.ErrBuffers)
 	}
+	if c.Memory == MemoryCUDA && p.UsesPackets() {
+		return nil, fmt.Errorf("executor: LL packet plans on device memory (their readers spin in kernels, which ranks sharing a GPU cannot run side by side): %w", ErrUnsupported)
+	}
 	if c.DType.Size() == 0 {
 		return nil, fmt.Errorf("executor: element type %d: %w", c.DType, ErrUnsupported)
 	}

@@ -143,7 +143,7 @@ func (x *Executor) makeContext(p *plan.Plan, capacity, id uint64, mem Memory) (*
 			c.close()
 			return nil, err
 		}
-		mine.handle = c.gpu.scratchHandle
+		mine.handle, mine.segAddr = c.gpu.scratchHandle, uint64(c.gpu.scratch)
 	}
 	peerRecords := make([]*record, n)
 	var mu sync.Mutex

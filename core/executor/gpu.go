@@ -2,6 +2,7 @@ package executor
 
 import (
 	_ "embed"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -50,13 +51,25 @@ type gpuState struct {
 
 	mu     sync.Mutex
 	fns    map[[2]uint8]ucxx.CUDAFunction
-	opened map[ipcKey]uintptr
+	opened map[ipcKey]*ipcEntry
 	order  []ipcKey // opened, oldest first
 }
 
+// ipcKey names a peer allocation: the rank and where the allocation starts in its
+// process. (A handle's bytes are no key: the driver gives the same allocation
+// different handles from call to call.)
 type ipcKey struct {
 	rank int
-	h    ucxx.IPCHandle
+	base uintptr
+}
+
+// ipcEntry is an opened peer allocation: the handle it was opened with, and where
+// this process reaches it.
+type ipcEntry struct {
+	h ucxx.IPCHandle
+	p uintptr
+	// pinned: a context's peer scratch, closed with the context, never evicted.
+	pinned bool
 }
 
 // maxOpened bounds the peer allocations kept open.
@@ -78,7 +91,7 @@ func (x *Executor) useGPU(dev int) (*gpuState, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &gpuState{d: d, dev: dev, cctx: cctx, fns: make(map[[2]uint8]ucxx.CUDAFunction), opened: make(map[ipcKey]uintptr)}
+	g := &gpuState{d: d, dev: dev, cctx: cctx, fns: make(map[[2]uint8]ucxx.CUDAFunction), opened: make(map[ipcKey]*ipcEntry)}
 	if err := cctx.Use(func() (err error) { g.mod, err = d.LoadModule(reducePTX); return err }); err != nil {
 		cctx.Release()
 		return nil, fmt.Errorf("executor: load the reduction kernels: %w", err)
@@ -92,8 +105,8 @@ func (g *gpuState) close() {
 		return
 	}
 	g.cctx.Use(func() error {
-		for _, p := range g.opened {
-			g.d.CloseIPC(p)
+		for _, e := range g.opened {
+			g.d.CloseIPC(e.p)
 		}
 		g.mod.Unload()
 		return nil
@@ -144,28 +157,68 @@ func (g *gpuState) kernel(t reduce.DType, op reduce.Op) (ucxx.CUDAFunction, erro
 	return f, nil
 }
 
-// open returns where this process reaches rank's allocation h, opening it once.
-// Call it with the context current.
-func (g *gpuState) open(rank int, h ucxx.IPCHandle) (uintptr, error) {
-	k := ipcKey{rank, h}
+// open returns where this process reaches rank's allocation h, which starts at base
+// in rank's process, opening it once. A new handle for a known base is either the
+// same allocation (the driver refuses to map it twice: the mapping stands) or a new
+// one at a reused address (the old mapping is closed). Call it with the context
+// current.
+func (g *gpuState) open(rank int, base uintptr, h ucxx.IPCHandle, pin bool) (uintptr, error) {
+	k := ipcKey{rank, base}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if p, ok := g.opened[k]; ok {
-		return p, nil
+	e := g.opened[k]
+	if e != nil && e.h == h {
+		return e.p, nil
 	}
 	p, err := g.d.OpenIPC(h)
+	var ce *ucxx.CUDAError
+	if err != nil && e != nil && errors.As(err, &ce) && ce.Code == cudaErrorAlreadyMapped {
+		e.h = h
+		return e.p, nil
+	}
 	if err != nil {
 		return 0, &RankError{Rank: rank, Op: "open its device buffer", Err: err}
 	}
-	if len(g.order) >= maxOpened {
-		old := g.order[0]
-		g.order = g.order[1:]
-		g.d.CloseIPC(g.opened[old])
-		delete(g.opened, old)
+	if e != nil {
+		g.d.CloseIPC(e.p)
+		e.h, e.p = h, p
+		return p, nil
 	}
-	g.opened[k], g.order = p, append(g.order, k)
+	if len(g.order) >= maxOpened {
+		for i, old := range g.order {
+			if !g.opened[old].pinned {
+				g.d.CloseIPC(g.opened[old].p)
+				delete(g.opened, old)
+				g.order = append(g.order[:i:i], g.order[i+1:]...)
+				break
+			}
+		}
+	}
+	g.opened[k], g.order = &ipcEntry{h: h, p: p, pinned: pin}, append(g.order, k)
 	return p, nil
 }
+
+// forget closes a pinned mapping (its context closed).
+func (g *gpuState) forget(rank int, base uintptr) {
+	k := ipcKey{rank, base}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e := g.opened[k]
+	if e == nil {
+		return
+	}
+	g.d.CloseIPC(e.p)
+	delete(g.opened, k)
+	for i, o := range g.order {
+		if o == k {
+			g.order = append(g.order[:i:i], g.order[i+1:]...)
+			break
+		}
+	}
+}
+
+// cudaErrorAlreadyMapped is CUDA_ERROR_ALREADY_MAPPED.
+const cudaErrorAlreadyMapped = 208
 
 // gpuContext is the device side of a plan context.
 type gpuContext struct {
@@ -174,6 +227,7 @@ type gpuContext struct {
 	counters      uintptr   // the device's view of this rank's counters
 	peerCounters  []uintptr // the device's view of each peer's counters
 	peerScratch   []uintptr // each peer's scratch, opened
+	peerBases     []uintptr // where each peer's scratch starts in its process
 	registered    []uintptr // host ranges registered with the device
 	streams       []ucxx.CUDAStream
 	tmp           []uintptr // per lane: a tmpBytes device buffer (glres), or 0
@@ -183,7 +237,8 @@ type gpuContext struct {
 
 func (g *gpuState) newContext(c *planContext) (*gpuContext, error) {
 	n := len(c.peers)
-	gc := &gpuContext{peerCounters: make([]uintptr, n), peerScratch: make([]uintptr, n), sent: make([][]uint64, n)}
+	gc := &gpuContext{peerCounters: make([]uintptr, n), peerScratch: make([]uintptr, n), peerBases: make([]uintptr, n),
+		sent: make([][]uint64, n)}
 	rk := &c.plan.Ranks[c.rank]
 	err := g.cctx.Use(func() error {
 		if c.capacity > 0 {
@@ -234,9 +289,10 @@ func (g *gpuState) connect(c *planContext, records []*record) error {
 			gc.peerCounters[q], gc.registered = dev, append(gc.registered, s.base())
 			gc.sent[q] = make([]uint64, counterCount(c.plan, q))
 			if r.scratchCap > 0 {
-				if gc.peerScratch[q], err = g.open(q, r.handle); err != nil {
+				if gc.peerScratch[q], err = g.open(q, uintptr(r.segAddr), r.handle, true); err != nil {
 					return err
 				}
+				gc.peerBases[q] = uintptr(r.segAddr)
 			}
 		}
 		return nil
@@ -247,6 +303,11 @@ func (g *gpuState) closeContext(c *planContext) {
 	g.cctx.Use(func() error {
 		for _, s := range c.gpu.streams {
 			s.Sync()
+		}
+		for q, b := range c.gpu.peerBases {
+			if b != 0 {
+				g.forget(q, b)
+			}
 		}
 		g.free(c.gpu)
 		return nil
@@ -310,7 +371,7 @@ func (g *gpuState) openPeers(p *plan.Plan, me int, peers []peerCall) (*cudaCall,
 				if side.b.Bytes == 0 {
 					continue
 				}
-				base, err := g.open(q, side.h)
+				base, err := g.open(q, side.b.Addr-uintptr(side.off), side.h, false)
 				if err != nil {
 					return err
 				}
@@ -509,6 +570,9 @@ func (lr *laneRun) gpuReduce(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it u
 	n := src0.Length
 	if n%t.Size() != 0 {
 		return fmt.Errorf("a %d-byte reduction of %d-byte %s elements: %w", n, t.Size(), t, plan.ErrMessageSize)
+	}
+	if n == 0 {
+		return nil
 	}
 	dst, a := lr.local(op.Dst[0].Buffer, dst0), lr.local(op.Src[0].Buffer, src0)
 	remoteSrc := op.Code == plan.OpReadReduce || op.Code == plan.OpReadReduceSend

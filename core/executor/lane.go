@@ -212,6 +212,9 @@ func (lr *laneRun) remote(ref *plan.BufferRef, sp plan.Span) (peerRange, error) 
 func (lr *laneRun) at(q int, b plan.BufferType, sp plan.Span) (peerRange, error) {
 	r := lr.r
 	pr := peerRange{rank: q}
+	if sp.Length == 0 {
+		return pr, nil // nothing to reach (a peer may have no buffer at all)
+	}
 	if q == r.me {
 		pr.mapped = lr.local(b, sp)
 		return pr, nil
@@ -365,6 +368,9 @@ func (lr *laneRun) reduce(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint
 	n := src0.Length
 	if n%t.Size() != 0 {
 		return fmt.Errorf("a %d-byte reduction of %d-byte %s elements: %w", n, t.Size(), t, plan.ErrMessageSize)
+	}
+	if n == 0 {
+		return nil
 	}
 	dst, a := lr.local(op.Dst[0].Buffer, dst0), lr.local(op.Src[0].Buffer, src0)
 	remoteSrc := op.Code == plan.OpReadReduce || op.Code == plan.OpReadReduceSend
