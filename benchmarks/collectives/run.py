@@ -188,6 +188,10 @@ def main():
     ap.add_argument("--max-iters", type=int, default=200)
     ap.add_argument("--min-warmup", type=int, default=1)
     ap.add_argument("--max-warmup", type=int, default=20, help="warm-up calls = iterations / 5 within these")
+    ap.add_argument("--repeat", type=int, default=1, help="run everything this many times (all libraries at all "
+                    "rank counts, then again) and report each row's median repetition")
+    ap.add_argument("--copy-min-iters", type=int, default=20, help="at least this many copies per size for memcpy "
+                    "(cheap; its large sizes are noisy with 5)")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds for one library at one rank count")
     a = ap.parse_args()
 
@@ -208,6 +212,10 @@ def main():
         if lib not in LIBS:
             ap.error(f"unknown library {lib}")
     os.makedirs(a.out, exist_ok=True)
+    old = None
+    if a.merge and os.path.exists(os.path.join(a.out, "results.json")):
+        with open(os.path.join(a.out, "results.json")) as f:
+            old = json.load(f)
     raw_dir = os.path.join(a.out, "raw")
     os.makedirs(raw_dir, exist_ok=True)
     logfh = open(os.path.join(a.out, "run.log"), "a")
@@ -252,6 +260,7 @@ def main():
         "numpy": sh(f"{a.python} -c 'import numpy; print(numpy.__version__)'"),
         "git": sh(f"git -C {REPO} rev-parse --short HEAD") + (" (dirty tree)" if sh(f"git -C {REPO} status --porcelain -uno") else ""),
         "ucxx_go": sh(f"{a.python} -c 'import ucxx_go, os; print(os.path.dirname(ucxx_go.__file__))'"),
+        "ucxx_go_commit": sh(f"{a.python} -c 'from ucxx_go._git_commit import GIT_COMMIT; print(GIT_COMMIT[:12] or \"?\")'"),
         "UCX_NET_DEVICES": env.get("UCX_NET_DEVICES"), "skipped": skipped, "sizes": sizes, "ranks": ranks,
         "collectives": colls, "iterations": {k: getattr(a, k) for k in ("iter_bytes", "min_iters", "max_iters",
                                                                         "min_warmup", "max_warmup")},
@@ -261,52 +270,66 @@ def main():
               "--max-iters", str(a.max_iters), "--min-warmup", str(a.min_warmup), "--max-warmup", str(a.max_warmup)]
     worker = os.path.join(HERE, "worker.py")
     rows, failures = [], []
-    for n in ranks:
-        for lib in libs:
-            load0 = os.getloadavg()
-            t0 = time.time()
-            log(f"{lib} at {n} ranks{' (oversubscribed: ' + str(nproc) + ' CPUs)' if n > nproc else ''}, "
-                f"load {load0[0]:.2f}", logfh)
-            for f in os.listdir(raw_dir):
-                if f.startswith(lib + "."):
-                    os.unlink(os.path.join(raw_dir, f))
-            if lib == "memcpy":
-                outp = os.path.join(raw_dir, "memcpy.json")
-                cmd = [a.python, os.path.join(HERE, "memcpy_bench.py"), "-n", str(n), "--out", outp] + common
-            elif lib == "mpi":
-                if n not in meta["mpi"]:
-                    meta["mpi"][n] = probe_mpi(a, n, env, logfh)
-                cmd = mpi_launch(a, n, [worker, "--lib", "mpi", "--out", raw_dir, "--collectives", ",".join(colls)] + common)
-            else:
-                cmd = [a.python, "-m", "ucxx_go.launch", "-n", str(n), "--timeout", str(int(a.timeout)), worker,
-                       "--lib", lib, "--out", raw_dir, "--collectives", ",".join(colls), "--timeout",
-                       str(int(a.timeout))] + common
-            rc, tail = run_group(cmd, env, a.timeout + 60, logfh)
-            load1 = os.getloadavg()
-            run = {"lib": lib, "ranks": n, "rc": rc, "seconds": round(time.time() - t0, 1),
-                   "load_before": [round(x, 2) for x in load0], "load_after": [round(x, 2) for x in load1],
-                   "cmd": " ".join(cmd)}
-            if rc != 0:
-                log(f"  {lib} at {n} ranks FAILED (rc {rc}):\n{tail}", logfh)
-                failures.append(f"{lib} at {n} ranks: rc {rc}: {tail.strip().splitlines()[-1] if tail.strip() else ''}")
-                meta["runs"].append(run)
-                continue
-            if lib == "memcpy":
-                with open(outp) as f:
-                    mc = json.load(f)
-                for r in mc["rows"]:
-                    rows.append(dict(ranks=n, lib="memcpy", collective="copy", nominal_bytes=r["bytes"], **r))
-            else:
-                got, info = combine(lib, n, raw_dir)
-                rows += got
-                run.update(info)
+    plan = [(rep, n, lib) for rep in range(a.repeat) for n in ranks for lib in libs]
+    for rep, n, lib in plan:
+        load0 = os.getloadavg()
+        t0 = time.time()
+        log(f"{lib} at {n} ranks{' (oversubscribed: ' + str(nproc) + ' CPUs)' if n > nproc else ''}, "
+            f"repetition {rep + 1}/{a.repeat}, load {load0[0]:.2f}", logfh)
+        for f in os.listdir(raw_dir):
+            if f.startswith(lib + "."):
+                os.unlink(os.path.join(raw_dir, f))
+        if lib == "memcpy":
+            outp = os.path.join(raw_dir, "memcpy.json")
+            cmd = [a.python, os.path.join(HERE, "memcpy_bench.py"), "-n", str(n), "--out", outp] + common
+            cmd[cmd.index("--min-iters") + 1] = str(max(a.min_iters, a.copy_min_iters))
+        elif lib == "mpi":
+            if n not in meta["mpi"]:
+                meta["mpi"][n] = probe_mpi(a, n, env, logfh)
+            cmd = mpi_launch(a, n, [worker, "--lib", "mpi", "--out", raw_dir, "--collectives", ",".join(colls)] + common)
+        else:
+            cmd = [a.python, "-m", "ucxx_go.launch", "-n", str(n), "--timeout", str(int(a.timeout)), worker,
+                   "--lib", lib, "--out", raw_dir, "--collectives", ",".join(colls), "--timeout",
+                   str(int(a.timeout))] + common
+        rc, tail = run_group(cmd, env, a.timeout + 60, logfh)
+        load1 = os.getloadavg()
+        run = {"lib": lib, "ranks": n, "rep": rep + 1, "rc": rc, "seconds": round(time.time() - t0, 1),
+               "load_before": [round(x, 2) for x in load0], "load_after": [round(x, 2) for x in load1],
+               "cmd": " ".join(cmd)}
+        if rc != 0:
+            log(f"  {lib} at {n} ranks FAILED (rc {rc}):\n{tail}", logfh)
+            failures.append(f"{lib} at {n} ranks: rc {rc}: {tail.strip().splitlines()[-1] if tail.strip() else ''}")
             meta["runs"].append(run)
-            log(f"  done in {run['seconds']} s, load {load1[0]:.2f}", logfh)
+            save(a, meta, rows, failures, old, final=False)
+            continue
+        if lib == "memcpy":
+            with open(outp) as f:
+                mc = json.load(f)
+            for r in mc["rows"]:
+                rows.append(dict(ranks=n, lib="memcpy", collective="copy", nominal_bytes=r["bytes"], rep=rep + 1, **r))
+        else:
+            got, info = combine(lib, n, raw_dir)
+            for r in got:
+                r["rep"] = rep + 1
+            rows += got
+            run.update(info)
+        meta["runs"].append(run)
+        log(f"  done in {run['seconds']} s, load {load1[0]:.2f}", logfh)
+        save(a, meta, rows, failures, old, final=False)
 
+    md = save(a, meta, rows, failures, old, final=True)
+    shutil.rmtree(raw_dir, ignore_errors=True)
+    print(md)
+    return 1 if failures else 0
+
+
+def save(a, meta, rows, failures, old, final):
+    """Write results.json and results.md (after every library's run, so a run cut short
+    leaves what it measured), and the plot at the end."""
+    rows = median_of_repetitions(rows)
+    meta = dict(meta)
     path = os.path.join(a.out, "results.json")
-    if a.merge and os.path.exists(path):
-        with open(path) as f:
-            old = json.load(f)
+    if old is not None:
         key = lambda r: (r["ranks"], r["lib"], r["collective"], r["nominal_bytes"])  # noqa: E731
         new = {key(r) for r in rows}
         kept = [r for r in old["rows"] if key(r) not in new]
@@ -316,18 +339,32 @@ def main():
         meta["merged_into"] = old["meta"]
         meta["earlier_runs"] = old["meta"].get("runs", []) + old["meta"].get("earlier_runs", [])
     meta["failures"] = failures
-    meta["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
+    meta["finished"] = datetime.datetime.now().isoformat(timespec="seconds") if final else "(still running)"
     rows.sort(key=lambda r: (r["ranks"], LIBS.index(r["lib"]), r["collective"], r["nominal_bytes"]))
     with open(path, "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=1)
     md = report(meta, rows)
     with open(os.path.join(a.out, "results.md"), "w") as f:
         f.write(md)
-    plotted = plot(rows, os.path.join(a.out, "allreduce_busbw.png"))
-    log(f"wrote {path}, results.md" + (", allreduce_busbw.png" if plotted else " (no plot: " + plot.why + ")"), logfh)
-    shutil.rmtree(raw_dir, ignore_errors=True)
-    print(md)
-    return 1 if failures else 0
+    if final:
+        plotted = plot(rows, os.path.join(a.out, "allreduce_busbw.png"))
+        log(f"wrote {path}, results.md" + (", allreduce_busbw.png" if plotted else " (no plot: " + plot.why + ")"))
+    return md
+
+
+def median_of_repetitions(rows):
+    """One row per (ranks, lib, collective, size): the repetition with the median time
+    (the upper middle one of an even count), the others' times kept in reps_us."""
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["ranks"], r["lib"], r["collective"], r["nominal_bytes"]), []).append(r)
+    out = []
+    for g in groups.values():
+        g.sort(key=lambda r: r["median_us"])
+        pick = dict(g[len(g) // 2])
+        pick["reps_us"] = [round(r["median_us"], 3) for r in sorted(g, key=lambda r: r["rep"])]
+        out.append(pick)
+    return out
 
 
 # ---------------------------------------------------------------- report
@@ -369,7 +406,8 @@ def report(meta, rows):
     L = ["# Host collectives: ucxx_go, MPI, gloo, memory copy", ""]
     L.append(f"Command: `{meta['command']}`  ")
     L.append(f"Machine: {meta['host']}, {meta['nproc']} CPUs ({meta['uname']}); Python {meta['python']}, numpy "
-             f"{meta['numpy']}; repo {meta['git']}; ucxx_go from {meta['ucxx_go']}; UCX_NET_DEVICES="
+             f"{meta['numpy']}; repo {meta['git']}; ucxx_go from {meta['ucxx_go']} (built from {meta.get('ucxx_go_commit', '?')}); "
+             f"UCX_NET_DEVICES="
              f"{meta['UCX_NET_DEVICES']}; {meta['started']} .. {meta['finished']}.  ")
     over = [n for n in meta["ranks"] if n > meta["nproc"]]
     if over:
@@ -392,6 +430,10 @@ def report(meta, rows):
     if gl:
         L.append("gloo calls: " + "; ".join(f"{k}: {v}" for k, v in gl[0]["variants"].items()) + ".  ")
     L.append("")
+    reps = max((r.get("rep", 1) for r in meta["runs"]), default=1)
+    if reps > 1:
+        L.append(f"Each row: the median of {reps} repetitions of the whole run (all libraries at all rank counts, in "
+                 "turn); every repetition's time is in results.json (`reps_us`).  ")
     L.append("Time: each rank's median per call over the iterations after warm-up, the max over ranks; busbw = "
              "bytes / time x factor (nccl-tests). ratio lat = MPI µs / ucxx_go µs (> 1: ucxx_go faster); ratio bw = "
              "ucxx_go busbw / MPI busbw; copy = GB/s a rank copies (np.copyto) with all ranks copying at once; "
@@ -478,10 +520,11 @@ def report(meta, rows):
         L.append("")
     L.append("## Runs")
     L.append("")
-    L.append("| library | ranks | rc | seconds | load before | load after |")
-    L.append("| --- | ---: | ---: | ---: | --- | --- |")
+    L.append("| library | ranks | repetition | rc | seconds | load before | load after |")
+    L.append("| --- | ---: | ---: | ---: | ---: | --- | --- |")
     for r in meta.get("earlier_runs", []) + meta["runs"]:
-        L.append(f"| {r['lib']} | {r['ranks']} | {r['rc']} | {r['seconds']} | {r['load_before']} | {r['load_after']} |")
+        L.append(f"| {r['lib']} | {r['ranks']} | {r.get('rep', 1)} | {r['rc']} | {r['seconds']} | {r['load_before']} | "
+                 f"{r['load_after']} |")
     L.append("")
     return "\n".join(L)
 
