@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -417,12 +418,14 @@ func (r *callRun) releaseCounters() {
 }
 
 // drain waits until the lane's stream is done, watching the call's deadline and
-// abort and the connected ranks' lives.
+// abort and the connected ranks' lives: polled (cuStreamQuery) without sleeping for
+// the first drainSpin, then every drainPause, the other checks once a millisecond.
 func (lr *laneRun) drain() error {
 	r := lr.r
 	s := r.ctx.gpu.streams[lr.id]
 	peers := r.c.Plan.ConnectedPeers(r.me)
-	pause := time.Microsecond
+	start := time.Now()
+	next := start
 	for {
 		done, err := s.Done()
 		if err != nil {
@@ -431,21 +434,33 @@ func (lr *laneRun) drain() error {
 		if done {
 			return nil
 		}
-		if r.scope.aborted.Load() {
-			return errAborted
+		now := time.Now()
+		if now.Sub(start) < drainSpin {
+			runtime.Gosched()
+			continue
 		}
-		for _, q := range peers {
-			if !r.scope.alive(q) {
-				return &RankError{Rank: q, Op: "waiting for the device", Err: fmt.Errorf("the rank's process ended: %w", ErrRankFailed)}
+		if now.After(next) {
+			next = now.Add(time.Millisecond)
+			if r.scope.aborted.Load() {
+				return errAborted
+			}
+			for _, q := range peers {
+				if !r.scope.alive(q) {
+					return &RankError{Rank: q, Op: "waiting for the device", Err: fmt.Errorf("the rank's process ended: %w", ErrRankFailed)}
+				}
+			}
+			if now.After(r.scope.deadline) {
+				return &RankError{Rank: -1, Op: "waiting for the device", Err: fmt.Errorf("the lane's stream did not finish in %v: %w", r.scope.timeout, ErrTimeout)}
 			}
 		}
-		if time.Now().After(r.scope.deadline) {
-			return &RankError{Rank: -1, Op: "waiting for the device", Err: fmt.Errorf("the lane's stream did not finish in %v: %w", r.scope.timeout, ErrTimeout)}
-		}
-		time.Sleep(pause)
-		pause = min(2*pause, time.Millisecond)
+		time.Sleep(drainPause)
 	}
 }
+
+const (
+	drainSpin  = 200 * time.Microsecond
+	drainPause = 10 * time.Microsecond
+)
 
 // gpuOp queues one op on the lane's stream.
 func (lr *laneRun) gpuOp(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint64) error {

@@ -25,7 +25,7 @@ def run_ranks(tmp_path, n, body, timeout=300):
     s = rank_script(tmp_path, body)
     r = subprocess.run(LAUNCH + ["-n", str(n), "--timeout", str(timeout - 20), s], timeout=timeout,
                        capture_output=True, text=True)
-    assert r.returncode == 0, (r.returncode, r.stdout[-3000:], r.stderr[-3000:])
+    assert r.returncode == 0, (r.returncode, r.stdout[-3000:], r.stderr[:6000])
     return r.stdout
 
 
@@ -50,6 +50,7 @@ async def main():
     cp.cuda.Device(r % cp.cuda.runtime.getDeviceCount()).use()
     for count in [0, 1, 7, 1000, 12345, (1 << 20) + 3]:
         for dtype in ["int8", "int32", "int64", "uint8", "float16", "float32", "float64"]:
+            print("rank", r, "at", count, dtype, flush=True)
             for op in ["sum", "prod", "min", "max"] if count < 100000 else ["sum"]:
                 parts = [data(q, count, dtype, op) for q in range(n)]
                 want = combine(parts, dtype, op)
