@@ -14,7 +14,11 @@ static struct {
     CUresult (*cuIpcOpenMemHandle)(CUdeviceptr *p, ipc_handle h, unsigned int flags);
     CUresult (*cuIpcCloseMemHandle)(CUdeviceptr p);
     CUresult (*cuMemGetAddressRange)(CUdeviceptr *base, size_t *size, CUdeviceptr p);
+    CUresult (*cuPointerGetAttribute)(void *data, int attr, CUdeviceptr p);
 } ipc_api;
+
+// CU_POINTER_ATTRIBUTE_BUFFER_ID
+#define ATTR_BUFFER_ID 7
 
 // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
 #define IPC_LAZY_PEER_ACCESS 1
@@ -34,6 +38,7 @@ int ucxx_cudaipc_load(char *err, size_t errlen) {
         {"cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle", (void **)&ipc_api.cuIpcOpenMemHandle},
         {"cuIpcCloseMemHandle", NULL, (void **)&ipc_api.cuIpcCloseMemHandle},
         {"cuMemGetAddressRange_v2", "cuMemGetAddressRange", (void **)&ipc_api.cuMemGetAddressRange},
+        {"cuPointerGetAttribute", NULL, (void **)&ipc_api.cuPointerGetAttribute},
     };
     for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
         void *p = dlsym(lib, syms[i].name);
@@ -54,6 +59,11 @@ CUresult ucxx_cudaipc_get(CUdeviceptr ptr, unsigned char *handle, CUdeviceptr *b
     r = ipc_api.cuIpcGetMemHandle(&h, *base);
     if (r == CUDA_SUCCESS) memcpy(handle, h.reserved, UCXX_IPC_HANDLE_BYTES);
     return r;
+}
+
+CUresult ucxx_cudaipc_buffer_id(CUdeviceptr ptr, unsigned long long *id) {
+    *id = 0;
+    return ipc_api.cuPointerGetAttribute(id, ATTR_BUFFER_ID, ptr);
 }
 
 CUresult ucxx_cudaipc_open(const unsigned char *handle, CUdeviceptr *out) {

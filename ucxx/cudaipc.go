@@ -48,6 +48,23 @@ func (d *CUDADriver) IPCHandleOf(addr uintptr) (h IPCHandle, base uintptr, size 
 	return h, uintptr(b), uint64(n), nil
 }
 
+// BufferID returns the unique id of the allocation holding device address addr: ids
+// are never reused within a process, so (process, id) names an allocation for its
+// lifetime, where addresses are reused and handles differ from call to call.
+//
+// Errors: a *CUDAError.
+func (d *CUDADriver) BufferID(addr uintptr) (uint64, error) {
+	d.check()
+	if err := ipcLoad(); err != nil {
+		return 0, err
+	}
+	var id C.ulonglong
+	if err := cudaErr("cuPointerGetAttribute", C.ucxx_cudaipc_buffer_id(C.CUdeviceptr(addr), &id)); err != nil {
+		return 0, err
+	}
+	return uint64(id), nil
+}
+
 // OpenIPC maps the allocation h names (another process's) and returns where this
 // process reaches its start. Close it with CloseIPC. A context must be current.
 //

@@ -17,6 +17,10 @@ int ucxx_cudaipc_load(char *err, size_t errlen);
 // allocation's start and size to base and size.
 CUresult ucxx_cudaipc_get(CUdeviceptr ptr, unsigned char *handle, CUdeviceptr *base, size_t *size);
 
+// ucxx_cudaipc_buffer_id writes the allocation's unique id (never reused in the
+// process: CU_POINTER_ATTRIBUTE_BUFFER_ID) to id.
+CUresult ucxx_cudaipc_buffer_id(CUdeviceptr ptr, unsigned long long *id);
+
 // ucxx_cudaipc_open maps another process's allocation into this one (with peer
 // access enabled lazily where it is on another device).
 CUresult ucxx_cudaipc_open(const unsigned char *handle, CUdeviceptr *out);

@@ -188,15 +188,18 @@ type peerCall struct {
 	fingerprint, status uint64
 	in, out             Buffer
 	memory              Memory
-	// Device memory: the allocations' IPC handles and the buffers' offsets in them.
+	// Device memory: the allocations' IPC handles and buffer ids, and the buffers'
+	// offsets in them.
 	inHandle, outHandle ucxx.IPCHandle
 	inOffset, outOffset uint64
+	inID, outID         uint64
 }
 
 // devBuffers is what a device call announces of its buffers.
 type devBuffers struct {
 	inHandle, outHandle ucxx.IPCHandle
 	inOffset, outOffset uint64
+	inID, outID         uint64
 }
 
 // deviceCall readies the CUDA side for a call on device memory and returns the
@@ -235,10 +238,10 @@ func (x *Executor) deviceCall(c Call) (devBuffers, error) {
 			return d, fmt.Errorf("executor: wait for stream %#x: %w", s, err)
 		}
 	}
-	if d.inHandle, d.inOffset, err = g.deviceBuffers(c.Send); err != nil {
+	if d.inHandle, d.inOffset, d.inID, err = g.deviceBuffers(c.Send); err != nil {
 		return d, err
 	}
-	d.outHandle, d.outOffset, err = g.deviceBuffers(c.Recv)
+	d.outHandle, d.outOffset, d.outID, err = g.deviceBuffers(c.Recv)
 	return d, err
 }
 
@@ -277,6 +280,8 @@ func (x *Executor) announce(seq uint64, c Call, h uint64, failed bool, dev devBu
 	copy(own.mem[off+slotOutHandle:off+slotOutHandle+ucxx.IPCHandleBytes], dev.outHandle[:])
 	*own.u64(off + slotInOffset) = dev.inOffset
 	*own.u64(off + slotOutOffset) = dev.outOffset
+	*own.u64(off + slotInID) = dev.inID
+	*own.u64(off + slotOutID) = dev.outID
 	own.word(off).store(seq)
 	peers := make([]peerCall, n)
 	for r := range n {
@@ -291,7 +296,8 @@ func (x *Executor) announce(seq uint64, c Call, h uint64, failed bool, dev devBu
 		peers[r] = peerCall{fingerprint: *s.u64(off + slotFingerprint), status: *s.u64(off + slotStatus),
 			in:     Buffer{Addr: uintptr(*s.u64(off + slotInAddr)), Bytes: *s.u64(off + slotInBytes)},
 			out:    Buffer{Addr: uintptr(*s.u64(off + slotOutAddr)), Bytes: *s.u64(off + slotOutBytes)},
-			memory: Memory(*s.u64(off + slotMemory)), inOffset: *s.u64(off + slotInOffset), outOffset: *s.u64(off + slotOutOffset)}
+			memory: Memory(*s.u64(off + slotMemory)), inOffset: *s.u64(off + slotInOffset), outOffset: *s.u64(off + slotOutOffset),
+			inID: *s.u64(off + slotInID), outID: *s.u64(off + slotOutID)}
 		copy(peers[r].inHandle[:], s.mem[off+slotInHandle:])
 		copy(peers[r].outHandle[:], s.mem[off+slotOutHandle:])
 	}

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"encoding/binary"
 	"fmt"
 	"hash/fnv"
 	"math/bits"
@@ -144,6 +145,7 @@ func (x *Executor) makeContext(p *plan.Plan, capacity, id uint64, mem Memory) (*
 			return nil, err
 		}
 		mine.handle, mine.segAddr = c.gpu.scratchHandle, uint64(c.gpu.scratch)
+		binary.LittleEndian.PutUint64(mine.nonce[:8], c.gpu.scratchID)
 	}
 	peerRecords := make([]*record, n)
 	var mu sync.Mutex

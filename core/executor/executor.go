@@ -114,6 +114,8 @@ const (
 	slotInOffset    = 192
 	slotOutOffset   = 200
 	slotMemory      = 208
+	slotInID        = 216
+	slotOutID       = 224
 )
 
 // board is this rank's view of every rank's board (own at index rank).

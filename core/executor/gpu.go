@@ -2,6 +2,7 @@ package executor
 
 import (
 	_ "embed"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime"
@@ -54,24 +55,34 @@ type gpuState struct {
 	fns    map[[2]uint8]ucxx.CUDAFunction
 	opened map[ipcKey]*ipcEntry
 	order  []ipcKey // opened, oldest first
+	// exported caches this process's allocations' handles by buffer id.
+	exported map[uint64]exportedBuffer
 }
 
-// ipcKey names a peer allocation: the rank and where the allocation starts in its
-// process. (A handle's bytes are no key: the driver gives the same allocation
-// different handles from call to call.)
+// ipcKey names a peer allocation: the rank and the allocation's buffer id in its
+// process (ids are never reused; addresses are, and a handle's bytes differ from
+// call to call).
 type ipcKey struct {
 	rank int
-	base uintptr
+	id   uint64
 }
 
-// ipcEntry is an opened peer allocation: the handle it was opened with, and where
-// this process reaches it.
+// ipcEntry is an opened peer allocation: where it starts in the peer's process and
+// where this process reaches it.
 type ipcEntry struct {
-	h ucxx.IPCHandle
-	p uintptr
+	base, p uintptr
 	// pinned: a context's peer scratch, closed with the context, never evicted.
 	pinned bool
 }
+
+// exportedBuffer is one of this process's allocations as peers are told of it.
+type exportedBuffer struct {
+	h    ucxx.IPCHandle
+	base uintptr
+}
+
+// maxExported bounds the exported-handle cache (cleared when full).
+const maxExported = 1024
 
 // maxOpened bounds the peer allocations kept open.
 const maxOpened = 256
@@ -92,7 +103,8 @@ func (x *Executor) useGPU(dev int) (*gpuState, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &gpuState{d: d, dev: dev, cctx: cctx, fns: make(map[[2]uint8]ucxx.CUDAFunction), opened: make(map[ipcKey]*ipcEntry)}
+	g := &gpuState{d: d, dev: dev, cctx: cctx, fns: make(map[[2]uint8]ucxx.CUDAFunction), opened: make(map[ipcKey]*ipcEntry),
+		exported: make(map[uint64]exportedBuffer)}
 	if err := cctx.Use(func() (err error) { g.mod, err = d.LoadModule(reducePTX); return err }); err != nil {
 		cctx.Release()
 		return nil, fmt.Errorf("executor: load the reduction kernels: %w", err)
@@ -158,52 +170,45 @@ func (g *gpuState) kernel(t reduce.DType, op reduce.Op) (ucxx.CUDAFunction, erro
 	return f, nil
 }
 
-// open returns where this process reaches rank's allocation h, which starts at base
-// in rank's process, opening it once. A new handle for a known base is either the
-// same allocation (the driver refuses to map it twice: the mapping stands) or a new
-// one at a reused address (the old mapping is closed). Call it with the context
-// current.
-func (g *gpuState) open(rank int, base uintptr, h ucxx.IPCHandle, pin bool) (uintptr, error) {
-	k := ipcKey{rank, base}
+// open returns where this process reaches rank's allocation id, which starts at
+// base in rank's process (handle h), opening it once. The driver refuses to map an
+// allocation at a peer address this process still maps from a freed allocation
+// (CUDA_ERROR_ALREADY_MAPPED): those stale mappings are closed and the open retried.
+// Call it with the context current.
+func (g *gpuState) open(rank int, id uint64, base uintptr, h ucxx.IPCHandle, pin bool) (uintptr, error) {
+	k := ipcKey{rank, id}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	e := g.opened[k]
-	if e != nil && e.h == h {
+	if e := g.opened[k]; e != nil {
 		return e.p, nil
 	}
 	p, err := g.d.OpenIPC(h)
 	var ce *ucxx.CUDAError
-	if err != nil && e != nil && errors.As(err, &ce) && ce.Code == cudaErrorAlreadyMapped {
-		e.h = h
-		return e.p, nil
+	if err != nil && errors.As(err, &ce) && ce.Code == cudaErrorAlreadyMapped {
+		for ok, e := range g.opened {
+			if ok.rank == rank && e.base == base && !e.pinned {
+				g.closeLocked(ok)
+			}
+		}
+		p, err = g.d.OpenIPC(h)
 	}
 	if err != nil {
 		return 0, &RankError{Rank: rank, Op: "open its device buffer", Err: err}
 	}
-	if e != nil {
-		g.d.CloseIPC(e.p)
-		e.h, e.p = h, p
-		return p, nil
-	}
 	if len(g.order) >= maxOpened {
-		for i, old := range g.order {
+		for _, old := range g.order {
 			if !g.opened[old].pinned {
-				g.d.CloseIPC(g.opened[old].p)
-				delete(g.opened, old)
-				g.order = append(g.order[:i:i], g.order[i+1:]...)
+				g.closeLocked(old)
 				break
 			}
 		}
 	}
-	g.opened[k], g.order = &ipcEntry{h: h, p: p, pinned: pin}, append(g.order, k)
+	g.opened[k], g.order = &ipcEntry{base: base, p: p, pinned: pin}, append(g.order, k)
 	return p, nil
 }
 
-// forget closes a pinned mapping (its context closed).
-func (g *gpuState) forget(rank int, base uintptr) {
-	k := ipcKey{rank, base}
-	g.mu.Lock()
-	defer g.mu.Unlock()
+// closeLocked closes an opened allocation; g.mu is held.
+func (g *gpuState) closeLocked(k ipcKey) {
 	e := g.opened[k]
 	if e == nil {
 		return
@@ -218,6 +223,13 @@ func (g *gpuState) forget(rank int, base uintptr) {
 	}
 }
 
+// forget closes a pinned mapping (its context closed).
+func (g *gpuState) forget(rank int, id uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closeLocked(ipcKey{rank, id})
+}
+
 // cudaErrorAlreadyMapped is CUDA_ERROR_ALREADY_MAPPED.
 const cudaErrorAlreadyMapped = 208
 
@@ -228,7 +240,8 @@ type gpuContext struct {
 	counters      uintptr   // the device's view of this rank's counters
 	peerCounters  []uintptr // the device's view of each peer's counters
 	peerScratch   []uintptr // each peer's scratch, opened
-	peerBases     []uintptr // where each peer's scratch starts in its process
+	peerIDs       []uint64  // each peer's scratch's buffer id (0: none)
+	scratchID     uint64    // the scratch's buffer id
 	registered    []uintptr // host ranges registered with the device
 	streams       []ucxx.CUDAStream
 	tmp           []uintptr // per lane: a tmpBytes device buffer (glres), or 0
@@ -238,7 +251,7 @@ type gpuContext struct {
 
 func (g *gpuState) newContext(c *planContext) (*gpuContext, error) {
 	n := len(c.peers)
-	gc := &gpuContext{peerCounters: make([]uintptr, n), peerScratch: make([]uintptr, n), peerBases: make([]uintptr, n),
+	gc := &gpuContext{peerCounters: make([]uintptr, n), peerScratch: make([]uintptr, n), peerIDs: make([]uint64, n),
 		sent: make([][]uint64, n)}
 	rk := &c.plan.Ranks[c.rank]
 	err := g.cctx.Use(func() error {
@@ -249,6 +262,9 @@ func (g *gpuState) newContext(c *planContext) (*gpuContext, error) {
 			}
 			gc.scratch = p
 			if gc.scratchHandle, _, _, err = g.d.IPCHandleOf(p); err != nil {
+				return err
+			}
+			if gc.scratchID, err = g.d.BufferID(p); err != nil {
 				return err
 			}
 		}
@@ -290,10 +306,11 @@ func (g *gpuState) connect(c *planContext, records []*record) error {
 			gc.peerCounters[q], gc.registered = dev, append(gc.registered, s.base())
 			gc.sent[q] = make([]uint64, counterCount(c.plan, q))
 			if r.scratchCap > 0 {
-				if gc.peerScratch[q], err = g.open(q, uintptr(r.segAddr), r.handle, true); err != nil {
+				id := binary.LittleEndian.Uint64(r.nonce[:8])
+				if gc.peerScratch[q], err = g.open(q, id, uintptr(r.segAddr), r.handle, true); err != nil {
 					return err
 				}
-				gc.peerBases[q] = uintptr(r.segAddr)
+				gc.peerIDs[q] = id
 			}
 		}
 		return nil
@@ -305,9 +322,9 @@ func (g *gpuState) closeContext(c *planContext) {
 		for _, s := range c.gpu.streams {
 			s.Sync()
 		}
-		for q, b := range c.gpu.peerBases {
-			if b != 0 {
-				g.forget(q, b)
+		for q, id := range c.gpu.peerIDs {
+			if id != 0 {
+				g.forget(q, id)
 			}
 		}
 		g.free(c.gpu)
@@ -339,19 +356,35 @@ type cudaCall struct {
 	in, out []uintptr // per rank, 0 where not opened
 }
 
-// deviceBuffers returns the IPC handle and offset of a buffer (zeros when empty).
-func (g *gpuState) deviceBuffers(b Buffer) (h ucxx.IPCHandle, off uint64, err error) {
+// deviceBuffers returns the IPC handle, offset and buffer id of a buffer (zeros
+// when empty); handles are made once per allocation.
+func (g *gpuState) deviceBuffers(b Buffer) (h ucxx.IPCHandle, off, id uint64, err error) {
 	if b.Bytes == 0 {
-		return h, 0, nil
+		return h, 0, 0, nil
 	}
 	err = g.cctx.Use(func() error {
-		var base uintptr
 		var e error
-		h, base, _, e = g.d.IPCHandleOf(b.Addr)
-		off = uint64(b.Addr - base)
-		return e
+		if id, e = g.d.BufferID(b.Addr); e != nil {
+			return e
+		}
+		g.mu.Lock()
+		x, ok := g.exported[id]
+		g.mu.Unlock()
+		if !ok {
+			if x.h, x.base, _, e = g.d.IPCHandleOf(b.Addr); e != nil {
+				return e
+			}
+			g.mu.Lock()
+			if len(g.exported) >= maxExported {
+				clear(g.exported)
+			}
+			g.exported[id] = x
+			g.mu.Unlock()
+		}
+		h, off = x.h, uint64(b.Addr-x.base)
+		return nil
 	})
-	return h, off, err
+	return h, off, id, err
 }
 
 // openPeers opens the connected peers' buffers of a device call.
@@ -364,15 +397,15 @@ func (g *gpuState) openPeers(p *plan.Plan, me int, peers []peerCall) (*cudaCall,
 				return &RankError{Rank: q, Op: "device call", Err: fmt.Errorf("the rank's buffers are not device memory: %w", ErrMismatch)}
 			}
 			for _, side := range []struct {
-				b   Buffer
-				h   ucxx.IPCHandle
-				off uint64
-				at  *uintptr
-			}{{pc.in, pc.inHandle, pc.inOffset, &cc.in[q]}, {pc.out, pc.outHandle, pc.outOffset, &cc.out[q]}} {
+				b       Buffer
+				h       ucxx.IPCHandle
+				off, id uint64
+				at      *uintptr
+			}{{pc.in, pc.inHandle, pc.inOffset, pc.inID, &cc.in[q]}, {pc.out, pc.outHandle, pc.outOffset, pc.outID, &cc.out[q]}} {
 				if side.b.Bytes == 0 {
 					continue
 				}
-				base, err := g.open(q, side.b.Addr-uintptr(side.off), side.h, false)
+				base, err := g.open(q, side.id, side.b.Addr-uintptr(side.off), side.h, false)
 				if err != nil {
 					return err
 				}
