@@ -68,7 +68,7 @@ MAX_OP_SEMS = 16
 # A reduction whose dst[0] is one of its sources src[k], k >= 2 (or overlaps one).
 # MSCCL++ reads every source of an element before it stores it, so this is
 # well-defined; the Go executor folds the sources into dst[0] one at a time and
-# reads src[k] after it has overwritten it (tests/data/executor_mismatch_*.json).
+# reads src[k] after it has overwritten it (tests/data/executor_mismatch_1.json).
 # Off until that is fixed, so that the oracle checks everything else.
 ALIAS_LATER_SOURCES = False
 # A lane that reaches a peer's scratch through remote_buffers while the two ranks
