@@ -65,23 +65,19 @@ LIST_MAX = 16  # channels, remote buffers per type per lane
 MAX_OP_CHANNELS = 8
 MAX_OP_SEMS = 16
 
-# A reduction whose dst[0] is one of its sources src[k], k >= 2 (or overlaps one).
-# MSCCL++ reads every source of an element before it stores it, so this is
-# well-defined; the Go executor folds the sources into dst[0] one at a time and
-# reads src[k] after it has overwritten it (tests/data/executor_mismatch_1.json).
-# Off until that is fixed, so that the oracle checks everything else.
-ALIAS_LATER_SOURCES = False
+# A reduction whose dst[0] is one of its sources src[k], k >= 2. MSCCL++ reads every
+# source of an element before it stores it, so this is well-defined (the executor
+# once folded sources into dst[0] one at a time; fixed).
+ALIAS_LATER_SOURCES = True
 # A lane that reaches a peer's scratch through remote_buffers while the two ranks
 # share no channel. MSCCL++ exchanges registered memory over its bootstrap, channel
-# or not; the Go executor maps only the segments (scratch) of ranks it has channels
-# to, and fails the call (tests/data/executor_mismatch_2.json). Off: the generator
-# then adds an unused memory channel pair between such ranks.
-REMOTE_SCRATCH_WITHOUT_CHANNEL = False
-# A memory ppkt whose sources have different buffer types. The Go executor packs
-# every source from src_buff[0]'s buffer, as 0.9 does (docs/plan-format.md 7.3),
-# where its put (and the interpreter, for both) gives each source its own
-# (tests/data/executor_mismatch_3.json). Off: one buffer type for all sources.
-MIXED_PPKT_SOURCES = False
+# or not (the executor once mapped only channel peers' segments; fixed). Off: the
+# generator adds an unused memory channel pair between such ranks.
+REMOTE_SCRATCH_WITHOUT_CHANNEL = True
+# A memory ppkt whose sources have different buffer types: each source its own
+# buffer (0.9 packs every source from src_buff[0]'s, docs/plan-format.md 7.3; the
+# executor once did too; fixed). Off: one buffer type for all sources.
+MIXED_PPKT_SOURCES = True
 
 __all__ = ["RandomPlan", "generate", "make_buffers", "reference", "count_ops"]
 

@@ -7,11 +7,10 @@
   runs 30 random plans through Communicator.execute and compares its send and
   receive buffers byte for byte with the interpreter's answer for that rank
   (computed once here, before the ranks start).
-* tests/data/executor_mismatch_*.json: the smallest plans where the executor and
-  the interpreter disagreed, each with the generator switch that keeps the oracle
-  clear of it (random_plans.ALIAS_LATER_SOURCES, REMOTE_SCRATCH_WITHOUT_CHANNEL,
-  MIXED_PPKT_SOURCES). They are strict xfails: once the executor is fixed the test
-  fails; then turn the switch on and delete the file.
+* The three disagreements the oracle found (a reduction into one of its later
+  sources, a peer's scratch reached without a channel, a fused ppkt over sources of
+  different buffers) are fixed in the executor; their generator switches
+  (random_plans.ALIAS_LATER_SOURCES, ...) are on, so the oracle keeps covering them.
 
 To find the op behind an oracle mismatch: generate(seed, nranks, steps=k) is the
 first k steps of the same plan, so bisect k to the first failing prefix.
@@ -31,8 +30,6 @@ from plan_reference import run_plan
 from random_plans import count_ops, generate, reference
 
 TESTS = Path(__file__).resolve().parent
-DATA = TESTS / "data"
-MISMATCHES = sorted(DATA.glob("executor_mismatch_*.json"))
 
 
 @pytest.fixture(autouse=True)
@@ -189,71 +186,3 @@ def test_executor_matches_the_interpreter(tmp_path, n):
     assert rc == 0 and out.count(", 0 bad") == n, (
         f"executor and interpreter disagree on {n} ranks (bisect with generate(seed, {n}, steps=k)):\n"
         + "\n".join(bad[:30]) + f"\nexit {rc}\n{out[-2000:]}\n{err[-2000:]}")
-
-
-REPRO = """
-    import asyncio, json, sys
-    sys.path.insert(0, {tests!r})
-    import numpy as np, ucxx_go
-
-    async def main():
-        comm = await ucxx_go.Communicator.init(timeout=30)
-        r = comm.rank
-        for path in {paths!r}:
-            spec = json.load(open(path))
-            plan = ucxx_go.ExecutionPlan.from_json(spec["plan"])
-            send = np.array(spec["inputs"][r], np.int32)
-            recv = np.array(spec["outputs"][r], np.int32)
-            try:
-                await comm.execute(plan, send, recv, dtype="int32")
-                ok = send.tolist() == spec["want_send"][r] and recv.tolist() == spec["want_recv"][r]
-                print(f"RESULT {{path}} rank {{r}} {{'same' if ok else 'differs'}}: got {{recv.tolist()}}, "
-                      f"want {{spec['want_recv'][r]}}", flush=True)
-            except Exception as e:
-                print(f"RESULT {{path}} rank {{r}} failed: {{type(e).__name__}}: {{e}}", flush=True)
-                comm.close()
-                return  # the communicator is broken now
-        comm.close()
-
-    asyncio.run(main())
-"""
-
-
-@pytest.fixture(scope="module")
-def mismatch_results(tmp_path_factory):
-    """Run every executor_mismatch_*.json plan on 2 processes (one launch; a plan
-    that fails the call breaks the communicator, so those go last), with the
-    interpreter's answer; {path: [lines of each rank]}."""
-    tmp = tmp_path_factory.mktemp("mismatch")
-    specs = []
-    for path in MISMATCHES:
-        plan = json.loads(path.read_text())
-        n = len(plan["gpus"])
-        assert n == 2
-        chunk = plan["buffer_alignment"] // 4  # int32 elements per chunk
-        g = plan["gpus"][0]
-        inputs = [(np.arange(g["input_chunks"] * chunk, dtype=np.int32) + 1) * (r + 1) for r in range(n)]
-        outputs = [np.arange(g["output_chunks"] * chunk, dtype=np.int32) + 100 * (r + 1) for r in range(n)]
-        ins = [x.copy() for x in inputs]
-        outs = [x.copy() for x in outputs]
-        run_plan(plan, [x.view(np.uint8) for x in ins], [x.view(np.uint8) for x in outs], np.int32, "sum")
-        spec = {"plan": plan, "inputs": [x.tolist() for x in inputs], "outputs": [x.tolist() for x in outputs],
-                "want_send": [x.tolist() for x in ins], "want_recv": [x.tolist() for x in outs]}
-        p = tmp / path.name
-        p.write_text(json.dumps(spec))
-        specs.append(str(p))
-    specs.sort(key=lambda p: p.endswith("_2.json"))  # the one that fails the call last
-    rc, out, err = _launch(tmp, 2, REPRO.format(tests=str(TESTS), paths=specs), timeout=60)
-    results = {}
-    for line in out.splitlines():
-        if line.startswith("RESULT "):
-            path = Path(line.split()[1]).name
-            results.setdefault(path, []).append(line)
-    return results
-
-
-@pytest.mark.parametrize("path", MISMATCHES, ids=[p.stem for p in MISMATCHES])
-@pytest.mark.xfail(strict=True, reason="the executor disagrees with the interpreter (see the file's plan)")
-def test_executor_mismatch(mismatch_results, path):
-    lines = mismatch_results.get(path.name, [])
-    assert len(lines) == 2 and all(" same:" in line for line in lines), lines

@@ -73,6 +73,9 @@ func (x *Executor) Execute(c Call) error {
 		}
 	}
 	me, n := x.w.Rank(), x.w.Size()
+	if c.Memory == MemoryCUDA && c.Send.Bytes == 0 && c.Recv.Bytes == 0 {
+		c.Memory = MemoryHost // nothing to move: no device needed (every rank decides alike)
+	}
 	l, localErr := x.check(c)
 	var dev devBuffers
 	if localErr == nil && c.Memory == MemoryCUDA {
@@ -117,6 +120,11 @@ func (x *Executor) Execute(c Call) error {
 		if run.cuda, err = x.gpu.openPeers(c.Plan, me, peers); err != nil {
 			x.broken = err
 			return err
+		}
+		for _, q := range setupPeers(c.Plan, me) {
+			if peers[q].device == dev.device {
+				run.cuda.shared = true
+			}
 		}
 	}
 	if err := run.lanes(); err != nil {
@@ -193,6 +201,7 @@ type peerCall struct {
 	inHandle, outHandle ucxx.IPCHandle
 	inOffset, outOffset uint64
 	inID, outID         uint64
+	device              uint64
 }
 
 // devBuffers is what a device call announces of its buffers.
@@ -200,6 +209,9 @@ type devBuffers struct {
 	inHandle, outHandle ucxx.IPCHandle
 	inOffset, outOffset uint64
 	inID, outID         uint64
+	// device identifies the GPU (a hash of its PCI bus id), so ranks can tell who
+	// shares theirs.
+	device uint64
 }
 
 // deviceCall readies the CUDA side for a call on device memory and returns the
@@ -242,6 +254,7 @@ func (x *Executor) deviceCall(c Call) (devBuffers, error) {
 		return d, err
 	}
 	d.outHandle, d.outOffset, d.outID, err = g.deviceBuffers(c.Recv)
+	d.device = g.busHash
 	return d, err
 }
 
@@ -282,6 +295,7 @@ func (x *Executor) announce(seq uint64, c Call, h uint64, failed bool, dev devBu
 	*own.u64(off + slotOutOffset) = dev.outOffset
 	*own.u64(off + slotInID) = dev.inID
 	*own.u64(off + slotOutID) = dev.outID
+	*own.u64(off + slotDevice) = dev.device
 	own.word(off).store(seq)
 	peers := make([]peerCall, n)
 	for r := range n {
@@ -297,7 +311,7 @@ func (x *Executor) announce(seq uint64, c Call, h uint64, failed bool, dev devBu
 			in:     Buffer{Addr: uintptr(*s.u64(off + slotInAddr)), Bytes: *s.u64(off + slotInBytes)},
 			out:    Buffer{Addr: uintptr(*s.u64(off + slotOutAddr)), Bytes: *s.u64(off + slotOutBytes)},
 			memory: Memory(*s.u64(off + slotMemory)), inOffset: *s.u64(off + slotInOffset), outOffset: *s.u64(off + slotOutOffset),
-			inID: *s.u64(off + slotInID), outID: *s.u64(off + slotOutID)}
+			inID: *s.u64(off + slotInID), outID: *s.u64(off + slotOutID), device: *s.u64(off + slotDevice)}
 		copy(peers[r].inHandle[:], s.mem[off+slotInHandle:])
 		copy(peers[r].outHandle[:], s.mem[off+slotOutHandle:])
 	}

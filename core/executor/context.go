@@ -149,7 +149,7 @@ func (x *Executor) makeContext(p *plan.Plan, capacity, id uint64, mem Memory) (*
 	}
 	peerRecords := make([]*record, n)
 	var mu sync.Mutex
-	err = exchange(x.w, p.ConnectedPeers(me), mine, func(q int, r *record) error {
+	err = exchange(x.w, setupPeers(p, me), mine, func(q int, r *record) error {
 		if r.context != id || r.planHash != c.hash {
 			return fmt.Errorf("context %d of plan %#x, this rank's is %d of %#x: %w", r.context, r.planHash, id, c.hash, ErrMismatch)
 		}

@@ -116,6 +116,7 @@ const (
 	slotMemory      = 208
 	slotInID        = 216
 	slotOutID       = 224
+	slotDevice      = 232
 )
 
 // board is this rank's view of every rank's board (own at index rank).

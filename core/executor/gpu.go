@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -50,6 +51,8 @@ type gpuState struct {
 	dev  int
 	cctx ucxx.CUDAContext
 	mod  ucxx.CUDAModule
+	// busHash identifies the GPU across processes (FNV of its PCI bus id).
+	busHash uint64
 
 	mu     sync.Mutex
 	fns    map[[2]uint8]ucxx.CUDAFunction
@@ -109,6 +112,14 @@ func (x *Executor) useGPU(dev int) (*gpuState, error) {
 		cctx.Release()
 		return nil, fmt.Errorf("executor: load the reduction kernels: %w", err)
 	}
+	bus, err := d.PCIBusID(dev)
+	if err != nil {
+		g.close()
+		return nil, err
+	}
+	h := fnv.New64a()
+	h.Write([]byte(bus))
+	g.busHash = h.Sum64() | 1
 	x.gpu = g
 	return g, nil
 }
@@ -354,6 +365,11 @@ func (g *gpuState) free(gc *gpuContext) {
 // cudaCall is a device call's view of the peers' buffers, opened.
 type cudaCall struct {
 	in, out []uintptr // per rank, 0 where not opened
+	// shared: a peer's process uses this GPU too. The lanes then wait for signals
+	// on the host, not on the device: a stream blocked in cuStreamWaitValue keeps
+	// its context on the GPU until the time slice ends (about 1 ms on the H100),
+	// while the peer's context, which would signal, waits for its turn.
+	shared bool
 }
 
 // deviceBuffers returns the IPC handle, offset and buffer id of a buffer (zeros
@@ -391,7 +407,7 @@ func (g *gpuState) deviceBuffers(b Buffer) (h ucxx.IPCHandle, off, id uint64, er
 func (g *gpuState) openPeers(p *plan.Plan, me int, peers []peerCall) (*cudaCall, error) {
 	cc := &cudaCall{in: make([]uintptr, len(peers)), out: make([]uintptr, len(peers))}
 	err := g.cctx.Use(func() error {
-		for _, q := range p.ConnectedPeers(me) {
+		for _, q := range setupPeers(p, me) {
 			pc := &peers[q]
 			if pc.memory != MemoryCUDA {
 				return &RankError{Rank: q, Op: "device call", Err: fmt.Errorf("the rank's buffers are not device memory: %w", ErrMismatch)}
@@ -456,7 +472,7 @@ func (r *callRun) releaseCounters() {
 func (lr *laneRun) drain() error {
 	r := lr.r
 	s := r.ctx.gpu.streams[lr.id]
-	peers := r.c.Plan.ConnectedPeers(r.me)
+	peers := setupPeers(r.c.Plan, r.me)
 	start := time.Now()
 	next := start
 	for {
@@ -519,6 +535,14 @@ func (lr *laneRun) gpuOp(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint6
 			idx, _ := lr.channel(op.Channel, id)
 			k := counterIndex(r.c.Plan, r.me, op.Channel, idx)
 			want := atomic.AddUint64(&r.ctx.expected[k], 1)
+			if r.cuda.shared {
+				_, ch := lr.channel(op.Channel, id)
+				if err := r.scope.polled(r.ctx.counter(r.me, k, r.me), func(v uint64) bool { return v >= want }, ch.Peer,
+					func() string { return fmt.Sprintf("waiting for signal %d on %s channel %d", want, op.Channel, idx) }); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := g.d.StreamWaitAtLeast(lr.stream, r.ctx.gpu.counters+uintptr(k*slotBytes), want); err != nil {
 				return err
 			}
@@ -624,29 +648,39 @@ func (lr *laneRun) gpuReduce(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it u
 	}
 	dst, a := lr.local(op.Dst[0].Buffer, dst0), lr.local(op.Src[0].Buffer, src0)
 	remoteSrc := op.Code == plan.OpReadReduce || op.Code == plan.OpReadReduceSend
-	if len(op.Src) == 1 {
-		if err := lr.copyAsync(dst, a, n); err != nil {
-			return err
-		}
-	}
+	srcs := []uintptr{a}
 	for k := 1; k < len(op.Src); k++ {
 		sp := lr.span(op, op.Src, ol.Src, k, pipe, it)
 		sp.Length = n
-		b := uintptr(0)
 		if remoteSrc {
 			pr, err := lr.remote(&op.Src[k], sp)
 			if err != nil {
 				return err
 			}
-			b = pr.mapped
+			srcs = append(srcs, pr.mapped)
 		} else {
-			b = lr.local(op.Src[k].Buffer, sp)
+			srcs = append(srcs, lr.local(op.Src[k].Buffer, sp))
 		}
-		first := a
+	}
+	// A later source that is dst itself is folded first, before dst is written
+	// (the operators commute; a float sum's order then differs from a left fold).
+	for k := 2; k < len(srcs); k++ {
+		if srcs[k] == dst {
+			srcs[1], srcs[k] = srcs[k], srcs[1]
+			break
+		}
+	}
+	if len(srcs) == 1 {
+		if err := lr.copyAsync(dst, a, n); err != nil {
+			return err
+		}
+	}
+	for k := 1; k < len(srcs); k++ {
+		first := srcs[0]
 		if k > 1 {
 			first = dst
 		}
-		if err := lr.launchReduce(dst, first, b, n/t.Size(), t, rop); err != nil {
+		if err := lr.launchReduce(dst, first, srcs[k], n/t.Size(), t, rop); err != nil {
 			return err
 		}
 	}

@@ -374,6 +374,19 @@ func (lr *laneRun) reduce(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint
 	}
 	dst, a := lr.local(op.Dst[0].Buffer, dst0), lr.local(op.Src[0].Buffer, src0)
 	remoteSrc := op.Code == plan.OpReadReduce || op.Code == plan.OpReadReduceSend
+	if !remoteSrc {
+		// Every source of an element read before its result is stored (dst may be
+		// any source, as in MSCCL++'s kernels): one fold over them all.
+		srcs := []uintptr{a}
+		for k := 1; k < len(op.Src); k++ {
+			sp := lr.span(op, op.Src, ol.Src, k, pipe, it)
+			srcs = append(srcs, lr.local(op.Src[k].Buffer, sp))
+		}
+		if err := reduce.ReduceMany(dst, srcs, n/t.Size(), t, rop); err != nil {
+			return err
+		}
+		return lr.reduceSend(op, ol, pipe, it, dst, n)
+	}
 	if len(op.Src) == 1 {
 		move(dst, a, n)
 	}
@@ -415,11 +428,18 @@ func (lr *laneRun) reduce(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint
 			}
 		}
 	}
-	if op.Code == plan.OpReduceSend || op.Code == plan.OpReadReduceSend {
-		for k := 1; k < len(op.Dst); k++ {
-			if err := lr.write(&op.Dst[k], lr.span(op, op.Dst, ol.Dst, k, pipe, it), dst, n); err != nil {
-				return err
-			}
+	return lr.reduceSend(op, ol, pipe, it, dst, n)
+}
+
+// reduceSend stores a reduction's n-byte result at dst to the remote destinations
+// of res and rres (dst[1..]).
+func (lr *laneRun) reduceSend(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint64, dst uintptr, n uint64) error {
+	if op.Code != plan.OpReduceSend && op.Code != plan.OpReadReduceSend {
+		return nil
+	}
+	for k := 1; k < len(op.Dst); k++ {
+		if err := lr.write(&op.Dst[k], lr.span(op, op.Dst, ol.Dst, k, pipe, it), dst, n); err != nil {
+			return err
 		}
 	}
 	return nil

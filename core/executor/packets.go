@@ -139,7 +139,7 @@ func (lr *laneRun) packets(op *plan.Op, ol *plan.OpLayout) error {
 				copyWords(d, s, ol.Dst[i].Length)
 				continue
 			}
-			packWords(d, lr.local(op.Src[0].Buffer, ol.Src[i]), ol.Src[i].Length, flag)
+			packWords(d, lr.local(op.Src[i].Buffer, ol.Src[i]), ol.Src[i].Length, flag)
 		}
 		return nil
 	case plan.OpReadPutPackets:

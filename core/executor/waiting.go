@@ -65,3 +65,32 @@ func (s *waitScope) until(w sharedWord, done func(uint64) bool, rank int, what f
 		atomic.AddUint32(w.waiters, ^uint32(0))
 	}
 }
+
+// polled waits as until does for a word that changes without a futex wake (a GPU's
+// stream write): spin, then check every pollPause.
+func (s *waitScope) polled(w sharedWord, done func(uint64) bool, rank int, what func() string) error {
+	for i := 0; ; i++ {
+		if done(w.load()) {
+			return nil
+		}
+		if i < s.spin {
+			if i&63 == 63 {
+				runtime.Gosched()
+			}
+			continue
+		}
+		if s.aborted != nil && s.aborted.Load() {
+			return errAborted
+		}
+		if s.alive != nil && !s.alive(rank) {
+			return &RankError{Rank: rank, Op: what(), Err: fmt.Errorf("the rank's process ended: %w", ErrRankFailed)}
+		}
+		if time.Now().After(s.deadline) {
+			return &RankError{Rank: rank, Op: what(), Err: fmt.Errorf("nothing came in %v: %w", s.timeout, ErrTimeout)}
+		}
+		time.Sleep(pollPause)
+	}
+}
+
+// pollPause is how long polled sleeps between looks.
+const pollPause = 5 * time.Microsecond
