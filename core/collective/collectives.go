@@ -57,7 +57,7 @@ func (c *Communicator) Collective(kind string, root int, call executor.Call) err
 		if inPlace || send.Bytes == 0 {
 			return nil
 		}
-		st, err := stagingFor(call.Memory, send.Addr)
+		st, err := stagingFor(call.Memory, send.Addr, call.Streams)
 		if err != nil {
 			return err
 		}
@@ -123,7 +123,7 @@ func (c *Communicator) allReduceUneven(ch choice, call executor.Call, n, e uint6
 		}
 	}
 	rest := call.Send.Bytes - main
-	st, err := stagingFor(call.Memory, call.Send.Addr)
+	st, err := stagingFor(call.Memory, call.Send.Addr, call.Streams)
 	if err != nil {
 		return err
 	}

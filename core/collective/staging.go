@@ -16,8 +16,10 @@ type staging struct {
 	cctx ucxx.CUDAContext
 }
 
-// stagingFor returns the staging of a call whose buffers include addr.
-func stagingFor(mem executor.Memory, addr uintptr) (*staging, error) {
+// stagingFor returns the staging of a call whose buffers include addr, once the work
+// the call's streams hold is done (staging copies must not read a buffer a kernel
+// is still writing).
+func stagingFor(mem executor.Memory, addr uintptr, streams []uintptr) (*staging, error) {
 	if mem != executor.MemoryCUDA {
 		return &staging{}, nil
 	}
@@ -32,6 +34,22 @@ func stagingFor(mem executor.Memory, addr uintptr) (*staging, error) {
 	cctx, err := d.RetainPrimary(max(p.Device, 0))
 	if err != nil {
 		return nil, err
+	}
+	for _, s := range streams {
+		if s == 0 {
+			continue
+		}
+		if err := cctx.Use(func() error {
+			ev, err := cctx.RecordEvent(s)
+			if err != nil {
+				return err
+			}
+			defer ev.Destroy()
+			return ev.Wait()
+		}); err != nil {
+			cctx.Release()
+			return nil, fmt.Errorf("collective: wait for stream %#x: %w", s, err)
+		}
 	}
 	return &staging{cuda: true, d: d, cctx: cctx}, nil
 }
