@@ -286,3 +286,32 @@ func CommRegisterPlan(h, planH uint64) (ok bool, err error) {
 	c.Registry().Register(p)
 	return true, nil
 }
+
+// CommAllToAllV runs alltoallv on communicator h: buffers as CommCollective's, and
+// the block table at tableAddr: 4·size little-endian u64 (the send offsets, send
+// lengths, receive offsets and receive lengths of the size blocks, in bytes).
+func CommAllToAllV(h uint64, send uintptr, sendBytes uint64, sendMem int, sendStream uint64, recv uintptr, recvBytes uint64, recvMem int, recvStream uint64, dtype int, tableAddr uintptr, tableWords int, spinUs int) (ticket int64, err error) {
+	defer collectiveGuard(&err)
+	mem, err := memoryOf(sendMem, recvMem)
+	if err != nil {
+		return 0, err
+	}
+	c, err := comm(h)
+	if err != nil {
+		return 0, err
+	}
+	n := c.Size()
+	if tableWords != 4*n || tableAddr == 0 {
+		return 0, fmt.Errorf("CommAllToAllV: a table of %d words for %d ranks: %w", tableWords, n, plan.ErrBuffers)
+	}
+	words := unsafe.Slice((*uint64)(*(*unsafe.Pointer)(unsafe.Pointer(&tableAddr))), tableWords)
+	b := &executor.Blocks{}
+	for i, v := range []*[]uint64{&b.SendOffsets, &b.SendLengths, &b.RecvOffsets, &b.RecvLengths} {
+		*v = append([]uint64(nil), words[i*n:(i+1)*n]...)
+	}
+	return finish(spinUs, func() error {
+		return c.AllToAllV(executor.Call{Send: executor.Buffer{Addr: send, Bytes: sendBytes},
+			Recv: executor.Buffer{Addr: recv, Bytes: recvBytes}, DType: reduce.DType(dtype),
+			Memory: mem, Streams: []uintptr{uintptr(sendStream), uintptr(recvStream)}}, b)
+	})
+}

@@ -394,3 +394,23 @@ func ReduceChain(n int, o Options) ([]byte, *plan.Plan, error) {
 func ReduceTree(n int, o Options) ([]byte, *plan.Plan, error) {
 	return Generate("reduce", "tree", n, o)
 }
+
+// AllToAllV is the pairwise alltoall with per-call block sizes (alltoallv): the
+// out-of-place plan, one lane, marked "ucxxgo_variable_blocks" so that chunk j of
+// each rank's input and output is block j with the offset and size each call
+// gives (plan/variable.go). Named "ucxxgo.alltoallv.pairwise.n<n>".
+func AllToAllV(n int) ([]byte, *plan.Plan, error) {
+	a, _ := Lookup("alltoall", "pairwise")
+	o := Options{}.norm()
+	if err := a.check(n, o); err != nil {
+		return nil, nil, err
+	}
+	b := newBuilder(fmt.Sprintf("ucxxgo.alltoallv.pairwise.n%d", n), "alltoallv", n, false, o.Alignment)
+	b.variable = true
+	for r, rk := range b.ranks {
+		rk.in, rk.out, rk.scratch = a.chunks(n, r, o)
+	}
+	a.build(b, o)
+	b.handshakes()
+	return b.marshal()
+}

@@ -20,6 +20,9 @@ type builder struct {
 	inPlace    bool
 	alignment  int
 	ranks      []*rankB
+	// variable marks a plan whose blocks' sizes each call gives
+	// ("ucxxgo_variable_blocks", plan/variable.go).
+	variable bool
 }
 
 type rankB struct {
@@ -254,7 +257,11 @@ func (b *builder) marshal() ([]byte, *plan.Plan, error) {
 	enc(b.name)
 	w.WriteString(`,"collective":`)
 	enc(b.collective)
-	fmt.Fprintf(&w, ",\"protocol\":\"Simple\",\"inplace\":%t,\"reuse_resources\":false,\n\"gpus\":[", b.inPlace)
+	fmt.Fprintf(&w, ",\"protocol\":\"Simple\",\"inplace\":%t,\"reuse_resources\":false,", b.inPlace)
+	if b.variable {
+		w.WriteString("\"ucxxgo_variable_blocks\":true,")
+	}
+	w.WriteString("\n\"gpus\":[")
 	for ri, r := range b.ranks {
 		if ri > 0 {
 			w.WriteString(",")

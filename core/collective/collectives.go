@@ -26,6 +26,7 @@ const (
 	Broadcast     = "broadcast"
 	Reduce        = "reduce"
 	AllToAll      = "alltoall"
+	AllToAllV     = "alltoallv"
 )
 
 // Registry is the communicator's plan registry (shared by its collectives).
@@ -208,4 +209,44 @@ func (c *Communicator) conventions(kind string, root int, send, recv executor.Bu
 
 func overlap(a, b executor.Buffer) bool {
 	return a.Bytes > 0 && b.Bytes > 0 && a.Addr < b.Addr+uintptr(b.Bytes) && b.Addr < a.Addr+uintptr(a.Bytes)
+}
+
+// AllToAllV is alltoallv: this rank sends block j of call.Send to rank j and
+// receives rank j's block into block j of call.Recv, the blocks as blocks gives them
+// (bytes, whole elements); every rank's send to j must be as long as j's receive
+// from it. It runs the built-in alltoallv plan, whose blocks are placeholders filled
+// by each call's tables (plan.Plan.VariableBlocks), unless a user's selector or plan
+// takes it.
+//
+// Errors: as Collective's; executor.ErrMismatch when the ranks' blocks disagree.
+func (c *Communicator) AllToAllV(call executor.Call, blocks *executor.Blocks) error {
+	if err := c.open(); err != nil {
+		return err
+	}
+	if err := reduce.Check(call.DType, reduce.Sum); err != nil {
+		return fmt.Errorf("collective: alltoallv: %w", err)
+	}
+	if err := blocks.Check(c.size, call.Send.Bytes, call.Recv.Bytes, call.DType.Size()); err != nil {
+		return err
+	}
+	if overlap(call.Send, call.Recv) {
+		return fmt.Errorf("collective: alltoallv: the buffers overlap (alltoallv is out of place): %w", plan.ErrBuffers)
+	}
+	if c.size == 1 {
+		st, err := stagingFor(call.Memory, call.Send.Addr, call.Streams)
+		if err != nil {
+			return err
+		}
+		defer st.close()
+		return st.copy(call.Recv.Addr+uintptr(blocks.RecvOffsets[0]), call.Send.Addr+uintptr(blocks.SendOffsets[0]), blocks.SendLengths[0])
+	}
+	call.Describe, call.Blocks = describe(AllToAllV, -1), blocks
+	req := Request{Collective: AllToAllV, Ranks: c.size, ElementBytes: call.DType.Size()}
+	if call.Plan = c.registry.userPlan(req); call.Plan == nil {
+		var err error
+		if call.Plan, err = c.registry.alltoallv(c.size); err != nil {
+			return err
+		}
+	}
+	return c.x.Execute(call)
 }

@@ -108,6 +108,28 @@ func (g *Registry) builtin(collective, name string, ranks int, o builtin.Options
 	return p, nil
 }
 
+// alltoallv returns the built-in alltoallv plan for ranks, made on first use.
+func (g *Registry) alltoallv(ranks int) (*plan.Plan, error) {
+	k := builtinKey{"alltoallv", "pairwise", ranks, builtin.Options{}}
+	g.mu.Lock()
+	p := g.builtins[k]
+	g.mu.Unlock()
+	if p != nil {
+		return p, nil
+	}
+	_, p, err := builtin.AllToAllV(ranks)
+	if err != nil {
+		return nil, fmt.Errorf("collective: built-in alltoallv for %d ranks: %w", ranks, err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.builtins == nil {
+		g.builtins = make(map[builtinKey]*plan.Plan)
+	}
+	g.builtins[k] = p
+	return p, nil
+}
+
 // The built-ins' size thresholds (measured: benchmarks/collectives).
 const (
 	// allPairsMaxBytes: allreduce messages up to this size take all-pairs (2 steps),

@@ -36,6 +36,15 @@ type Call struct {
 	// Streams hold work that writes the device buffers: the call waits for what
 	// they hold when it is made before it reads them (0s are skipped).
 	Streams []uintptr
+	// Blocks are this rank's blocks for a plan with per-call blocks (alltoallv):
+	// block j of the send and receive buffers, in bytes. Every rank's send length
+	// to j must equal j's receive length from it (the ranks check all pairs).
+	Blocks *Blocks
+}
+
+// Blocks are a rank's per-call blocks: offsets and lengths, one per rank, in bytes.
+type Blocks struct {
+	SendOffsets, SendLengths, RecvOffsets, RecvLengths []uint64
 }
 
 // Slot statuses.
@@ -109,6 +118,12 @@ func (x *Executor) Execute(c Call) error {
 				r, peers[r].in.Bytes, peers[r].out.Bytes, c.Send.Bytes, c.Recv.Bytes, ErrMismatch)
 		}
 	}
+	if c.Blocks != nil {
+		peers[me].blocks, peers[me].in, peers[me].out = c.Blocks, c.Send, c.Recv
+		if err := matchBlocks(peers); err != nil {
+			return err
+		}
+	}
 	ctx, err := x.context(c.Plan, worldScratch(l, n), c.Memory)
 	if err != nil {
 		x.broken = err
@@ -140,8 +155,19 @@ func (x *Executor) check(c Call) (*plan.Layout, error) {
 	if p == nil {
 		return nil, fmt.Errorf("executor: no plan: %w", ErrMismatch)
 	}
-	if len(p.Ranks) != x.w.Size() {
-		return nil, fmt.Errorf("executor: a %d-rank plan on %d ranks: %w", len(p.Ranks), x.w.Size(), plan.ErrBuffers)
+	n := x.w.Size()
+	if len(p.Ranks) != n {
+		return nil, fmt.Errorf("executor: a %d-rank plan on %d ranks: %w", len(p.Ranks), n, plan.ErrBuffers)
+	}
+	if p.VariableBlocks != (c.Blocks != nil) {
+		return nil, fmt.Errorf("executor: plan %q with per-call blocks %t, call with blocks %t: %w", p.Name, p.VariableBlocks, c.Blocks != nil, plan.ErrBuffers)
+	}
+	if p.VariableBlocks {
+		if err := c.Blocks.Check(n, c.Send.Bytes, c.Recv.Bytes, c.DType.Size()); err != nil {
+			return nil, err
+		}
+		// The ops' spans come from the blocks; the layout gives the lanes' shape.
+		return x.layout(p, uint64(n)*p.BufferAlignment, uint64(n)*p.BufferAlignment)
 	}
 	if c.Memory == MemoryCUDA && p.UsesPackets() {
 		return nil, fmt.Errorf("executor: LL packet plans on device memory (their readers spin in kernels, which ranks sharing a GPU cannot run side by side): %w", ErrUnsupported)
@@ -187,7 +213,11 @@ func (x *Executor) layout(p *plan.Plan, in, out uint64) (*plan.Layout, error) {
 
 func (x *Executor) fingerprint(c Call) uint64 {
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%x %d %d %d %d %x %d", x.planHash(c.Plan), c.Send.Bytes, c.Recv.Bytes, c.DType, c.Op, c.Describe, c.Memory)
+	in, out := c.Send.Bytes, c.Recv.Bytes
+	if c.Blocks != nil {
+		in, out = 0, 0 // per rank; the block tables are compared pair by pair
+	}
+	fmt.Fprintf(h, "%x %d %d %d %d %x %d", x.planHash(c.Plan), in, out, c.DType, c.Op, c.Describe, c.Memory)
 	return h.Sum64() | 1 // never 0
 }
 
@@ -202,6 +232,7 @@ type peerCall struct {
 	inOffset, outOffset uint64
 	inID, outID         uint64
 	device              uint64
+	blocks              *Blocks // a call with per-call blocks: the rank's
 }
 
 // devBuffers is what a device call announces of its buffers.
@@ -296,6 +327,16 @@ func (x *Executor) announce(seq uint64, c Call, h uint64, failed bool, dev devBu
 	*own.u64(off + slotInID) = dev.inID
 	*own.u64(off + slotOutID) = dev.outID
 	*own.u64(off + slotDevice) = dev.device
+	*own.u64(off + slotBlocks) = 0
+	if c.Blocks != nil && !failed {
+		*own.u64(off + slotBlocks) = 1
+		t := tableOff(seq, n)
+		for i, v := range [][]uint64{c.Blocks.SendOffsets, c.Blocks.SendLengths, c.Blocks.RecvOffsets, c.Blocks.RecvLengths} {
+			for j := range n {
+				*own.u64(t + uint64((i*n+j)*8)) = v[j]
+			}
+		}
+	}
 	own.word(off).store(seq)
 	peers := make([]peerCall, n)
 	for r := range n {
@@ -314,6 +355,17 @@ func (x *Executor) announce(seq uint64, c Call, h uint64, failed bool, dev devBu
 			inID: *s.u64(off + slotInID), outID: *s.u64(off + slotOutID), device: *s.u64(off + slotDevice)}
 		copy(peers[r].inHandle[:], s.mem[off+slotInHandle:])
 		copy(peers[r].outHandle[:], s.mem[off+slotOutHandle:])
+		if *s.u64(off + slotBlocks) == 1 {
+			t := tableOff(seq, n)
+			b := &Blocks{}
+			for i, v := range []*[]uint64{&b.SendOffsets, &b.SendLengths, &b.RecvOffsets, &b.RecvLengths} {
+				*v = make([]uint64, n)
+				for j := range n {
+					(*v)[j] = *s.u64(t + uint64((i*n+j)*8))
+				}
+			}
+			peers[r].blocks = b
+		}
 	}
 	b.started(me).store(seq)
 	return peers, nil
@@ -387,4 +439,51 @@ func worldScratch(l *plan.Layout, n int) uint64 {
 		need = max(need, b)
 	}
 	return need
+}
+
+// Check checks a rank's own blocks: n of each, whole elements of elem bytes, inside
+// buffers of sendBytes and recvBytes.
+//
+// Errors: plan.ErrBuffers.
+func (b *Blocks) Check(n int, sendBytes, recvBytes, elem uint64) error {
+	if len(b.SendOffsets) != n || len(b.SendLengths) != n || len(b.RecvOffsets) != n || len(b.RecvLengths) != n {
+		return fmt.Errorf("executor: block tables of %d, %d, %d and %d entries for %d ranks: %w",
+			len(b.SendOffsets), len(b.SendLengths), len(b.RecvOffsets), len(b.RecvLengths), n, plan.ErrBuffers)
+	}
+	for j := range n {
+		if !inside(b.SendOffsets[j], b.SendLengths[j], sendBytes) || !inside(b.RecvOffsets[j], b.RecvLengths[j], recvBytes) ||
+			b.SendOffsets[j]%elem != 0 || b.SendLengths[j]%elem != 0 || b.RecvOffsets[j]%elem != 0 || b.RecvLengths[j]%elem != 0 {
+			return fmt.Errorf("executor: block %d (send %d+%d of %d, receive %d+%d of %d) is not whole %d-byte elements inside its buffer: %w",
+				j, b.SendOffsets[j], b.SendLengths[j], sendBytes, b.RecvOffsets[j], b.RecvLengths[j], recvBytes, elem, plan.ErrBuffers)
+		}
+	}
+	return nil
+}
+
+func inside(off, length, size uint64) bool { return off <= size && length <= size-off }
+
+// matchBlocks checks every pair of ranks: what i sends to j is as long as what j
+// receives from i, and every rank's blocks lie inside its announced buffers (every
+// rank checks every pair, so all fail alike).
+func matchBlocks(peers []peerCall) error {
+	n := len(peers)
+	for i := range n {
+		b := peers[i].blocks
+		if b == nil || len(b.SendLengths) != n {
+			return fmt.Errorf("executor: rank %d called without per-call blocks: %w", i, ErrMismatch)
+		}
+		for j := range n {
+			if !inside(b.SendOffsets[j], b.SendLengths[j], peers[i].in.Bytes) || !inside(b.RecvOffsets[j], b.RecvLengths[j], peers[i].out.Bytes) {
+				return fmt.Errorf("executor: rank %d's block %d lies outside its buffers: %w", i, j, ErrMismatch)
+			}
+		}
+	}
+	for i := range n {
+		for j := range n {
+			if s, r := peers[i].blocks.SendLengths[j], peers[j].blocks.RecvLengths[i]; s != r {
+				return fmt.Errorf("executor: rank %d sends %d bytes to rank %d, which receives %d: %w", i, s, j, r, ErrMismatch)
+			}
+		}
+	}
+	return nil
 }

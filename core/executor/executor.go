@@ -93,7 +93,6 @@ func (x *Executor) Close() error {
 // before any byte moves: a slot per call (a ring of boardSlots) with the call's
 // fingerprint and buffer addresses, and the last call whose slots the rank read.
 const (
-	boardBytes    = pageBytes
 	boardNonceOff = 24
 	boardStarted  = 64
 	boardSlotsOff = 128
@@ -117,7 +116,20 @@ const (
 	slotInID        = 216
 	slotOutID       = 224
 	slotDevice      = 232
+	slotBlocks      = 240 // 1: the call's block tables follow the slots
 )
+
+// A call with per-call blocks (alltoallv) publishes its block table after the
+// slots: per slot 4n words, the send offsets, send lengths, receive offsets and
+// receive lengths of its n blocks, in bytes.
+func tablesOff() uint64 { return boardSlotsOff + boardSlots*boardSlotBytes }
+
+func tableOff(seq uint64, n int) uint64 { return tablesOff() + (seq%boardSlots)*uint64(4*n*8) }
+
+// boardBytesFor is the size of a board for n ranks.
+func boardBytesFor(n int) uint64 {
+	return roundUp(tablesOff()+boardSlots*uint64(4*n*8), pageBytes)
+}
 
 // board is this rank's view of every rank's board (own at index rank).
 type board struct {
@@ -151,7 +163,7 @@ func slotOff(seq uint64) uint64 { return boardSlotsOff + (seq%boardSlots)*boardS
 // on this host and that their memory can be reached with process_vm_readv/writev.
 func (x *Executor) setUp() error {
 	n, me := x.w.Size(), x.w.Rank()
-	own, err := createSegment(boardBytes)
+	own, err := createSegment(boardBytesFor(n))
 	if err != nil {
 		return err
 	}
@@ -161,7 +173,7 @@ func (x *Executor) setUp() error {
 	}
 	b.segs[me], b.pids[me] = own, os.Getpid()
 	mine := &record{kind: recordBoard, pid: uint32(os.Getpid()), uid: uint32(os.Getuid()), bootID: thisHost(),
-		segBytes: boardBytes, segAddr: uint64(own.base()), nonce: newNonce(), name: own.name}
+		segBytes: boardBytesFor(n), segAddr: uint64(own.base()), nonce: newNonce(), name: own.name}
 	copy(own.mem[boardNonceOff:], mine.nonce[:])
 	var mu sync.Mutex
 	peers := make([]int, 0, n-1)
@@ -174,10 +186,10 @@ func (x *Executor) setUp() error {
 		if r.bootID != mine.bootID || r.uid != mine.uid {
 			return fmt.Errorf("rank %d runs on another host or as another user: collectives across hosts are not built yet: %w", p, ErrUnsupported)
 		}
-		if r.segBytes != boardBytes {
+		if r.segBytes != boardBytesFor(n) {
 			return fmt.Errorf("a %d-byte board: %w", r.segBytes, ErrPeerProtocol)
 		}
-		s, err := openSegment(r.name, boardBytes)
+		s, err := openSegment(r.name, boardBytesFor(n))
 		if err != nil {
 			return err
 		}

@@ -157,8 +157,12 @@ func (lr *laneRun) op(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint64) 
 	return fmt.Errorf("op %q on host memory: %w", op.Code, ErrUnsupported)
 }
 
-// span is ref i's bytes, the pipeline's window of them for a windowed inner op.
+// span is ref i's bytes, the pipeline's window of them for a windowed inner op; for a
+// plan with per-call blocks, the block's bytes from its owner's table.
 func (lr *laneRun) span(op *plan.Op, refs []plan.BufferRef, spans []plan.Span, i int, pipe *plan.Op, it uint64) plan.Span {
+	if lr.r.c.Blocks != nil {
+		return lr.r.blockSpan(lr.rk, &refs[i])
+	}
 	sp := spans[i]
 	if pipe != nil && op.Code.Windowed() {
 		sp = lr.r.l.Window(pipe, &refs[i], sp, it)
@@ -500,4 +504,20 @@ func (lr *laneRun) multiLoadReduceStore(op *plan.Op, ol *plan.OpLayout, pipe *pl
 		}
 	}
 	return nil
+}
+
+// blockSpan is a reference's block in a call with per-call blocks: block Index of
+// the owner's send or receive buffer (Parse checked every reference names one
+// block of an input or output).
+func (r *callRun) blockSpan(rk *plan.Rank, ref *plan.BufferRef) plan.Span {
+	owner, b := r.me, ref.Buffer
+	if ref.Kind == plan.RefRemote {
+		rb := &rk.RemoteBuffers[ref.RemoteBuffer]
+		owner, b = rb.Rank, rb.Buffer
+	}
+	t := r.peers[owner].blocks
+	if b == plan.BufferInput {
+		return plan.Span{Offset: t.SendOffsets[ref.Index], Length: t.SendLengths[ref.Index]}
+	}
+	return plan.Span{Offset: t.RecvOffsets[ref.Index], Length: t.RecvLengths[ref.Index]}
 }

@@ -41,6 +41,9 @@ func Parse(data []byte) (*Plan, error) {
 	if err == nil {
 		err = validate(p)
 	}
+	if err == nil && p.VariableBlocks {
+		err = checkVariableBlocks(p)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +84,8 @@ func (d *decoder) plan() (*Plan, error) {
 			p.MinMessageBytes, err = d.uint64(w, math.MaxUint64)
 		case "max_message_size":
 			p.MaxMessageBytes, err = d.uint64(w, math.MaxUint64)
+		case "ucxxgo_variable_blocks":
+			p.VariableBlocks, err = d.boolean(w)
 		case "gpus":
 			p.Ranks = p.Ranks[:0]
 			err = d.array(w, MaxRanks, "ranks", func(i int, w where) error {

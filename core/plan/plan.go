@@ -16,6 +16,12 @@ type Plan struct {
 	MinMessageBytes uint64 // "min_message_size", inclusive (default 0)
 	MaxMessageBytes uint64 // "max_message_size", inclusive (default 2^64-1)
 
+	// VariableBlocks is our extension "ucxxgo_variable_blocks" (MSCCL++ ignores the
+	// key): chunk j of every rank's input and output is block j, whose offset and
+	// size each call gives (alltoallv's counts and displacements); see
+	// variable.go for what such plans may contain.
+	VariableBlocks bool
+
 	Ranks []Rank // "gpus": Ranks[r].ID == r
 }
 

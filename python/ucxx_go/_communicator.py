@@ -16,10 +16,12 @@ Collectives (allreduce, allgather, reduce_scatter, broadcast, reduce, alltoall) 
 """
 
 import asyncio
+import ctypes
 import os
 
 from ._buffers import buffer_info
 from ._bridge import call, ext
+from . import _constants as C
 from ._collective_args import dtype_code, op_code
 from .exceptions import UCXCloseError
 
@@ -29,6 +31,13 @@ from .exceptions import UCXCloseError
 SPIN_US = 200
 
 __all__ = ["Communicator"]
+
+
+# Element sizes by the Go core's type codes.
+_ITEM_BYTES = {
+    C.DTYPE_INT8: 1, C.DTYPE_UINT8: 1, C.DTYPE_INT16: 2, C.DTYPE_UINT16: 2, C.DTYPE_FLOAT16: 2, C.DTYPE_BFLOAT16: 2,
+    C.DTYPE_INT32: 4, C.DTYPE_UINT32: 4, C.DTYPE_FLOAT32: 4, C.DTYPE_INT64: 8, C.DTYPE_UINT64: 8, C.DTYPE_FLOAT64: 8,
+}
 
 
 def _view_like(x, rank, size):
@@ -196,6 +205,44 @@ class Communicator:
         """Send block j of `x` to rank j, which puts it at its block r (this rank's);
         `x` and `out` hold size equal blocks. In place when `out` is omitted."""
         return await self._collective("alltoall", x, x if out is None else out)
+
+    async def alltoallv(self, x, send_counts, out, recv_counts, send_displs=None, recv_displs=None):
+        """Send `send_counts[j]` elements of `x` (from `send_displs[j]`) to rank j, and
+        receive `recv_counts[j]` elements from rank j into `out` at `recv_displs[j]`
+        (MPI's Alltoallv; displacements default to the counts' running sums). Counts and
+        displacements are in elements; rank i's send_counts[j] must equal rank j's
+        recv_counts[i] (every rank checks every pair before anything moves:
+        CollectiveMismatchError otherwise). Out of place. Returns `out`.
+
+        The sizes travel with each call: the built-in alltoallv plan's blocks are
+        placeholders the executor fills from every rank's counts (an extension of
+        MSCCL++'s plan format, "ucxxgo_variable_blocks")."""
+        self._check()
+        n = self.size
+        s_addr, s_n, s_keep, s_mem, s_stream = buffer_info(x, writable=False)
+        r_addr, r_n, r_keep, r_mem, r_stream = buffer_info(out, writable=True)
+        code = dtype_code(x)
+        item = _ITEM_BYTES[code]
+        table = (ctypes.c_uint64 * (4 * n))()
+        for k, (counts, displs) in enumerate(((send_counts, send_displs), (recv_counts, recv_displs))):
+            counts = [int(c) for c in counts]
+            if len(counts) != n or any(c < 0 for c in counts):
+                raise ValueError(f"alltoallv: {n} non-negative counts per side, got {counts}")
+            if displs is None:
+                displs, at = [], 0
+                for c in counts:
+                    displs.append(at)
+                    at += c
+            displs = [int(d) for d in displs]
+            if len(displs) != n or any(d < 0 for d in displs):
+                raise ValueError(f"alltoallv: {n} non-negative displacements per side, got {displs}")
+            for j in range(n):
+                table[2 * k * n + j] = displs[j] * item
+                table[(2 * k + 1) * n + j] = counts[j] * item
+        await self._run(ext.pybridge_CommAllToAllV, self._h, s_addr, s_n, s_mem, s_stream, r_addr, r_n, r_mem, r_stream,
+                        code, ctypes.addressof(table), 4 * n)
+        del s_keep, r_keep, table
+        return out
 
     def register_plan(self, plan):
         """Use `plan` (an ExecutionPlan) for the calls it fits: its collective, rank
