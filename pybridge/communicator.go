@@ -68,3 +68,23 @@ func CommClose(h uint64) (ok bool, err error) {
 	}
 	return true, c.Close()
 }
+
+// CommSplit forms the sub-communicator of communicator h's ranks that pass the same
+// color (ranked by key, then rank) and returns its handle and its rank and size as
+// "handle rank size"; a negative color gives "0 -1 0". Every rank calls it.
+func CommSplit(h uint64, color, key int) (res string, err error) {
+	defer collectiveGuard(&err)
+	c, err := comm(h)
+	if err != nil {
+		return "", err
+	}
+	s, err := c.Split(color, key)
+	if err != nil || s == nil {
+		return "0 -1 0", err
+	}
+	comms.Lock()
+	defer comms.Unlock()
+	comms.next++
+	comms.byID[comms.next] = s
+	return fmt.Sprintf("%d %d %d", comms.next, s.Rank(), s.Size()), nil
+}

@@ -275,3 +275,29 @@ def test_eight_ranks(tmp_path):
     assert body != COLLECTIVES_BODY
     out = run_ranks(tmp_path, 8, body, timeout=600)
     assert out.count(" ok") == 8, out
+
+
+def test_split_forms_sub_communicators_beside_the_parent(tmp_path):
+    out = run_ranks(tmp_path, 4, """
+        import asyncio, numpy as np, ucxx_go
+        async def main():
+            comm = await ucxx_go.Communicator.init(timeout=30)
+            r = comm.rank
+            half = await comm.split(r % 2, key=-r)
+            assert (half.rank, half.size) == ({0: 1, 1: 1, 2: 0, 3: 0}[r], 2), (half.rank, half.size)
+            none = await comm.split(-1 if r == 3 else 0)
+            assert (none is None) == (r == 3)
+            x, y = np.full(100, r, np.int64), np.full(100, r, np.int64)
+            await asyncio.gather(half.allreduce(x), comm.allreduce(y))
+            assert (x == {0: 2, 1: 4}[r % 2]).all() and (y == 6).all()
+            if none is not None:
+                z = np.ones(3, np.int32)
+                await none.allreduce(z)
+                assert (z == 3).all()
+                none.close()
+            half.close()
+            print("rank", r, "ok", flush=True)
+            comm.close()
+        asyncio.run(main())
+    """)
+    assert out.count(" ok") == 4

@@ -244,6 +244,17 @@ class Communicator:
         del s_keep, r_keep, table
         return out
 
+    async def split(self, color, key=0):
+        """Form sub-communicators (MPI's Comm_split): the ranks that pass the same
+        `color` form one, ranked by `key` then by rank; a negative color joins none
+        (returns None). Every rank calls it. The new communicator has an engine of its
+        own, and runs beside this one."""
+        self._check()
+        res = await asyncio.get_running_loop().run_in_executor(None, call, ext.pybridge_CommSplit, self._h, int(color),
+                                                               int(key))
+        h, rank, size = (int(v) for v in res.split())
+        return Communicator(h, rank, size) if h else None
+
     def register_plan(self, plan):
         """Use `plan` (an ExecutionPlan) for the calls it fits: its collective, rank
         count, in-place form and message-size range (the newest registered first,
