@@ -7,6 +7,7 @@ import (
 
 	"github.com/ucxx-go/ucxx-go/core/executor"
 	"github.com/ucxx-go/ucxx-go/core/reduce"
+	"github.com/ucxx-go/ucxx-go/ucxx"
 )
 
 // TestSplit: 5 ranks split by parity, keyed in reverse, form two communicators with
@@ -60,11 +61,15 @@ func TestSplit(t *testing.T) {
 		}
 	}
 	sum := func(c *Communicator, v float64) (float64, error) {
-		b := make([]float64, 1024)
+		// C memory: peers write into it from other threads and processes, and a
+		// Go slice here could live on a goroutine stack that moves.
+		p := ucxx.CMalloc(8 * 1024)
+		defer ucxx.CFree(p)
+		b := unsafe.Slice((*float64)(p), 1024)
 		for i := range b {
 			b[i] = v
 		}
-		buf := executor.Buffer{Addr: uintptr(unsafe.Pointer(&b[0])), Bytes: 8 * 1024}
+		buf := executor.Buffer{Addr: uintptr(p), Bytes: 8 * 1024}
 		err := c.Collective(AllReduce, 0, executor.Call{Send: buf, Recv: buf, DType: reduce.Float64, Op: reduce.Sum})
 		return b[1023], err
 	}

@@ -43,11 +43,11 @@ func TestAllToAllVBlocks(t *testing.T) {
 					ro += counts[j][i] + 5
 				}
 				blocks[i] = b
-				sends[i] = make([]byte, so+1)
+				sends[i] = cbytes(int(so+1))
 				for k := range sends[i] {
 					sends[i][k] = byte(i*31 + k + round)
 				}
-				recvs[i] = make([]byte, ro+1)
+				recvs[i] = cbytes(int(ro+1))
 			}
 			errs := onAll(xs, func(r int, x *Executor) error {
 				return x.Execute(Call{Plan: p, Send: Buffer{addr(sends[r]), uint64(len(sends[r]))},
@@ -75,7 +75,7 @@ func TestAllToAllVBlocks(t *testing.T) {
 			blocks[i] = &Blocks{SendOffsets: make([]uint64, n), SendLengths: make([]uint64, n), RecvOffsets: make([]uint64, n), RecvLengths: make([]uint64, n)}
 		}
 		blocks[0].SendLengths[1] = 1
-		buf := make([]byte, 8)
+		buf := cbytes(int(8))
 		errs := onAll(xs, func(r int, x *Executor) error {
 			return x.Execute(Call{Plan: p, Send: Buffer{addr(buf), 8}, Recv: Buffer{addr(buf), 8}, DType: reduce.Uint8, Blocks: blocks[r]})
 		})

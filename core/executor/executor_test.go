@@ -24,11 +24,11 @@ func allreduceOn(t *testing.T, xs []*Executor, p *plan.Plan, bytes int) {
 	n := len(xs)
 	ins, outs := make([][]byte, n), make([][]byte, n)
 	for r := range n {
-		ins[r] = make([]byte, bytes)
+		ins[r] = cbytes(int(bytes))
 		fill(ins[r], r)
 		outs[r] = ins[r]
 		if !p.InPlace {
-			outs[r] = make([]byte, bytes)
+			outs[r] = cbytes(int(bytes))
 		}
 	}
 	errs := onAll(xs, func(r int, x *Executor) error {
@@ -91,7 +91,7 @@ func TestMSCCLPPAllGatherPlans(t *testing.T) {
 			for _, block := range []int{64, 4096, 1 << 20} {
 				outs := make([][]byte, n)
 				for r := range n {
-					outs[r] = make([]byte, n*block)
+					outs[r] = cbytes(int(n*block))
 					fill(outs[r][r*block:(r+1)*block], r)
 				}
 				errs := onAll(xs, func(r int, x *Executor) error {
@@ -130,13 +130,13 @@ func TestMSCCLPPAllToAllPlans(t *testing.T) {
 			for _, size := range []int{unit, 16 * unit} {
 				ins, outs := make([][]byte, n), make([][]byte, n)
 				for r := range n {
-					ins[r] = make([]byte, size)
+					ins[r] = cbytes(int(size))
 					for i := range ins[r] {
 						ins[r][i] = byte(r*size + i)
 					}
 					outs[r] = ins[r]
 					if !p.InPlace {
-						outs[r] = make([]byte, size)
+						outs[r] = cbytes(int(size))
 					}
 				}
 				want := make([][]byte, n)
@@ -172,8 +172,8 @@ func TestMSCCLPPAllToAllPlans(t *testing.T) {
 func TestMismatchFailsEveryRankAndKeepsTheExecutor(t *testing.T) {
 	p := loadFixture(t, "allreduce_2r_example.json")
 	xs := newWorld(t, 2, Options{Timeout: 20 * time.Second})
-	bufs := [2][]byte{make([]byte, 8192), make([]byte, 8192)}
-	outs := [2][]byte{make([]byte, 8192), make([]byte, 8192)}
+	bufs := [2][]byte{cbytes(8192), cbytes(8192)}
+	outs := [2][]byte{cbytes(8192), cbytes(8192)}
 	for _, sizes := range [][2]int{{4096, 8192}, {4096, 4100}} {
 		errs := onAll(xs, func(r int, x *Executor) error {
 			s := uint64(sizes[r])
@@ -200,7 +200,7 @@ func TestAbsentRankTimesOutNamingIt(t *testing.T) {
 	p := loadFixture(t, "single_node__allreduce.json")
 	xs := newWorld(t, 4, Options{Timeout: 300 * time.Millisecond})
 	allreduceOn(t, xs, p, 512) // sets up boards and the context
-	b := make([]byte, 512)
+	b := cbytes(int(512))
 	errs := onAll(xs[:3], func(r int, x *Executor) error {
 		return x.Execute(Call{Plan: p, Send: Buffer{addr(b), 512}, Recv: Buffer{addr(b), 512}, DType: reduce.Float32})
 	})
@@ -222,7 +222,7 @@ func TestSegmentsAreUnlinked(t *testing.T) {
 	size := p.Ranks[0].InputChunks * int(p.BufferAlignment)
 	bufs := make([][]byte, 4)
 	for r := range bufs {
-		bufs[r] = make([]byte, size)
+		bufs[r] = cbytes(int(size))
 	}
 	for _, err := range onAll(xs, func(r int, x *Executor) error {
 		return x.Execute(Call{Plan: p, Send: Buffer{addr(bufs[r]), uint64(size)}, Recv: Buffer{addr(bufs[r]), uint64(size)}, DType: reduce.Uint8})

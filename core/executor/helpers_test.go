@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/ucxx-go/ucxx-go/core/plan"
+	"github.com/ucxx-go/ucxx-go/ucxx"
 )
 
 // memNet connects in-process ranks: ordered mailboxes per (source, destination,
@@ -116,4 +117,13 @@ func segmentsLeft(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return len(m)
+}
+
+// cbytes returns n bytes of C memory (never freed: tests only). Buffers the executor
+// writes from other threads must not be Go memory a goroutine stack could hold.
+func cbytes(n int) []byte {
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(ucxx.CMalloc(uint64(n))), n)
 }

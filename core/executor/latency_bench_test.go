@@ -17,7 +17,7 @@ func BenchmarkAllReduceSmall(b *testing.B) {
 	}
 	t := &testing.T{}
 	xs := newWorld(t, 2, Options{Timeout: 20 * time.Second})
-	bufs := [2][]byte{make([]byte, 8), make([]byte, 8)}
+	bufs := [2][]byte{cbytes(8), cbytes(8)}
 	b.ResetTimer()
 	errs := onAll(xs, func(r int, x *Executor) error {
 		for range b.N {
