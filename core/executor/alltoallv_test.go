@@ -43,11 +43,11 @@ func TestAllToAllVBlocks(t *testing.T) {
 					ro += counts[j][i] + 5
 				}
 				blocks[i] = b
-				sends[i] = cbytes(int(so+1))
+				sends[i] = cbytes(int(so + 1))
 				for k := range sends[i] {
 					sends[i][k] = byte(i*31 + k + round)
 				}
-				recvs[i] = cbytes(int(ro+1))
+				recvs[i] = cbytes(int(ro + 1))
 			}
 			errs := onAll(xs, func(r int, x *Executor) error {
 				return x.Execute(Call{Plan: p, Send: Buffer{addr(sends[r]), uint64(len(sends[r]))},

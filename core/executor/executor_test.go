@@ -91,7 +91,7 @@ func TestMSCCLPPAllGatherPlans(t *testing.T) {
 			for _, block := range []int{64, 4096, 1 << 20} {
 				outs := make([][]byte, n)
 				for r := range n {
-					outs[r] = cbytes(int(n*block))
+					outs[r] = cbytes(int(n * block))
 					fill(outs[r][r*block:(r+1)*block], r)
 				}
 				errs := onAll(xs, func(r int, x *Executor) error {
