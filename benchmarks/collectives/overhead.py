@@ -17,6 +17,9 @@ of the ranks' medians (µs):
   buffers, dtype_code, op_code), no crossing;
 - python prep + crossing: the two above in one function, as the coroutine runs them
   (not always their sum: see RESULTS.md);
+- 5 µs busy, then crossing: the crossing after 5 µs of pure Python work (no objects
+  made), to tell apart what prep costs itself from what a gap between calls costs the
+  Go side (its idle threads park; the next call wakes them);
 - empty crossing: ``ext.pybridge_ConsumeWake()``, a gopy call that does almost
   nothing (cgo's transition and gopy's argument handling);
 - executor hop: ``await loop.run_in_executor(None, int)``, what a call that
@@ -66,11 +69,11 @@ async def main():
 
     phases = []  # (name, body, is_async)
 
-    def crossing(spin):
+    def crossing(spin, count=True):
         def f():
             t = call(ext.pybridge_CommCollective, h, "allreduce", 0, sa, sn, sm, ra, rn, rm, code, opc, spin)
             if t:
-                hops[spin] += 1
+                hops[spin] += count
                 call(ext.pybridge_CommWait, t)
         return f
 
@@ -88,6 +91,14 @@ async def main():
         if t:
             call(ext.pybridge_CommWait, t)
 
+    quiet_crossing = crossing(C.SPIN_US, count=False)
+
+    def busy_then_crossing():
+        t = pc()
+        while pc() - t < 5000:
+            pass
+        quiet_crossing()
+
     async def coro():
         return None
 
@@ -98,6 +109,7 @@ async def main():
         ("crossing, spin 10 s (sync)", crossing(10_000_000), False),
         ("python prep (buffer_info x2, dtype_code, op_code)", prep, False),
         ("python prep + crossing, spin 200 µs (sync)", prep_and_crossing, False),
+        ("5 µs of Python busy-wait, then crossing, spin 200 µs (sync)", busy_then_crossing, False),
         ("empty crossing (ConsumeWake)", lambda: ext.pybridge_ConsumeWake(), False),
         ("executor hop (run_in_executor(None, int))", lambda: loop.run_in_executor(None, int), True),
         ("asyncio: await of an empty coroutine", coro, True),

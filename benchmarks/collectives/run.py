@@ -177,8 +177,8 @@ def main():
                     "and said so, where torch does not import)")
     ap.add_argument("--quick", action="store_true", help="smoke run: 2 ranks, 8 B, 64 KiB, 1 MiB, allreduce and "
                     "allgather, few iterations")
-    ap.add_argument("--merge", action="store_true", help="keep DIR/results.json's rows that this run does not measure "
-                    "again (to repeat a noisy row)")
+    ap.add_argument("--merge", action="store_true", help="add to DIR/results.json: rows measured again join the "
+                    "earlier repetitions (each row the median of all), the others stay (to repeat a noisy row)")
     ap.add_argument("--python", default=sys.executable, help="interpreter for the ranks (default: this one)")
     ap.add_argument("--mpiexec", default=None, help="default: beside --python, in a sys.path entry's bin/, on PATH")
     ap.add_argument("--mpi-args", default="", help="extra mpiexec arguments, e.g. '--bind-to none'")
@@ -306,11 +306,12 @@ def main():
             with open(outp) as f:
                 mc = json.load(f)
             for r in mc["rows"]:
-                rows.append(dict(ranks=n, lib="memcpy", collective="copy", nominal_bytes=r["bytes"], rep=rep + 1, **r))
+                rows.append(dict(ranks=n, lib="memcpy", collective="copy", nominal_bytes=r["bytes"], rep=rep + 1,
+                                 run=meta["started"], **r))
         else:
             got, info = combine(lib, n, raw_dir)
             for r in got:
-                r["rep"] = rep + 1
+                r["rep"], r["run"] = rep + 1, meta["started"]
             rows += got
             run.update(info)
         meta["runs"].append(run)
@@ -326,23 +327,28 @@ def main():
 def save(a, meta, rows, failures, old, final):
     """Write results.json and results.md (after every library's run, so a run cut short
     leaves what it measured), and the plot at the end."""
-    rows = median_of_repetitions(rows)
     meta = dict(meta)
     path = os.path.join(a.out, "results.json")
+    raw = list(rows)
     if old is not None:
+        # --merge: rows measured again are pooled with the earlier run's repetitions
+        # (kept in rep_rows); a file without them has its rows replaced.
         key = lambda r: (r["ranks"], r["lib"], r["collective"], r["nominal_bytes"])  # noqa: E731
         new = {key(r) for r in rows}
-        kept = [r for r in old["rows"] if key(r) not in new]
-        for r in rows:
-            r["remeasured"] = meta["started"]
-        rows = kept + rows
+        old_reps = old.get("rep_rows")
+        if old_reps is None:
+            kept = [r for r in old["rows"] if key(r) not in new]
+            raw = [dict(r, rep=1, run=old["meta"]["started"]) for r in kept] + raw
+        else:
+            raw = old_reps + raw
         meta["merged_into"] = old["meta"]
-        meta["earlier_runs"] = old["meta"].get("runs", []) + old["meta"].get("earlier_runs", [])
+        meta["earlier_runs"] = old["meta"].get("earlier_runs", []) + old["meta"].get("runs", [])
+    rows = median_of_repetitions(raw)
     meta["failures"] = failures
     meta["finished"] = datetime.datetime.now().isoformat(timespec="seconds") if final else "(still running)"
     rows.sort(key=lambda r: (r["ranks"], LIBS.index(r["lib"]), r["collective"], r["nominal_bytes"]))
     with open(path, "w") as f:
-        json.dump({"meta": meta, "rows": rows}, f, indent=1)
+        json.dump({"meta": meta, "rows": rows, "rep_rows": raw}, f, indent=1)
     md = report(meta, rows)
     with open(os.path.join(a.out, "results.md"), "w") as f:
         f.write(md)
@@ -354,7 +360,8 @@ def save(a, meta, rows, failures, old, final):
 
 def median_of_repetitions(rows):
     """One row per (ranks, lib, collective, size): the repetition with the median time
-    (the upper middle one of an even count), the others' times kept in reps_us."""
+    (the upper middle one of an even count), every repetition's time in reps_us (in
+    the order they ran)."""
     groups = {}
     for r in rows:
         groups.setdefault((r["ranks"], r["lib"], r["collective"], r["nominal_bytes"]), []).append(r)
@@ -362,7 +369,8 @@ def median_of_repetitions(rows):
     for g in groups.values():
         g.sort(key=lambda r: r["median_us"])
         pick = dict(g[len(g) // 2])
-        pick["reps_us"] = [round(r["median_us"], 3) for r in sorted(g, key=lambda r: r["rep"])]
+        pick["reps_us"] = [round(r["median_us"], 3) for r in sorted(g, key=lambda r: (r.get("run", ""), r["rep"]))]
+        pick.pop("reps_us_before", None)
         out.append(pick)
     return out
 
@@ -430,10 +438,11 @@ def report(meta, rows):
     if gl:
         L.append("gloo calls: " + "; ".join(f"{k}: {v}" for k, v in gl[0]["variants"].items()) + ".  ")
     L.append("")
-    reps = max((r.get("rep", 1) for r in meta["runs"]), default=1)
-    if reps > 1:
-        L.append(f"Each row: the median of {reps} repetitions of the whole run (all libraries at all rank counts, in "
-                 "turn); every repetition's time is in results.json (`reps_us`).  ")
+    nrep = sorted({len(r.get("reps_us", [1])) for r in rows})
+    if nrep != [1]:
+        L.append(f"Each row: the median of its repetitions ({'/'.join(map(str, nrep))}; each repetition runs all "
+                 "libraries at all rank counts in turn, and --merge adds the rows it measures again to the earlier "
+                 "ones); every repetition's time is in results.json (`reps_us`).  ")
     L.append("Time: each rank's median per call over the iterations after warm-up, the max over ranks; busbw = "
              "bytes / time x factor (nccl-tests). ratio lat = MPI µs / ucxx_go µs (> 1: ucxx_go faster); ratio bw = "
              "ucxx_go busbw / MPI busbw; copy = GB/s a rank copies (np.copyto) with all ranks copying at once; "
