@@ -429,7 +429,8 @@ def report(meta, rows):
         for k, v in (r.get("versions") or {}).items():
             vers.setdefault(k, v)
     if vers:
-        L.append("Versions: " + "; ".join(f"{k} {v}" for k, v in vers.items() if k != "ucxx_go_path") + ".  ")
+        L.append("Versions: " + "; ".join(f"{k} {str(v).replace(chr(0), '').strip()}" for k, v in vers.items()
+                                          if k != "ucxx_go_path") + ".  ")
     for n, p in sorted(meta["mpi"].items(), key=lambda kv: int(kv[0])):
         if p.get("impl") == "openmpi":
             L.append(f"Open MPI at {n} ranks: pml {'/'.join(p['pml'])}, btl {'/'.join(p['btl'])}, single copy "

@@ -277,7 +277,7 @@ def main():
     if a.lib == "mpi":
         from mpi4py import MPI
         import mpi4py
-        info["versions"] = {"mpi4py": mpi4py.__version__, "mpi": MPI.Get_library_version().strip().splitlines()[0]}
+        info["versions"] = {"mpi4py": mpi4py.__version__, "mpi": MPI.Get_library_version().replace("\x00", "").strip().splitlines()[0]}
     elif a.lib == "gloo":
         import torch
         info["versions"] = {"torch": torch.__version__}
