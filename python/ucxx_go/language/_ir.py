@@ -1,0 +1,73 @@
+"""The program as recorded: one Op per DSL call (per thread block for a thread-block
+group), in program order, with where in the user's source it was made."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+
+from .types import SyncType
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+
+# DSL-level op kinds
+DATA_KINDS = {"copy", "reduce", "put", "get", "switch_reduce", "switch_broadcast"}
+CHANNEL_SYNC_KINDS = {"signal", "wait", "flush"}
+SEM_KINDS = {"sem_acquire", "sem_release"}
+
+
+def caller_where():
+    """'file:line' of the innermost frame outside this package (the user's DSL line)."""
+    f = sys._getframe(1)
+    while f is not None:
+        fn = os.path.abspath(f.f_code.co_filename)
+        if not fn.startswith(_PKG_DIR + os.sep):
+            return f"{os.path.basename(fn)}:{f.f_lineno}"
+        f = f.f_back
+    return "?"
+
+
+@dataclass(eq=False)
+class Op:
+    """One recorded operation of one rank.
+
+    kind: copy, reduce, put, get, signal, wait, flush, sem_acquire, sem_release,
+    barrier, nop, switch_reduce, switch_broadcast. src/dst: Chunks (a chunk of
+    another rank is remote). tb: the pinned thread block, or None for the compiler
+    to choose.
+    """
+
+    kind: str
+    rank: int
+    tb: int | None
+    src: list = field(default_factory=list)
+    dst: list = field(default_factory=list)
+    channel: object = None
+    relaxed: bool = False
+    sync: SyncType = SyncType.none
+    reduce_op: str = "sum"
+    to_packet: bool = False
+    from_packet: bool = False
+    with_signal: bool = False
+    with_flush: bool = False
+    tbg: tuple | None = None  # (index in group, group size)
+    loop: object = None
+    sems: list = field(default_factory=list)
+    tb_list: list | None = None  # barrier members (None: every lane the rank has then)
+    where: str = "?"
+    seq: int = 0
+    # switch ops
+    switch_index: int = 0
+    switch_size: int = 0
+
+    def describe(self):
+        name = self.kind
+        if self.kind == "put":
+            name = "put_packets" if self.to_packet and not self.from_packet else (
+                "read_put_packets" if self.from_packet else (
+                    "put_with_signal_and_flush" if self.with_flush else (
+                        "put_with_signal" if self.with_signal else "put")))
+        if self.kind in ("signal", "wait") and self.relaxed:
+            name = "relaxed " + name
+        return name

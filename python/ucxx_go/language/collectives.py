@@ -1,0 +1,88 @@
+"""Collective descriptors: how many chunks each rank's input and output buffers
+have, and what the output must hold when the program ends (the checker's
+specification, ucxx_go.language.checker)."""
+
+from __future__ import annotations
+
+from .types import BufferType
+
+__all__ = ["AllGather", "AllReduce", "AllToAll", "Collective", "ReduceScatter", "TestCollective"]
+
+
+class Collective:
+    """A collective of `num_ranks` ranks; `chunk_factor` scales the chunk counts."""
+
+    name = "custom"
+
+    def __init__(self, num_ranks, chunk_factor, inplace):
+        if num_ranks < 1:
+            raise ValueError(f"num_ranks {num_ranks}")
+        if chunk_factor < 0:
+            raise ValueError(f"chunk_factor {chunk_factor}")
+        self.num_ranks = num_ranks
+        self.chunk_factor = chunk_factor
+        self.inplace = inplace
+
+    def chunk_counts(self):
+        """(input chunks, output chunks) of every rank."""
+        c = self.chunk_factor
+        return c, c
+
+    def init_buffers(self):
+        from .rank import BaseBuffer
+
+        ic, oc = self.chunk_counts()
+        return [{BufferType.input: BaseBuffer(r, BufferType.input, 0, ic),
+                 BufferType.output: BaseBuffer(r, BufferType.output, 0, oc)} for r in range(self.num_ranks)]
+
+    def check(self, prog):  # MSCCL++'s hook; the checker does the work
+        return True
+
+
+class TestCollective(Collective):
+    """Buffers of the given sizes and no specification of the result."""
+
+    name = "test"
+
+    def __init__(self, num_ranks, input_size, output_size):
+        super().__init__(num_ranks, 1, False)
+        self.input_size, self.output_size = input_size, output_size
+
+    def chunk_counts(self):
+        return self.input_size, self.output_size
+
+
+class AllGather(Collective):
+    """Each rank's input (chunk_factor chunks) lands at block `rank` of every output."""
+
+    name = "allgather"
+
+    def chunk_counts(self):
+        return self.chunk_factor, self.num_ranks * self.chunk_factor
+
+
+class AllReduce(Collective):
+    """Every rank's output chunk k is the reduction of all ranks' input chunk k."""
+
+    name = "allreduce"
+
+    def chunk_counts(self):
+        return self.num_ranks * self.chunk_factor, self.num_ranks * self.chunk_factor
+
+
+class ReduceScatter(Collective):
+    """Rank r's output is the reduction of all ranks' input block r."""
+
+    name = "reducescatter"
+
+    def chunk_counts(self):
+        return self.num_ranks * self.chunk_factor, self.chunk_factor
+
+
+class AllToAll(Collective):
+    """Block j of rank i's input lands at block i of rank j's output."""
+
+    name = "alltoall"
+
+    def chunk_counts(self):
+        return self.num_ranks * self.chunk_factor, self.num_ranks * self.chunk_factor

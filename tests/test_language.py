@@ -1,0 +1,207 @@
+"""ucxx_go.language: DSL programs compile to plans the Go parser accepts and the
+reference interpreter (plan_reference.py) runs to numpy's answers."""
+
+import functools
+import json
+
+import numpy as np
+import pytest
+
+import ucxx_go
+from plan_reference import run_plan
+from ucxx_go.language import (
+    JSON,
+    AllGather,
+    AllReduce,
+    AllToAll,
+    Channel,
+    CollectiveProgram,
+    Loop,
+    MemoryChannel,
+    PortChannel,
+    Rank,
+    ReduceScatter,
+    Semaphore,
+    SyncType,
+)
+from ucxx_go import language as lang
+
+UFUNC = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum}
+
+
+@pytest.fixture(autouse=True)
+def fresh_context():
+    """Overrides conftest's: only ExecutionPlan.from_json touches the Go side."""
+    yield
+
+
+# -- running plans in the reference interpreter -------------------------------------------
+
+
+def expected(collective, data, n, out_elems, op):
+    red = functools.partial(functools.reduce, UFUNC[op])
+    if collective == "allreduce":
+        return [red(data)] * n
+    if collective == "allgather":
+        return [np.concatenate(data)] * n
+    if collective == "reducescatter":
+        m = out_elems
+        return [red([d[r * m:(r + 1) * m] for d in data]) for r in range(n)]
+    if collective == "alltoall":
+        b = len(data[0]) // n
+        return [np.concatenate([data[i][r * b:(r + 1) * b] for i in range(n)]) for r in range(n)]
+    raise ValueError(collective)
+
+
+def run_reference(plan, elems=4, dtype=np.float32, op="sum", calls=2, seed=0, schedule="random"):
+    """Run `plan` `calls` times back to back in the interpreter on random data laid out
+    by the collective's in-place convention; check every call against numpy."""
+    n = len(plan["gpus"])
+    g = plan["gpus"][0]
+    ic, oc = g["input_chunks"] * elems, g["output_chunks"] * elems
+    rng = np.random.default_rng(seed)
+    size = np.dtype(dtype).itemsize
+    coll, inplace = plan["collective"], plan["inplace"]
+    runs = [[rng.integers(1, 5, ic).astype(dtype) for _ in range(n)] for _ in range(calls)]
+    outs = [rng.integers(0, 256, oc * size, dtype=np.uint8) for _ in range(n)]
+    ins = []
+    for r in range(n):
+        if not inplace:
+            ins.append(np.zeros(ic * size, np.uint8))
+        elif coll == "allgather":
+            ins.append(outs[r][r * ic * size:(r + 1) * ic * size])
+        elif coll == "reducescatter":
+            ins.append(np.zeros(ic * size, np.uint8))
+            outs[r] = ins[r][r * oc * size:(r + 1) * oc * size]
+        else:
+            ins.append(outs[r])
+    got = [[None] * n for _ in range(calls)]
+
+    def before(c, r):
+        ins[r][:] = runs[c][r].view(np.uint8)
+
+    def after(c, r):
+        got[c][r] = outs[r].copy().view(dtype)
+
+    res = run_plan(plan, ins, outs, dtype, op, schedule=schedule, seed=seed, calls=calls,
+                   before_call=before, after_call=after)
+    for c in range(calls):
+        want = expected(coll, runs[c], n, oc, op)
+        for r in range(n):
+            np.testing.assert_array_equal(got[c][r], want[r], err_msg=f"{plan['name']} call {c} rank {r}")
+    assert res.leftover_signals == {}
+    return res
+
+
+def parses(text):
+    return ucxx_go.ExecutionPlan.from_json(text)
+
+
+def ops_of(plan, rank, lane):
+    return [op["name"] for op in plan["gpus"][rank]["threadblocks"][lane]["ops"]]
+
+
+# -- item 1: the language ------------------------------------------------------------------
+
+
+def seed_allreduce(n=3, tb=0, **kw):
+    """An all-pairs allreduce written with the seed's names: scatter input blocks into
+    the peers' scratch, reduce this rank's block, store it into every peer's output."""
+    with CollectiveProgram("seed_allreduce", AllReduce(n, 1, False), n, **kw):
+        scratch = {r: Rank(r).Buffer(n - 1) for r in range(n)}
+        chans = {(r, p): Channel(p, r, channel_type=Channel.memory) for r in range(n) for p in range(n) if p != r}
+
+        def slot(src, dst):  # where src's data lands in dst's scratch
+            return src if src < dst else src - 1
+
+        for (r, p), ch in chans.items():
+            ch.relaxedSignal(tb=tb, sync=None)
+        for (r, p), ch in chans.items():
+            ch.relaxedWait(tb=tb, sync="after")
+        for (r, p), ch in chans.items():
+            inp = Rank(r).get_input_buffer()
+            s = slot(r, p)
+            ch.put(scratch[p][s:s + 1], inp[p:p + 1], tb=tb)
+        for (r, p), ch in chans.items():
+            ch.signal(tb=tb, sync="before")
+        for (r, p), ch in chans.items():
+            ch.wait(tb=tb, sync="after")
+        for r in range(n):
+            rank = Rank(r)
+            out, inp = rank.get_output_buffer(), rank.get_input_buffer()
+            rank.copy(out[r:r + 1], inp[r:r + 1], tb=tb)
+            for s in range(n - 1):
+                rank.reduce(out[r:r + 1], scratch[r][s:s + 1], op="sum", tb=tb)
+        for (r, p), ch in chans.items():
+            ch.put(Rank(p).get_output_buffer()[r:r + 1], Rank(r).get_output_buffer()[r:r + 1], tb=tb)
+        for (r, p), ch in chans.items():
+            ch.signal(tb=tb, sync="before")
+        for (r, p), ch in chans.items():
+            ch.wait(tb=tb)
+        return JSON()
+
+
+def test_seed_names_pinned():
+    text = seed_allreduce(3)
+    parses(text)
+    plan = json.loads(text)
+    assert [len(g["threadblocks"]) for g in plan["gpus"]] == [1, 1, 1]
+    # the two reductions fuse into one re with three sources, the re and the puts of its
+    # result into one res; signals and waits on both channels into one op each
+    names = [x for x in ops_of(plan, 0, 0) if x != "nop"]
+    assert names == ["rlxsignal", "rlxwait", "put", "signal", "wait", "copy", "res", "signal", "wait"]
+    res = plan["gpus"][0]["threadblocks"][0]["ops"]
+    res = [op for op in res if op["name"] == "res"][0]
+    assert len(res["src_buff"]) == 3 and len(res["dst_buff"]) == 3 and res["channel_type"] == "memory"
+    run_reference(plan)
+
+
+def mscclpp_allpairs(n, inplace=True, tbs=2):
+    """An all-pairs allreduce in MSCCL++ 0.9's style (each rank reduces its block
+    reading the peers' inputs, then stores the sum into them)."""
+    with CollectiveProgram("allpairs_rres", AllReduce(n, tbs, inplace), n):
+        ch = {}
+        for r in range(n):
+            for t in range(tbs):
+                for p in range(n):
+                    if p != r:
+                        ch[(p, r, t)] = MemoryChannel(p, r)
+        for r in range(n):
+            for t in range(tbs):
+                for p in range(n):
+                    if p != r:
+                        ch[(p, r, t)].signal(t, relaxed=True)
+                for p in range(n):
+                    if p != r:
+                        ch[(p, r, t)].wait(t, data_sync=SyncType.after, relaxed=True)
+        for r in range(n):
+            inp = Rank(r).get_input_buffer()
+            for t in range(tbs):
+                i = r * tbs + t
+                for p in range(n):
+                    if p != r:
+                        ch[(p, r, t)].reduce(inp[i:i + 1], [Rank(p).get_input_buffer()[i:i + 1]], t)
+                for p in range(n):
+                    if p != r:
+                        ch[(p, r, t)].put(Rank(p).get_input_buffer()[i:i + 1], inp[i:i + 1], t)
+        for r in range(n):
+            for t in range(tbs):
+                for p in range(n):
+                    if p != r:
+                        ch[(p, r, t)].signal(t, data_sync=SyncType.before)
+                for p in range(n):
+                    if p != r:
+                        ch[(p, r, t)].wait(t)
+        return JSON()
+
+
+def test_mscclpp_style_program_fuses_and_runs():
+    text = mscclpp_allpairs(3)
+    parses(text)
+    plan = json.loads(text)
+    names = ops_of(plan, 0, 0)
+    # the handshake's relaxed signals and waits fuse, reduce + puts become one rres
+    assert names == ["nop", "rlxsignal", "nop", "rlxwait", "nop", "rres", "nop", "signal", "nop", "wait", "nop"]
+    rres = plan["gpus"][0]["threadblocks"][0]["ops"][5]
+    assert rres["channel_type"] == "memory" and len(rres["src_buff"]) == 3 and len(rres["dst_buff"]) == 3
+    run_reference(plan)
