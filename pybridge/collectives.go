@@ -169,6 +169,17 @@ var tickets struct {
 	byID map[int64]chan error
 }
 
+// startFinish starts a collective: one that ran where it started (every rank was
+// there) gives 0 and its error with no thread hop; else its remainder runs on a
+// goroutine, waited for up to spinUs here, then through a ticket for CommWait.
+func startFinish(spinUs int, start func() (func() error, error)) (int64, error) {
+	rest, err := start()
+	if rest == nil {
+		return 0, err
+	}
+	return finish(spinUs, rest)
+}
+
 // finish runs f and waits up to spinUs for it: 0 and f's error when it ended, else a
 // ticket for CommWait.
 func finish(spinUs int, f func() error) (int64, error) {
@@ -244,8 +255,8 @@ func CommExecute(h, planH uint64, send uintptr, sendBytes uint64, sendMem int, s
 	if err != nil {
 		return 0, err
 	}
-	return finish(spinUs, func() error {
-		return c.Execute(executor.Call{Plan: p, Send: executor.Buffer{Addr: send, Bytes: sendBytes},
+	return startFinish(spinUs, func() (func() error, error) {
+		return c.StartExecute(executor.Call{Plan: p, Send: executor.Buffer{Addr: send, Bytes: sendBytes},
 			Recv: executor.Buffer{Addr: recv, Bytes: recvBytes}, DType: reduce.DType(dtype), Op: reduce.Op(op),
 			Memory: mem, Streams: []uintptr{uintptr(sendStream), uintptr(recvStream)}})
 	})
@@ -264,8 +275,8 @@ func CommCollective(h uint64, kind string, root int, send uintptr, sendBytes uin
 	if err != nil {
 		return 0, err
 	}
-	return finish(spinUs, func() error {
-		return c.Collective(kind, root, executor.Call{Send: executor.Buffer{Addr: send, Bytes: sendBytes},
+	return startFinish(spinUs, func() (func() error, error) {
+		return c.StartCollective(kind, root, executor.Call{Send: executor.Buffer{Addr: send, Bytes: sendBytes},
 			Recv: executor.Buffer{Addr: recv, Bytes: recvBytes}, DType: reduce.DType(dtype), Op: reduce.Op(op),
 			Memory: mem, Streams: []uintptr{uintptr(sendStream), uintptr(recvStream)}})
 	})
@@ -309,8 +320,8 @@ func CommAllToAllV(h uint64, send uintptr, sendBytes uint64, sendMem int, sendSt
 	for i, v := range []*[]uint64{&b.SendOffsets, &b.SendLengths, &b.RecvOffsets, &b.RecvLengths} {
 		*v = append([]uint64(nil), words[i*n:(i+1)*n]...)
 	}
-	return finish(spinUs, func() error {
-		return c.AllToAllV(executor.Call{Send: executor.Buffer{Addr: send, Bytes: sendBytes},
+	return startFinish(spinUs, func() (func() error, error) {
+		return c.StartAllToAllV(executor.Call{Send: executor.Buffer{Addr: send, Bytes: sendBytes},
 			Recv: executor.Buffer{Addr: recv, Bytes: recvBytes}, DType: reduce.DType(dtype),
 			Memory: mem, Streams: []uintptr{uintptr(sendStream), uintptr(recvStream)}}, b)
 	})

@@ -41,29 +41,40 @@ func (c *Communicator) Registry() *Registry { return &c.registry }
 // sizes that do not fit each other; executor.ErrUnsupported (an unknown collective,
 // type or operator); the executor's (ErrMismatch, ErrRankFailed, ErrTimeout...).
 func (c *Communicator) Collective(kind string, root int, call executor.Call) error {
+	rest, err := c.StartCollective(kind, root, call)
+	if rest != nil {
+		return rest()
+	}
+	return err
+}
+
+// StartCollective makes the call Collective makes, as executor.Start does: when
+// every rank is there it runs the call here and returns (nil, its error), else rest,
+// the remainder, which the caller must run exactly once (on another goroutine, say).
+func (c *Communicator) StartCollective(kind string, root int, call executor.Call) (rest func() error, err error) {
 	if err := c.open(); err != nil {
-		return err
+		return nil, err
 	}
 	send, recv, t, op := call.Send, call.Recv, call.DType, call.Op
 	if err := reduce.Check(t, max(op, reduce.Sum)); err != nil {
-		return fmt.Errorf("collective: %s: %w", kind, err)
+		return nil, fmt.Errorf("collective: %s: %w", kind, err)
 	}
 	n := uint64(c.size)
 	e := t.Size()
 	inPlace, err := c.conventions(kind, root, send, recv, e)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if c.size == 1 {
 		if inPlace || send.Bytes == 0 {
-			return nil
+			return nil, nil
 		}
 		st, err := stagingFor(call.Memory, send.Addr, call.Streams)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer st.close()
-		return st.copy(recv.Addr, send.Addr, min(send.Bytes, recv.Bytes))
+		return nil, st.copy(recv.Addr, send.Addr, min(send.Bytes, recv.Bytes))
 	}
 	req := Request{Collective: kind, Bytes: send.Bytes, InPlace: inPlace, Ranks: c.size, Root: root, ElementBytes: e}
 	if kind == AllGather {
@@ -72,7 +83,7 @@ func (c *Communicator) Collective(kind string, root int, call executor.Call) err
 	call.Describe = describe(kind, root)
 	if p := c.registry.userPlan(req); p != nil {
 		call.Plan = p
-		return c.x.Execute(call)
+		return c.x.Start(call)
 	}
 	ch := builtinChoice(req)
 	if !divides(kind, ch, c.size, send.Bytes, e) {
@@ -80,12 +91,12 @@ func (c *Communicator) Collective(kind string, root int, call executor.Call) err
 		ch.o.Chunks, ch.o.Lanes = 1, 1
 	}
 	if kind == AllReduce && !divides(kind, ch, c.size, send.Bytes, e) {
-		return c.allReduceUneven(ch, call, n, e)
+		return func() error { return c.allReduceUneven(ch, call, n, e) }, nil
 	}
 	if call.Plan, err = c.registry.builtin(kind, ch.name, c.size, ch.o); err != nil {
-		return err
+		return nil, err
 	}
-	return c.x.Execute(call)
+	return c.x.Start(call)
 }
 
 // divides reports whether a message of bytes divides into the plan's input chunks,
@@ -220,33 +231,41 @@ func overlap(a, b executor.Buffer) bool {
 //
 // Errors: as Collective's; executor.ErrMismatch when the ranks' blocks disagree.
 func (c *Communicator) AllToAllV(call executor.Call, blocks *executor.Blocks) error {
+	rest, err := c.StartAllToAllV(call, blocks)
+	if rest != nil {
+		return rest()
+	}
+	return err
+}
+
+// StartAllToAllV is AllToAllV as StartCollective is Collective.
+func (c *Communicator) StartAllToAllV(call executor.Call, blocks *executor.Blocks) (rest func() error, err error) {
 	if err := c.open(); err != nil {
-		return err
+		return nil, err
 	}
 	if err := reduce.Check(call.DType, reduce.Sum); err != nil {
-		return fmt.Errorf("collective: alltoallv: %w", err)
+		return nil, fmt.Errorf("collective: alltoallv: %w", err)
 	}
 	if err := blocks.Check(c.size, call.Send.Bytes, call.Recv.Bytes, call.DType.Size()); err != nil {
-		return err
+		return nil, err
 	}
 	if overlap(call.Send, call.Recv) {
-		return fmt.Errorf("collective: alltoallv: the buffers overlap (alltoallv is out of place): %w", plan.ErrBuffers)
+		return nil, fmt.Errorf("collective: alltoallv: the buffers overlap (alltoallv is out of place): %w", plan.ErrBuffers)
 	}
 	if c.size == 1 {
 		st, err := stagingFor(call.Memory, call.Send.Addr, call.Streams)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer st.close()
-		return st.copy(call.Recv.Addr+uintptr(blocks.RecvOffsets[0]), call.Send.Addr+uintptr(blocks.SendOffsets[0]), blocks.SendLengths[0])
+		return nil, st.copy(call.Recv.Addr+uintptr(blocks.RecvOffsets[0]), call.Send.Addr+uintptr(blocks.SendOffsets[0]), blocks.SendLengths[0])
 	}
 	call.Describe, call.Blocks = describe(AllToAllV, -1), blocks
 	req := Request{Collective: AllToAllV, Ranks: c.size, ElementBytes: call.DType.Size()}
 	if call.Plan = c.registry.userPlan(req); call.Plan == nil {
-		var err error
 		if call.Plan, err = c.registry.alltoallv(c.size); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return c.x.Execute(call)
+	return c.x.Start(call)
 }

@@ -13,11 +13,20 @@ import (
 //
 // Errors: the executor's (executor.Execute).
 func (c *Communicator) Execute(call executor.Call) error {
+	rest, err := c.StartExecute(call)
+	if rest != nil {
+		return rest()
+	}
+	return err
+}
+
+// StartExecute is Execute as StartCollective is Collective.
+func (c *Communicator) StartExecute(call executor.Call) (rest func() error, err error) {
 	if err := c.open(); err != nil {
-		return err
+		return nil, err
 	}
 	call.Describe = describe("execute", -1)
-	return c.x.Execute(call)
+	return c.x.Start(call)
 }
 
 // describe is a call's description for the executor's fingerprint: the collective

@@ -69,43 +69,102 @@ const (
 func (x *Executor) Execute(c Call) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	st, err := x.begin(c)
+	if err != nil || st == nil {
+		return err
+	}
+	return x.finish(st)
+}
+
+// Start makes a call as Execute does, but without blocking where the other ranks
+// are not there yet: when every rank has announced the call by the time this one
+// has, it runs it here and returns (nil, its error); otherwise it returns rest, the
+// remainder (waiting for the ranks, then running), for the caller to run elsewhere
+// (a goroutine): so a caller on an event loop runs calls whose ranks are all
+// present without a thread hop, and never waits here for a late rank. The call
+// holds the executor until rest returns; rest must be called exactly once.
+func (x *Executor) Start(c Call) (rest func() error, err error) {
+	x.mu.Lock()
+	if x.closed || x.broken != nil || x.board == nil || !x.caughtUp(x.seq+1) {
+		x.mu.Unlock()
+		return func() error { return x.Execute(c) }, nil
+	}
+	st, err := x.begin(c)
+	if err != nil || st == nil {
+		x.mu.Unlock()
+		return nil, err
+	}
+	if !x.announced(st.seq) {
+		return func() error {
+			defer x.mu.Unlock()
+			return x.finish(st)
+		}, nil
+	}
+	defer x.mu.Unlock()
+	return nil, x.finish(st)
+}
+
+// callStart is a call announced on the board, waiting for the rest.
+type callStart struct {
+	c        Call
+	l        *plan.Layout
+	localErr error
+	h, seq   uint64
+	dev      devBuffers
+	scope    *waitScope
+}
+
+// begin readies a call and announces it; x.mu is held. A nil callStart with a nil
+// error cannot happen; an error here is the call's outcome.
+func (x *Executor) begin(c Call) (*callStart, error) {
 	if x.closed {
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	if x.broken != nil {
-		return fmt.Errorf("%w: %v", ErrBroken, x.broken)
+		return nil, fmt.Errorf("%w: %v", ErrBroken, x.broken)
 	}
 	if x.board == nil {
 		if err := x.setUp(); err != nil {
 			x.broken = err
-			return err
+			return nil, err
 		}
 	}
-	me, n := x.w.Rank(), x.w.Size()
 	if c.Memory == MemoryCUDA && c.Send.Bytes == 0 && c.Recv.Bytes == 0 {
 		c.Memory = MemoryHost // nothing to move: no device needed (every rank decides alike)
 	}
-	l, localErr := x.check(c)
-	var dev devBuffers
-	if localErr == nil && c.Memory == MemoryCUDA {
-		dev, localErr = x.deviceCall(c)
+	st := &callStart{c: c}
+	st.l, st.localErr = x.check(c)
+	if st.localErr == nil && c.Memory == MemoryCUDA {
+		st.dev, st.localErr = x.deviceCall(c)
 	}
-	var h uint64
-	if localErr == nil {
-		h = x.fingerprint(c)
+	if st.localErr == nil {
+		st.h = x.fingerprint(c)
 	}
 	x.seq++
-	seq := x.seq
-	scope := &waitScope{deadline: time.Now().Add(x.opts.Timeout), timeout: x.opts.Timeout, spin: x.opts.Spin,
+	st.seq = x.seq
+	st.scope = &waitScope{deadline: time.Now().Add(x.opts.Timeout), timeout: x.opts.Timeout, spin: x.opts.Spin,
 		aborted: new(atomic.Bool), alive: x.board.alive}
-	peers, err := x.announce(seq, c, h, localErr != nil, dev, scope)
+	if err := x.publish(st.seq, c, st.h, st.localErr != nil, st.dev, st.scope); err != nil {
+		x.broken = err
+		return nil, err
+	}
+	return st, nil
+}
+
+// finish waits for every rank's announcement, compares them and runs the call; x.mu
+// is held.
+func (x *Executor) finish(st *callStart) error {
+	c, l := st.c, st.l
+	me, n := x.w.Rank(), x.w.Size()
+	peers, err := x.collect(st.seq, st.scope)
 	if err != nil {
 		x.broken = err
 		return err
 	}
-	if localErr != nil {
-		return localErr
+	if st.localErr != nil {
+		return st.localErr
 	}
+	h := st.h
 	for r := range n {
 		if r == me {
 			continue
@@ -130,14 +189,14 @@ func (x *Executor) Execute(c Call) error {
 		return err
 	}
 	ctx.execs++
-	run := &callRun{x: x, ctx: ctx, l: l, me: me, c: c, peers: peers, scope: scope, flag: ctx.execs}
+	run := &callRun{x: x, ctx: ctx, l: l, me: me, c: c, peers: peers, scope: st.scope, flag: ctx.execs}
 	if c.Memory == MemoryCUDA {
 		if run.cuda, err = x.gpu.openPeers(c.Plan, me, peers); err != nil {
 			x.broken = err
 			return err
 		}
 		for _, q := range setupPeers(c.Plan, me) {
-			if peers[q].device == dev.device {
+			if peers[q].device == st.dev.device {
 				run.cuda.shared = true
 			}
 		}
@@ -289,10 +348,34 @@ func (x *Executor) deviceCall(c Call) (devBuffers, error) {
 	return d, err
 }
 
-// announce writes this rank's slot for call seq and reads every other rank's,
-// waiting for each to announce (and, first, for the ranks to have read the slot
-// this call reuses).
-func (x *Executor) announce(seq uint64, c Call, h uint64, failed bool, dev devBuffers, scope *waitScope) ([]peerCall, error) {
+// caughtUp reports, without waiting, whether every rank has read the slot call seq
+// reuses.
+func (x *Executor) caughtUp(seq uint64) bool {
+	if seq <= boardSlots {
+		return true
+	}
+	for r := range x.w.Size() {
+		if r != x.w.Rank() && x.board.started(r).load() < seq-boardSlots {
+			return false
+		}
+	}
+	return true
+}
+
+// announced reports, without waiting, whether every rank has announced call seq.
+func (x *Executor) announced(seq uint64) bool {
+	off := slotOff(seq)
+	for r := range x.w.Size() {
+		if r != x.w.Rank() && x.board.segs[r].word(off).load() < seq {
+			return false
+		}
+	}
+	return true
+}
+
+// publish writes this rank's slot for call seq (after waiting, if need be, for the
+// ranks to have read the slot it reuses).
+func (x *Executor) publish(seq uint64, c Call, h uint64, failed bool, dev devBuffers, scope *waitScope) error {
 	b, me, n := x.board, x.w.Rank(), x.w.Size()
 	if seq > boardSlots {
 		for r := range n {
@@ -300,10 +383,8 @@ func (x *Executor) announce(seq uint64, c Call, h uint64, failed bool, dev devBu
 				continue
 			}
 			if err := scope.until(b.started(r), func(v uint64) bool { return v >= seq-boardSlots }, r,
-				func() string {
-					return fmt.Sprintf("call %d: waiting for the rank to read call %d", seq, seq-boardSlots)
-				}); err != nil {
-				return nil, err
+				func() string { return fmt.Sprintf("call %d: waiting for the rank to read call %d", seq, seq-boardSlots) }); err != nil {
+				return err
 			}
 		}
 	}
@@ -338,6 +419,13 @@ func (x *Executor) announce(seq uint64, c Call, h uint64, failed bool, dev devBu
 		}
 	}
 	own.word(off).store(seq)
+	return nil
+}
+
+// collect waits for every other rank's slot for call seq and reads it.
+func (x *Executor) collect(seq uint64, scope *waitScope) ([]peerCall, error) {
+	b, me, n := x.board, x.w.Rank(), x.w.Size()
+	off := slotOff(seq)
 	peers := make([]peerCall, n)
 	for r := range n {
 		if r == me {
@@ -357,14 +445,14 @@ func (x *Executor) announce(seq uint64, c Call, h uint64, failed bool, dev devBu
 		copy(peers[r].outHandle[:], s.mem[off+slotOutHandle:])
 		if *s.u64(off + slotBlocks) == 1 {
 			t := tableOff(seq, n)
-			b := &Blocks{}
-			for i, v := range []*[]uint64{&b.SendOffsets, &b.SendLengths, &b.RecvOffsets, &b.RecvLengths} {
+			bl := &Blocks{}
+			for i, v := range []*[]uint64{&bl.SendOffsets, &bl.SendLengths, &bl.RecvOffsets, &bl.RecvLengths} {
 				*v = make([]uint64, n)
 				for j := range n {
 					(*v)[j] = *s.u64(t + uint64((i*n+j)*8))
 				}
 			}
-			peers[r].blocks = b
+			peers[r].blocks = bl
 		}
 	}
 	b.started(me).store(seq)

@@ -1,0 +1,69 @@
+package executor
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ucxx-go/ucxx-go/core/reduce"
+)
+
+// TestStartRunsHereOnlyWhenEveryRankIsThere: Start returns the remainder when a rank
+// has not announced the call yet (it must not wait for it), and runs the call where
+// it starts once every rank has announced it; both give the right sums.
+func TestStartRunsHereOnlyWhenEveryRankIsThere(t *testing.T) {
+	p := loadFixture(t, "allreduce_2r_example.json")
+	xs := newWorld(t, 2, Options{Timeout: 20 * time.Second})
+	allreduceOn(t, xs, p, 64) // boards and the context set up
+	in := [2][]byte{cbytes(64), cbytes(64)}
+	out := [2][]byte{cbytes(64), cbytes(64)}
+	call := func(r int) Call {
+		fill(in[r], r)
+		return Call{Plan: p, Send: Buffer{addr(in[r]), 64}, Recv: Buffer{addr(out[r]), 64}, DType: reduce.Float32, Op: reduce.Sum}
+	}
+	check := func() {
+		for r := range 2 {
+			for i, v := range f32s(out[r]) {
+				if want := float32(3 * (i%97 + 1)); v != want {
+					t.Fatalf("rank %d element %d = %v, want %v", r, i, v, want)
+				}
+			}
+		}
+	}
+	// rank 1 absent: the remainder comes back at once
+	rest, err := xs[0].Start(call(0))
+	if err != nil || rest == nil {
+		t.Fatalf("Start without the other rank: %v, remainder %v", err, rest != nil)
+	}
+	done := make(chan error, 1)
+	go func() { done <- xs[1].Execute(call(1)) }()
+	if err := rest(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	check()
+	// rank 1 there first: Start runs the call itself
+	go func() { done <- xs[1].Execute(call(1)) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		xs[0].mu.Lock()
+		ready := xs[0].announced(xs[0].seq + 1)
+		xs[0].mu.Unlock()
+		if ready {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("rank 1 never announced its call")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	rest, err = xs[0].Start(call(0))
+	if err != nil || rest != nil {
+		t.Fatalf("Start with every rank there: %v, remainder %v", err, rest != nil)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	check()
+}
