@@ -383,7 +383,9 @@ func (x *Executor) publish(seq uint64, c Call, h uint64, failed bool, dev devBuf
 				continue
 			}
 			if err := scope.until(b.started(r), func(v uint64) bool { return v >= seq-boardSlots }, r,
-				func() string { return fmt.Sprintf("call %d: waiting for the rank to read call %d", seq, seq-boardSlots) }); err != nil {
+				func() string {
+					return fmt.Sprintf("call %d: waiting for the rank to read call %d", seq, seq-boardSlots)
+				}); err != nil {
 				return err
 			}
 		}
