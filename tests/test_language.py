@@ -205,3 +205,109 @@ def test_mscclpp_style_program_fuses_and_runs():
     rres = plan["gpus"][0]["threadblocks"][0]["ops"][5]
     assert rres["channel_type"] == "memory" and len(rres["src_buff"]) == 3 and len(rres["dst_buff"]) == 3
     run_reference(plan)
+
+
+# -- item 3: the checker -------------------------------------------------------------------
+
+
+def two_rank_allgather(mutate=None, check=True):
+    """A small allgather with a handshake; `mutate` names one thing to get wrong."""
+    n = 2
+    with CollectiveProgram("ag2", AllGather(n, 1, False), n, check=check) as prog:
+        ch = {(r, p): MemoryChannel(p, r) for r in range(n) for p in range(n) if p != r}
+        for (r, p), c in ch.items():
+            c.signal(tb=0, relaxed=True)
+            c.wait(tb=0, relaxed=True, data_sync=SyncType.after)
+        for r in range(n):
+            rank = Rank(r)
+            rank.copy(rank.get_output_buffer()[r:r + 1], rank.get_input_buffer()[0:1], tb=0)
+        for (r, p), c in ch.items():
+            index = r if mutate != "offset" or r != 1 else 0
+            c.put(Rank(p).get_output_buffer()[index:index + 1], Rank(r).get_input_buffer()[0:1], tb=0)
+            if mutate != "signal" or r != 0:
+                c.signal(tb=0, relaxed=mutate == "relaxed")
+            if mutate != "wait" or r != 1:
+                c.wait(tb=0)
+        return prog.compile()
+
+
+def test_checker_accepts_and_rejects():
+    plan, prov = two_rank_allgather()
+    report = lang.check_plan(plan, prov)
+    assert report.calls == 2 and report.steps > 0
+    with pytest.raises(lang.PlanCheckError) as e:
+        two_rank_allgather("offset")
+    # the put lands on the other chunk: the checker names the output chunk and the op
+    assert e.value.kind in ("result", "race")
+    with pytest.raises(lang.PlanCheckError) as e:
+        two_rank_allgather("relaxed")
+    assert e.value.kind == "race" and "test_language.py" in str(e.value)
+    with pytest.raises(lang.PlanCheckError) as e:
+        two_rank_allgather("signal")
+    assert e.value.kind == "deadlock" and "waits for a signal" in str(e.value)
+    with pytest.raises(lang.PlanCheckError) as e:
+        two_rank_allgather("wait")
+    assert e.value.kind in ("unbalanced", "race")
+
+
+def test_checker_names_the_dsl_line():
+    """A put into the peer's output that nothing publishes: the error names the op,
+    the rank, the lane and the line of this file that wrote it."""
+    n = 2
+    with pytest.raises(lang.PlanCheckError) as e:
+        with CollectiveProgram("bad", AllGather(n, 1, False), n):
+            for r in range(n):
+                p = 1 - r
+                c = MemoryChannel(p, r)
+                rank = Rank(r)
+                rank.copy(rank.get_output_buffer()[r:r + 1], rank.get_input_buffer()[0:1], tb=0)
+                c.put(Rank(p).get_output_buffer()[r:r + 1], rank.get_input_buffer()[0:1], tb=1)  # LINE-PUT
+            JSON()
+    err = e.value
+    line = [i for i, x in enumerate(open(__file__).read().splitlines(), 1) if x.endswith("# LINE-PUT")][0]
+    assert err.kind == "race" and f"test_language.py:{line}" in str(err)
+    assert err.rank is not None and err.lane is not None and err.op_index is not None
+
+
+def test_wrong_result_is_named():
+    """Reduce-scatter that reduces the wrong block: the result check says which chunk
+    holds what."""
+    n = 2
+    with pytest.raises(lang.PlanCheckError) as e:
+        with CollectiveProgram("rs", ReduceScatter(n, 1, False), n):
+            scratch = {r: Rank(r).Buffer(1) for r in range(n)}
+            for r in range(n):
+                p = 1 - r
+                c = MemoryChannel(p, r)
+                c.signal(tb=0, relaxed=True)
+                c.wait(tb=0, relaxed=True)
+                c.put(scratch[p][0:1], Rank(r).get_input_buffer()[r:r + 1], tb=0)  # should be block p
+                c.signal(tb=0)
+                c.wait(tb=0)
+                rank = Rank(r)
+                rank.reduce(rank.get_input_buffer()[r:r + 1], [scratch[r][0:1]], tb=0,
+                            dst_chunk=rank.get_output_buffer()[0:1])
+            JSON()
+    assert e.value.kind == "result"
+    assert "in[0][1] + in[1][1]" in str(e.value) or "in[0][0] + in[1][0]" in str(e.value)
+
+
+def test_checker_on_mscclpp_fixtures():
+    """The plans MSCCL++ 0.9's DSL emitted (core/plan/testdata): its collectives
+    check, but for the NVLS one whose multimem stores only relaxed signals follow."""
+    import pathlib
+
+    fix = pathlib.Path(__file__).resolve().parent.parent / "core" / "plan" / "testdata" / "mscclpp-v0.9.0"
+    good = bad = 0
+    for f in sorted(fix.glob("*.json")):
+        if f.name.startswith("unit_tests"):
+            continue
+        plan = json.loads(f.read_text())
+        if f.name == "single_node__allreduce_nvls_zero_copy.json":
+            with pytest.raises(lang.PlanCheckError, match="race"):
+                lang.check_plan(plan)
+            bad += 1
+            continue
+        lang.check_plan(plan)
+        good += 1
+    assert good == 21 and bad == 1

@@ -906,17 +906,70 @@ def replicate(plan, prov, instances, policy):
     return plan, new_prov
 
 
+def _strip(entries, drop):
+    """A copy of a lane's entries without the sem ops of the semaphores in drop."""
+    out = []
+    for e in entries:
+        if e.name in ("sem_acquire", "sem_release") and any(s in drop for s in e.sems):
+            keep = [s for s in e.sems if s not in drop]
+            if not keep:
+                continue
+            e = copy.copy(e)
+            e.sems = keep
+        elif e.name == "pipeline":
+            e = copy.copy(e)
+            e.body = _strip(e.body, drop)
+        out.append(e)
+    return out
+
+
+def _build(c, prog, placed, drop):
+    for r in range(c.n):
+        for lk, ln in c.lanes[r].items():
+            ln.entries = _strip(placed[r][lk], drop)
+    saved = c.inserted_sems
+    c.inserted_sems = {r: [s for s in lst if s not in drop] for r, lst in saved.items()}
+    try:
+        c.finish_lanes()
+        c.number_lanes()
+        plan, prov = c.to_plan()
+    finally:
+        c.inserted_sems = saved
+    return replicate(plan, prov, prog.instances, prog.replication_policy)
+
+
 def compile_program(prog):
+    from .checker import PlanCheckError, check_plan
+
     c = Compiler(prog)
     c.pair_channels()
     c.choose_lanes()
     c.place()
-    c.finish_lanes()
-    c.number_lanes()
-    plan, prov = c.to_plan()
-    plan, prov = replicate(plan, prov, prog.instances, prog.replication_policy)
-    if prog.check:
-        from .checker import check_plan
+    placed = {r: {lk: list(ln.entries) for lk, ln in c.lanes[r].items()} for r in range(c.n)}
+    inserted = [s for r in range(c.n) for s in c.inserted_sems[r]]
+    drop = set()
+    prune = prog.prune_syncs
+    if prune == "auto":
+        prune = all(op.tb is not None or op.kind == "barrier" for op in prog.ops)
+    if prog.check and prune and inserted:
+        # Semaphores the compiler added that the plan does not need (the order already
+        # comes through another rank, or a lane's own signal publishes its slice): all
+        # at once, else one by one, each removal proven by the checker.
+        def ok(d):
+            plan, prov = _build(c, prog, placed, d)
+            try:
+                check_plan(plan, provenance=prov)
+                return True
+            except PlanCheckError:
+                return False
 
+        if ok(set(inserted)):
+            drop = set(inserted)
+        else:
+            for s in inserted:
+                if ok(drop | {s}):
+                    drop.add(s)
+    plan, prov = _build(c, prog, placed, drop)
+    if prog.check:
         check_plan(plan, provenance=prov)
     return plan, prov

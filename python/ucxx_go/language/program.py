@@ -35,6 +35,11 @@ class CollectiveProgram:
     max_lanes : int
         How many lanes (thread blocks) per rank the compiler may open for ops
         without ``tb`` (default 8); pinned ops keep theirs.
+    prune_syncs : bool or "auto"
+        Drop the semaphores the compiler added where the checker proves the order
+        already holds (through another rank, or a lane's own signal). "auto": when
+        every op is pinned (MSCCL++-style programs that synchronise their lanes
+        themselves). Needs check.
     auto_sync : bool
         Insert the ``nop`` a lane needs between its own dependent ops (as MSCCL++
         does). Synchronisation between lanes is always inserted where the chunks'
@@ -44,7 +49,7 @@ class CollectiveProgram:
     def __init__(self, name, collective, num_ranks, instances=1, protocol="Simple", instr_fusion=True,
                  auto_sync=True, replication_policy=ReplicationPolicy.interleaved, reuse_resources=False,
                  num_threads_per_block=1024, use_double_scratch_buffer=False, buffer_alignment=16,
-                 min_message_size=0, max_message_size=2**64 - 1, *, check=True, max_lanes=8):
+                 min_message_size=0, max_message_size=2**64 - 1, *, check=True, max_lanes=8, prune_syncs="auto"):
         if protocol not in ("Simple", "LL"):
             raise ValueError(f"protocol {protocol!r}: want Simple or LL")
         if num_ranks != collective.num_ranks:
@@ -67,6 +72,7 @@ class CollectiveProgram:
         self.max_message_size = max_message_size
         self.check = check
         self.max_lanes = max_lanes
+        self.prune_syncs = prune_syncs
         self.buffers = collective.init_buffers()
         self.scratch_chunks = [0] * num_ranks
         self.ops = []
