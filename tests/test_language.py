@@ -311,3 +311,139 @@ def test_checker_on_mscclpp_fixtures():
         lang.check_plan(plan)
         good += 1
     assert good == 21 and bad == 1
+
+
+# -- item 2: lanes the compiler chooses ------------------------------------------------------
+
+
+def count_ops(plan, name):
+    n = 0
+    for g in plan["gpus"]:
+        for tb in g["threadblocks"]:
+            for op in tb["ops"]:
+                n += op["name"] == name
+                n += sum(x["name"] == name for x in op.get("ops", []))
+    return n
+
+
+def test_auto_lanes_insert_semaphores():
+    """The seed's allreduce without tb: one lane per channel, the reduction where its
+    inputs are, semaphores wherever a lane reads what another wrote."""
+    plan = json.loads(seed_allreduce(3, tb=None))
+    parses(json.dumps(plan))
+    assert all(len(g["threadblocks"]) == 3 for g in plan["gpus"])
+    assert count_ops(plan, "sem_acquire") > 0 and count_ops(plan, "sem_release") > 0
+    run_reference(plan)
+    # every semaphore the compiler added is needed: without any one of them, a race
+    for r, g in enumerate(plan["gpus"]):
+        for sid in range(len(g["semaphores"])):
+            bad = json.loads(json.dumps(plan))
+            for tb in bad["gpus"][r]["threadblocks"]:
+                for op in tb["ops"]:
+                    if op["name"].startswith("sem_") and sid in op["semaphore_ids"]:
+                        op["semaphore_ids"].remove(sid)
+                tb["ops"] = [op for op in tb["ops"] if op.get("semaphore_ids", [0])]
+            with pytest.raises(lang.PlanCheckError, match="race"):
+                lang.check_plan(bad)
+
+
+def test_reads_never_wait():
+    with CollectiveProgram("reads", lang.TestCollective(1, 2, 2), 1) as prog:
+        rank = Rank(0)
+        inp, out = rank.get_input_buffer(), rank.get_output_buffer()
+        rank.copy(out[0:1], inp[0:1])
+        rank.copy(out[1:2], inp[0:1])  # reads what the first reads: a lane of its own, no sync
+        plan, _ = prog.compile()
+    assert len(plan["gpus"][0]["threadblocks"]) == 2 and count_ops(plan, "sem_acquire") == 0
+    with CollectiveProgram("war", lang.TestCollective(1, 2, 2), 1) as prog:
+        rank = Rank(0)
+        inp, out = rank.get_input_buffer(), rank.get_output_buffer()
+        rank.copy(out[0:1], inp[0:1])
+        rank.copy(out[1:2], inp[0:1])
+        rank.copy(inp[0:1], inp[1:2])  # overwrites what both read: after both
+        plan, _ = prog.compile()
+    assert count_ops(plan, "sem_acquire") == 1 and count_ops(plan, "sem_release") == 1
+
+
+def pipelined_allgather(pin, n=2):
+    """Copy into scratch on one lane, put from scratch on another, window by window."""
+    t = (lambda k: k) if pin else (lambda k: None)
+    with CollectiveProgram("pipe_ag", AllGather(n, 2, False), n) as prog:
+        scratch = {r: Rank(r).Buffer(2) for r in range(n)}
+        ch = {(r, q): Channel(q, r) for r in range(n) for q in range(n) if q != r}
+        for c in ch.values():
+            c.relaxedSignal(tb=t(1))
+            c.relaxedWait(tb=t(1))
+        with Loop.iteration(unit=1 << 16, num_chunks=2) as it:
+            for (r, q), c in ch.items():
+                rank = Rank(r)
+                rank.copy(scratch[r][0:2], rank.get_input_buffer()[0:2], tb=t(0), iter_context=it)
+                c.put(Rank(q).get_output_buffer()[2 * r:2 * r + 2], scratch[r][0:2], tb=t(1), iter_context=it)
+                c.signal(tb=t(1), sync="before")
+                c.wait(tb=t(1), sync="after")
+        for r in range(n):
+            rank = Rank(r)
+            rank.copy(rank.get_output_buffer()[2 * r:2 * r + 2], rank.get_input_buffer()[0:2], tb=t(2))
+        return prog.compile()
+
+
+@pytest.mark.parametrize("pin", [True, False])
+def test_pipelines_get_semaphores_per_window(pin):
+    plan, _ = pipelined_allgather(pin)
+    parses(json.dumps(plan))
+    pipes = [op for tb in plan["gpus"][0]["threadblocks"] for op in tb["ops"] if op["name"] == "pipeline"]
+    assert len(pipes) == 2
+    inner = sorted(x["name"] for p in pipes for x in p["ops"] if x["name"].startswith("sem"))
+    assert inner == ["sem_acquire", "sem_release"]
+    run_reference(plan, elems=8)
+
+
+def test_mixed_pinned_and_auto():
+    """Pinned ops keep their lane; the others find theirs."""
+    with CollectiveProgram("mixed", AllReduce(2, 1, False), 2) as prog:
+        scratch = {r: Rank(r).Buffer(1) for r in range(2)}
+        for r in range(2):
+            p = 1 - r
+            c = MemoryChannel(p, r)
+            rank = Rank(r)
+            c.signal(tb=3, relaxed=True)
+            c.wait(tb=3, relaxed=True)
+            c.put(scratch[p][0:1], rank.get_input_buffer()[p:p + 1], tb=3)
+            c.signal()
+            c.wait()
+            rank.reduce(rank.get_input_buffer()[r:r + 1], [scratch[r][0:1]], dst_chunk=rank.get_output_buffer()[r:r + 1])
+            c.put(Rank(p).get_output_buffer()[r:r + 1], rank.get_output_buffer()[r:r + 1])
+            c.signal()
+            c.wait()
+        plan, _ = prog.compile()
+    g = plan["gpus"][0]
+    assert len(g["threadblocks"]) == 4 and all(not tb["ops"] for tb in g["threadblocks"][:3])
+    run_reference(plan)
+
+
+# -- item 4: built-ins written in the language --------------------------------------------
+
+BUILTINS = [(k, n, inplace) for k in ("allreduce_allpairs", "allreduce_ring", "allreduce_allpairs_pinned",
+                                      "allgather", "reduce_scatter", "alltoall")
+            for n, inplace in ((2, False), (3, True), (4, False), (5, True))]
+
+
+@pytest.mark.parametrize("kind,n,inplace", BUILTINS)
+def test_builtin_gives_numpys_answer(kind, n, inplace):
+    from ucxx_go.language import builtins
+
+    text = builtins.program(kind, n, inplace=inplace, chunks=2 if n == 3 else 1).to_json()
+    plan = json.loads(text)
+    p = parses(text)
+    assert p.ranks == n and p.in_place == inplace
+    for dtype, op in ((np.float32, "sum"), (np.int32, "max")):
+        run_reference(plan, elems=4, dtype=dtype, op=op, seed=n)
+
+
+def test_builtin_functions():
+    from ucxx_go.language import builtins
+
+    for f in (builtins.allreduce_ring, builtins.allreduce_allpairs, builtins.allgather, builtins.reduce_scatter,
+              builtins.alltoall):
+        assert parses(f(4, chunks=2)).ranks == 4
+    assert json.loads(builtins.allreduce(3, "ring", inplace=True))["inplace"] is True

@@ -136,7 +136,8 @@ class _Channel:
                 raise ValueError(f"reduction of chunks of sizes {local_src_chunk.size} and {c.size}")
         if dst.size != local_src_chunk.size:
             raise ValueError(f"reduction into {dst.size} chunks of {local_src_chunk.size}")
-        rop = ReduceOperationType.coerce(op if op is not None else reduce_op).value
+        rop = op if op is not None else reduce_op
+        rop = None if rop is None else ReduceOperationType.coerce(rop).value
         self._add("reduce", tb, tb_group, [local_src_chunk] + list(remote_src_chunks), [dst], reduce_op=rop)
 
 

@@ -54,6 +54,9 @@ WINDOWED = {"copy", "put", "pws", "pwsf", "get", "re", "res", "rre", "rres", "gl
 NAMES = {"i": "input", "o": "output", "s": "scratch", "m": "input/output"}
 
 
+JUNK = (("junk",),)  # a value nobody defined: one atom
+
+
 class PlanCheckError(ValueError):
     """The plan computes something else than its collective, races or deadlocks.
 
@@ -457,7 +460,6 @@ class _Checker:
                                         + ("\n  ..." if len(lines) > 12 else ""), blocked[0][0] if blocked else None,
                                         blocked))
         self.executed = executed
-        self._balance()
 
     def _why(self, st):
         if st.name in WAIT_NAMES:
@@ -653,7 +655,7 @@ class _Checker:
         key, lo, hi = self.space(ref.owner, ref.buf, ref.lo, ref.hi, st.call)
         self._log(st, key, lo, hi, "r", pending)
         store = self.values.get(key, {})
-        return [store.get(u, ("junk",)) for u in range(lo, hi)]
+        return [store.get(u, JUNK) for u in range(lo, hi)]
 
     def _write(self, st, ref, vals, pending=None):
         if ref.switch is not None:
@@ -663,7 +665,7 @@ class _Checker:
                 self._log(st, key, lo, hi, "w", "mem")
                 store = self.values.setdefault(key, {})
                 for i, u in enumerate(range(lo, hi)):
-                    store[u] = vals[i] if i < len(vals) else ("junk",)
+                    store[u] = vals[i] if i < len(vals) else JUNK
                     self.writer[(key, u)] = st
             return
         if ref.packet:
@@ -672,14 +674,14 @@ class _Checker:
             store = self.pkt.setdefault(key, {})
             wr = self.pkt_writer.setdefault(key, {})
             for i, u in enumerate(range(ref.lo, ref.hi)):
-                store[u] = vals[i] if i < len(vals) else ("junk",)
+                store[u] = vals[i] if i < len(vals) else JUNK
                 wr[u] = (st.call, st)
             return
         key, lo, hi = self.space(ref.owner, ref.buf, ref.lo, ref.hi, st.call)
         self._log(st, key, lo, hi, "w", pending)
         store = self.values.setdefault(key, {})
         for i, u in enumerate(range(lo, hi)):
-            store[u] = vals[i] if i < len(vals) else ("junk",)
+            store[u] = vals[i] if i < len(vals) else JUNK
             self.writer[(key, u)] = st
 
     def _packets_ready(self, ref, call):
@@ -727,7 +729,7 @@ class _Checker:
         elif name in ("re", "res", "rre", "rres", "repkt", "respkt", "recpkt", "recspkt"):
             vals = [self._read(st, s) for s in src]
             n = src[0].hi - src[0].lo
-            res = [_combine([v[i] if i < len(v) else ("junk",) for v in vals]) for i in range(n)]
+            res = [_combine([v[i] if i < len(v) else JUNK for v in vals]) for i in range(n)]
             self._write(st, dst[0], res)
             for i, d in enumerate(dst[1:], 1):
                 self._write(st, d, res, None if d.packet else self._pending(st, d, i))
@@ -765,7 +767,7 @@ class _Checker:
             key, lo, hi = self.space(r, "o", 0, oc, c)
             store = self.values.setdefault(key, {})
             for u in range(lo, hi):
-                store[u] = ("junk",)
+                store[u] = JUNK
                 self.writer.pop((key, u), None)
             key, lo, hi = self.space(r, "i", 0, ic, c)
             store = self.values.setdefault(key, {})
@@ -800,7 +802,7 @@ class _Checker:
         key, lo, hi = self.space(r, "o", 0, len(want), c)
         store = self.values.get(key, {})
         for i, u in enumerate(range(lo, hi)):
-            got = store.get(u, ("junk",))
+            got = store.get(u, JUNK)
             if got != want[i]:
                 self.results.append((r, c, i, got, want[i], self.writer.get((key, u))))
                 return  # the first wrong piece of this rank and call
@@ -907,13 +909,13 @@ def _combine(vals):
     atoms = []
     for v in vals:
         if v is None:
-            return ("junk",)
+            return JUNK
         atoms.extend(v)
     return tuple(sorted(atoms))
 
 
 def _show(v, c, d):
-    if v is None or v == ("junk",) or any(a == "junk" for a in v):
+    if v is None or v == JUNK or any(a == ("junk",) for a in v):
         return "junk" if len(v or ()) <= 1 else "a reduction with junk in it"
     parts = []
     for a in v:
@@ -966,6 +968,7 @@ def check_plan(plan, provenance=None, *, calls=2, pipeline_iterations=2):
             raise _Fail(ck.report_races(found))
         if ck.results:
             raise _Fail(ck.report_results())
+        ck._balance()
     except _Fail as f:
         raise f.err from None
     return CheckReport(steps=ck.executed, accesses=ck.n_acc, calls=calls, pieces_per_chunk=ck.D, notes=ck.notes)

@@ -171,6 +171,9 @@ class Rank:
                reduce_op=ReduceOperationType.sum, packet=False, op=None, iter_context=None):
         """dst_chunk = src_chunk ⊕ other chunks (dst_chunk defaults to src_chunk).
 
+        reduce_op (or op): "sum" (default), "prod", "min", "max", or None for the
+        operator the collective call gives (the plan then names none).
+
         Both forms work: ``rank.reduce(dst, src, op="sum")`` (dst ⊕= src) and MSCCL++'s
         ``rank.reduce(src, [others], tb=, dst_chunk=, reduce_op=)``. With packet=True the
         other chunks are LL packet regions in scratch (repkt).
@@ -179,7 +182,8 @@ class Rank:
             other_chunks = [other_chunks]
         other_chunks = list(other_chunks)
         dst_chunk = src_chunk if dst_chunk is None else dst_chunk
-        rop = ReduceOperationType.coerce(op if op is not None else reduce_op).value
+        rop = op if op is not None else reduce_op
+        rop = None if rop is None else ReduceOperationType.coerce(rop).value
         self._mine(src_chunk, dst_chunk, *other_chunks)
         if not other_chunks:
             raise ValueError("a reduction needs at least one other chunk")
