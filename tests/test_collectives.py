@@ -22,7 +22,7 @@ def run_ranks(tmp_path, n, body, timeout=120):
 
 def test_mscclpp_plans_give_numpys_answers(tmp_path):
     out = run_ranks(tmp_path, 4, f"""
-        import asyncio, numpy as np, ucxx_go
+        import asyncio, os, numpy as np, ucxx_go
         FIX = {str(FIXTURES)!r}
         async def main():
             comm = await ucxx_go.Communicator.init(timeout=30)
@@ -47,7 +47,7 @@ def test_mscclpp_plans_give_numpys_answers(tmp_path):
             await comm.execute(plan, x, y)
             want = np.concatenate([np.arange(n * 1024, dtype=np.int32)[r * 1024:(r + 1) * 1024] + q * 100000 for q in range(n)])
             assert np.array_equal(y, want)
-            print("rank", r, "ok", flush=True)
+            os.write(1, f"rank {{r}} ok\\n".encode())
             comm.close()
         asyncio.run(main())
     """)
@@ -56,7 +56,7 @@ def test_mscclpp_plans_give_numpys_answers(tmp_path):
 
 def test_calls_that_differ_fail_every_rank_and_leave_the_communicator_usable(tmp_path):
     out = run_ranks(tmp_path, 2, f"""
-        import asyncio, numpy as np, ucxx_go
+        import asyncio, os, numpy as np, ucxx_go
         async def main():
             comm = await ucxx_go.Communicator.init(timeout=30)
             plan = ucxx_go.ExecutionPlan.load({str(FIXTURES / "allreduce_2r_example.json")!r})
@@ -84,7 +84,7 @@ def test_calls_that_differ_fail_every_rank_and_leave_the_communicator_usable(tmp
 
 def test_a_plan_that_does_not_fit_is_a_plan_error(tmp_path):
     out = run_ranks(tmp_path, 2, f"""
-        import asyncio, numpy as np, ucxx_go
+        import asyncio, os, numpy as np, ucxx_go
         async def main():
             comm = await ucxx_go.Communicator.init(timeout=30)
             plan = ucxx_go.ExecutionPlan.load({str(FIXTURES / "allreduce_2r_example.json")!r})
@@ -141,7 +141,7 @@ def test_a_dead_rank_fails_the_others_promptly_naming_it(tmp_path):
 
 
 COLLECTIVES_BODY = """
-import asyncio, sys, numpy as np, ucxx_go
+import asyncio, os, sys, numpy as np, ucxx_go
 SIZES = [0, 1, 7, 1000, 12345]
 TYPES = ["int8", "uint8", "int16", "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32", "float64"]
 OPS = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum}
@@ -219,7 +219,7 @@ async def main():
         b = np.arange(count, dtype=np.float32) if r == 0 else np.zeros(count, np.float32)
         await comm.broadcast(b, root=0)
         assert np.array_equal(b, np.arange(count, dtype=np.float32)), ("broadcast", count)
-    print("rank", r, "ok", checks, flush=True)
+    os.write(1, f"rank {r} ok {checks}\\n".encode())
     comm.close()
 
 asyncio.run(main())
@@ -234,7 +234,7 @@ def test_every_collective_type_and_operator_against_numpy(tmp_path):
 
 def test_alltoallv_moves_every_block_and_checks_the_counts(tmp_path):
     out = run_ranks(tmp_path, 3, """
-        import asyncio, numpy as np, ucxx_go
+        import asyncio, os, numpy as np, ucxx_go
         async def main():
             comm = await ucxx_go.Communicator.init(timeout=30)
             r, n = comm.rank, comm.size
@@ -260,7 +260,7 @@ def test_alltoallv_moves_every_block_and_checks_the_counts(tmp_path):
             except ucxx_go.CollectiveMismatchError:
                 pass
             await comm.alltoallv(np.ones(n, np.int32), [1] * n, np.zeros(n, np.int32), [1] * n)
-            print("rank", r, "ok", flush=True)
+            os.write(1, f"rank {r} ok\\n".encode())
             comm.close()
         asyncio.run(main())
     """)
@@ -279,7 +279,7 @@ def test_eight_ranks(tmp_path):
 
 def test_split_forms_sub_communicators_beside_the_parent(tmp_path):
     out = run_ranks(tmp_path, 4, """
-        import asyncio, numpy as np, ucxx_go
+        import asyncio, os, numpy as np, ucxx_go
         async def main():
             comm = await ucxx_go.Communicator.init(timeout=30)
             r = comm.rank
@@ -296,7 +296,7 @@ def test_split_forms_sub_communicators_beside_the_parent(tmp_path):
                 assert (z == 3).all()
                 none.close()
             half.close()
-            print("rank", r, "ok", flush=True)
+            os.write(1, f"rank {r} ok\\n".encode())
             comm.close()
         asyncio.run(main())
     """)

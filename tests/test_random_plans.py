@@ -123,7 +123,7 @@ def test_a_missing_edge_shows():
 
 
 ORACLE = """
-    import asyncio, json, sys
+    import asyncio, json, os, sys
     sys.path.insert(0, {tests!r})
     import numpy as np, ucxx_go
     from random_plans import RandomPlan, make_buffers
@@ -154,7 +154,8 @@ ORACLE = """
                     print(f"MISMATCH seed {{rp.seed}} rank {{r}} {{name}}: {{len(d)}} bytes differ, at "
                           f"{{d[:6].tolist()}}: want {{w[d[:6]].tolist()}} got {{got[d[:6]].tolist()}}", flush=True)
                     bad += 1
-        print(f"rank {{r}}: {{len(metas)}} plans, {{bad}} bad", flush=True)
+        # one write: the ranks share the pipe, and print writes piece by piece unbuffered
+        os.write(1, f"rank {{r}}: {{len(metas)}} plans, {{bad}} bad\\n".encode())
         comm.close()
 
     asyncio.run(main())
