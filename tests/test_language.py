@@ -447,3 +447,196 @@ def test_builtin_functions():
               builtins.alltoall):
         assert parses(f(4, chunks=2)).ranks == 4
     assert json.loads(builtins.allreduce(3, "ring", inplace=True))["inplace"] is True
+
+
+# -- the checker proven by mutation -------------------------------------------------------
+
+
+def _lane_ops(plan):
+    """(rank, lane, path, op) of every op, pipelines' inner ops included."""
+    for g in plan["gpus"]:
+        for tb in g["threadblocks"]:
+            for i, op in enumerate(tb["ops"]):
+                yield g["id"], tb["id"], (i,), op
+                for j, x in enumerate(op.get("ops", [])):
+                    yield g["id"], tb["id"], (i, j), x
+
+
+def _op_at(plan, r, lane, path):
+    ops = plan["gpus"][r]["threadblocks"][lane]["ops"]
+    return ops[path[0]] if len(path) == 1 else ops[path[0]]["ops"][path[1]]
+
+
+def _remove(plan, r, lane, path, field=None, value=None):
+    """Remove value from the op's field list, or the op when it is empty (or no field)."""
+    op = _op_at(plan, r, lane, path)
+    if field is not None:
+        op[field] = [x for x in op[field] if x != value]
+        if op[field]:
+            return
+    ops = plan["gpus"][r]["threadblocks"][lane]["ops"]
+    if len(path) == 1:
+        del ops[path[0]]
+    else:
+        del ops[path[0]]["ops"][path[1]]
+
+
+def _gpu_channel(plan, r, lane, ctype, local):
+    tb = plan["gpus"][r]["threadblocks"][lane]
+    ids = [c for x in tb["channels"] if x["channel_type"] == ctype for c in x["channel_ids"]]
+    return ids[local]
+
+
+def _peers(plan, r, ctype):
+    return [p for x in plan["gpus"][r]["channels"] if x["channel_type"] == ctype for p in x["connected_to"]]
+
+
+def _pair(plan, r, ctype, g):
+    mine = _peers(plan, r, ctype)
+    p = mine[g]
+    k = mine[:g].count(p)
+    back = [i for i, q in enumerate(_peers(plan, p, ctype)) if q == r]
+    return p, back[k]
+
+
+def _memory(plan, r, ref):
+    """(space, index) of a local ref under the collective's in-place convention: two
+    refs that name the same memory are one chunk (swapping them changes nothing)."""
+    t, i = ref["type"], ref["index"]
+    if t == "s" or not plan["inplace"]:
+        return t, i
+    g = plan["gpus"][r]
+    if plan["collective"] == "allgather":
+        return ("o", r * g["input_chunks"] + i) if t == "i" else ("o", i)
+    if plan["collective"] == "reducescatter":
+        return ("i", r * g["output_chunks"] + i) if t == "o" else ("i", i)
+    return "m", i
+
+
+def mutants(plan, rng, per_class=6):
+    """(class, description, mutated plan): dropped signals, waits, signal/wait pairs,
+    barriers (one lane's, or one occurrence on every lane), semaphore release/acquire
+    pairs, two chunks swapped between ops, a chunk index moved by one."""
+    import copy
+    import random
+
+    out = {k: [] for k in ("signal", "wait", "pair", "handshake", "barrier_one", "barrier_all", "semaphore", "swap",
+                           "offset")}
+    ops = list(_lane_ops(plan))
+    sync = {}  # ("s"|"w", rank, type, gpu channel) -> [(lane, path, local id)] in lane order
+    for r, lane, path, op in ops:
+        if op["name"] in ("signal", "rlxsignal", "wait", "rlxwait"):
+            kind = "s" if "signal" in op["name"] else "w"
+            for c in op["channel_ids"]:
+                g = _gpu_channel(plan, r, lane, op["channel_type"], c)
+                sync.setdefault((kind, r, op["channel_type"], g), []).append((lane, path, c, op["name"]))
+    for (kind, r, t, g), lst in sync.items():
+        for lane, path, c, _ in lst:
+            m = copy.deepcopy(plan)
+            _remove(m, r, lane, path, "channel_ids", c)
+            out["signal" if kind == "s" else "wait"].append((f"rank {r} lane {lane} op {path}: {kind} on {t} {g}", m))
+        if kind == "s":
+            p, gb = _pair(plan, r, t, g)
+            waits = sync.get(("w", p, t, gb), [])
+            for k, (lane, path, c, name) in enumerate(lst):
+                if k < len(waits):
+                    m = copy.deepcopy(plan)
+                    wl, wp, wc, wname = waits[k]
+                    # remove the later one first: paths stay valid
+                    for rr, ll, pp, cc in sorted([(r, lane, path, c), (p, wl, wp, wc)], key=lambda x: x[2],
+                                                 reverse=True):
+                        _remove(m, rr, ll, pp, "channel_ids", cc)
+                    cls = "handshake" if (name, wname) == ("rlxsignal", "rlxwait") else "pair"
+                    out[cls].append((f"rank {r} {name} {k} on {t} {g} and its {wname} on rank {p}", m))
+    bars = {}
+    for r, lane, path, op in ops:
+        if op["name"] == "barrier":
+            bars.setdefault((r, op["barrier_id"]), {}).setdefault(lane, []).append(path)
+    for (r, bid), lanes in bars.items():
+        for lane, paths in lanes.items():
+            m = copy.deepcopy(plan)
+            _remove(m, r, lane, paths[0])
+            out["barrier_one"].append((f"rank {r} barrier {bid} on lane {lane}", m))
+        for k in range(min(len(p) for p in lanes.values())):
+            m = copy.deepcopy(plan)
+            for lane, paths in lanes.items():
+                _remove(m, r, lane, paths[k])
+            out["barrier_all"].append((f"rank {r} barrier {bid}, occurrence {k}, on every lane", m))
+    sems = {}
+    for r, lane, path, op in ops:
+        if op["name"] in ("sem_acquire", "sem_release"):
+            for s in op["semaphore_ids"]:
+                sems.setdefault((r, s), {}).setdefault(op["name"], []).append((lane, path))
+    for (r, s), d in sems.items():
+        for k in range(min(len(d.get("sem_release", [])), len(d.get("sem_acquire", [])))):
+            m = copy.deepcopy(plan)
+            for lane, path in sorted([d["sem_release"][k], d["sem_acquire"][k]], key=lambda x: x[1], reverse=True):
+                _remove(m, r, lane, path, "semaphore_ids", s)
+            out["semaphore"].append((f"rank {r} semaphore {s}, release/acquire {k}", m))
+    data = [(r, lane, path, op) for r, lane, path, op in ops if "src_buff" in op or "dst_buff" in op]
+    refs = []  # (rank, lane, path, list name, position, ref)
+    for r, lane, path, op in data:
+        for lst in ("src_buff", "dst_buff"):
+            for i, x in enumerate(op.get(lst, [])):
+                if "type" in x:
+                    refs.append((r, lane, path, lst, i, x))
+    for a in refs:
+        for b in refs:
+            if a[0] == b[0] and a[3] == b[3] and (a[1], a[2]) < (b[1], b[2]) and a[5]["size"] == b[5]["size"] \
+                    and _memory(plan, a[0], a[5]) != _memory(plan, b[0], b[5]):
+                m = copy.deepcopy(plan)
+                _op_at(m, a[0], a[1], a[2])[a[3]][a[4]], _op_at(m, b[0], b[1], b[2])[b[3]][b[4]] = b[5], a[5]
+                out["swap"].append((f"rank {a[0]}: {a[3]} {a[5]} of lane {a[1]} op {a[2]} and {b[5]} of lane "
+                                    f"{b[1]} op {b[2]}", m))
+    for r, lane, path, lst, i, x in refs:
+        g = plan["gpus"][r]
+        count = {"i": g["input_chunks"], "o": g["output_chunks"], "s": g["scratch_chunks"]}[x["type"]]
+        for d in (1, -1):
+            if 0 <= x["index"] + d and x["index"] + d + x["size"] <= count:
+                m = copy.deepcopy(plan)
+                _op_at(m, r, lane, path)[lst][i]["index"] += d
+                out["offset"].append((f"rank {r} lane {lane} op {path} {lst}[{i}] {x} moved by {d}", m))
+                break
+    for k, lst in out.items():
+        rng.shuffle(lst)
+        out[k] = lst[:per_class]
+    return out
+
+
+MUTATION_COUNTS = {}
+MUTATED = [("allreduce_allpairs", 3, False), ("allreduce_ring", 3, True), ("allreduce_allpairs_pinned", 3, False),
+           ("allgather", 3, False), ("reduce_scatter", 3, True), ("alltoall", 3, True)]
+
+
+@pytest.mark.parametrize("kind,n,inplace", MUTATED)
+def test_mutants_are_caught(kind, n, inplace):
+    """Every mutant of a built-in's plan is rejected: a dropped signal, wait, signal/wait
+    pair, barrier or semaphore pair, two chunks swapped, an offset changed."""
+    import random
+
+    from ucxx_go.language import builtins
+
+    plan, prov = builtins.program(kind, n, inplace=inplace).compile()
+    lang.check_plan(plan)
+    rng = random.Random(kind)
+    total = caught = equivalent = 0
+    missed = []
+    for cls, lst in mutants(plan, rng).items():
+        for what, m in lst:
+            total += 1
+            try:
+                lang.check_plan(m)
+            except lang.PlanCheckError:
+                caught += 1
+                continue
+            if cls == "handshake":
+                # A start-of-call handshake can be redundant: the previous call's last
+                # exchange already orders the peer's next stores. Then the plan is still
+                # right, and the interpreter must agree.
+                run_reference(m, calls=3, seed=total)
+                equivalent += 1
+                continue
+            missed.append(f"{cls}: {what}")
+    assert not missed, f"{len(missed)} of {total} mutants passed the checker:\n" + "\n".join(missed)
+    assert total >= 20
+    MUTATION_COUNTS[kind] = (total, caught, equivalent)

@@ -103,6 +103,7 @@ class EOp:
     switch: object = None
     switch_index: tuple = ()
     switch_size: int = 0
+    occ: object = None  # an inserted release/acquire pair this op belongs to
 
     @property
     def is_sync(self):
@@ -312,6 +313,7 @@ class Compiler:
     def place(self):
         self.lanes = {r: {} for r in range(self.n)}
         self.inserted_sems = {r: [] for r in range(self.n)}
+        self.occurrences = []
         self.pair_sem = {}
         self.barrier_ids = {r: {} for r in range(self.n)}
         per_rank = {}
@@ -402,12 +404,16 @@ class Compiler:
                    f"{rop.describe()} at {rop.where} {what[kind]} on lane {_lk(src)}")
             src_ln = self._lane(r, src)
             in_loop = loop if (loop is not None and src_ln.open is not None and src_ln.open.loop is loop) else None
-            self._append(r, src, EOp("sem_release", sems=[sem], sync=SyncType.before, origin=[why]), in_loop)
+            occ = (sem, len(self.occurrences))
+            self.occurrences.append(occ)
+            self._append(r, src, EOp("sem_release", sems=[sem], sync=SyncType.before, origin=[why], occ=occ),
+                         in_loop)
             self._join(r, lk, self._snapshot(r, src))
-            sems.append((sem, why))
+            sems.append((sem, why, occ))
         in_loop = loop if loop is not None else None
-        for sem, why in sems:
-            self._append(r, lk, EOp("sem_acquire", sems=[sem], sync=SyncType.after, origin=[why]), in_loop)
+        for sem, why, occ in sems:
+            self._append(r, lk, EOp("sem_acquire", sems=[sem], sync=SyncType.after, origin=[why], occ=occ),
+                         in_loop)
 
     def _pre_loop_syncs(self, r, body):
         """Before a loop's ops are placed: the syncs they need on ops before the loop."""
@@ -907,20 +913,25 @@ def replicate(plan, prov, instances, policy):
 
 
 def _strip(entries, drop):
-    """A copy of a lane's entries without the sem ops of the semaphores in drop."""
+    """A copy of a lane's entries without the inserted release/acquire pairs in drop."""
     out = []
     for e in entries:
-        if e.name in ("sem_acquire", "sem_release") and any(s in drop for s in e.sems):
-            keep = [s for s in e.sems if s not in drop]
-            if not keep:
-                continue
-            e = copy.copy(e)
-            e.sems = keep
-        elif e.name == "pipeline":
+        if e.occ is not None and e.occ in drop:
+            continue
+        if e.name == "pipeline":
             e = copy.copy(e)
             e.body = _strip(e.body, drop)
         out.append(e)
     return out
+
+
+def _used_sems(entries, acc):
+    for e in entries:
+        if e.name in ("sem_acquire", "sem_release"):
+            acc.update(e.sems)
+        if e.body:
+            _used_sems(e.body, acc)
+    return acc
 
 
 def _build(c, prog, placed, drop):
@@ -928,7 +939,11 @@ def _build(c, prog, placed, drop):
         for lk, ln in c.lanes[r].items():
             ln.entries = _strip(placed[r][lk], drop)
     saved = c.inserted_sems
-    c.inserted_sems = {r: [s for s in lst if s not in drop] for r, lst in saved.items()}
+    used = set()
+    for r in range(c.n):
+        for ln in c.lanes[r].values():
+            _used_sems(ln.entries, used)
+    c.inserted_sems = {r: [s for s in lst if s in used] for r, lst in saved.items()}
     try:
         c.finish_lanes()
         c.number_lanes()
@@ -946,15 +961,15 @@ def compile_program(prog):
     c.choose_lanes()
     c.place()
     placed = {r: {lk: list(ln.entries) for lk, ln in c.lanes[r].items()} for r in range(c.n)}
-    inserted = [s for r in range(c.n) for s in c.inserted_sems[r]]
+    inserted = list(c.occurrences)
     drop = set()
     prune = prog.prune_syncs
     if prune == "auto":
         prune = all(op.tb is not None or op.kind == "barrier" for op in prog.ops)
     if prog.check and prune and inserted:
-        # Semaphores the compiler added that the plan does not need (the order already
-        # comes through another rank, or a lane's own signal publishes its slice): all
-        # at once, else one by one, each removal proven by the checker.
+        # Release/acquire pairs the compiler added that the plan does not need (the order
+        # already comes through another rank, or a lane's own signal publishes its
+        # slice): all at once, else one by one, each removal proven by the checker.
         def ok(d):
             plan, prov = _build(c, prog, placed, d)
             try:

@@ -14,9 +14,11 @@ CollectiveProgram option (``buffer_alignment``, ``max_lanes``, ...). Reductions 
 operator: the call's applies (``comm.execute(plan, x, op="max")``).
 ``program(kind, n, ...)`` returns the CollectiveProgram before it is compiled.
 
-No op is pinned to a thread block: the compiler puts each channel's traffic on a
-lane of its own and the reductions where their inputs are, and inserts the
-semaphores between lanes that the chunks need. Each plan starts with a relaxed
+No op is pinned to a thread block (but in allreduce_allpairs_pinned): the compiler
+puts each channel's traffic on a lane of its own and the reductions where their
+inputs are, and inserts the semaphores between lanes that the chunks need; those
+that the order through other ranks already gives are dropped (prune_syncs), so that
+every one left is needed. Each plan starts with a relaxed
 handshake on every channel, so that no rank stores into a peer that has not
 entered the call (and finished reading its buffers of the last one), and every
 store into a peer is followed by a signal the peer waits for before it returns.
@@ -242,6 +244,7 @@ def program(kind, n, *, inplace=False, chunks=1, name=None, **options):
         raise ValueError(f"{n} ranks: the built-ins need 2 or more")
     coll, body = KINDS[kind]
     name = name or f"ucxxgo.lang.{kind}.n{n}.c{chunks}.{'inplace' if inplace else 'outofplace'}"
+    options.setdefault("prune_syncs", True)
     prog = CollectiveProgram(name, coll(n, chunks, inplace), n, **options)
     with prog:
         body(n, chunks, inplace)
