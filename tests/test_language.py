@@ -640,3 +640,72 @@ def test_mutants_are_caught(kind, n, inplace):
     assert not missed, f"{len(missed)} of {total} mutants passed the checker:\n" + "\n".join(missed)
     assert total >= 20
     MUTATION_COUNTS[kind] = (total, caught, equivalent)
+
+
+# -- the built-ins on real processes --------------------------------------------------------
+
+
+def test_builtins_on_processes(tmp_path):
+    """Three processes run every built-in through comm.execute, in place and not, and
+    get numpy's answers (the plans are built on each rank: the same JSON everywhere)."""
+    import subprocess
+
+    from _support import LAUNCH, rank_script
+
+    body = """
+        import asyncio, functools, os, numpy as np, ucxx_go
+        from ucxx_go.language import builtins
+        E = 8  # elements per chunk: 16-byte alignment for 4- and 8-byte types
+        UF = {"sum": np.add, "max": np.maximum}
+
+        def data(q, k, dtype, size):
+            return np.random.default_rng(1000 * k + q).integers(1, 9, size).astype(dtype)
+
+        async def main():
+            comm = await ucxx_go.Communicator.init(timeout=60)
+            r, n = comm.rank, comm.size
+            k = 0
+            for kind in ("allreduce_allpairs", "allreduce_ring", "allreduce_allpairs_pinned", "allgather",
+                         "reduce_scatter", "alltoall"):
+                for inplace in (False, True):
+                    plan = ucxx_go.ExecutionPlan.from_json(builtins.program(kind, n, inplace=inplace).to_json())
+                    for dtype, op in (("float32", "sum"), ("int64", "max")):
+                        k += 1
+                        red = lambda xs: functools.reduce(UF[op], xs)
+                        if kind.startswith("allreduce"):
+                            xs = [data(q, k, dtype, n * E) for q in range(n)]
+                            x = xs[r].copy()
+                            y = x if inplace else np.zeros_like(x)
+                            await (comm.execute(plan, x, op=op) if inplace else comm.execute(plan, x, y, op=op))
+                            want = red(xs)
+                        elif kind == "allgather":
+                            xs = [data(q, k, dtype, E) for q in range(n)]
+                            y = np.zeros(n * E, dtype)
+                            if inplace:
+                                y[r * E:(r + 1) * E] = xs[r]
+                                await comm.execute(plan, y[r * E:(r + 1) * E], y)
+                            else:
+                                await comm.execute(plan, xs[r].copy(), y)
+                            want = np.concatenate(xs)
+                        elif kind == "reduce_scatter":
+                            xs = [data(q, k, dtype, n * E) for q in range(n)]
+                            x = xs[r].copy()
+                            y = x[r * E:(r + 1) * E] if inplace else np.zeros(E, dtype)
+                            await comm.execute(plan, x, y, op=op)
+                            want = red([v[r * E:(r + 1) * E] for v in xs])
+                        else:
+                            xs = [data(q, k, dtype, n * E) for q in range(n)]
+                            x = xs[r].copy()
+                            y = x if inplace else np.zeros_like(x)
+                            await (comm.execute(plan, x) if inplace else comm.execute(plan, x, y))
+                            want = np.concatenate([v[r * E:(r + 1) * E] for v in xs])
+                        assert np.array_equal(y, want), (kind, inplace, dtype, op, y, want)
+            os.write(1, f"rank {r} ok {k}\\n".encode())
+            comm.close()
+
+        asyncio.run(main())
+    """
+    s = rank_script(tmp_path, body)
+    r = subprocess.run(LAUNCH + ["-n", "3", "--timeout", "100", s], timeout=120, capture_output=True, text=True)
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
+    assert r.stdout.count(" ok 24") == 3
