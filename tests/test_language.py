@@ -313,6 +313,61 @@ def test_checker_on_mscclpp_fixtures():
     assert good == 21 and bad == 1
 
 
+def test_seed_pipeline_with_rank_semaphore():
+    """The seed's pipeline: copy into scratch on lane 0, release; acquire, put on lane
+    1, window by window. The user's semaphore orders the lanes: nothing is added."""
+    n = 2
+    with CollectiveProgram("seed_pipe", AllGather(n, 1, False), n) as prog:
+        scratch = {r: Rank(r).Buffer(1) for r in range(n)}
+        for r in range(n):
+            q = 1 - r
+            rank = Rank(r)
+            sem = Rank.Semaphore(rank=r, size=1)
+            channel = Channel(q, r, channel_type=Channel.memory)
+            channel.relaxedSignal(tb=1)
+            channel.relaxedWait(tb=1)
+            rank.copy(rank.get_output_buffer()[r:r + 1], rank.get_input_buffer()[0:1], tb=2)
+            with Loop.iteration(unit=2**20, num_chunks=1) as it:
+                rank.copy(scratch[r][0:1], rank.get_input_buffer()[0:1], tb=0, iter_context=it)
+                sem.release(tb=0)
+                sem.acquire(tb=1)
+                channel.put(Rank(q).get_output_buffer()[r:r + 1], scratch[r][0:1], tb=1, iter_context=it)
+            channel.signal(tb=1, sync="before")
+            channel.wait(tb=1, sync="after")
+        plan, _ = prog.compile()
+    assert [len(g["semaphores"]) for g in plan["gpus"]] == [1, 1]
+    lanes = plan["gpus"][0]["threadblocks"]
+    assert [x["name"] for x in lanes[0]["ops"][0]["ops"] if x["name"] != "nop"] == ["copy", "sem_release"]
+    parses(json.dumps(plan))
+    run_reference(plan, elems=8)
+
+
+def test_port_channels_put_with_signal_and_flush():
+    n = 3
+    with CollectiveProgram("port_ag", AllGather(n, 1, False), n) as prog:
+        ch = {(r, p): PortChannel(p, r) for r in range(n) for p in range(n) if p != r}
+        for c in ch.values():
+            c.signal()
+        for c in ch.values():
+            c.wait()
+        for r in range(n):
+            Rank(r).copy(Rank(r).get_output_buffer()[r:r + 1], Rank(r).get_input_buffer()[0:1])
+        for (r, p), c in ch.items():
+            if p == (r + 1) % n:
+                c.put_with_signal(Rank(p).get_output_buffer()[r:r + 1], Rank(r).get_input_buffer()[0:1])
+            else:
+                c.put(Rank(p).get_output_buffer()[r:r + 1], Rank(r).get_input_buffer()[0:1])
+                c.signal()
+        for c in ch.values():
+            c.wait()
+        for c in ch.values():
+            c.flush()
+        plan, _ = prog.compile()
+    assert count_ops(plan, "pws") == n and count_ops(plan, "flush") == n * (n - 1)
+    parses(json.dumps(plan))
+    run_reference(plan, elems=8)
+
+
 # -- item 2: lanes the compiler chooses ------------------------------------------------------
 
 

@@ -161,6 +161,10 @@ class _Checker:
 
     def _desc(self, st, with_call=True):
         if st.kind == "host":
+            if st.call == 0:
+                return f"rank {st.rank}'s caller (before call 0)"
+            if st.call == self.calls:
+                return f"rank {st.rank}'s caller (after call {st.call - 1})"
             return f"rank {st.rank}'s caller (between calls {st.call - 1} and {st.call})"
         if st.kind == "end":
             return f"the end of rank {st.rank} lane {st.lane}"
@@ -868,7 +872,18 @@ class _Checker:
         found.sort(key=order)
         lines = []
         what = {"r": "reads", "w": "writes", "pr": "polls packets of", "pw": "writes packets to"}
-        for key, lo, hi, a, b in found[:6]:
+        seen = set()
+
+        def ident(st):  # the same op in another call, or the same rank's caller, is one report
+            return (st.rank, st.kind) if st.kind == "host" else (st.rank, st.lane, st.pos)
+
+        shown = []
+        for f in found:
+            k = frozenset((ident(f[3][3]), ident(f[4][3])))
+            if k not in seen:
+                seen.add(k)
+                shown.append(f)
+        for key, lo, hi, a, b in shown[:6]:
             first, second = (a, b) if a[3].sid < b[3].sid else (b, a)
             lines.append(f"{self._desc(first[3])} {what[first[2]]} {self._range(key, lo, hi)} and "
                          f"{self._desc(second[3])} {what[second[2]]} it, and nothing orders the two "
@@ -882,7 +897,13 @@ class _Checker:
 
     def report_results(self):
         lines = []
-        for r, c, piece, got, want, w in self.results[:6]:
+        seen = set()
+        shown = []
+        for x in self.results:
+            if (x[0], x[2]) not in seen:
+                seen.add((x[0], x[2]))
+                shown.append(x)
+        for r, c, piece, got, want, w in shown[:6]:
             d = self.D
             chunk = piece / d
             cs = str(int(chunk)) if chunk == int(chunk) else f"{chunk:g}"
