@@ -118,8 +118,9 @@ class _Fail(Exception):
 
 
 class _Checker:
-    def __init__(self, plan, provenance, calls, iterations):
+    def __init__(self, plan, provenance, calls, iterations, call_barrier=False):
         self.plan = plan
+        self.call_barrier = call_barrier
         self.prov = provenance or {}
         self.calls = calls
         self.iters = iterations
@@ -389,8 +390,9 @@ class _Checker:
             lanes = {li for li, _, _ in lst}
             counts = {cnt for _, cnt, _ in lst}
             per_lane = {li: sum(1 for x in lst if x[0] == li) for li in lanes}
-            if len(counts) != 1 or (next(iter(counts)) > 1 and len(lanes) != next(iter(counts))) \
-                    or len(set(per_lane.values())) != 1:
+            if counts == {1} or counts == {0}:
+                continue  # returns at once on every lane
+            if len(counts) != 1 or len(lanes) != next(iter(counts)) or len(set(per_lane.values())) != 1:
                 st = lst[0][2]
                 raise _Fail(self._error(
                     "deadlock", f"barrier {bid} of rank {r}: lanes {sorted(lanes)} use it "
@@ -480,6 +482,12 @@ class _Checker:
     def _inherit(self, st, prev):
         self.full[st.sid] = self.full[prev.sid] | (1 << prev.sid)
         self.xo[st.sid] = self.xo[prev.sid] | (1 << prev.sid)
+        if self.call_barrier and prev.kind == "host":
+            # every rank has entered the call before any byte of it moves
+            for q in range(self.n):
+                h = self.hosts[(q, st.call)]
+                self.full[st.sid] |= self.full[h.sid] | (1 << h.sid)
+                self.xo[st.sid] |= self.xo[h.sid] | (1 << h.sid)
 
     def _exec(self, st, prev):
         name, r, c = st.name, st.rank, st.call
@@ -633,7 +641,7 @@ class _Checker:
     # -- data
 
     def _log(self, st, key, lo, hi, kind, pending=None):
-        rec = [lo, hi, kind, st, st]
+        rec = [lo, hi, kind, st, st, pending]
         if pending is not None:
             rec[4] = None
             if pending == "mem":
@@ -858,7 +866,10 @@ class _Checker:
         va = a[4] if a[4] is not None else a[3]
         if a[4] is None:  # never released: only the lane's own later ops... none count
             return False
-        sb = b[3]
+        sa, sb = a[3], b[3]
+        if a[2] in ("w", "pw") and b[2] in ("w", "pw") and sa.kind == sb.kind == "op" and sa.rank == sb.rank \
+                and sa.lane == sb.lane and sa.call == sb.call and sa.seq < sb.seq and a[5] == b[5]:
+            return True  # one lane's stores land in its order (held back alike, released together)
         if va is sb:
             return True
         strong = a[2] in ("w", "pw") and va.kind != "host"
@@ -970,16 +981,20 @@ def _packet_positions(name, ctype, ns, nd):
     return set(), set()
 
 
-def check_plan(plan, provenance=None, *, calls=2, pipeline_iterations=2):
+def check_plan(plan, provenance=None, *, calls=2, pipeline_iterations=2, call_barrier=False):
     """Check `plan` (a dict, or JSON text); raise PlanCheckError or return a CheckReport.
 
     provenance: {(rank, lane, op index[, inner index]): [where...]} as
-    CollectiveProgram.compile() returns it, to name DSL lines in errors."""
+    CollectiveProgram.compile() returns it, to name DSL lines in errors.
+    call_barrier: assume that every rank has entered a call before any byte of it
+    moves (ucxx-go's executor exchanges a fingerprint of each call first; MSCCL++'s
+    does not, so by default a plan must order a peer's first access to a rank's
+    buffers after that rank's call has started)."""
     if isinstance(plan, (str, bytes)):
         import json
 
         plan = json.loads(plan)
-    ck = _Checker(plan, provenance, calls, pipeline_iterations)
+    ck = _Checker(plan, provenance, calls, pipeline_iterations, call_barrier)
     try:
         ck.parse()
         ck.build()
