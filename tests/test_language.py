@@ -13,7 +13,6 @@ from ucxx_go.language import (
     JSON,
     AllGather,
     AllReduce,
-    AllToAll,
     Channel,
     CollectiveProgram,
     Loop,
@@ -21,7 +20,6 @@ from ucxx_go.language import (
     PortChannel,
     Rank,
     ReduceScatter,
-    Semaphore,
     SyncType,
 )
 from ucxx_go import language as lang

@@ -28,7 +28,6 @@ import copy
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from ._ir import Op
 from .types import BufferType, ChannelType, ReplicationPolicy, SyncType
 
 READS = ("r", "pr")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from ._ir import Op, caller_where
-from .types import BufferType, ReplicationPolicy
+from .types import ReplicationPolicy
 from .utils import AlgoSpec
 
 _current = None
