@@ -237,29 +237,36 @@ func memoryOf(send, recv int) (executor.Memory, error) {
 	return 0, fmt.Errorf("send memory type %d, receive %d: both host or both device memory: %w", send, recv, executor.ErrUnsupported)
 }
 
+// callOn returns communicator h and the call its buffers make: send and recv of
+// sendBytes and recvBytes (UCS memory types sendMem and recvMem, both host or both
+// device; device buffers' streams, 0 for none), elements of dtype, operator op.
+func callOn(h uint64, send uintptr, sendBytes uint64, sendMem int, sendStream uint64, recv uintptr, recvBytes uint64, recvMem int, recvStream uint64, dtype, op int) (*collective.Communicator, executor.Call, error) {
+	mem, err := memoryOf(sendMem, recvMem)
+	if err != nil {
+		return nil, executor.Call{}, err
+	}
+	c, err := comm(h)
+	if err != nil {
+		return nil, executor.Call{}, err
+	}
+	return c, executor.Call{Send: executor.Buffer{Addr: send, Bytes: sendBytes}, Recv: executor.Buffer{Addr: recv, Bytes: recvBytes},
+		DType: reduce.DType(dtype), Op: reduce.Op(op), Memory: mem, Streams: []uintptr{uintptr(sendStream), uintptr(recvStream)}}, nil
+}
+
 // CommExecute runs plan planH on communicator h (MSCCL++'s execute): send and recv
 // buffers of sendBytes and recvBytes (UCS memory types sendMem and recvMem; device
 // buffers' streams sendStream and recvStream, 0 for none), reductions over dtype
 // with op (0: the plan's).
 func CommExecute(h, planH uint64, send uintptr, sendBytes uint64, sendMem int, sendStream uint64, recv uintptr, recvBytes uint64, recvMem int, recvStream uint64, dtype, op, spinUs int) (ticket int64, err error) {
 	defer collectiveGuard(&err)
-	mem, err := memoryOf(sendMem, recvMem)
+	c, call, err := callOn(h, send, sendBytes, sendMem, sendStream, recv, recvBytes, recvMem, recvStream, dtype, op)
 	if err != nil {
 		return 0, err
 	}
-	c, err := comm(h)
-	if err != nil {
+	if call.Plan, err = planOf(planH); err != nil {
 		return 0, err
 	}
-	p, err := planOf(planH)
-	if err != nil {
-		return 0, err
-	}
-	return startFinish(spinUs, func() (func() error, error) {
-		return c.StartExecute(executor.Call{Plan: p, Send: executor.Buffer{Addr: send, Bytes: sendBytes},
-			Recv: executor.Buffer{Addr: recv, Bytes: recvBytes}, DType: reduce.DType(dtype), Op: reduce.Op(op),
-			Memory: mem, Streams: []uintptr{uintptr(sendStream), uintptr(recvStream)}})
-	})
+	return startFinish(spinUs, func() (func() error, error) { return c.StartExecute(call) })
 }
 
 // CommCollective runs collective kind ("allreduce", "allgather", "reducescatter",
@@ -267,19 +274,11 @@ func CommExecute(h, planH uint64, send uintptr, sendBytes uint64, sendMem int, s
 // registry; buffers, types and spinUs as CommExecute's, root for broadcast and reduce.
 func CommCollective(h uint64, kind string, root int, send uintptr, sendBytes uint64, sendMem int, sendStream uint64, recv uintptr, recvBytes uint64, recvMem int, recvStream uint64, dtype, op, spinUs int) (ticket int64, err error) {
 	defer collectiveGuard(&err)
-	mem, err := memoryOf(sendMem, recvMem)
+	c, call, err := callOn(h, send, sendBytes, sendMem, sendStream, recv, recvBytes, recvMem, recvStream, dtype, op)
 	if err != nil {
 		return 0, err
 	}
-	c, err := comm(h)
-	if err != nil {
-		return 0, err
-	}
-	return startFinish(spinUs, func() (func() error, error) {
-		return c.StartCollective(kind, root, executor.Call{Send: executor.Buffer{Addr: send, Bytes: sendBytes},
-			Recv: executor.Buffer{Addr: recv, Bytes: recvBytes}, DType: reduce.DType(dtype), Op: reduce.Op(op),
-			Memory: mem, Streams: []uintptr{uintptr(sendStream), uintptr(recvStream)}})
-	})
+	return startFinish(spinUs, func() (func() error, error) { return c.StartCollective(kind, root, call) })
 }
 
 // CommRegisterPlan adds plan planH to communicator h's registry: calls whose
@@ -303,11 +302,7 @@ func CommRegisterPlan(h, planH uint64) (ok bool, err error) {
 // lengths, receive offsets and receive lengths of the size blocks, in bytes).
 func CommAllToAllV(h uint64, send uintptr, sendBytes uint64, sendMem int, sendStream uint64, recv uintptr, recvBytes uint64, recvMem int, recvStream uint64, dtype int, tableAddr uintptr, tableWords int, spinUs int) (ticket int64, err error) {
 	defer collectiveGuard(&err)
-	mem, err := memoryOf(sendMem, recvMem)
-	if err != nil {
-		return 0, err
-	}
-	c, err := comm(h)
+	c, call, err := callOn(h, send, sendBytes, sendMem, sendStream, recv, recvBytes, recvMem, recvStream, dtype, 0)
 	if err != nil {
 		return 0, err
 	}
@@ -320,9 +315,5 @@ func CommAllToAllV(h uint64, send uintptr, sendBytes uint64, sendMem int, sendSt
 	for i, v := range []*[]uint64{&b.SendOffsets, &b.SendLengths, &b.RecvOffsets, &b.RecvLengths} {
 		*v = append([]uint64(nil), words[i*n:(i+1)*n]...)
 	}
-	return startFinish(spinUs, func() (func() error, error) {
-		return c.StartAllToAllV(executor.Call{Send: executor.Buffer{Addr: send, Bytes: sendBytes},
-			Recv: executor.Buffer{Addr: recv, Bytes: recvBytes}, DType: reduce.DType(dtype),
-			Memory: mem, Streams: []uintptr{uintptr(sendStream), uintptr(recvStream)}}, b)
-	})
+	return startFinish(spinUs, func() (func() error, error) { return c.StartAllToAllV(call, b) })
 }

@@ -635,18 +635,10 @@ func (lr *laneRun) launchReduce(dst, a, b uintptr, n uint64, t reduce.DType, op 
 
 // gpuReduce is reduce's device form: kernels reading local and peer memory alike.
 func (lr *laneRun) gpuReduce(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint64) error {
-	r := lr.r
-	t, rop := r.c.DType, r.reduceOp(op)
-	src0 := lr.span(op, op.Src, ol.Src, 0, pipe, it)
-	dst0 := lr.span(op, op.Dst, ol.Dst, 0, pipe, it)
-	n := src0.Length
-	if n%t.Size() != 0 {
-		return fmt.Errorf("a %d-byte reduction of %d-byte %s elements: %w", n, t.Size(), t, plan.ErrMessageSize)
+	t, rop, n, dst, a, err := lr.reduction(op, ol, pipe, it)
+	if err != nil || n == 0 {
+		return err
 	}
-	if n == 0 {
-		return nil
-	}
-	dst, a := lr.local(op.Dst[0].Buffer, dst0), lr.local(op.Src[0].Buffer, src0)
 	remoteSrc := op.Code == plan.OpReadReduce || op.Code == plan.OpReadReduceSend
 	srcs := []uintptr{a}
 	for k := 1; k < len(op.Src); k++ {

@@ -361,22 +361,27 @@ func (r *callRun) reduceOp(op *plan.Op) reduce.Op {
 	return reduce.Sum
 }
 
+// reduction is what a reduction op works with: the element type and operator, its
+// length (whole elements) and dst[0]'s and src[0]'s addresses.
+func (lr *laneRun) reduction(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint64) (t reduce.DType, rop reduce.Op, n uint64, dst, a uintptr, err error) {
+	t, rop = lr.r.c.DType, lr.r.reduceOp(op)
+	src0 := lr.span(op, op.Src, ol.Src, 0, pipe, it)
+	dst0 := lr.span(op, op.Dst, ol.Dst, 0, pipe, it)
+	n = src0.Length
+	if n%t.Size() != 0 {
+		return t, rop, 0, 0, 0, fmt.Errorf("a %d-byte reduction of %d-byte %s elements: %w", n, t.Size(), t, plan.ErrMessageSize)
+	}
+	return t, rop, n, lr.local(op.Dst[0].Buffer, dst0), lr.local(op.Src[0].Buffer, src0), nil
+}
+
 // reduce runs re, res, rre and rres: dst[0] = src[0] op src[1] op ..., the sources
 // after the first local (re, res) or remote (rre, rres), then for res and rres the
 // result stored to every remote dst[k], k >= 1.
 func (lr *laneRun) reduce(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint64) error {
-	r := lr.r
-	t, rop := r.c.DType, r.reduceOp(op)
-	src0 := lr.span(op, op.Src, ol.Src, 0, pipe, it)
-	dst0 := lr.span(op, op.Dst, ol.Dst, 0, pipe, it)
-	n := src0.Length
-	if n%t.Size() != 0 {
-		return fmt.Errorf("a %d-byte reduction of %d-byte %s elements: %w", n, t.Size(), t, plan.ErrMessageSize)
+	t, rop, n, dst, a, err := lr.reduction(op, ol, pipe, it)
+	if err != nil || n == 0 {
+		return err
 	}
-	if n == 0 {
-		return nil
-	}
-	dst, a := lr.local(op.Dst[0].Buffer, dst0), lr.local(op.Src[0].Buffer, src0)
 	remoteSrc := op.Code == plan.OpReadReduce || op.Code == plan.OpReadReduceSend
 	if !remoteSrc {
 		// Every source of an element read before its result is stored (dst may be
