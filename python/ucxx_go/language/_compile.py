@@ -103,6 +103,7 @@ class EOp:
     switch_index: tuple = ()
     switch_size: int = 0
     occ: object = None  # an inserted release/acquire pair this op belongs to
+    ops: list = field(default_factory=list)  # the DSL ops it came from
 
     @property
     def is_sync(self):
@@ -313,6 +314,7 @@ class Compiler:
         self.lanes = {r: {} for r in range(self.n)}
         self.inserted_sems = {r: [] for r in range(self.n)}
         self.occurrences = []
+        self.occ_info = {}
         self.pair_sem = {}
         self.barrier_ids = {r: {} for r in range(self.n)}
         per_rank = {}
@@ -405,6 +407,7 @@ class Compiler:
             in_loop = loop if (loop is not None and src_ln.open is not None and src_ln.open.loop is loop) else None
             occ = (sem, len(self.occurrences))
             self.occurrences.append(occ)
+            self.occ_info[occ] = (r, src, rop, op)
             self._append(r, src, EOp("sem_release", sems=[sem], sync=SyncType.before, origin=[why], occ=occ),
                          in_loop)
             self._join(r, lk, self._snapshot(r, src))
@@ -447,8 +450,8 @@ class Compiler:
         need = self._unsatisfied(r, lk, acc)
         if need:
             self._sync(r, lk, need, op, loop)
-        e = self._lower(op)
-        tick = self._append(r, lk, e, loop)
+        for e in self._split(r, self._lower(op)):
+            tick = self._append(r, lk, e, loop)
         if op.kind == "sem_release":
             for s in op.sems:
                 self.sem_rel.setdefault(s, []).append((lk, self._snapshot(r, lk)))
@@ -463,8 +466,30 @@ class Compiler:
         for a in recs_of:
             self.recs.append((a[0], a[1], a[2], a[3], lk, tick, op))
 
+    def _split(self, r, e):
+        """A reduction of more sources than an op may list (MAX_REFS), as a chain of
+        reductions into its destination."""
+        if e.name not in ("re", "rre", "repkt") or len(e.src) <= MAX_REFS:
+            return [e]
+        out = []
+        first, rest = e.src[0], e.src[1:]
+        while rest:
+            take, rest = rest[:MAX_REFS - 1], rest[MAX_REFS - 1:]
+            name = e.name
+            if name == "rre" and all(c.rank == r for c in take):
+                name = "re"
+            out.append(EOp(name, [first] + take, list(e.dst), ctype=e.ctype if name == "rre" else None, tbg=e.tbg,
+                           reduce_op=e.reduce_op, origin=list(e.origin), ops=list(e.ops)))
+            first = e.dst[0]
+        return out
+
     def _lower(self, op):
         """The EOp of one DSL op (before fusion)."""
+        e = self._lower1(op)
+        e.ops = [op]
+        return e
+
+    def _lower1(self, op):
         org = [f"{op.where} {op.describe()}"]
         k = op.kind
         if k == "copy":
@@ -580,6 +605,7 @@ class Compiler:
 
     def to_plan(self):
         prog = self.prog
+        self.eop_at = {}
         gpus, prov = [], {}
         for r in range(self.n):
             g, p = self._gpu(r)
@@ -708,6 +734,7 @@ class Compiler:
                     if e.tbg is not None:
                         d["tbg_info"] = {"tb_id": e.tbg[0], "tbg_size": e.tbg[1]}
                 prov[(r, t) + where] = list(e.origin)
+                self.eop_at[(r, t) + where] = e
                 return d
 
             ops = [emit(e, (i,)) for i, e in enumerate(entries)]
@@ -781,48 +808,48 @@ def _fuse2(a, b, r):
             if a.ctype != "memory" or a.name == "ppkt" or all(
                     c.buffer == a.src[0].buffer for c in b.src):
                 return EOp(a.name, a.src + b.src, a.dst + b.dst, channels=a.channels + b.channels, ctype=a.ctype,
-                           tbg=a.tbg, origin=a.origin + b.origin)
+                           tbg=a.tbg, origin=a.origin + b.origin, ops=a.ops + b.ops)
     if a.name == b.name == "get" and same and a.src[0].size == b.src[0].size \
             and len(a.dst) + len(b.dst) <= MAX_REFS:
         return EOp("get", a.src + b.src, a.dst + b.dst, channels=a.channels + b.channels, ctype=a.ctype, tbg=a.tbg,
-                   origin=a.origin + b.origin)
+                   origin=a.origin + b.origin, ops=a.ops + b.ops)
     if a.name == b.name == "rppkt" and same and a.ctype == b.ctype and a.src == b.src \
             and len(a.dst) + len(b.dst) <= MAX_REFS:
         return EOp("rppkt", a.src, a.dst + b.dst, channels=a.channels + b.channels, ctype=a.ctype, tbg=a.tbg,
-                   origin=a.origin + b.origin)
+                   origin=a.origin + b.origin, ops=a.ops + b.ops)
     if a.name == b.name and a.name in ("re", "rre", "repkt") and same and a.src[0] == b.src[0] \
             and a.dst == b.dst and a.reduce_op == b.reduce_op and len(a.src) + len(b.src) - 1 <= MAX_REFS:
         return EOp(a.name, a.src + b.src[1:], a.dst, ctype=a.ctype, tbg=a.tbg, reduce_op=a.reduce_op,
-                   origin=a.origin + b.origin)
+                   origin=a.origin + b.origin, ops=a.ops + b.ops)
     if a.name in ("re", "res", "rre", "rres") and b.name == "put" and b.ctype == "memory" and same \
             and len(b.src) == 1 and b.src[0] == a.dst[0] and len(a.dst) + len(b.dst) <= MAX_REFS:
         name = {"re": "res", "res": "res", "rre": "rres", "rres": "rres"}[a.name]
         return EOp(name, a.src, a.dst + b.dst, ctype="memory", tbg=a.tbg, reduce_op=a.reduce_op,
-                   origin=a.origin + b.origin)
+                   origin=a.origin + b.origin, ops=a.ops + b.ops)
     if a.name in ("repkt", "respkt") and b.name == "ppkt" and b.ctype == "memory" and same \
             and len(b.src) == 1 and b.src[0] == a.dst[0] and len(a.dst) + len(b.dst) <= MAX_REFS:
         return EOp("respkt", a.src, a.dst + b.dst, ctype="memory", tbg=a.tbg, reduce_op=a.reduce_op,
-                   origin=a.origin + b.origin)
+                   origin=a.origin + b.origin, ops=a.ops + b.ops)
     if a.name == "repkt" and b.name == "cpkt" and same and b.src[0] == a.dst[0]:
         return EOp("recpkt", a.src, a.dst + b.dst, ctype=a.ctype, tbg=a.tbg, reduce_op=a.reduce_op, pkt_dst=1,
-                   origin=a.origin + b.origin)
+                   origin=a.origin + b.origin, ops=a.ops + b.ops)
     if a.name in ("recpkt", "recspkt") and b.ctype == "memory" and same and len(b.src) == 1 and (
             (b.name == "ppkt" and b.src[0] == a.dst[0]) or (b.name == "rppkt" and b.src[0] == a.dst[1])) \
             and len(a.dst) + len(b.dst) <= MAX_REFS:
         return EOp("recspkt", a.src, a.dst + b.dst, ctype="memory", tbg=a.tbg, reduce_op=a.reduce_op, pkt_dst=1,
-                   origin=a.origin + b.origin)
+                   origin=a.origin + b.origin, ops=a.ops + b.ops)
     if a.name == b.name and a.name in ("signal", "wait", "rlxsignal", "rlxwait", "flush") \
             and a.ctype == b.ctype and not set(map(id, a.channels)) & set(map(id, b.channels)) \
             and len(a.channels) + len(b.channels) <= MAX_CHANNELS:
         return EOp(a.name, channels=a.channels + b.channels, ctype=a.ctype, sync=a.sync | b.sync,
-                   origin=a.origin + b.origin)
+                   origin=a.origin + b.origin, ops=a.ops + b.ops)
     if a.name == b.name and a.name in ("sem_acquire", "sem_release") \
             and not set(map(id, a.sems)) & set(map(id, b.sems)) and len(a.sems) + len(b.sems) <= MAX_SEMS:
-        return EOp(a.name, sems=a.sems + b.sems, sync=a.sync | b.sync, origin=a.origin + b.origin)
+        return EOp(a.name, sems=a.sems + b.sems, sync=a.sync | b.sync, origin=a.origin + b.origin, ops=a.ops + b.ops)
     if a.name == "glre" and b.name == "gstore" and a.switch is b.switch and a.switch_size == b.switch_size \
             and b.src[0] == a.dst[0]:
         return EOp("glres", ctype="switch", switch=a.switch, switch_index=(a.switch_index[0], b.switch_index[0]),
-                   switch_size=a.switch_size, reduce_op=a.reduce_op, origin=a.origin + b.origin)
+                   switch_size=a.switch_size, reduce_op=a.reduce_op, origin=a.origin + b.origin, ops=a.ops + b.ops)
     return None
 
 
@@ -952,6 +979,14 @@ def _build(c, prog, placed, drop):
     return replicate(plan, prov, prog.instances, prog.replication_policy)
 
 
+PRUNE_ONE_BY_ONE = 64  # kept release/acquire pairs each tried alone when no more than this
+
+
+def tb_of_op(c, r, op):
+    lk = c.lane_of.get(op)
+    return c.tb_of[r].get(lk) if lk is not None else None
+
+
 def compile_program(prog):
     from .checker import PlanCheckError, check_plan
 
@@ -968,7 +1003,9 @@ def compile_program(prog):
     if prog.check and prune and inserted:
         # Release/acquire pairs the compiler added that the plan does not need (the order
         # already comes through another rank, or a lane's own signal publishes its
-        # slice): all at once, else one by one, each removal proven by the checker.
+        # slice). Without any of them the checker lists the racing pairs of ops; a
+        # pair is kept when one of those races joins its op to its source lane. The
+        # result is checked; should it still race, pairs are tried one by one.
         def ok(d):
             plan, prov = _build(c, prog, placed, d)
             try:
@@ -977,9 +1014,38 @@ def compile_program(prog):
             except PlanCheckError:
                 return False
 
-        if ok(set(inserted)):
-            drop = set(inserted)
-        else:
+        plan0, _ = _build(c, prog, placed, set(inserted))
+        try:
+            races = check_plan(plan0, collect_races=True).races
+        except PlanCheckError:
+            races = None
+        if races is not None:
+            tb_ids = c.tb_of
+            touched = set()
+            for x, y in races:
+                for a, b in ((x, y), (y, x)):
+                    ea = c.eop_at.get((a[0], a[1]) + tuple(a[2][:2] if len(a[2]) > 1 else a[2]))
+                    if ea is not None:
+                        for o in ea.ops:
+                            # a race with another rank: the op's order after its own
+                            # rank's waits is missing, from whichever lane
+                            touched.add((o, b[1] if a[0] == b[0] else "*"))
+            keep = set()
+            for occ in inserted:
+                r, src, rop, op = c.occ_info[occ]
+                if (op, tb_ids[r].get(src)) in touched or (rop, tb_of_op(c, r, op)) in touched \
+                        or (op, "*") in touched:
+                    keep.add(occ)
+            trial = set(inserted) - keep
+            if ok(trial):
+                drop = trial
+                if len(keep) <= PRUNE_ONE_BY_ONE:  # then each kept pair is proven needed
+                    for s in [o for o in inserted if o in keep]:
+                        if ok(drop | {s}):
+                            drop.add(s)
+            else:
+                races = None
+        if races is None:
             for s in inserted:
                 if ok(drop | {s}):
                     drop.add(s)

@@ -114,18 +114,22 @@ def _allreduce_allpairs_pinned(n, c):
         ch.wait(tb(r, p), data_sync=SyncType.after)
 
 
-def _ring_channels(n):
-    """Per rank: (to next, to prev), made in an order that pairs r's channel to r+1
-    with r+1's channel to r (with two ranks both lead to the same peer)."""
+def _ring_channels(n, segments):
+    """Per rank and segment: (to next, to prev), made in an order that pairs r's
+    channel to r+1 with r+1's channel to r (with two ranks both lead to one peer)."""
     nxt, prv = {}, {}
-    for r in range(n):
-        order = ("prev", "next") if n == 2 and r % 2 else ("next", "prev")
-        for which in order:
-            if which == "next":
-                nxt[r] = MemoryChannel((r + 1) % n, r)
-            else:
-                prv[r] = MemoryChannel((r - 1) % n, r)
+    for g in range(segments):
+        for r in range(n):
+            order = ("prev", "next") if n == 2 and r % 2 else ("next", "prev")
+            for which in order:
+                if which == "next":
+                    nxt[(r, g)] = MemoryChannel((r + 1) % n, r)
+                else:
+                    prv[(r, g)] = MemoryChannel((r - 1) % n, r)
     return nxt, prv
+
+
+RING_SEGMENT = 6  # ring steps per channel pair: the compiler gives each pair a lane (64 ops at most)
 
 
 def _allreduce_ring(n, c):
@@ -133,40 +137,45 @@ def _allreduce_ring(n, c):
     step s rank r sends block r-s (its input at s = 0, else its running sum) into
     slot s of the next rank's scratch; the next rank adds its input to it. After
     n-1 steps rank r holds the sum of block r+1, which then travels once round the
-    ring into every output."""
+    ring into every output. Every RING_SEGMENT steps use a channel pair of their
+    own, so that long rings spread over several lanes."""
     scratch = {r: Buffer(r, (n - 1) * c) for r in range(n)}
-    nxt, prv = _ring_channels(n)
-    for r in range(n):
-        nxt[r].signal(relaxed=True, data_sync=SyncType.none)
-        prv[r].signal(relaxed=True, data_sync=SyncType.none)
-    for r in range(n):
-        nxt[r].wait(relaxed=True, data_sync=SyncType.after)
-        prv[r].wait(relaxed=True, data_sync=SyncType.after)
+    steps = 2 * (n - 1)
+    segments = (steps + RING_SEGMENT - 1) // RING_SEGMENT
+    nxt, prv = _ring_channels(n, segments)
+    for (r, g) in nxt:
+        nxt[(r, g)].signal(relaxed=True, data_sync=SyncType.none)
+        prv[(r, g)].signal(relaxed=True, data_sync=SyncType.none)
+    for (r, g) in nxt:
+        nxt[(r, g)].wait(relaxed=True, data_sync=SyncType.after)
+        prv[(r, g)].wait(relaxed=True, data_sync=SyncType.after)
 
     def blk(b):
         b %= n
         return slice(b * c, (b + 1) * c)
 
     for s in range(n - 1):
+        g = s // RING_SEGMENT
         for r in range(n):
             rank, nx = Rank(r), (r + 1) % n
             src = rank.get_input_buffer() if s == 0 else rank.get_output_buffer()
-            nxt[r].put(scratch[nx][s * c:(s + 1) * c], src[blk(r - s)])
-            nxt[r].signal(data_sync=SyncType.before)
+            nxt[(r, g)].put(scratch[nx][s * c:(s + 1) * c], src[blk(r - s)])
+            nxt[(r, g)].signal(data_sync=SyncType.before)
         for r in range(n):
             rank = Rank(r)
-            prv[r].wait(data_sync=SyncType.after)
+            prv[(r, g)].wait(data_sync=SyncType.after)
             b = blk(r - 1 - s)
             rank.reduce(rank.get_input_buffer()[b], [scratch[r][s * c:(s + 1) * c]],
                         dst_chunk=rank.get_output_buffer()[b], reduce_op=None)
     for t in range(n - 1):
+        g = (n - 1 + t) // RING_SEGMENT
         for r in range(n):
             nx = (r + 1) % n
             b = blk(r + 1 - t)
-            nxt[r].put(Rank(nx).get_output_buffer()[b], Rank(r).get_output_buffer()[b])
-            nxt[r].signal(data_sync=SyncType.before)
+            nxt[(r, g)].put(Rank(nx).get_output_buffer()[b], Rank(r).get_output_buffer()[b])
+            nxt[(r, g)].signal(data_sync=SyncType.before)
         for r in range(n):
-            prv[r].wait(data_sync=SyncType.after)
+            prv[(r, g)].wait(data_sync=SyncType.after)
 
 
 def _allgather(n, c, inplace):

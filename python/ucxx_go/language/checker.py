@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 
 __all__ = ["CheckReport", "PlanCheckError", "check_plan"]
 
+MAX_OPS = 64  # per lane, counting a pipeline's inner ops (0.9's MAX_OPERATION)
 SIGNAL_NAMES = {"signal", "rlxsignal", "pws", "pwsf"}
 WAIT_NAMES = {"wait", "rlxwait"}
 WINDOWED = {"copy", "put", "pws", "pwsf", "get", "re", "res", "rre", "rres", "glres"}
@@ -82,6 +83,7 @@ class CheckReport:
     calls: int
     pieces_per_chunk: int
     notes: list = field(default_factory=list)
+    races: list = field(default_factory=list)  # with collect_races: [((rank, lane, pos), (rank, lane, pos))]
 
 
 @dataclass(eq=False)
@@ -252,6 +254,12 @@ class _Checker:
                 if tb.get("id") != li:
                     self._plan_error(f"rank {r}: threadblocks[{li}] has id {tb.get('id')}")
                 seq = []
+                count = sum(1 + len(op.get("ops", [])) if op.get("name") == "pipeline" else 1 for op in tb["ops"])
+                if count > MAX_OPS:
+                    raise _Fail(PlanCheckError(
+                        "plan", f"rank {r} lane {li} has {count} ops: MSCCL++ 0.9 runs at most {MAX_OPS} per lane "
+                                f"(pipelines' inner ops count); spread the work over more lanes or channels",
+                        r, li))
                 for i, op in enumerate(tb["ops"]):
                     if op["name"] == "pipeline":
                         inner = op.get("ops", [])
@@ -333,12 +341,17 @@ class _Checker:
                 self.hosts[(r, c)] = self._new(_Step(0, r, -1, c, (), "host", {}, kind="host"))
         self.producers = {}  # ("ch", rank, type, idx) or ("sem", rank, id) -> [steps]
         self.consumers = {}
+        self.chains = {}
+        resolved = {}
         for c in range(self.calls):
             for (r, li), seq in self.programs.items():
                 tbl = self._tb_lists(r, li)
                 steps = []
                 for pos, op, window in seq:
-                    src, dst, ids, ctype = self._resolve(r, li, op, window, tbl)
+                    key = (r, li, pos)
+                    if key not in resolved:
+                        resolved[key] = self._resolve(r, li, op, window, tbl)
+                    src, dst, ids, ctype = resolved[key]
                     st = self._new(_Step(0, r, li, c, pos, op["name"], op, src, dst, ids, ctype, seq=len(steps)))
                     steps.append(st)
                     self._index_sync(st)
@@ -590,12 +603,38 @@ class _Checker:
             key = (p[0], st.ctype, p[1])
             self.inbound[key] = self.inbound.get(key, 0) + 1
 
+    def _chain(self, key):
+        """The producers of key in their one order, if they all run on one lane (of
+        successive calls), else None."""
+        ch = self.chains.get(key, False)
+        if ch is False:
+            prods = self.producers.get(key, [])
+            if len({(s.rank, s.lane) for s in prods}) <= 1:
+                ch = sorted(prods, key=lambda s: (s.call, s.seq))
+            else:
+                ch = None
+            self.chains[key] = ch
+        return ch
+
     def _match(self, w, key, k, init, strong_wait):
         """Happens-before edges into consumer w (the k-th on key) from the producers every
         schedule runs before it."""
         prods = self.producers.get(key, [])
         need = k - init
         if need <= 0:
+            return
+        chain = self._chain(key)
+        if chain is not None:
+            # one producing lane: the consumer follows exactly the first `need` producers,
+            # all of them through the last one (lane order) and, with data, through the
+            # last strong one (a release heads the counter's later increments)
+            last = chain[min(need, len(chain)) - 1]
+            self.xo[w.sid] |= self.xo[last.sid] | (1 << last.sid)
+            if strong_wait:
+                for s in reversed(chain[:need]):
+                    if s.name in ("signal", "pws", "pwsf", "sem_release") or s.ctype == "port":
+                        self.full[w.sid] |= self.full[s.sid] | (1 << s.sid)
+                        break
             return
         for s in prods:
             if not self.done[s.sid]:
@@ -981,7 +1020,7 @@ def _packet_positions(name, ctype, ns, nd):
     return set(), set()
 
 
-def check_plan(plan, provenance=None, *, calls=2, pipeline_iterations=2, call_barrier=False):
+def check_plan(plan, provenance=None, *, calls=2, pipeline_iterations=2, call_barrier=False, collect_races=False):
     """Check `plan` (a dict, or JSON text); raise PlanCheckError or return a CheckReport.
 
     provenance: {(rank, lane, op index[, inner index]): [where...]} as
@@ -1000,6 +1039,11 @@ def check_plan(plan, provenance=None, *, calls=2, pipeline_iterations=2, call_ba
         ck.build()
         ck.run()
         found = ck.races()
+        if collect_races:
+            pairs = [((a[3].rank, a[3].lane, a[3].pos), (b[3].rank, b[3].lane, b[3].pos))
+                     for _, _, _, a, b in found if a[3].kind == "op" and b[3].kind == "op"]
+            return CheckReport(steps=ck.executed, accesses=ck.n_acc, calls=calls, pieces_per_chunk=ck.D,
+                               notes=ck.notes, races=pairs)
         if found:
             raise _Fail(ck.report_races(found))
         if ck.results:
