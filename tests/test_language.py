@@ -783,3 +783,34 @@ def test_call_barrier_makes_the_handshake_unneeded():
         lang.check_plan(plan, prov)
     lang.check_plan(plan, prov, call_barrier=True)
     run_reference(plan)
+
+
+def pull_allgather(n=3, done_round=True):
+    """Pulling: each rank tells its peers its input is there, they get it, and tell it
+    when they are done reading (its caller may overwrite the input after that)."""
+    with CollectiveProgram("get_ag", AllGather(n, 1, False), n, check=done_round) as prog:
+        ch = {(r, p): MemoryChannel(p, r) for r in range(n) for p in range(n) if p != r}
+        for c in ch.values():
+            c.relaxedSignal()
+        for (r, p), c in ch.items():
+            c.relaxedWait()
+            c.get(Rank(r).get_output_buffer()[p:p + 1], Rank(p).get_input_buffer()[0:1])
+        for r in range(n):
+            Rank(r).copy(Rank(r).get_output_buffer()[r:r + 1], Rank(r).get_input_buffer()[0:1])
+        if done_round:
+            for c in ch.values():
+                c.relaxedSignal()
+            for c in ch.values():
+                c.relaxedWait()
+        return prog.compile()
+
+
+def test_pull_allgather_with_get():
+    plan, _ = pull_allgather()
+    assert count_ops(plan, "get") == 6
+    parses(json.dumps(plan))
+    run_reference(plan)
+    bad, prov = pull_allgather(done_round=False)
+    with pytest.raises(lang.PlanCheckError, match="race") as e:
+        lang.check_plan(bad, prov)
+    assert "get" in str(e.value) and "caller" in str(e.value)
