@@ -464,7 +464,8 @@ def test_mixed_pinned_and_auto():
             c.put(scratch[p][0:1], rank.get_input_buffer()[p:p + 1], tb=3)
             c.signal()
             c.wait()
-            rank.reduce(rank.get_input_buffer()[r:r + 1], [scratch[r][0:1]], dst_chunk=rank.get_output_buffer()[r:r + 1])
+            rank.reduce(rank.get_input_buffer()[r:r + 1], [scratch[r][0:1]],
+                        dst_chunk=rank.get_output_buffer()[r:r + 1])
             c.put(Rank(p).get_output_buffer()[r:r + 1], rank.get_output_buffer()[r:r + 1])
             c.signal()
             c.wait()

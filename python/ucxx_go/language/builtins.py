@@ -205,7 +205,8 @@ def _reduce_scatter(n, c):
     for r in range(n):
         rank = Rank(r)
         slots = [scratch[r][s * c:(s + 1) * c] for s in range(n - 1)]
-        rank.reduce(rank.get_input_buffer()[r * c:(r + 1) * c], slots, dst_chunk=rank.get_output_buffer()[0:c], reduce_op=None)
+        rank.reduce(rank.get_input_buffer()[r * c:(r + 1) * c], slots, dst_chunk=rank.get_output_buffer()[0:c],
+                    reduce_op=None)
 
 
 def _alltoall(n, c, inplace):

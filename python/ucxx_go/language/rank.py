@@ -7,7 +7,8 @@ from .program import get_program
 from .thread_block_group import ThreadBlockGroup
 from .types import _DEFAULT, BufferType, ChannelType, Chunk, ReduceOperationType, SyncType  # noqa: F401
 
-__all__ = ["BaseBuffer", "Buffer", "Rank", "Semaphore", "ThreadBlockGroup", "SyncType", "BufferType", "ChannelType", "ReduceOperationType", "Chunk"]
+__all__ = ["BaseBuffer", "Buffer", "Rank", "Semaphore", "ThreadBlockGroup", "SyncType", "BufferType", "ChannelType",
+           "ReduceOperationType", "Chunk"]
 
 
 def _lanes(tb, tb_group):
