@@ -7,7 +7,7 @@ relaxedSignal, Rank.Semaphore, Loop.iteration). ``tb=`` is optional: the compile
 places what is not pinned and inserts the synchronisation between lanes that the
 chunks' byte ranges need. JSON() checks the plan before it returns it: every output
 chunk holds what the collective defines, no data race, no deadlock (checker.py).
-See docs/language.md.
+See docs/dsl.md.
 """
 
 from .channel import Channel, MemoryChannel, PortChannel, SwitchChannel
