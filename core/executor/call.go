@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"encoding/binary"
 	"fmt"
 	"hash/fnv"
 	"sync"
@@ -276,7 +277,14 @@ func (x *Executor) fingerprint(c Call) uint64 {
 	if c.Blocks != nil {
 		in, out = 0, 0 // per rank; the block tables are compared pair by pair
 	}
-	fmt.Fprintf(h, "%x %d %d %d %d %x %d", x.planHash(c.Plan), in, out, c.DType, c.Op, c.Describe, c.Memory)
+	// Fixed-width fields, no formatting: this runs on every call.
+	var b [35]byte
+	binary.LittleEndian.PutUint64(b[0:], x.planHash(c.Plan))
+	binary.LittleEndian.PutUint64(b[8:], in)
+	binary.LittleEndian.PutUint64(b[16:], out)
+	binary.LittleEndian.PutUint64(b[24:], c.Describe)
+	b[32], b[33], b[34] = byte(c.DType), byte(c.Op), byte(c.Memory)
+	h.Write(b[:])
 	return h.Sum64() | 1 // never 0
 }
 
