@@ -85,7 +85,10 @@ func (x *Executor) Execute(c Call) error {
 // present without a thread hop, and never waits here for a late rank. The call
 // holds the executor until rest returns; rest must be called exactly once.
 func (x *Executor) Start(c Call) (rest func() error, err error) {
-	x.mu.Lock()
+	// A call still running elsewhere holds the executor: never wait for it here.
+	if !x.mu.TryLock() {
+		return func() error { return x.Execute(c) }, nil
+	}
 	if x.closed || x.broken != nil || x.board == nil || !x.caughtUp(x.seq+1) {
 		x.mu.Unlock()
 		return func() error { return x.Execute(c) }, nil

@@ -43,6 +43,22 @@ func TestStartRunsHereOnlyWhenEveryRankIsThere(t *testing.T) {
 		t.Fatal(err)
 	}
 	check()
+	// a call still running holds the executor: Start hands back the remainder at
+	// once instead of waiting for it
+	xs[0].mu.Lock()
+	rest, err = xs[0].Start(call(0))
+	xs[0].mu.Unlock()
+	if err != nil || rest == nil {
+		t.Fatalf("Start while a call runs: %v, remainder %v", err, rest != nil)
+	}
+	go func() { done <- xs[1].Execute(call(1)) }()
+	if err := rest(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	check()
 	// rank 1 there first: Start runs the call itself
 	go func() { done <- xs[1].Execute(call(1)) }()
 	deadline := time.Now().Add(10 * time.Second)
