@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ucxx-go/ucxx-go/core/dag"
+	"github.com/ucxx-go/ucxx-go/core/internal/pause"
 	"github.com/ucxx-go/ucxx-go/ucxx"
 )
 
@@ -221,10 +222,11 @@ func GPUTime(v *dag.Vertex) (time.Duration, bool) {
 }
 
 // pollSpin is how long the poller keeps polling without sleeping after the last end
-// it saw; after that it polls every pollSleep while work is in flight.
+// it saw; after that it polls every pollSleep while work is in flight (a pause.For:
+// time.Sleep would make it about a millisecond).
 const (
 	pollSpin  = 200 * time.Microsecond
-	pollSleep = 50 * time.Microsecond
+	pollSleep = 20 * time.Microsecond
 )
 
 // poll ends the lane's vertices as their stop events complete: the moment a GPU
@@ -276,7 +278,7 @@ func (l *gpuLane) poll() {
 		if time.Since(lastEnd) < pollSpin {
 			runtime.Gosched()
 		} else {
-			time.Sleep(pollSleep)
+			pause.For(pollSleep)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ucxx-go/ucxx-go/core/internal/pause"
 	"github.com/ucxx-go/ucxx-go/core/plan"
 	"github.com/ucxx-go/ucxx-go/core/reduce"
 	"github.com/ucxx-go/ucxx-go/ucxx"
@@ -502,7 +503,7 @@ func (lr *laneRun) drain() error {
 				return &RankError{Rank: -1, Op: "waiting for the device", Err: fmt.Errorf("the lane's stream did not finish in %v: %w", r.scope.timeout, ErrTimeout)}
 			}
 		}
-		time.Sleep(drainPause)
+		pause.For(drainPause)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/ucxx-go/ucxx-go/core/internal/pause"
 	"github.com/ucxx-go/ucxx-go/core/plan"
 	"github.com/ucxx-go/ucxx-go/core/reduce"
 	"github.com/ucxx-go/ucxx-go/ucxx"
@@ -57,7 +58,7 @@ func (p *packetPoll) until(n uint64, step func(done uint64) uint64) error {
 		if time.Now().After(p.s.deadline) {
 			return &RankError{Rank: -1, Op: p.what(), Err: fmt.Errorf("packets did not come in %v: %w", p.s.timeout, ErrTimeout)}
 		}
-		time.Sleep(20 * time.Microsecond)
+		pause.For(20 * time.Microsecond)
 	}
 }
 

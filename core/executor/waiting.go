@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/ucxx-go/ucxx-go/core/internal/pause"
 )
 
 // Waiting for a shared word another rank changes: spin a little (the common case on
@@ -88,7 +90,7 @@ func (s *waitScope) polled(w sharedWord, done func(uint64) bool, rank int, what 
 		if time.Now().After(s.deadline) {
 			return &RankError{Rank: rank, Op: what(), Err: fmt.Errorf("nothing came in %v: %w", s.timeout, ErrTimeout)}
 		}
-		time.Sleep(pollPause)
+		pause.For(pollPause)
 	}
 }
 
