@@ -170,14 +170,17 @@ var tickets struct {
 }
 
 // startFinish starts a collective: one that ran where it started (every rank was
-// there) gives 0 and its error with no thread hop; else its remainder runs on a
-// goroutine, waited for up to spinUs here, then through a ticket for CommWait.
+// there within the patience the call carries, spinUs) gives 0 and its error with no
+// thread hop; else its remainder runs on a goroutine, waited for here for what is
+// left of spinUs, then through a ticket for CommWait.
 func startFinish(spinUs int, start func() (func() error, error)) (int64, error) {
+	t0 := time.Now()
 	rest, err := start()
 	if rest == nil {
 		return 0, err
 	}
-	return finish(spinUs, rest)
+	left := time.Duration(spinUs)*time.Microsecond - time.Since(t0)
+	return finish(int(max(left, 0)/time.Microsecond), rest)
 }
 
 // finish runs f and waits up to spinUs for it: 0 and f's error when it ended, else a
@@ -266,6 +269,7 @@ func CommExecute(h, planH uint64, send uintptr, sendBytes uint64, sendMem int, s
 	if call.Plan, err = planOf(planH); err != nil {
 		return 0, err
 	}
+	call.Patience = time.Duration(spinUs) * time.Microsecond
 	return startFinish(spinUs, func() (func() error, error) { return c.StartExecute(call) })
 }
 
@@ -278,6 +282,7 @@ func CommCollective(h uint64, kind string, root int, send uintptr, sendBytes uin
 	if err != nil {
 		return 0, err
 	}
+	call.Patience = time.Duration(spinUs) * time.Microsecond
 	return startFinish(spinUs, func() (func() error, error) { return c.StartCollective(kind, root, call) })
 }
 
@@ -315,5 +320,6 @@ func CommAllToAllV(h uint64, send uintptr, sendBytes uint64, sendMem int, sendSt
 	for i, v := range []*[]uint64{&b.SendOffsets, &b.SendLengths, &b.RecvOffsets, &b.RecvLengths} {
 		*v = append([]uint64(nil), words[i*n:(i+1)*n]...)
 	}
+	call.Patience = time.Duration(spinUs) * time.Microsecond
 	return startFinish(spinUs, func() (func() error, error) { return c.StartAllToAllV(call, b) })
 }

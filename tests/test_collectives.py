@@ -301,3 +301,23 @@ def test_split_forms_sub_communicators_beside_the_parent(tmp_path):
         asyncio.run(main())
     """)
     assert out.count(" ok") == 4
+
+
+def test_element_types_come_from_the_buffer_and_byte_swapped_ones_are_refused():
+    import numpy as np
+    import pytest
+
+    from ucxx_go import _constants as C
+    from ucxx_go._collective_args import dtype_code
+
+    for name in ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
+                 "float64"]:
+        want = getattr(C, "DTYPE_" + name.upper())
+        for _ in range(2):  # the second through the cache of dtypes seen
+            assert dtype_code(np.zeros(3, name)) == want
+        assert dtype_code(np.zeros(3, "uint8"), dtype=name) == want
+    assert dtype_code(bytearray(4)) == C.DTYPE_UINT8
+    for bad in [np.zeros(3, ">f4"), np.zeros(3, ">i8"), np.zeros(3, "complex64"), np.zeros(3, bool)]:
+        for _ in range(2):
+            with pytest.raises(TypeError):
+                dtype_code(bad)

@@ -3,7 +3,6 @@ package execution
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"time"
 
@@ -276,7 +275,7 @@ func (l *gpuLane) poll() {
 			continue
 		}
 		if time.Since(lastEnd) < pollSpin {
-			runtime.Gosched()
+			pause.Yield()
 		} else {
 			pause.For(pollSleep)
 		}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ucxx-go/ucxx-go/core/internal/pause"
 	"github.com/ucxx-go/ucxx-go/core/plan"
 	"github.com/ucxx-go/ucxx-go/core/reduce"
 	"github.com/ucxx-go/ucxx-go/ucxx"
@@ -41,6 +42,11 @@ type Call struct {
 	// block j of the send and receive buffers, in bytes. Every rank's send length
 	// to j must equal j's receive length from it (the ranks check all pairs).
 	Blocks *Blocks
+	// Patience is how long Start may wait, here on the caller's goroutine, for the
+	// other ranks to announce the call before it hands back the remainder: ranks that
+	// arrive a little apart then run the call without a hop to another thread.
+	// Execute ignores it.
+	Patience time.Duration
 }
 
 // Blocks are a rank's per-call blocks: offsets and lengths, one per rank, in bytes.
@@ -83,7 +89,8 @@ func (x *Executor) Execute(c Call) error {
 // remainder (waiting for the ranks, then running), for the caller to run elsewhere
 // (a goroutine): so a caller on an event loop runs calls whose ranks are all
 // present without a thread hop, and never waits here for a late rank. The call
-// holds the executor until rest returns; rest must be called exactly once.
+// holds the executor until rest returns; rest must be called exactly once. It waits
+// here up to c.Patience for the other ranks' announcements.
 func (x *Executor) Start(c Call) (rest func() error, err error) {
 	// A call still running elsewhere holds the executor: never wait for it here.
 	if !x.mu.TryLock() {
@@ -98,7 +105,7 @@ func (x *Executor) Start(c Call) (rest func() error, err error) {
 		x.mu.Unlock()
 		return nil, err
 	}
-	if !x.announced(st.seq) {
+	if !x.announcedWithin(st.seq, c.Patience) {
 		return func() error {
 			defer x.mu.Unlock()
 			return x.finish(st)
@@ -382,6 +389,28 @@ func (x *Executor) announced(seq uint64) bool {
 		}
 	}
 	return true
+}
+
+// announcedWithin polls announced(seq) for up to patience.
+func (x *Executor) announcedWithin(seq uint64, patience time.Duration) bool {
+	if x.announced(seq) {
+		return true
+	}
+	if patience <= 0 {
+		return false
+	}
+	deadline := time.Now().Add(patience)
+	for i := 1; ; i++ {
+		if x.announced(seq) {
+			return true
+		}
+		if i&63 == 0 {
+			if time.Now().After(deadline) {
+				return false
+			}
+			pause.Yield()
+		}
+	}
 }
 
 // publish writes this rank's slot for call seq (after waiting, if need be, for the

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -486,7 +485,7 @@ func (lr *laneRun) drain() error {
 		}
 		now := time.Now()
 		if now.Sub(start) < drainSpin {
-			runtime.Gosched()
+			pause.Yield()
 			continue
 		}
 		if now.After(next) {

@@ -2,7 +2,6 @@ package executor
 
 import (
 	"fmt"
-	"runtime"
 	"time"
 
 	"github.com/ucxx-go/ucxx-go/core/internal/pause"
@@ -41,7 +40,7 @@ func (p *packetPoll) until(n uint64, step func(done uint64) uint64) error {
 		}
 		if i < p.s.spin {
 			if i&63 == 63 {
-				runtime.Gosched()
+				pause.Yield()
 			}
 			continue
 		}

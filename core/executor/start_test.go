@@ -82,4 +82,16 @@ func TestStartRunsHereOnlyWhenEveryRankIsThere(t *testing.T) {
 		t.Fatal(err)
 	}
 	check()
+	// a patient Start waits for a rank that comes later and runs the call itself
+	c0 := call(0)
+	c0.Patience = time.Minute
+	go func() { done <- xs[1].Execute(call(1)) }()
+	rest, err = xs[0].Start(c0)
+	if err != nil || rest != nil {
+		t.Fatalf("Start with patience: %v, remainder %v", err, rest != nil)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	check()
 }

@@ -2,7 +2,6 @@ package executor
 
 import (
 	"fmt"
-	"runtime"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -42,7 +41,7 @@ func (s *waitScope) until(w sharedWord, done func(uint64) bool, rank int, what f
 			return nil
 		}
 		if i&63 == 63 {
-			runtime.Gosched()
+			pause.Yield()
 		}
 	}
 	for {
@@ -77,7 +76,7 @@ func (s *waitScope) polled(w sharedWord, done func(uint64) bool, rank int, what 
 		}
 		if i < s.spin {
 			if i&63 == 63 {
-				runtime.Gosched()
+				pause.Yield()
 			}
 			continue
 		}

@@ -18,11 +18,18 @@ _FORMATS = {
     "d": "float64", "c": "uint8",
 }
 _OPS = {"sum": C.REDUCE_SUM, "prod": C.REDUCE_PROD, "min": C.REDUCE_MIN, "max": C.REDUCE_MAX}
+# Codes of the dtype objects seen so far (numpy's, torch's, cupy's): a dtype's name is
+# computed on every access (microseconds a call), a dict hit is not. Bounded: only the
+# first _BY_DTYPE_MAX distinct dtypes are remembered.
+_BY_DTYPE = {}
+_BY_DTYPE_MAX = 64
 
 
 def _name(obj):
     dt = getattr(obj, "dtype", None)
     if dt is not None:
+        if not getattr(dt, "isnative", True):  # numpy's byte-swapped types: the reductions are native-endian
+            return None
         name = getattr(dt, "name", None) or str(dt)
         return name.rsplit(".", 1)[-1]  # torch.float32 -> float32
     if isinstance(obj, (bytes, bytearray)):
@@ -43,7 +50,19 @@ def dtype_code(obj, dtype=None):
         The type is not one collectives reduce over.
     """
     if dtype is None:
+        dt = getattr(obj, "dtype", None)
+        if dt is not None:
+            try:
+                return _BY_DTYPE[dt]
+            except (KeyError, TypeError):
+                pass
         name = _name(obj)
+        code = _DTYPES.get(name)
+        if code is not None and dt is not None and len(_BY_DTYPE) < _BY_DTYPE_MAX:
+            try:
+                _BY_DTYPE[dt] = code
+            except TypeError:  # an unhashable dtype
+                pass
     elif isinstance(dtype, str):
         name = dtype
     elif hasattr(dtype, "shape") or isinstance(dtype, (bytes, bytearray, memoryview)):  # an array: its type

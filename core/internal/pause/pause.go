@@ -40,3 +40,13 @@ func For(d time.Duration) {
 		ts = left // a signal (the runtime's preemption) cut it short
 	}
 }
+
+// Yield gives the calling thread's CPU to another runnable thread of the machine, if
+// any (sched_yield), and comes back at once otherwise: what a spinning wait calls now
+// and then so that, on a machine with more busy threads than cores, the thread it
+// waits for gets to run. Unlike runtime.Gosched it does not enter Go's scheduler,
+// which on a thread locked to its goroutine (a call from C, such as Python's) hands
+// the P to another thread and back, two futex wake-ups a yield.
+func Yield() {
+	syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+}

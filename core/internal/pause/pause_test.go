@@ -1,6 +1,7 @@
 package pause
 
 import (
+	"runtime"
 	"testing"
 	"time"
 )
@@ -32,5 +33,19 @@ func BenchmarkFor50us(b *testing.B) {
 func BenchmarkTimeSleep50us(b *testing.B) {
 	for b.Loop() {
 		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+// BenchmarkYield against BenchmarkGosched: sched_yield alone costs a system call;
+// see Yield for what runtime.Gosched costs on a locked thread.
+func BenchmarkYield(b *testing.B) {
+	for b.Loop() {
+		Yield()
+	}
+}
+
+func BenchmarkGosched(b *testing.B) {
+	for b.Loop() {
+		runtime.Gosched()
 	}
 }
