@@ -3,6 +3,7 @@ package execution
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -275,7 +276,10 @@ func (l *gpuLane) poll() {
 			continue
 		}
 		if time.Since(lastEnd) < pollSpin {
-			pause.Yield()
+			// Gosched, not pause.Yield: the poller is an ordinary goroutine, and what
+			// it readied (a waiter, a child's launch) may wait for its P. With
+			// pause.Yield the suite's bs shape took 3.07 ms instead of 0.61 (H200).
+			runtime.Gosched()
 		} else {
 			pause.For(pollSleep)
 		}
