@@ -59,7 +59,6 @@ func (c *Communicator) StartCollective(kind string, root int, call executor.Call
 	if err := reduce.Check(t, max(op, reduce.Sum)); err != nil {
 		return nil, fmt.Errorf("collective: %s: %w", kind, err)
 	}
-	n := uint64(c.size)
 	e := t.Size()
 	inPlace, err := c.conventions(kind, root, send, recv, e)
 	if err != nil {
@@ -91,7 +90,7 @@ func (c *Communicator) StartCollective(kind string, root int, call executor.Call
 		ch.o.Chunks, ch.o.Lanes = 1, 1
 	}
 	if kind == AllReduce && !divides(kind, ch, c.size, send.Bytes, e) {
-		return func() error { return c.allReduceUneven(ch, call, n, e) }, nil
+		return c.startAllReduceUneven(ch, call, e)
 	}
 	if call.Plan, err = c.registry.builtin(kind, ch.name, c.size, ch.o); err != nil {
 		return nil, err
@@ -110,18 +109,34 @@ func divides(kind string, ch choice, n int, bytes, e uint64) bool {
 	return bytes%(uint64(in)*e) == 0
 }
 
-// allReduceUneven runs an allreduce whose element count the plan's chunks do not
-// divide: the largest prefix that divides by the plan, the rest (fewer elements
-// than the plan has chunks) padded to one all-pairs unit in a buffer of its own.
-// Small messages are padded whole (one run, two small copies).
-func (c *Communicator) allReduceUneven(ch choice, call executor.Call, n, e uint64) error {
+// startAllReduceUneven starts an allreduce whose element count the plan's chunks do
+// not divide, as StartCollective starts others. A small message is padded whole (two
+// small copies around one run, which may run here); a large one runs elsewhere
+// (allReduceUneven).
+func (c *Communicator) startAllReduceUneven(ch choice, call executor.Call, e uint64) (rest func() error, err error) {
+	if call.Send.Bytes > allPairsMaxBytes {
+		return func() error { return c.allReduceUneven(ch, call, e) }, nil
+	}
+	tail, finish, err := c.paddedTail(call, 0, e)
+	if err != nil {
+		return nil, err
+	}
+	more, err := c.x.Start(tail)
+	if more == nil {
+		return nil, finish(err)
+	}
+	return func() error { return finish(more()) }, nil
+}
+
+// allReduceUneven runs a large allreduce whose element count the plan's chunks do
+// not divide: the largest prefix that divides by the plan, then the rest (fewer
+// elements than the plan has chunks) padded to one all-pairs unit in a buffer of its
+// own.
+func (c *Communicator) allReduceUneven(ch choice, call executor.Call, e uint64) error {
 	a, _ := builtin.Lookup(AllReduce, ch.name)
 	in, _ := a.Chunks(c.size, ch.o)
 	unit := uint64(in) * e
 	main := call.Send.Bytes / unit * unit
-	if call.Send.Bytes <= allPairsMaxBytes {
-		main = 0
-	}
 	if main > 0 {
 		p, err := c.registry.builtin(AllReduce, ch.name, c.size, ch.o)
 		if err != nil {
@@ -134,12 +149,23 @@ func (c *Communicator) allReduceUneven(ch choice, call executor.Call, n, e uint6
 			return err
 		}
 	}
-	rest := call.Send.Bytes - main
-	st, err := stagingFor(call.Memory, call.Send.Addr, call.Streams)
+	tail, finish, err := c.paddedTail(call, main, e)
 	if err != nil {
 		return err
 	}
-	defer st.close()
+	return finish(c.x.Execute(tail))
+}
+
+// paddedTail readies the allreduce of call's bytes from main on: copied into a buffer
+// padded to whole all-pairs units, run in place there. finish takes the run's
+// outcome, copies the result back when it succeeded and frees the buffer; it must be
+// called exactly once.
+func (c *Communicator) paddedTail(call executor.Call, main, e uint64) (tail executor.Call, finish func(error) error, err error) {
+	rest := call.Send.Bytes - main
+	st, err := stagingFor(call.Memory, call.Send.Addr, call.Streams)
+	if err != nil {
+		return tail, nil, err
+	}
 	pad := builtin.Options{InPlace: true}
 	pa, _ := builtin.Lookup(AllReduce, "allpairs")
 	pin, _ := pa.Chunks(c.size, pad)
@@ -147,25 +173,31 @@ func (c *Communicator) allReduceUneven(ch choice, call executor.Call, n, e uint6
 	padded := (rest + padUnit - 1) / padUnit * padUnit
 	p, err := c.registry.builtin(AllReduce, "allpairs", c.size, pad)
 	if err != nil {
-		return err
+		st.close()
+		return tail, nil, err
 	}
 	t, err := st.alloc(padded)
 	if err != nil {
+		st.close()
+		return tail, nil, err
+	}
+	finish = func(err error) error {
+		if err == nil {
+			err = st.copy(call.Recv.Addr+uintptr(main), t, rest)
+		}
+		st.free(t)
+		st.close()
 		return err
 	}
-	defer st.free(t)
 	if err := st.copy(t, call.Send.Addr+uintptr(main), rest); err != nil {
-		return err
+		return tail, nil, finish(err)
 	}
-	tail := call
+	tail = call
 	tail.Plan = p
 	tail.Send = executor.Buffer{Addr: t, Bytes: padded}
 	tail.Recv = tail.Send
 	tail.Describe ^= rest // the true size, which padding hides, in the fingerprint
-	if err := c.x.Execute(tail); err != nil {
-		return err
-	}
-	return st.copy(call.Recv.Addr+uintptr(main), t, rest)
+	return tail, finish, nil
 }
 
 // conventions checks a call's buffers and sizes against kind's conventions and
