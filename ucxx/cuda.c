@@ -36,6 +36,8 @@ static struct {
     CUresult (*cuMemHostUnregister)(void *p);
     CUresult (*cuMemHostGetDevicePointer)(CUdeviceptr *dptr, void *p, unsigned int flags);
     CUresult (*cuStreamWaitValue64)(CUstream s, CUdeviceptr addr, uint64_t value, unsigned int flags);
+    CUresult (*cuCtxGetFlags)(unsigned int *flags);
+    CUresult (*cuCtxSetFlags)(unsigned int flags);
 } opt;
 
 int ucxx_cuda_load(char *err, size_t errlen) {
@@ -86,6 +88,8 @@ int ucxx_cuda_load(char *err, size_t errlen) {
     opt.cuMemHostGetDevicePointer = dlsym(lib, "cuMemHostGetDevicePointer_v2");
     opt.cuStreamWaitValue64 = dlsym(lib, "cuStreamWaitValue64_v2");
     if (opt.cuStreamWaitValue64 == NULL) opt.cuStreamWaitValue64 = dlsym(lib, "cuStreamWaitValue64");
+    opt.cuCtxGetFlags = dlsym(lib, "cuCtxGetFlags");
+    opt.cuCtxSetFlags = dlsym(lib, "cuCtxSetFlags");
     return 0;
 }
 
@@ -142,7 +146,33 @@ CUresult ucxx_cuda_primary_retain(int ordinal, CUdevice *dev, CUcontext *ctx, co
         return r;
     }
     r = api.cuDevicePrimaryCtxRetain(ctx, *dev);
-    if (r != CUDA_SUCCESS) *op = "cuDevicePrimaryCtxRetain";
+    if (r != CUDA_SUCCESS) {
+        *op = "cuDevicePrimaryCtxRetain";
+        return r;
+    }
+    if (opt.cuCtxGetFlags == NULL || opt.cuCtxSetFlags == NULL) return CUDA_SUCCESS;
+    // The flags belong to the current context: make ctx current for the calls and put
+    // back what the thread had (all within this one C call, so on one thread). Exactly
+    // UCX's value, so that UCX's own call later changes nothing.
+    CUcontext was = NULL;
+    api.cuCtxGetCurrent(&was);
+    if (api.cuCtxSetCurrent(*ctx) != CUDA_SUCCESS) return CUDA_SUCCESS;
+    unsigned int flags = 0;
+    if (opt.cuCtxGetFlags(&flags) == CUDA_SUCCESS && flags != CU_CTX_SYNC_MEMOPS) {
+        opt.cuCtxSetFlags(CU_CTX_SYNC_MEMOPS); // best effort: UCX sets it otherwise
+    }
+    api.cuCtxSetCurrent(was);
+    return CUDA_SUCCESS;
+}
+
+CUresult ucxx_cuda_ctx_flags(CUcontext ctx, unsigned int *flags) {
+    if (opt.cuCtxGetFlags == NULL) return CUDA_ERROR_NOT_SUPPORTED;
+    CUcontext was = NULL;
+    api.cuCtxGetCurrent(&was);
+    CUresult r = api.cuCtxSetCurrent(ctx);
+    if (r != CUDA_SUCCESS) return r;
+    r = opt.cuCtxGetFlags(flags);
+    api.cuCtxSetCurrent(was);
     return r;
 }
 

@@ -41,6 +41,7 @@ const (
 	CUDAErrorNoDevice       = int(C.CUDA_ERROR_NO_DEVICE)
 	CUDAErrorInvalidDevice  = int(C.CUDA_ERROR_INVALID_DEVICE)
 	CUDAErrorInvalidContext = int(C.CUDA_ERROR_INVALID_CONTEXT)
+	CUDAErrorNotSupported   = int(C.CUDA_ERROR_NOT_SUPPORTED)
 )
 
 // CUDAError is a failed CUDA driver call: which call, and the CUresult it returned.
@@ -218,6 +219,20 @@ func (d *CUDADriver) RetainPrimary(device int) (CUDAContext, error) {
 	}
 	c.ord = device
 	return c, nil
+}
+
+// CtxSyncMemops is CU_CTX_SYNC_MEMOPS, the context flag RetainPrimary sets (see
+// ucxx_cuda_primary_retain in cuda.h for why).
+const CtxSyncMemops = uint(C.CU_CTX_SYNC_MEMOPS)
+
+// Flags returns the context's flags (cuCtxGetFlags).
+func (c CUDAContext) Flags() (uint, error) {
+	c.check("Flags")
+	var f C.uint
+	if err := cudaErr("cuCtxGetFlags", C.ucxx_cuda_ctx_flags(c.ctx, &f)); err != nil {
+		return 0, err
+	}
+	return uint(f), nil
 }
 
 func (c CUDAContext) check(op string) {

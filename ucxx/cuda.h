@@ -33,6 +33,10 @@ typedef unsigned long long CUdeviceptr;
 #define CUDA_ERROR_INVALID_CONTEXT 201
 #define CUDA_ERROR_NOT_READY 600
 
+// CUctx_flags: CU_CTX_SYNC_MEMOPS (synchronous memory operations on the context's
+// allocations, which UCX's cuda_copy requires and sets itself).
+#define CU_CTX_SYNC_MEMOPS 0x80
+
 // CUpointer_attribute values.
 #define CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
 #define CU_POINTER_ATTRIBUTE_IS_MANAGED 8
@@ -72,9 +76,19 @@ CUresult ucxx_cuda_pci_bus_id(int ordinal, char *buf, int len, const char **op);
 const char *ucxx_cuda_error_name(CUresult r); // NULL for a code the driver does not know
 
 // Primary contexts: retain takes cuDeviceGet's handle for ordinal and a reference on
-// its primary context.
+// its primary context, and gives the context the flags UCX's cuda_copy gives it the
+// first time UCX meets memory of it, cuCtxSetFlags(CU_CTX_SYNC_MEMOPS), unless it has
+// them already (where the driver has cuCtxSetFlags, CUDA 12.1 on). UCX's call waits for
+// the device; made by the progress thread while a stream waits for that thread (a
+// kernel behind a receive's done word) it never returned (H200s, UCX 1.22). UCX makes
+// the same call when it opens its memory domain, against that risk, on the context
+// current then; the progress thread has none. Made here, before this library queues
+// work on the context, UCX's later calls find the flags as they want them.
+// ucxx_cuda_ctx_flags reads the context's flags (CUDA_ERROR_NOT_SUPPORTED without
+// cuCtxGetFlags).
 CUresult ucxx_cuda_primary_retain(int ordinal, CUdevice *dev, CUcontext *ctx, const char **op);
 CUresult ucxx_cuda_primary_release(CUdevice dev);
+CUresult ucxx_cuda_ctx_flags(CUcontext ctx, unsigned int *flags);
 CUresult ucxx_cuda_ctx_set_current(CUcontext ctx);
 CUresult ucxx_cuda_ctx_get_current(CUcontext *ctx);
 

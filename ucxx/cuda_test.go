@@ -210,6 +210,25 @@ func TestCUDADevices(t *testing.T) {
 	}
 }
 
+// TestCUDAPrimaryContextSyncMemops: a retained primary context carries the flags UCX's
+// cuda_copy would set on it at its first send (cuda.h says why they are set here).
+func TestCUDAPrimaryContextSyncMemops(t *testing.T) {
+	d := needCUDA(t)
+	c, err := d.RetainPrimary(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	f, err := c.Flags()
+	var ce *CUDAError
+	if errors.As(err, &ce) && ce.Code == CUDAErrorNotSupported {
+		t.Skipf("the driver has no cuCtxGetFlags: %v", err)
+	}
+	if err != nil || f != CtxSyncMemops {
+		t.Fatalf("primary context flags %#x, %v; want %#x", f, err, CtxSyncMemops)
+	}
+}
+
 func TestCUDAMemoryAndPointers(t *testing.T) {
 	d := needCUDA(t)
 	n, _ := d.DeviceCount()
