@@ -12,7 +12,8 @@ See docs/dsl.md.
 
 from .channel import Channel, MemoryChannel, PortChannel, SwitchChannel
 from .checker import PlanCheckError, check_plan
-from .collectives import AllGather, AllReduce, AllToAll, Collective, ReduceScatter, TestCollective
+from .collectives import (AllGather, AllReduce, AllToAll, AllToAllV, Broadcast, Collective, Reduce, ReduceScatter,
+                          TestCollective)
 from .loop import Loop, LoopIterationContext
 from .program import JSON, CollectiveProgram, get_program
 from .rank import BaseBuffer, Buffer, Rank, Semaphore
@@ -21,9 +22,9 @@ from .types import BufferType, ChannelType, Chunk, ReduceOperationType, Replicat
 from .utils import AlgoSpec
 
 __all__ = [
-    "AlgoSpec", "AllGather", "AllReduce", "AllToAll", "BaseBuffer", "Buffer", "BufferType", "Channel",
-    "ChannelType", "Chunk", "Collective", "CollectiveProgram", "JSON", "Loop", "LoopIterationContext",
-    "MemoryChannel", "PlanCheckError", "PortChannel", "Rank", "ReduceOperationType", "ReduceScatter",
+    "AlgoSpec", "AllGather", "AllReduce", "AllToAll", "AllToAllV", "BaseBuffer", "Broadcast", "Buffer", "BufferType",
+    "Channel", "ChannelType", "Chunk", "Collective", "CollectiveProgram", "JSON", "Loop", "LoopIterationContext",
+    "MemoryChannel", "PlanCheckError", "PortChannel", "Rank", "Reduce", "ReduceOperationType", "ReduceScatter",
     "ReplicationPolicy", "Semaphore", "SwitchChannel", "SyncType", "TestCollective", "ThreadBlockGroup",
     "check_plan", "get_program",
 ]

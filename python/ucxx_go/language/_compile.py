@@ -617,6 +617,7 @@ class Compiler:
             "protocol": prog.protocol,
             "inplace": prog.collective.inplace,
             "reuse_resources": prog.reuse_resources,
+            **getattr(prog.collective, "plan_fields", dict)(),
             "gpus": gpus,
             "num_threads_per_block": prog.num_threads_per_block,
             "use_double_scratch_buffer": prog.use_double_scratch_buffer,
@@ -866,14 +867,24 @@ def fuse(entries, r):
 
 
 def collapse_nops(entries):
+    """One nop where several meet; none right after a barrier, nor right before one
+    unless the program asked for it (rank.barrier of one lane): a barrier syncs the
+    thread block too."""
     out = []
     for e in entries:
         if e.name == "nop" and out and out[-1].name in ("nop", "barrier"):
+            if out[-1].name == "nop" and _asked(e):
+                out[-1] = e
             continue
-        if e.name == "barrier" and out and out[-1].name == "nop":
+        if e.name == "barrier" and out and out[-1].name == "nop" and not _asked(out[-1]):
             out.pop()
         out.append(e)
     return out
+
+
+def _asked(e):
+    """Whether nop e is one the program wrote, not one the compiler added."""
+    return any(op.kind == "nop" for op in e.ops)
 
 
 # -- instances -------------------------------------------------------------------------------
@@ -991,6 +1002,7 @@ def compile_program(prog):
     from .checker import PlanCheckError, check_plan
 
     c = Compiler(prog)
+    root = getattr(prog.collective, "root", None)  # of broadcast and reduce: the checker's spec
     c.pair_channels()
     c.choose_lanes()
     c.place()
@@ -1009,7 +1021,7 @@ def compile_program(prog):
         def ok(d):
             plan, prov = _build(c, prog, placed, d)
             try:
-                check_plan(plan, provenance=prov)
+                check_plan(plan, provenance=prov, root=root)
                 return True
             except PlanCheckError:
                 return False
@@ -1051,5 +1063,5 @@ def compile_program(prog):
                     drop.add(s)
     plan, prov = _build(c, prog, placed, drop)
     if prog.check:
-        check_plan(plan, provenance=prov)
+        check_plan(plan, provenance=prov, root=root)
     return plan, prov

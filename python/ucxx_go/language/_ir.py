@@ -3,6 +3,7 @@ group), in program order, with where in the user's source it was made."""
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from dataclasses import dataclass, field
@@ -26,6 +27,53 @@ def caller_where():
             return f"{os.path.basename(fn)}:{f.f_lineno}"
         f = f.f_back
     return "?"
+
+
+_WHERE = "_ucxx_go_dsl_where"  # set on an exception once a DSL call has named its line
+
+
+def _call_name(fn, args):
+    """What the user called: "MemoryChannel.put", "Rank", "buffer slice"..."""
+    name = fn.__name__
+    owner = fn.__qualname__.rsplit(".", 1)[0] if "." in fn.__qualname__ else ""
+    if name == "__new__" and args and isinstance(args[0], type):
+        return args[0].__name__
+    if args and owner and any(k.__name__ == owner for k in type(args[0]).__mro__):
+        cls = type(args[0]).__name__
+        if name == "__init__":
+            return cls
+        if name == "__getitem__":
+            return "buffer slice"
+        return f"{cls}.{name}"
+    return fn.__qualname__
+
+
+def dsl_call(fn=None, *, records=True):
+    """Decorates a DSL entry point: a ValueError or TypeError raised inside it (the
+    user's mistake) gets the user's file:line and the call's name in front of its
+    message, and marks the current program as failed, so that it emits nothing
+    (CollectiveProgram.compile raises). ``records=False`` for constructors of the
+    program itself, which have no program to mark yet."""
+    if fn is None:
+        return functools.partial(dsl_call, records=records)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (ValueError, TypeError) as e:
+            if getattr(e, _WHERE, None) is None and len(e.args) == 1 and isinstance(e.args[0], str):
+                where = caller_where()
+                e.args = (f"{where}: {_call_name(fn, args)}: {e.args[0]}",)
+                setattr(e, _WHERE, where)
+                if records:
+                    from . import program
+
+                    if program._current is not None:
+                        program._current._fail(e.args[0])
+            raise
+
+    return call
 
 
 @dataclass(eq=False)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from .types import BufferType
 
-__all__ = ["AllGather", "AllReduce", "AllToAll", "Collective", "ReduceScatter", "TestCollective"]
+__all__ = ["AllGather", "AllReduce", "AllToAll", "AllToAllV", "Broadcast", "Collective", "Reduce", "ReduceScatter",
+           "TestCollective"]
 
 
 class Collective:
@@ -37,6 +38,10 @@ class Collective:
 
     def check(self, prog):  # MSCCL++'s hook; the checker does the work
         return True
+
+    def plan_fields(self):
+        """Top-level plan keys of our extensions that the collective needs (none)."""
+        return {}
 
 
 class TestCollective(Collective):
@@ -86,3 +91,41 @@ class AllToAll(Collective):
 
     def chunk_counts(self):
         return self.num_ranks * self.chunk_factor, self.num_ranks * self.chunk_factor
+
+
+class AllToAllV(AllToAll):
+    """Alltoall with block sizes every call gives (alltoallv): chunk j of each rank's
+    input and output is block j, of the call's size and offset (docs/plan-format.md
+    section 14). The plan says so ("ucxxgo_variable_blocks"); out of place, one chunk
+    per block, and every reference one whole block."""
+
+    name = "alltoallv"
+
+    def __init__(self, num_ranks):
+        super().__init__(num_ranks, 1, False)
+
+    def plan_fields(self):
+        return {"ucxxgo_variable_blocks": True}
+
+
+class _Rooted(Collective):
+    """A collective with a root rank; in place, the input is the output."""
+
+    def __init__(self, num_ranks, chunk_factor, inplace, root=0):
+        super().__init__(num_ranks, chunk_factor, inplace)
+        if not isinstance(root, int) or not 0 <= root < num_ranks:
+            raise ValueError(f"root {root!r} of {num_ranks} ranks")
+        self.root = root
+
+
+class Broadcast(_Rooted):
+    """Every rank's output is the root's input (chunk_factor chunks)."""
+
+    name = "broadcast"
+
+
+class Reduce(_Rooted):
+    """The root's output chunk k is the reduction of every rank's input chunk k; other
+    ranks' outputs are left as they were."""
+
+    name = "reduce"
