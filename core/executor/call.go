@@ -533,25 +533,13 @@ func (r *callRun) fail(err error) {
 	})
 }
 
-// lanes runs every lane of this rank, the first on this goroutine.
+// lanes runs every lane of this rank with the runner for the call's memory.
 func (r *callRun) lanes() error {
-	lanes := r.c.Plan.Ranks[r.me].Lanes
-	run := r.runLane
+	var run laneRunner = hostLanes{}
 	if r.cuda != nil {
-		run = r.runGPULane
+		run = gpuLanes{}
 	}
-	var wg sync.WaitGroup
-	for i := 1; i < len(lanes); i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			run(i)
-		}()
-	}
-	if len(lanes) > 0 {
-		run(0)
-	}
-	wg.Wait()
+	run.runLanes(r)
 	return r.err
 }
 

@@ -1,0 +1,48 @@
+package executor
+
+import "sync"
+
+// laneRunner runs this rank's part of a call once every rank has announced it and
+// the plan context is ready: every lane's ops, in order, with the signals, waits,
+// barriers and semaphores between lanes and ranks that the plan says. Two exist:
+// hostLanes (a goroutine per lane: memmove, process_vm_readv/writev, C reductions,
+// futex waits) and gpuLanes (a CUDA stream per lane: copies, reduction kernels,
+// stream writes and waits on counters, then a drain). MSCCL++'s own design for
+// device memory, one persistent kernel per rank running every lane as a thread block
+// with device-side channels and a proxy FIFO to the progress thread, is a third
+// runner: it takes the same laid-out plan, board and context, so neither the plan
+// format nor the API change with it.
+type laneRunner interface {
+	// runLanes returns once every lane ended; a lane's failure is in r.err (r.fail
+	// records the first and aborts the rest).
+	runLanes(r *callRun)
+}
+
+// hostLanes runs host-memory lanes on goroutines, the first on the caller's.
+type hostLanes struct{}
+
+func (hostLanes) runLanes(r *callRun) { eachLane(r, r.runLane) }
+
+// gpuLanes queues each lane on its CUDA stream (from a goroutine per lane, the first
+// on the caller's) and drains it.
+type gpuLanes struct{}
+
+func (gpuLanes) runLanes(r *callRun) { eachLane(r, r.runGPULane) }
+
+// eachLane calls run for every lane of this rank, lane 0 on this goroutine and the
+// others on goroutines of their own, and returns when all returned.
+func eachLane(r *callRun, run func(lane int)) {
+	n := len(r.c.Plan.Ranks[r.me].Lanes)
+	var wg sync.WaitGroup
+	for i := 1; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			run(i)
+		}()
+	}
+	if n > 0 {
+		run(0)
+	}
+	wg.Wait()
+}
