@@ -44,6 +44,8 @@ def _call_name(fn, args):
             return cls
         if name == "__getitem__":
             return "buffer slice"
+        if name == "__enter__":
+            return f"with {cls}"
         return f"{cls}.{name}"
     return fn.__qualname__
 

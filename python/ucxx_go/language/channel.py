@@ -8,7 +8,7 @@ B to A: a signal on one is consumed by a wait on the other.
 
 from __future__ import annotations
 
-from ._ir import Op
+from ._ir import Op, caller_where, dsl_call
 from .program import get_program
 from .rank import _check_loop, _lanes
 from .thread_block_group import ThreadBlockGroup  # noqa: F401
@@ -21,13 +21,15 @@ __all__ = ["Channel", "MemoryChannel", "PortChannel", "SwitchChannel", "SyncType
 class _Channel:
     channel_type = ChannelType.none
 
+    @dsl_call
     def __init__(self, dst_rank, src_rank):
         prog = get_program()
         prog._check_rank(src_rank, "source rank")
         prog._check_rank(dst_rank, "destination rank")
         if src_rank == dst_rank:
-            raise ValueError(f"a channel from rank {src_rank} to itself")
+            raise ValueError(f"a channel from rank {src_rank} to itself: a rank's own chunks need no channel")
         self.src_rank, self.dst_rank = src_rank, dst_rank
+        self.where = caller_where()
         prog.add_channel(self)
 
     @classmethod
@@ -39,17 +41,23 @@ class _Channel:
 
     # -- checks
 
-    def _src(self, c):
-        if not isinstance(c, Chunk):
-            raise TypeError(f"{c!r} is not a chunk")
-        if c.rank != self.src_rank:
-            raise ValueError(f"{c!r}: the channel's ops run on rank {self.src_rank}")
+    def _ends(self):
+        return (f"{type(self).__name__}({self.dst_rank}, {self.src_rank}) runs on rank {self.src_rank} and leads "
+                f"to rank {self.dst_rank}")
 
-    def _dst(self, c):
-        if not isinstance(c, Chunk):
-            raise TypeError(f"{c!r} is not a chunk")
+    def _src(self, c, what="local chunk"):
+        get_program().check_chunk(c, what)
+        if c.rank != self.src_rank:
+            raise ValueError(f"wrong direction: the {what} {c!r} is on rank {c.rank}, and {self._ends()}"
+                             + (f" (the channel the other way is {type(self).__name__}({self.src_rank}, "
+                                f"{self.dst_rank}))" if c.rank == self.dst_rank else ""))
+
+    def _dst(self, c, what="remote chunk"):
+        get_program().check_chunk(c, what)
         if c.rank != self.dst_rank:
-            raise ValueError(f"{c!r}: the channel leads to rank {self.dst_rank}")
+            raise ValueError(f"wrong direction: the {what} {c!r} is on rank {c.rank}, and {self._ends()}"
+                             + (f" (the channel the other way is {type(self).__name__}({self.src_rank}, "
+                                f"{self.dst_rank}))" if c.rank == self.src_rank else ""))
 
     def _add(self, kind, tb, tb_group=None, src=(), dst=(), **kw):
         prog = get_program()
@@ -58,84 +66,102 @@ class _Channel:
 
     # -- synchronisation
 
+    @dsl_call
     def signal(self, tb=None, data_sync=SyncType.both, relaxed=False, sync=_DEFAULT):
         """Add one to the peer's count on the paired channel; a non-relaxed signal on a
         memory channel also publishes this lane's earlier stores into the peer."""
         sync = SyncType.coerce(sync, SyncType.coerce(data_sync, SyncType.both))
         self._add("signal", tb, sync=sync, relaxed=relaxed)
 
+    @dsl_call
     def wait(self, tb=None, data_sync=SyncType.both, relaxed=False, sync=_DEFAULT):
         """Wait for the peer's next signal on the paired channel."""
         sync = SyncType.coerce(sync, SyncType.coerce(data_sync, SyncType.both))
         self._add("wait", tb, sync=sync, relaxed=relaxed)
 
+    @dsl_call
     def relaxedSignal(self, tb=None, sync=_DEFAULT):  # noqa: N802 (the seed's name)
         """A signal that orders execution only, not data (rlxsignal)."""
         self.signal(tb, relaxed=True, sync=SyncType.coerce(sync, SyncType.both))
 
+    @dsl_call
     def relaxedWait(self, tb=None, sync=_DEFAULT):  # noqa: N802
         self.wait(tb, relaxed=True, sync=SyncType.coerce(sync, SyncType.both))
 
+    @dsl_call
     def flush(self, tb=None, data_sync=SyncType.both, sync=_DEFAULT):
         """Wait until this lane's earlier port puts on the channel have completed."""
         if self.channel_type != ChannelType.port:
-            raise ValueError("flush is for port channels")
+            raise ValueError("the executor runs flush only on port channels (memory channels' stores need none)")
         sync = SyncType.coerce(sync, SyncType.coerce(data_sync, SyncType.both))
         self._add("flush", tb, sync=sync)
 
     # -- data
 
+    @dsl_call
     def put(self, dst_chunk, src_chunk, tb=None, tb_group=None, iter_context=None):
         """dst_chunk (on the peer) = src_chunk (here)."""
         self._put(dst_chunk, src_chunk, tb, tb_group, iter_context)
 
     def _put(self, dst, src, tb, tb_group, iter_context=None, **kw):
-        self._src(src)
-        self._dst(dst)
+        self._src(src, "source chunk")
+        self._dst(dst, "destination chunk")
         if dst.size != src.size:
-            raise ValueError(f"put of {src.size} chunks into {dst.size}")
+            raise ValueError(f"chunk sizes differ: a put of {src.size} chunks ({src!r}) into {dst.size} ({dst!r})")
         if kw.get("to_packet") and dst.buffer != BufferType.scratch:
-            raise ValueError("packets are written to the peer's scratch")
-        if kw.get("from_packet") and src.buffer != BufferType.scratch:
-            raise ValueError("packets are read from scratch")
+            raise ValueError(f"packets are written to the peer's scratch, not to {dst!r}")
+        if (kw.get("from_packet") or (kw.get("to_packet") and self.channel_type == ChannelType.port)) \
+                and src.buffer != BufferType.scratch:
+            raise ValueError(f"packets are read from scratch, not from {src!r}"
+                             + (" (a port channel sends packets that copy_packets wrote there)"
+                                if not kw.get("from_packet") else ""))
         _check_loop(iter_context)
         self._add("put", tb, tb_group, [src], [dst], **kw)
 
+    @dsl_call
     def put_packets(self, dst_chunk, src_chunk, tb=None, tb_group=None):
         """Store src_chunk as LL packets into the peer's scratch (ppkt)."""
         self._put(dst_chunk, src_chunk, tb, tb_group, to_packet=True)
 
+    @dsl_call
     def read_put_packets(self, dst_chunk, src_chunk, tb=None, tb_group=None):
         """Forward LL packets from this rank's scratch to the peer's (rppkt)."""
         self._put(dst_chunk, src_chunk, tb, tb_group, to_packet=True, from_packet=True)
 
+    @dsl_call
     def get(self, dst_chunk, src_chunk, tb=None, tb_group=None, iter_context=None):
         """dst_chunk (here) = src_chunk (on the peer)."""
         if self.channel_type != ChannelType.memory:
-            raise ValueError("get is for memory channels")
-        self._src(dst_chunk)
-        self._dst(src_chunk)
+            raise ValueError("the executor runs get only on memory channels")
+        self._src(dst_chunk, "destination chunk")
+        self._dst(src_chunk, "source chunk")
         if dst_chunk.size != src_chunk.size:
-            raise ValueError(f"get of {src_chunk.size} chunks into {dst_chunk.size}")
+            raise ValueError(f"chunk sizes differ: a get of {src_chunk.size} chunks ({src_chunk!r}) into "
+                             f"{dst_chunk.size} ({dst_chunk!r})")
         _check_loop(iter_context)
         self._add("get", tb, tb_group, [src_chunk], [dst_chunk])
 
+    @dsl_call
     def reduce(self, local_src_chunk, remote_src_chunks, tb=None, tb_group=None, local_dst_chunk=None,
                reduce_op=ReduceOperationType.sum, op=None):
         """local_dst_chunk = local_src_chunk ⊕ the peer's chunks, read remotely (rre)."""
         if self.channel_type != ChannelType.memory:
-            raise ValueError("remote reductions are for memory channels")
+            raise ValueError("the executor runs remote reductions only on memory channels")
         if isinstance(remote_src_chunks, Chunk):
             remote_src_chunks = [remote_src_chunks]
         dst = local_src_chunk if local_dst_chunk is None else local_dst_chunk
         self._src(local_src_chunk)
         self._src(dst)
+        if not remote_src_chunks:
+            raise ValueError("a remote reduction needs at least one remote chunk")
         for c in remote_src_chunks:
             self._dst(c)
             if c.size != local_src_chunk.size:
-                raise ValueError(f"reduction of chunks of sizes {local_src_chunk.size} and {c.size}")
+                raise ValueError(f"chunk sizes differ: a reduction of {local_src_chunk.size} chunks "
+                                 f"({local_src_chunk!r}) with {c.size} ({c!r})")
         if dst.size != local_src_chunk.size:
-            raise ValueError(f"reduction into {dst.size} chunks of {local_src_chunk.size}")
+            raise ValueError(f"chunk sizes differ: a reduction of {local_src_chunk.size} chunks "
+                             f"({local_src_chunk!r}) into {dst.size} ({dst!r})")
         rop = op if op is not None else reduce_op
         rop = None if rop is None else ReduceOperationType.coerce(rop).value
         self._add("reduce", tb, tb_group, [local_src_chunk] + list(remote_src_chunks), [dst], reduce_op=rop)
@@ -144,20 +170,34 @@ class _Channel:
 class MemoryChannel(_Channel):
     channel_type = ChannelType.memory
 
+    @dsl_call
+    def put_with_signal(self, *a, **k):
+        raise ValueError("the executor runs put_with_signal only on port channels (on a memory channel: put, "
+                         "then signal)")
+
+    @dsl_call
+    def put_with_signal_and_flush(self, *a, **k):
+        raise ValueError("the executor runs put_with_signal_and_flush only on port channels (on a memory channel: "
+                         "put, then signal)")
+
 
 class PortChannel(_Channel):
     channel_type = ChannelType.port
 
+    @dsl_call
     def get(self, *a, **k):
-        raise ValueError("get is for memory channels")
+        raise ValueError("the executor runs get only on memory channels")
 
+    @dsl_call
     def put(self, dst_chunk, src_chunk, tb=None, tb_group=None, iter_context=None):
         self._put(dst_chunk, src_chunk, tb, tb_group, iter_context)
 
+    @dsl_call
     def put_with_signal(self, dst_chunk, src_chunk, tb=None):
         """A put, then a signal on the same channel, in order (pws)."""
         self._put(dst_chunk, src_chunk, tb, None, with_signal=True)
 
+    @dsl_call
     def put_with_signal_and_flush(self, dst_chunk, src_chunk, tb=None):
         """A put, a signal and a flush (pwsf)."""
         self._put(dst_chunk, src_chunk, tb, None, with_signal=True, with_flush=True)
@@ -171,8 +211,11 @@ class Channel:
     memory = ChannelType.memory
     port = ChannelType.port
 
+    @dsl_call
     def __new__(cls, dst_rank, src_rank, channel_type=ChannelType.memory):
         if isinstance(channel_type, str):
+            if channel_type not in ChannelType.__members__:
+                raise ValueError(f"channel type {channel_type!r}: memory or port")
             channel_type = ChannelType(channel_type)
         if channel_type == ChannelType.memory:
             return MemoryChannel(dst_rank, src_rank)
@@ -187,10 +230,15 @@ class SwitchChannel:
 
     channel_type = ChannelType.switch
 
+    @dsl_call
     def __init__(self, rank_list, buffer_type):
         prog = get_program()
         for r in rank_list:
             prog._check_rank(r)
+        if len(set(rank_list)) != len(rank_list) or len(rank_list) < 2:
+            raise ValueError(f"a switch channel's group {list(rank_list)}: want two or more distinct ranks")
+        if not isinstance(buffer_type, BufferType):
+            raise ValueError(f"buffer type {buffer_type!r}: want one of BufferType.input, output, scratch")
         self.ranks = list(rank_list)
         self.buffer_type = buffer_type
         self.channel_ids = {}
@@ -202,17 +250,44 @@ class SwitchChannel:
     def reset(cls):
         return None
 
+    @dsl_call
     def at_rank(self, rank):
-        if rank not in self.ranks:
-            raise ValueError(f"rank {rank} is not in the switch channel's group {self.ranks}")
+        self._member(rank)
         return _SwitchView(self, rank)
 
+    def _member(self, rank):
+        if rank not in self.ranks:
+            raise ValueError(f"rank {rank!r} is not in the switch channel's group {self.ranks}")
+
+    def _group_range(self, buffer_offset, size, chunk):
+        prog = get_program()
+        if not isinstance(buffer_offset, int) or not isinstance(size, int) or buffer_offset < 0 or size < 1:
+            raise ValueError(f"buffer_offset {buffer_offset!r} and size {size!r}: want integers, size at least 1")
+        for r in self.ranks:
+            have = prog.chunk_count(r, self.buffer_type)
+            if buffer_offset + size > have:
+                raise ValueError(f"chunks {buffer_offset}:{buffer_offset + size} of the group's "
+                                 f"{self.buffer_type.name} buffers out of range: rank {r}'s has {have}")
+        prog.check_chunk(chunk)
+        if chunk.size != size:
+            raise ValueError(f"chunk sizes differ: {size} chunks of the group's buffers and {chunk!r}")
+
+    @dsl_call
     def reduce(self, rank, buffer_offset, size, dst_chunk, tb=None, reduce_op=ReduceOperationType.sum):
+        self._member(rank)
+        self._group_range(buffer_offset, size, dst_chunk)
+        if dst_chunk.rank != rank:
+            raise ValueError(f"{dst_chunk!r} is on rank {dst_chunk.rank}: the reduce runs on rank {rank}")
         rop = ReduceOperationType.coerce(reduce_op).value
         get_program().add_op(Op("switch_reduce", rank, tb, dst=[dst_chunk], channel=self, reduce_op=rop,
                                 switch_index=buffer_offset, switch_size=size))
 
+    @dsl_call
     def broadcast(self, rank, src_chunk, buffer_offset, size, tb=None):
+        self._member(rank)
+        self._group_range(buffer_offset, size, src_chunk)
+        if src_chunk.rank != rank:
+            raise ValueError(f"{src_chunk!r} is on rank {src_chunk.rank}: the broadcast runs on rank {rank}")
         get_program().add_op(Op("switch_broadcast", rank, tb, src=[src_chunk], channel=self,
                                 switch_index=buffer_offset, switch_size=size))
 

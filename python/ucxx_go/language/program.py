@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 
-from ._ir import Op, caller_where
-from .types import ReplicationPolicy
+from ._ir import Op, caller_where, dsl_call
+from .types import BufferType, Chunk, ReplicationPolicy
 from .utils import AlgoSpec
 
 _current = None
+
+MAX_LANES = 1024  # thread blocks per rank the executor accepts (core/plan MaxLanes)
+MAX_THREADS_PER_BLOCK = 1024
 
 
 def set_program(program):
@@ -44,8 +47,15 @@ class CollectiveProgram:
         Insert the ``nop`` a lane needs between its own dependent ops (as MSCCL++
         does). Synchronisation between lanes is always inserted where the chunks'
         byte ranges need it.
+
+    A DSL call that is given something the program cannot have (a rank, buffer or
+    chunk out of range, chunks of different sizes, a channel used in the wrong
+    direction, an op the executor cannot run) raises ValueError naming the problem
+    and the line of the program that made the call. The program then emits nothing:
+    compile(), to_json() and JSON() raise ValueError naming that first failure.
     """
 
+    @dsl_call(records=False)
     def __init__(self, name, collective, num_ranks, instances=1, protocol="Simple", instr_fusion=True,
                  auto_sync=True, replication_policy=ReplicationPolicy.interleaved, reuse_resources=False,
                  num_threads_per_block=1024, use_double_scratch_buffer=False, buffer_alignment=16,
@@ -56,6 +66,11 @@ class CollectiveProgram:
             raise ValueError(f"{num_ranks} ranks for a collective of {collective.num_ranks}")
         if instances < 1:
             raise ValueError(f"instances {instances}")
+        if not 1 <= num_threads_per_block <= MAX_THREADS_PER_BLOCK:
+            raise ValueError(f"num_threads_per_block {num_threads_per_block}: the executor runs 1 to "
+                             f"{MAX_THREADS_PER_BLOCK} threads per block")
+        if buffer_alignment < 1:
+            raise ValueError(f"buffer_alignment {buffer_alignment}: want at least 1 byte")
         self.name = name
         self.collective = collective
         self.num_ranks = num_ranks
@@ -81,6 +96,8 @@ class CollectiveProgram:
         self.semaphores = [[] for _ in range(num_ranks)]
         self.loop_context = None
         self._loops = 0
+        self._error = None  # the message of the first DSL call that failed: nothing is emitted
+        self._switch_pending = {}  # (rank, tb) -> a switch reduce that its broadcast must follow
 
     @classmethod
     def from_spec(cls, spec: AlgoSpec, **kw):
@@ -105,16 +122,85 @@ class CollectiveProgram:
         if not isinstance(rank, int) or not 0 <= rank < self.num_ranks:
             raise ValueError(f"{what} {rank!r} out of range: the program has {self.num_ranks} ranks")
 
+    def _fail(self, message):
+        if self._error is None:
+            self._error = message
+
+    def _check_tb(self, tb):
+        if not isinstance(tb, int) or isinstance(tb, bool) or not 0 <= tb < MAX_LANES:
+            raise ValueError(f"tb {tb!r} out of range: thread blocks are numbered 0 to {MAX_LANES - 1}")
+
+    def chunk_count(self, rank, btype):
+        """How many chunks rank's buffer of type btype has (scratch: allocated so far)."""
+        if btype == BufferType.scratch:
+            return self.scratch_chunks[rank]
+        return len(self.buffers[rank][btype])
+
+    def check_chunk(self, c, what="chunk"):
+        """A Chunk of this program: its rank, buffer and range exist."""
+        if not isinstance(c, Chunk):
+            raise TypeError(f"{what} {c!r} is not a chunk (slice a buffer: buf[a:b])")
+        self._check_rank(c.rank, f"{what} {c!r}: rank")
+        if not isinstance(c.buffer, BufferType):
+            raise ValueError(f"{what} {c!r}: buffer {c.buffer!r} is none of input, output, scratch")
+        if not isinstance(c.index, int) or not isinstance(c.size, int) or c.index < 0 or c.size < 1:
+            raise ValueError(f"{what} {c!r}: index {c.index!r} and size {c.size!r} must be integers, "
+                             "index at least 0 and size at least 1")
+        have = self.chunk_count(c.rank, c.buffer)
+        if c.index + c.size > have:
+            raise ValueError(f"{what} {c!r} out of range: rank {c.rank}'s {c.buffer.name} buffer has {have} "
+                             f"chunk{'s' if have != 1 else ''}")
+
     def add_op(self, op: Op):
         self._check_rank(op.rank)
-        if op.tb is not None and (not isinstance(op.tb, int) or op.tb < 0):
-            raise ValueError(f"tb {op.tb!r}: thread blocks are numbered 0, 1, ...")
+        if op.tb is not None:
+            self._check_tb(op.tb)
+        for t in op.tb_list or ():
+            self._check_tb(t)
+        for c in op.src + op.dst:
+            self.check_chunk(c)
+        packet = op.to_packet or op.from_packet
+        if packet and self.protocol != "LL":
+            name = {"copy": "unpack_packets" if op.from_packet else "copy_packets",
+                    "reduce": "reduce(packet=True)"}.get(op.kind, op.describe())
+            raise ValueError(f"{name} is an LL packet op, and the program's protocol is "
+                             f"{self.protocol!r}: the executor runs packet ops only with protocol=\"LL\"")
+        ctx = self.loop_context
+        if ctx is not None and op.kind in ("copy", "reduce", "put", "get") and not packet:
+            for c in op.src + op.dst:
+                if c.size != ctx.num_chunks:
+                    raise ValueError(f"{op.describe()} of {c!r} in a Loop.iteration over num_chunks="
+                                     f"{ctx.num_chunks}: every data op of a pipeline must cover exactly "
+                                     "num_chunks chunks (the executor runs it window by window over them)")
+        if self.switch_channels:
+            self._check_switch_fusion(op)
         if op.where == "?":
             op.where = caller_where()
+        if op.kind == "switch_reduce":
+            self._switch_pending[(op.rank, op.tb)] = op
         op.seq = len(self.ops)
         op.loop = self.loop_context
         self.ops.append(op)
         return op
+
+    def _check_switch_fusion(self, op):
+        """The executor runs a switch reduce only fused with the broadcast of its result
+        that comes next on its lane (glres), neither alone (glre, gstore)."""
+        pend = self._switch_pending
+        near = [k for k in pend if k[0] == op.rank and (k[1] is None or op.tb is None or k[1] == op.tb)]
+        for k in near:
+            prev = pend[k]
+            fused = (op.kind == "switch_broadcast" and op.channel is prev.channel and op.tb == prev.tb
+                     and op.switch_size == prev.switch_size and op.src == prev.dst and op.loop is prev.loop)
+            if not fused:
+                raise ValueError(f"the switch reduce at {prev.where} must be followed by the broadcast of its "
+                                 f"result {prev.dst[0]!r} (same channel, size and tb): the executor runs a switch "
+                                 "reduce only fused with that broadcast (glres)")
+        if op.kind == "switch_broadcast" and not near:
+            raise ValueError("a switch broadcast must come right after the switch reduce of its source: the "
+                             "executor runs a switch broadcast only fused with that reduce (glres)")
+        for k in near:
+            del pend[k]
 
     def add_channel(self, ch):
         ch.channel_id = sum(1 for c in self.channels
@@ -136,8 +222,26 @@ class CollectiveProgram:
 
     def set_loop_context(self, ctx):
         if self.loop_context is not None and ctx is not None:
-            raise RuntimeError("nested pipelines are not supported")
+            raise ValueError("a Loop.iteration inside another: the executor does not run nested pipelines")
         self.loop_context = ctx
+
+    def _check_complete(self):
+        """What only the whole program shows: a channel without a pair, a switch reduce
+        left unfused at the end. Raises ValueError naming the line that made it."""
+        by = {}
+        for ch in self.channels:
+            by.setdefault((ch.channel_type, ch.src_rank, ch.dst_rank), []).append(ch)
+        for (t, a, b), lst in by.items():
+            back = by.get((t, b, a), [])
+            if len(lst) > len(back):
+                k = len(back)
+                raise ValueError(f"{getattr(lst[k], 'where', '?')}: {t.value} channel {k} from rank {a} to rank {b} "
+                                 f"has no {t.value} channel {k} from rank {b} to rank {a} to pair with (the k-th "
+                                 "channel of a type from A to B pairs with the k-th from B to A): the executor "
+                                 "refuses an unpaired channel")
+        for o in self._switch_pending.values():
+            raise ValueError(f"{o.where}: the switch reduce is not followed by the broadcast of its result: "
+                             "the executor runs a switch reduce only fused with that broadcast (glres)")
 
     # -- output ---------------------------------------------------------------------------
 
@@ -146,6 +250,9 @@ class CollectiveProgram:
         in the DSL program it came from. Raises PlanCheckError (checker) when check is on."""
         from ._compile import compile_program
 
+        if self._error is not None:
+            raise ValueError(f"program {self.name!r} emits nothing: a DSL call failed: {self._error}")
+        self._check_complete()
         return compile_program(self)
 
     def to_json(self, indent=2, **kwargs):

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from ._ir import dsl_call
+
 __all__ = ["ThreadBlockGroup"]
 
 
 class ThreadBlockGroup:
     """Lanes that share an op: lane tb_list[i] handles slice i of every reference."""
 
+    @dsl_call
     def __init__(self, tb_list):
         self.tb_list = list(tb_list)
         if not self.tb_list:
