@@ -14,6 +14,7 @@ from .channel import Channel, MemoryChannel, PortChannel, SwitchChannel
 from .checker import PlanCheckError, check_plan
 from .collectives import (AllGather, AllReduce, AllToAll, AllToAllV, Broadcast, Collective, Reduce, ReduceScatter,
                           TestCollective)
+from .fusion import no_fusion
 from .loop import Loop, LoopIterationContext
 from .program import JSON, CollectiveProgram, get_program
 from .rank import BaseBuffer, Buffer, Rank, Semaphore
@@ -26,5 +27,5 @@ __all__ = [
     "Channel", "ChannelType", "Chunk", "Collective", "CollectiveProgram", "JSON", "Loop", "LoopIterationContext",
     "MemoryChannel", "PlanCheckError", "PortChannel", "Rank", "Reduce", "ReduceOperationType", "ReduceScatter",
     "ReplicationPolicy", "Semaphore", "SwitchChannel", "SyncType", "TestCollective", "ThreadBlockGroup",
-    "check_plan", "get_program",
+    "check_plan", "get_program", "no_fusion",
 ]

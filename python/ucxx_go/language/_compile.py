@@ -857,7 +857,7 @@ def _fuse2(a, b, r):
 def fuse(entries, r):
     out = []
     for e in entries:
-        if out:
+        if out and all(op.fuse for op in out[-1].ops + e.ops):  # no_fusion's ops stay apart
             f = _fuse2(out[-1], e, r)
             if f is not None:
                 out[-1] = f

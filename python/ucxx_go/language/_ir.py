@@ -105,6 +105,7 @@ class Op:
     loop: object = None
     sems: list = field(default_factory=list)
     tb_list: list | None = None  # barrier members (None: every lane the rank has then)
+    fuse: bool = True  # False: the op keeps a plan op of its own (fusion.no_fusion)
     where: str = "?"
     seq: int = 0
     # switch ops

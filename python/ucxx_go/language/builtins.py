@@ -23,18 +23,37 @@ handshake on every channel, so that no rank stores into a peer that has not
 entered the call (and finished reading its buffers of the last one), and every
 store into a peer is followed by a signal the peer waits for before it returns.
 Data is pushed, never pulled: no plan reads a peer's memory.
+
+The library's built-in algorithms (core/builtin) are DSL programs too, with every
+op pinned to its lane: ALGORITHMS lists them (allreduce.allpairs, allreduce.ring,
+allgather.allpairs, reducescatter.allpairs, alltoall.pairwise, broadcast.chain,
+broadcast.tree, reduce.chain, reduce.tree, reduce.direct; plus alltoallv), and
+``builtin_plan("allreduce.ring", 4, Options(chunks=2))`` gives the plan, the same
+as the Go generator's. ``python -m ucxx_go.language.builtins --write [DIR]``
+rewrites the golden plans (core/builtin/testdata) from these programs; ``--check``
+names the files that differ.
 """
 
 from __future__ import annotations
 
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from . import builtins_allpairs, builtins_ring, builtins_tree
+from .builtins_common import Options, groups
+from .builtins_golden import golden_cases, plan_difference, plan_text
 from .channel import MemoryChannel
-from .collectives import AllGather, AllReduce, AllToAll, ReduceScatter
+from .collectives import AllGather, AllReduce, AllToAll, AllToAllV, Broadcast, Reduce, ReduceScatter
 from .program import CollectiveProgram
 from .rank import Buffer, Rank
 from .types import SyncType
 
-__all__ = ["allgather", "allreduce", "allreduce_allpairs", "allreduce_ring", "alltoall", "program",
-           "reduce_scatter", "KINDS"]
+__all__ = ["ALGORITHMS", "Algorithm", "GOLDEN_DIR", "KINDS", "Options", "allgather", "allreduce",
+           "allreduce_allpairs", "allreduce_ring", "alltoall", "alltoallv", "alltoallv_program", "builtin_plan",
+           "builtin_program", "golden_files", "lookup", "program", "reduce_scatter", "stale_goldens"]
 
 
 def _slot(src, dst):
@@ -292,3 +311,196 @@ def reduce_scatter(n, **kw):
 def alltoall(n, **kw):
     """Pairwise alltoall (in place through the peers' scratch)."""
     return _json("alltoall", n, **kw)
+
+
+# -- the library's built-ins (core/builtin) as DSL programs ------------------------------------
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One built-in algorithm: the collective it makes, the options it uses, and the DSL
+    program body that writes it (called inside the CollectiveProgram with n and the
+    Options)."""
+
+    collective: str  # the plan's "collective"
+    name: str  # "allpairs", "ring", "chain", "tree", "direct", "pairwise"
+    make: Callable  # (n, Options) -> the Collective (chunk counts, in place, root)
+    body: Callable  # (n, Options) -> None: records the program
+    rooted: bool = False  # uses Options.root
+    pipelined: bool = False  # uses Options.chunks
+    grouped: bool = False  # uses Options.peers_per_lane
+
+    @property
+    def key(self):
+        return f"{self.collective}.{self.name}"
+
+    def plan_name(self, n, o):
+        """core/builtin's name: "ucxxgo.<collective>.<name>.n<n>[.root<r>][.c<chunks>]
+        [.l<lanes>][.g<peers>][.a<alignment>].<inplace|outofplace>"."""
+        s = f"ucxxgo.{self.key}.n{n}"
+        if self.rooted:
+            s += f".root{o.root}"
+        if self.pipelined:
+            s += f".c{o.chunks}"
+        if o.lanes != 1:
+            s += f".l{o.lanes}"
+        if self.grouped and o.peers_per_lane != 8:
+            s += f".g{o.peers_per_lane}"
+        if o.alignment != 1:
+            s += f".a{o.alignment}"
+        return s + (".inplace" if o.inplace else ".outofplace")
+
+    def program(self, n, o=Options(), name=None):
+        """The recorded CollectiveProgram for n ranks (not compiled)."""
+        o = o.checked(n)
+        prog = CollectiveProgram(name or self.plan_name(n, o), self.make(n, o), n, buffer_alignment=o.alignment)
+        with prog:
+            self.body(n, o)
+        return prog
+
+
+def _k(n, o):
+    """Chunks per block of the all-pairs reductions: a sub-chunk per lane and group."""
+    return o.lanes * groups(n, o.peers_per_lane)
+
+
+ALGORITHMS = [
+    Algorithm("allreduce", "allpairs", lambda n, o: AllReduce(n, _k(n, o), o.inplace),
+              builtins_allpairs.allreduce_allpairs, grouped=True),
+    Algorithm("allreduce", "ring", lambda n, o: AllReduce(n, o.lanes * o.chunks, o.inplace),
+              builtins_ring.allreduce_ring, pipelined=True),
+    Algorithm("allgather", "allpairs", lambda n, o: AllGather(n, o.lanes, o.inplace),
+              builtins_allpairs.allgather_allpairs, grouped=True),
+    Algorithm("reducescatter", "allpairs", lambda n, o: ReduceScatter(n, _k(n, o), o.inplace),
+              builtins_allpairs.reducescatter_allpairs, grouped=True),
+    Algorithm("alltoall", "pairwise", lambda n, o: AllToAll(n, o.lanes, o.inplace),
+              builtins_allpairs.alltoall_pairwise, grouped=True),
+    Algorithm("broadcast", "chain", lambda n, o: Broadcast(n, o.lanes * o.chunks, o.inplace, o.root),
+              lambda n, o: builtins_tree.broadcast_tree(n, o, 1), rooted=True, pipelined=True),
+    Algorithm("broadcast", "tree", lambda n, o: Broadcast(n, o.lanes * o.chunks, o.inplace, o.root),
+              lambda n, o: builtins_tree.broadcast_tree(n, o, 2), rooted=True, pipelined=True),
+    Algorithm("reduce", "chain", lambda n, o: Reduce(n, o.lanes * o.chunks, o.inplace, o.root),
+              lambda n, o: builtins_tree.reduce_tree(n, o, 1), rooted=True, pipelined=True),
+    Algorithm("reduce", "tree", lambda n, o: Reduce(n, o.lanes * o.chunks, o.inplace, o.root),
+              lambda n, o: builtins_tree.reduce_tree(n, o, 2), rooted=True, pipelined=True),
+    Algorithm("reduce", "direct", lambda n, o: Reduce(n, _k(n, o), o.inplace, o.root),
+              builtins_allpairs.reduce_direct, rooted=True, grouped=True),
+]
+
+
+def lookup(key):
+    """The Algorithm of "collective.name" (ValueError if there is none)."""
+    for a in ALGORITHMS:
+        if a.key == key:
+            return a
+    raise ValueError(f"no built-in {key!r}: one of {[a.key for a in ALGORITHMS]}")
+
+
+def builtin_program(key, n, o=Options()):
+    """The recorded program of built-in `key` ("allreduce.ring"...) for n ranks."""
+    return lookup(key).program(n, o)
+
+
+def builtin_plan(key, n, o=Options()):
+    """The checked plan (a dict) of built-in `key` for n ranks: core/builtin's plan."""
+    plan, _ = builtin_program(key, n, o).compile()
+    return plan
+
+
+def alltoallv_program(n):
+    """alltoallv: alltoall.pairwise out of place on one lane, each chunk a block whose
+    size and offset every call gives (the plan says "ucxxgo_variable_blocks"); named
+    "ucxxgo.alltoallv.pairwise.n<n>" like core/builtin's AllToAllV(n)."""
+    Options().checked(n)
+    prog = CollectiveProgram(f"ucxxgo.alltoallv.pairwise.n{n}", AllToAllV(n), n, buffer_alignment=1)
+    with prog:
+        builtins_allpairs.alltoallv_pairwise(n, Options())
+    return prog
+
+
+def alltoallv(n):
+    """The alltoallv plan's JSON text (core/builtin's AllToAllV(n))."""
+    return alltoallv_program(n).to_json()
+
+
+# -- the golden plans --------------------------------------------------------------------------
+
+GOLDEN_DIR = Path(__file__).resolve().parents[3] / "core" / "builtin" / "testdata"
+
+
+def golden_files():
+    """{file name: (key, n, Options)} of every golden plan."""
+    files = {}
+    for key, n, o in golden_cases([a.key for a in ALGORITHMS]):
+        files[lookup(key).plan_name(n, o) + ".json"] = (key, n, o)
+    return files
+
+
+def stale_goldens(directory=GOLDEN_DIR):
+    """[(file name, why)] of the golden files in `directory` that the DSL programs do
+    not give byte for byte: missing, different (with the first differing field), or
+    made by no golden case."""
+    import json
+
+    directory = Path(directory)
+    stale = []
+    files = golden_files()
+    for fname, (key, n, o) in files.items():
+        path = directory / fname
+        text = plan_text(builtin_plan(key, n, o))
+        if not path.exists():
+            stale.append((fname, "missing"))
+            continue
+        old = path.read_text()
+        if old != text:
+            why = plan_difference(json.loads(text), json.loads(old))
+            stale.append((fname, f"the DSL's {why}" if why else "same plan, different layout of the text"))
+    for path in sorted(directory.glob("ucxxgo.*.json")):
+        if path.name not in files:
+            stale.append((path.name, "no golden case makes it"))
+    return stale
+
+
+def write_goldens(directory=GOLDEN_DIR):
+    """Write every golden plan into `directory` from the DSL programs and remove the
+    ucxxgo.*.json files no case makes; returns the names of the files changed."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    files = golden_files()
+    changed = []
+    for fname, (key, n, o) in files.items():
+        path = directory / fname
+        text = plan_text(builtin_plan(key, n, o))
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+            changed.append(fname)
+    for path in sorted(directory.glob("ucxxgo.*.json")):
+        if path.name not in files:
+            path.unlink()
+            changed.append(path.name)
+    return changed
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m ucxx_go.language.builtins",
+                                 description="Regenerate or check the built-ins' golden plans from the DSL programs.")
+    g = ap.add_mutually_exclusive_group(required=True)
+    g.add_argument("--write", nargs="?", const=str(GOLDEN_DIR), metavar="DIR",
+                   help=f"write every golden plan into DIR (default {GOLDEN_DIR})")
+    g.add_argument("--check", nargs="?", const=str(GOLDEN_DIR), metavar="DIR",
+                   help="list the golden files in DIR the DSL programs do not give; exit 1 if any")
+    args = ap.parse_args(argv)
+    if args.write is not None:
+        changed = write_goldens(args.write)
+        print(f"{len(golden_files())} golden plans in {args.write}; {len(changed)} changed"
+              + "".join(f"\n  {f}" for f in changed))
+        return 0
+    stale = stale_goldens(args.check)
+    for fname, why in stale:
+        print(f"{fname}: {why}")
+    print(f"{len(stale)} of {len(golden_files())} golden plans stale in {args.check}")
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

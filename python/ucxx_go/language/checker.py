@@ -19,8 +19,13 @@ thread-block groups and pipeline windows need.
 (a) Result. Whenever a rank ends a call its output is compared with the
     collective's definition: allreduce (output chunk k = every rank's input chunk k,
     each once), allgather (block q = rank q's input), reducescatter (output = every
-    rank's input block r), alltoall (block q = rank q's input block r). "custom"
-    and "test" plans have none.
+    rank's input block r), alltoall and alltoallv (block q = rank q's input block
+    r; alltoallv's blocks are chunks of equal size here, which covers every size a
+    call gives since each reference names one whole block), broadcast (every output
+    = the root's input), reduce (the root's output chunk k = every rank's input
+    chunk k; in place the others' buffers keep their input). The plan does not name
+    the root of broadcast and reduce: check_plan's ``root`` does, else their
+    results are not checked (a note says so). "custom" and "test" plans have none.
 (b) Races. Every access to a range is logged with the op that made it. Two accesses
     of overlapping ranges, one a write, by different ops, must be ordered by
     happens-before: lane order, a barrier, a semaphore release/acquire, a
@@ -120,8 +125,9 @@ class _Fail(Exception):
 
 
 class _Checker:
-    def __init__(self, plan, provenance, calls, iterations, call_barrier=False):
+    def __init__(self, plan, provenance, calls, iterations, call_barrier=False, root=None):
         self.plan = plan
+        self.root = root
         self.call_barrier = call_barrier
         self.prov = provenance or {}
         self.calls = calls
@@ -840,9 +846,16 @@ class _Checker:
             return [(("in", u // ic, u % ic, c),) for u in range(oc)]
         if coll == "reducescatter":
             return [tuple(sorted(("in", q, r * oc + u, c) for q in range(n))) for u in range(oc)]
-        if coll == "alltoall":
+        if coll in ("alltoall", "alltoallv"):
             b = oc // n
             return [(("in", u // b, r * b + u % b, c),) for u in range(oc)]
+        if coll == "broadcast" and self.root is not None:
+            return [(("in", self.root, u, c),) for u in range(oc)]
+        if coll == "reduce" and self.root is not None:
+            if r == self.root:
+                return [tuple(sorted(("in", q, u, c) for q in range(n))) for u in range(oc)]
+            if self.inplace:
+                return [(("in", r, u, c),) for u in range(oc)]
         return None
 
     def _check_output(self, r, c):
@@ -1020,7 +1033,8 @@ def _packet_positions(name, ctype, ns, nd):
     return set(), set()
 
 
-def check_plan(plan, provenance=None, *, calls=2, pipeline_iterations=2, call_barrier=False, collect_races=False):
+def check_plan(plan, provenance=None, *, calls=2, pipeline_iterations=2, call_barrier=False, collect_races=False,
+               root=None):
     """Check `plan` (a dict, or JSON text); raise PlanCheckError or return a CheckReport.
 
     provenance: {(rank, lane, op index[, inner index]): [where...]} as
@@ -1028,12 +1042,16 @@ def check_plan(plan, provenance=None, *, calls=2, pipeline_iterations=2, call_ba
     call_barrier: assume that every rank has entered a call before any byte of it
     moves (ucxx-go's executor exchanges a fingerprint of each call first; MSCCL++'s
     does not, so by default a plan must order a peer's first access to a rank's
-    buffers after that rank's call has started)."""
+    buffers after that rank's call has started).
+    root: the root rank of a broadcast or reduce plan, whose result is checked only
+    when it is given."""
     if isinstance(plan, (str, bytes)):
         import json
 
         plan = json.loads(plan)
-    ck = _Checker(plan, provenance, calls, pipeline_iterations, call_barrier)
+    ck = _Checker(plan, provenance, calls, pipeline_iterations, call_barrier, root)
+    if ck.coll in ("broadcast", "reduce") and root is None:
+        ck.notes.append(f"{ck.coll}: no root given, so the result is not checked")
     try:
         ck.parse()
         ck.build()
