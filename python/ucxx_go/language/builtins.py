@@ -14,6 +14,9 @@ CollectiveProgram option (``buffer_alignment``, ``max_lanes``, ...). Reductions 
 operator: the call's applies (``comm.execute(plan, x, op="max")``).
 ``program(kind, n, ...)`` returns the CollectiveProgram before it is compiled.
 
+allreduce_pipelined is the all-pairs allreduce inside a Loop (a pipeline op per
+lane: windows of ``unit`` bytes of every block go through both exchanges in turn).
+
 No op is pinned to a thread block (but in allreduce_allpairs_pinned): the compiler
 puts each channel's traffic on a lane of its own and the reductions where their
 inputs are, and inserts the semaphores between lanes that the chunks need; those
@@ -47,12 +50,13 @@ from .builtins_common import Options, groups
 from .builtins_golden import golden_cases, plan_difference, plan_text
 from .channel import MemoryChannel
 from .collectives import AllGather, AllReduce, AllToAll, AllToAllV, Broadcast, Reduce, ReduceScatter
+from .loop import Loop
 from .program import CollectiveProgram
 from .rank import Buffer, Rank
 from .types import SyncType
 
 __all__ = ["ALGORITHMS", "Algorithm", "GOLDEN_DIR", "KINDS", "Options", "allgather", "allreduce",
-           "allreduce_allpairs", "allreduce_ring", "alltoall", "alltoallv", "alltoallv_program", "builtin_plan",
+           "allreduce_allpairs", "allreduce_pipelined", "allreduce_ring", "alltoall", "alltoallv", "alltoallv_program", "builtin_plan",
            "builtin_program", "golden_files", "lookup", "program", "reduce_scatter", "stale_goldens"]
 
 
@@ -255,18 +259,49 @@ def _alltoall(n, c, inplace):
                     rank.copy(rank.get_output_buffer()[p * c:(p + 1) * c], scratch[r][s:s + c])
 
 
+PIPELINE_UNIT = 1 << 16  # bytes per window of allreduce_pipelined's Loop, by default
+
+
+def _allreduce_pipelined(n, c, unit):
+    """The all-pairs allreduce pipelined with Loop: its three phases (into the peers'
+    scratch, the reduction, into the peers' outputs) run window by window over
+    `unit` bytes of every block (c chunks), so that the first window is being reduced
+    and sent on while the next is still arriving."""
+    scratch = {r: Buffer(r, (n - 1) * c) for r in range(n)}
+    chans = _mesh(n)
+    _handshake(chans)
+    with Loop.iteration(unit=unit, num_chunks=c) as it:
+        for (r, p), ch in chans.items():
+            s = _slot(r, p) * c
+            ch.put(scratch[p][s:s + c], Rank(r).get_input_buffer()[p * c:(p + 1) * c], iter_context=it)
+        _exchange(chans)
+        for r in range(n):
+            rank = Rank(r)
+            blk = slice(r * c, (r + 1) * c)
+            slots = [scratch[r][s * c:(s + 1) * c] for s in range(n - 1)]
+            rank.reduce(rank.get_input_buffer()[blk], slots, dst_chunk=rank.get_output_buffer()[blk],
+                        reduce_op=None, iter_context=it)
+        for (r, p), ch in chans.items():
+            blk = slice(r * c, (r + 1) * c)
+            ch.put(Rank(p).get_output_buffer()[blk], Rank(r).get_output_buffer()[blk], iter_context=it)
+        _exchange(chans)
+
+
+# kind -> (collective, body(n, chunks, inplace, unit))
 KINDS = {
-    "allreduce_allpairs": (AllReduce, lambda n, c, inplace: _allreduce_allpairs(n, c)),
-    "allreduce_ring": (AllReduce, lambda n, c, inplace: _allreduce_ring(n, c)),
-    "allreduce_allpairs_pinned": (AllReduce, lambda n, c, inplace: _allreduce_allpairs_pinned(n, c)),
-    "allgather": (AllGather, _allgather),
-    "reduce_scatter": (ReduceScatter, lambda n, c, inplace: _reduce_scatter(n, c)),
-    "alltoall": (AllToAll, _alltoall),
+    "allreduce_allpairs": (AllReduce, lambda n, c, inplace, unit: _allreduce_allpairs(n, c)),
+    "allreduce_ring": (AllReduce, lambda n, c, inplace, unit: _allreduce_ring(n, c)),
+    "allreduce_allpairs_pinned": (AllReduce, lambda n, c, inplace, unit: _allreduce_allpairs_pinned(n, c)),
+    "allreduce_pipelined": (AllReduce, lambda n, c, inplace, unit: _allreduce_pipelined(n, c, unit)),
+    "allgather": (AllGather, lambda n, c, inplace, unit: _allgather(n, c, inplace)),
+    "reduce_scatter": (ReduceScatter, lambda n, c, inplace, unit: _reduce_scatter(n, c)),
+    "alltoall": (AllToAll, lambda n, c, inplace, unit: _alltoall(n, c, inplace)),
 }
 
 
-def program(kind, n, *, inplace=False, chunks=1, name=None, **options):
-    """The CollectiveProgram of a built-in (kind: a key of KINDS), recorded, not compiled."""
+def program(kind, n, *, inplace=False, chunks=1, name=None, unit=PIPELINE_UNIT, **options):
+    """The CollectiveProgram of a built-in (kind: a key of KINDS), recorded, not compiled.
+    unit: the window of allreduce_pipelined's Loop, in bytes."""
     if kind not in KINDS:
         raise ValueError(f"builtin {kind!r}: one of {sorted(KINDS)}")
     if n < 2:
@@ -276,7 +311,7 @@ def program(kind, n, *, inplace=False, chunks=1, name=None, **options):
     options.setdefault("prune_syncs", True)
     prog = CollectiveProgram(name, coll(n, chunks, inplace), n, **options)
     with prog:
-        body(n, chunks, inplace)
+        body(n, chunks, inplace, unit)
     return prog
 
 
@@ -296,6 +331,11 @@ def allreduce_ring(n, **kw):
 
 def allreduce(n, algorithm="allpairs", **kw):
     return _json("allreduce_" + algorithm, n, **kw)
+
+
+def allreduce_pipelined(n, **kw):
+    """All-pairs allreduce pipelined with Loop, window by window (``unit`` bytes)."""
+    return _json("allreduce_pipelined", n, **kw)
 
 
 def allgather(n, **kw):
