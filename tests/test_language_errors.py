@@ -114,6 +114,9 @@ CASES = [
     ("switch sizes", "Simple", lambda: switch().at_rank(1).reduce(0, 2, out(1, 0, 1)), ["chunk sizes differ"]),
     ("pipeline sizes", "Simple", lambda: pipelined(lambda: Rank(0).copy(out(0, 0, 2), inp(0, 0, 2))),
      ["num_chunks=1", "exactly num_chunks chunks"]),
+    ("pipeline offsets", "Simple", lambda: pipelined(lambda: Rank(0).copy(out(0, 2, 4), out(0, 1, 3)), 2, copy_0_2),
+     ["Chunk(rank 0, output[1:3])", "the copy of Chunk(rank 0, output[0:2]) at test_language_errors.py:",
+      "different offsets", "against program order"]),
     # channels in the wrong direction
     ("put source on the peer", "Simple", lambda: mc(1, 0).put(out(1, 0, 1), inp(1, 0, 1)),
      ["wrong direction", "source chunk", "MemoryChannel(1, 0) runs on rank 0", "MemoryChannel(0, 1)"]),
@@ -158,9 +161,15 @@ CASES = [
 ]
 
 
-def pipelined(fn):
-    with Loop.iteration(unit=64, num_chunks=1):
+def pipelined(fn, num_chunks=1, first=None):
+    with Loop.iteration(unit=64, num_chunks=num_chunks):
+        if first is not None:
+            first()
         fn()
+
+
+def copy_0_2():
+    Rank(0).copy(out(0, 0, 2), inp(0, 0, 2))
 
 
 def loop():

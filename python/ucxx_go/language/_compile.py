@@ -125,6 +125,7 @@ class _Lane:
         self.vc = {}  # lane key -> tick known to happen before this lane's current point
         self.open = None  # the pipeline EOp at the end of entries that is still being filled
         self.load = 0
+        self.released = 0  # the tick of the lane's latest release (publishes its stores into peers)
 
 
 # -- the compiler ----------------------------------------------------------------------------
@@ -206,8 +207,10 @@ class Compiler:
                 acc.append(self._acc(c, "pw" if op.to_packet else "w", op.to_packet, tbg))
         elif op.kind in ("signal", "flush"):
             wa, ra, wb, rb = self._sets(op.channel)
-            needs = [x + ("w",) for x in wa] + [x + ("r",) for x in ra + wb]
-            recs = [x + ("r",) for x in self.ps.get(op.channel, [])] if op.kind == "flush" else []
+            # after this rank's reads of the peer's ranges too ("done reading"); on a port
+            # channel it ends its puts' reads of their sources, as a flush does
+            needs = [x + ("w",) for x in wa + rb] + [x + ("r",) for x in ra + wb]
+            recs = [x + ("r",) for x in self.ps.get(op.channel, [])]
             return needs, recs
         elif op.kind == "wait":
             wa, ra, wb, rb = self._sets(op.channel)
@@ -362,6 +365,8 @@ class Compiler:
             ln.entries.append(e)
         ln.tick += 1
         ln.load += 1
+        if e.name in ("sem_release", "barrier") or (e.name == "signal" and e.ctype == "memory"):
+            ln.released = ln.tick
         return ln.tick
 
     def _snapshot(self, r, lk):
@@ -376,15 +381,27 @@ class Compiler:
             if k != lk and ln.vc.get(k, 0) < v:
                 ln.vc[k] = v
 
-    def _unsatisfied(self, r, lk, acc):
+    def _unsatisfied(self, r, lk, acc, op=None):
         ln = self._lane(r, lk)
+        reads_data = op is not None and op.kind in ("copy", "reduce", "put", "get")
+        # what of a peer's range, written by a memory put of this lane, needs the put released:
+        # a read, and a port put's write (a memory put's own stores land in order)
+        after_store = ("r", "w") if op is not None and op.kind == "put" and op.channel is not None \
+            and op.channel.channel_type == ChannelType.port else ("r",)
         need = {}
         for rec in self.recs:
             key, lo, hi, kind, rlk, tick, rop = rec
-            if rlk == lk or ln.vc.get(rlk, 0) >= tick:
+            if rlk == lk:
+                # A lane reads back (or port-puts over) its own store into a peer (memory put)
+                # only once it has released it: then it needs a release and acquire of its own.
+                if not reads_data or kind != "w" or key[0] == r or rop.kind != "put" or rop.channel is None \
+                        or rop.channel.channel_type != ChannelType.memory or ln.released >= tick:
+                    continue
+            elif ln.vc.get(rlk, 0) >= tick:
                 continue
             for a in acc:
-                if a[0] == key and _overlap(a[1], a[2], lo, hi) and _conflict(kind, a[3]):
+                if a[0] == key and _overlap(a[1], a[2], lo, hi) and _conflict(kind, a[3]) \
+                        and (rlk != lk or a[3] in after_store):
                     if need.get(rlk, (0,))[0] < tick:
                         need[rlk] = (tick, rop, a, kind)
                     break
@@ -423,7 +440,7 @@ class Compiler:
             if op.kind == "barrier":
                 continue
             lk = self.lane_of[op]
-            need = self._unsatisfied(r, lk, self.accesses(op)[0])
+            need = self._unsatisfied(r, lk, self.accesses(op)[0], op)
             if need:
                 self._sync(r, lk, need, op, None)
 
@@ -447,7 +464,7 @@ class Compiler:
             return
         lk = self.lane_of[op]
         acc, recs_of = self.accesses(op)
-        need = self._unsatisfied(r, lk, acc)
+        need = self._unsatisfied(r, lk, acc, op)
         if need:
             self._sync(r, lk, need, op, loop)
         for e in self._split(r, self._lower(op)):

@@ -143,7 +143,7 @@ class _Channel:
 
     @dsl_call
     def reduce(self, local_src_chunk, remote_src_chunks, tb=None, tb_group=None, local_dst_chunk=None,
-               reduce_op=ReduceOperationType.sum, op=None):
+               reduce_op=ReduceOperationType.sum, op=_DEFAULT):
         """local_dst_chunk = local_src_chunk ⊕ the peer's chunks, read remotely (rre)."""
         if self.channel_type != ChannelType.memory:
             raise ValueError("the executor runs remote reductions only on memory channels")
@@ -162,7 +162,7 @@ class _Channel:
         if dst.size != local_src_chunk.size:
             raise ValueError(f"chunk sizes differ: a reduction of {local_src_chunk.size} chunks "
                              f"({local_src_chunk!r}) into {dst.size} ({dst!r})")
-        rop = op if op is not None else reduce_op
+        rop = reduce_op if op is _DEFAULT else op  # op=None: the call's operator
         rop = None if rop is None else ReduceOperationType.coerce(rop).value
         self._add("reduce", tb, tb_group, [local_src_chunk] + list(remote_src_chunks), [dst], reduce_op=rop)
 

@@ -172,6 +172,7 @@ class CollectiveProgram:
                     raise ValueError(f"{op.describe()} of {c!r} in a Loop.iteration over num_chunks="
                                      f"{ctx.num_chunks}: every data op of a pipeline must cover exactly "
                                      "num_chunks chunks (the executor runs it window by window over them)")
+            self._check_windows(op, ctx)
         if self.switch_channels:
             self._check_switch_fusion(op)
         if op.where == "?":
@@ -182,6 +183,28 @@ class CollectiveProgram:
         op.loop = self.loop_context
         self.ops.append(op)
         return op
+
+    def _check_windows(self, op, ctx):
+        """A pipeline runs window 0 of all its ops, then window 1...: two ops of a rank in
+        one pipeline that touch the same bytes at different offsets (one writing) would
+        run out of program order."""
+        def refs(o):
+            return [(c, "r") for c in o.src] + [(c, "w") for c in o.dst]
+
+        mine = refs(op)
+        for o in reversed(self.ops):
+            if o.loop is not ctx:
+                break
+            if o.rank != op.rank or o.kind not in ("copy", "reduce", "put", "get") or o.to_packet or o.from_packet:
+                continue
+            for c, k in mine:
+                for d, j in refs(o):
+                    if c.rank == d.rank and c.buffer == d.buffer and c.index != d.index and "w" in (k, j) \
+                            and c.index < d.index + d.size and d.index < c.index + c.size:
+                        raise ValueError(f"{op.describe()} of {c!r} and the {o.describe()} of {d!r} at {o.where}, in "
+                                         "one Loop.iteration, touch the same bytes at different offsets: the pipeline "
+                                         "runs them window by window, so a later window of one would come after an "
+                                         "earlier window of the other, against program order")
 
     def _check_switch_fusion(self, op):
         """The executor runs a switch reduce only fused with the broadcast of its result

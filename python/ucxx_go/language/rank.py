@@ -191,7 +191,7 @@ class Rank:
 
     @dsl_call
     def reduce(self, src_chunk, other_chunks, tb=None, tb_group=None, dst_chunk=None,
-               reduce_op=ReduceOperationType.sum, packet=False, op=None, iter_context=None):
+               reduce_op=ReduceOperationType.sum, packet=False, op=_DEFAULT, iter_context=None):
         """dst_chunk = src_chunk ⊕ other chunks (dst_chunk defaults to src_chunk).
 
         reduce_op (or op): "sum" (default), "prod", "min", "max", or None for the
@@ -205,7 +205,7 @@ class Rank:
             other_chunks = [other_chunks]
         other_chunks = list(other_chunks)
         dst_chunk = src_chunk if dst_chunk is None else dst_chunk
-        rop = op if op is not None else reduce_op
+        rop = reduce_op if op is _DEFAULT else op  # op=None: the call's operator
         rop = None if rop is None else ReduceOperationType.coerce(rop).value
         self._mine(src_chunk, dst_chunk, *other_chunks)
         if not other_chunks:
