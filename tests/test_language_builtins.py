@@ -1,8 +1,10 @@
 """The built-ins are DSL programs: ucxx_go.language.builtins gives, byte for byte, the
 golden plans of core/builtin/testdata, which core/builtin's TestGoldens ties to the
-Go generators, so DSL == goldens == Go. Also alltoallv, the collectives the
-built-ins add (Broadcast, Reduce with their root, AllToAllV), and the DSL's
-no_fusion and asked-for nops they need.
+Go generators, so DSL == goldens == Go. With a Go toolchain at hand, also
+alltoallv and shapes beyond the goldens against the Go generators themselves.
+And the collectives the built-ins add (Broadcast, Reduce with their root,
+AllToAllV), the DSL's no_fusion and asked-for nops they need, and
+allreduce_pipelined (Loop).
 
 If test_goldens_are_fresh fails, the DSL programs and the goldens (and so the Go
 generators) have drifted apart: fix the side that is wrong, then regenerate with
@@ -35,31 +37,17 @@ def fresh_context():
     yield
 
 
-@pytest.fixture(scope="module")
-def dsl_texts():
-    """{golden file name: the DSL program's plan text} of every golden case: each plan
-    compiled and passed by the checker (compile raises PlanCheckError otherwise)."""
-    return {f: plan_text(builtins.builtin_plan(key, n, o)) for f, (key, n, o) in builtins.golden_files().items()}
-
-
-def test_goldens_are_fresh(dsl_texts):
-    """Every golden file is what its DSL program emits, and every file has a program."""
-    assert len(dsl_texts) == 222
-    stale = []
-    for fname, text in dsl_texts.items():
-        path = GOLDEN_DIR / fname
-        if not path.exists():
-            stale.append(f"{fname}: missing")
-        elif path.read_text() != text:
-            why = plan_difference(json.loads(text), json.loads(path.read_text()))
-            stale.append(f"{fname}: the DSL's {why}" if why else f"{fname}: same plan, other text layout")
-    stale += [f"{p.name}: no golden case makes it" for p in sorted(GOLDEN_DIR.glob("*.json")) if p.name not in dsl_texts]
+def test_goldens_are_fresh():
+    """Every golden file is, byte for byte, what its DSL program emits (each plan passes
+    the checker: compiling runs it), and every file has a program."""
+    assert len(builtins.golden_files()) == 222
+    stale = builtins.stale_goldens(GOLDEN_DIR)
     assert not stale, (f"{len(stale)} golden plan(s) in {GOLDEN_DIR} are stale against the DSL built-ins "
                        "(python -m ucxx_go.language.builtins --write regenerates them; go test ./core/builtin "
-                       "-run TestGoldens must then agree):\n  " + "\n  ".join(stale))
+                       "-run TestGoldens must then agree):\n  " + "\n  ".join(f"{f}: {why}" for f, why in stale))
 
 
-def test_every_algorithm_and_option_is_covered(dsl_texts):
+def test_every_algorithm_and_option_is_covered():
     """The goldens reach each algorithm in place and not, and each option it has."""
     cases = builtins.golden_files().values()
     for a in builtins.ALGORITHMS:
@@ -72,7 +60,7 @@ def test_every_algorithm_and_option_is_covered(dsl_texts):
             assert any(o.root > 0 for o in mine), a.key
         if a.grouped:
             assert any(o.peers_per_lane < 8 for o in mine), a.key
-    assert any("c13" in f for f in dsl_texts)  # segment lanes
+    assert any(".c13." in f for f in builtins.golden_files())  # segment lanes
 
 
 def _subset(monkeypatch, names):
@@ -121,14 +109,24 @@ def test_alltoallv_is_the_pairwise_alltoall_with_blocks_per_call():
         assert p.collective == "alltoallv" and p.ranks == n and not p.in_place
 
 
-GO_ALLTOALLV = """package main
+# A Go program that writes core/builtin's plans into the current directory: AllToAllV(n)
+# for 2..9 ranks, and Generate for the shapes given on stdin (JSON).
+GO_DUMP = """package main
 
 import (
+\t"encoding/json"
 \t"fmt"
 \t"os"
+\t"strings"
 
 \t"github.com/ucxx-go/ucxx-go/core/builtin"
 )
+
+type shape struct {
+\tKey                                    string
+\tN, Lanes, Chunks, Root, Peers, Align   int
+\tInPlace                                bool
+}
 
 func main() {
 \tfor n := 2; n <= 9; n++ {
@@ -136,34 +134,87 @@ func main() {
 \t\tif err != nil {
 \t\t\tpanic(err)
 \t\t}
-\t\tos.WriteFile(fmt.Sprintf("alltoallv.n%d.json", n), js, 0o644)
+\t\tos.WriteFile(fmt.Sprintf("ucxxgo.alltoallv.pairwise.n%d.json", n), js, 0o644)
+\t}
+\tvar shapes []shape
+\tif err := json.NewDecoder(os.Stdin).Decode(&shapes); err != nil {
+\t\tpanic(err)
+\t}
+\tfor _, s := range shapes {
+\t\tc, name, _ := strings.Cut(s.Key, ".")
+\t\ta, _ := builtin.Lookup(c, name)
+\t\to := builtin.Options{InPlace: s.InPlace, Lanes: s.Lanes, Chunks: s.Chunks, Root: s.Root, PeersPerLane: s.Peers,
+\t\t\tAlignment: s.Align}
+\t\tjs, _, err := a.Generate(s.N, o)
+\t\tif err != nil {
+\t\t\tpanic(err)
+\t\t}
+\t\tos.WriteFile(a.PlanName(s.N, o)+".json", js, 0o644)
 \t}
 }
 """
 
 
-def test_alltoallv_equals_go(tmp_path):
-    """The DSL's alltoallv plan is the text of Go's AllToAllV(n), 2..9 ranks (built here
-    when a Go toolchain with the module's dependencies is at hand)."""
+def _more_shapes():
+    """(key, n, Options) beyond the goldens: TestAllShapes' option sets, the defaults
+    at 6 and 7 ranks and at 6 also three lanes with four pieces and a middle root, in
+    place, and two lanes, 25 pieces, the last root, three peers per lane, 16-byte
+    alignment; but the ring only with the defaults: its many segment lanes take the
+    compiler seconds (the pruning of its semaphores between them), a minute for 25
+    pieces on 7 ranks."""
+    shapes = []
+    for n in (6, 7):
+        for a in builtins.ALGORITHMS:
+            opts = [Options(inplace=False), Options(inplace=True)]
+            if a.key != "allreduce.ring" and n == 6:
+                opts.append(Options(lanes=3, chunks=4, root=n // 2, inplace=True))
+                opts.append(Options(lanes=2, chunks=25, root=n - 1, peers_per_lane=3, alignment=16))
+            shapes += [(a.key, n, o) for o in opts]
+    return shapes
+
+
+@pytest.fixture(scope="module")
+def go_plans(tmp_path_factory):
+    """{file name: text} of the plans the Go generators make (GO_DUMP), or a skip when no
+    Go toolchain with the module's dependencies is at hand."""
+    import os
+
     go = shutil.which("go")
     if go is None:
         pytest.skip("no Go toolchain")
+    d = tmp_path_factory.mktemp("go_plans")
     root = GOLDEN_DIR.parents[2]
-    (tmp_path / "main.go").write_text(GO_ALLTOALLV)
-    (tmp_path / "go.mod").write_text("module alltoallvdump\n\ngo 1.26\n\nrequire github.com/ucxx-go/ucxx-go v0.0.0\n\n"
-                                     f"replace github.com/ucxx-go/ucxx-go => {root}\n")
-    shutil.copy(root / "go.sum", tmp_path / "go.sum")
-    env = {"GOFLAGS": "-mod=mod", "GOPROXY": "off", "CGO_ENABLED": "0"}
-    import os
-
-    run = subprocess.run([go, "run", "."], cwd=tmp_path, env={**os.environ, **env}, capture_output=True, text=True,
-                         timeout=120)
+    (d / "main.go").write_text(GO_DUMP)
+    (d / "go.mod").write_text("module builtindump\n\ngo 1.26\n\nrequire github.com/ucxx-go/ucxx-go v0.0.0\n\n"
+                              f"replace github.com/ucxx-go/ucxx-go => {root}\n")
+    shutil.copy(root / "go.sum", d / "go.sum")
+    shapes = [{"Key": key, "N": n, "Lanes": o.lanes, "Chunks": o.chunks, "Root": o.root, "Peers": o.peers_per_lane,
+               "Align": o.alignment, "InPlace": o.inplace} for key, n, o in _more_shapes()]
+    env = {**os.environ, "GOFLAGS": "-mod=mod", "GOPROXY": "off", "CGO_ENABLED": "0"}
+    run = subprocess.run([go, "run", "."], cwd=d, env=env, input=json.dumps(shapes), capture_output=True, text=True,
+                         timeout=300)
     if run.returncode != 0:
         pytest.skip(f"cannot build core/builtin here: {run.stderr.strip()[-300:]}")
+    return {p.name: p.read_text() for p in d.glob("ucxxgo.*.json")}
+
+
+def test_alltoallv_equals_go(go_plans):
+    """The DSL's alltoallv plan is the text of Go's AllToAllV(n), 2..9 ranks."""
     for n in range(2, 10):
-        want = (tmp_path / f"alltoallv.n{n}.json").read_text()
+        want = go_plans[f"ucxxgo.alltoallv.pairwise.n{n}.json"]
         got = plan_text(json.loads(builtins.alltoallv(n)))
         assert got == want, plan_difference(json.loads(got), json.loads(want))
+
+
+def test_more_shapes_equal_go(go_plans):
+    """Beyond the goldens too, each DSL program gives the Go generator's plan."""
+    differ = []
+    for key, n, o in _more_shapes():
+        fname = builtins.lookup(key).plan_name(n, o) + ".json"
+        got = plan_text(builtins.builtin_plan(key, n, o))
+        if got != go_plans[fname]:
+            differ.append(f"{fname}: the DSL's {plan_difference(json.loads(got), json.loads(go_plans[fname]))}")
+    assert not differ, "\n".join(differ)
 
 
 @pytest.mark.parametrize("key,n,o", [("broadcast.tree", 5, Options(root=1, chunks=2)),
