@@ -33,8 +33,8 @@ from random_plans import RandomPlan, make_buffers, reference
 from test_random_plans import ORACLE, TESTS, _launch
 from ucxx_go import language as lang
 
-SEEDS = range(40)  # in process
-ORACLE_PLANS = 16  # per process count
+SEEDS = range(60)  # in process
+ORACLE_PLANS = 32  # per process count
 
 
 @pytest.fixture(autouse=True)
