@@ -40,13 +40,14 @@ names the files that differ.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from . import builtins_allpairs, builtins_ring, builtins_tree
-from .builtins_common import Options, groups
+from .builtins_common import MAX_PEERS_PER_LANE, Options, groups
 from .builtins_golden import golden_cases, plan_difference, plan_text
 from .channel import MemoryChannel
 from .collectives import AllGather, AllReduce, AllToAll, AllToAllV, Broadcast, Reduce, ReduceScatter
@@ -56,8 +57,9 @@ from .rank import Buffer, Rank
 from .types import SyncType
 
 __all__ = ["ALGORITHMS", "Algorithm", "GOLDEN_DIR", "KINDS", "Options", "allgather", "allreduce",
-           "allreduce_allpairs", "allreduce_pipelined", "allreduce_ring", "alltoall", "alltoallv", "alltoallv_program", "builtin_plan",
-           "builtin_program", "golden_files", "lookup", "program", "reduce_scatter", "stale_goldens"]
+           "allreduce_allpairs", "allreduce_pipelined", "allreduce_ring", "alltoall", "alltoallv",
+           "alltoallv_program", "builtin_plan", "builtin_program", "golden_files", "lookup", "program",
+           "reduce_scatter", "stale_goldens", "write_goldens"]
 
 
 def _slot(src, dst):
@@ -384,7 +386,7 @@ class Algorithm:
             s += f".c{o.chunks}"
         if o.lanes != 1:
             s += f".l{o.lanes}"
-        if self.grouped and o.peers_per_lane != 8:
+        if self.grouped and o.peers_per_lane != MAX_PEERS_PER_LANE:
             s += f".g{o.peers_per_lane}"
         if o.alignment != 1:
             s += f".a{o.alignment}"
@@ -480,8 +482,6 @@ def stale_goldens(directory=GOLDEN_DIR):
     """[(file name, why)] of the golden files in `directory` that the DSL programs do
     not give byte for byte: missing, different (with the first differing field), or
     made by no golden case."""
-    import json
-
     directory = Path(directory)
     stale = []
     files = golden_files()

@@ -8,7 +8,7 @@ which order, as core/builtin's Go generators do, so that both give the same plan
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from .channel import MemoryChannel
 from .rank import Rank
@@ -48,9 +48,6 @@ class Options:
             if not isinstance(v, int) or v < lo or (hi is not None and v > hi):
                 raise ValueError(f"{what} {v!r}: want {lo}..{hi if hi is not None else ''}")
         return self
-
-    def with_(self, **kw):
-        return replace(self, **kw)
 
 
 def groups(n, g):

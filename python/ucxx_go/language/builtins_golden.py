@@ -104,7 +104,8 @@ def plan_text(plan):
             w.append(f'\n  {{"id":{tb["id"]},"ops":[')
             for oi, op in enumerate(tb["ops"]):
                 w.append(("," if oi else "") + "\n   " + _enc(_op(op)))
-            w.append(f'],\n   "channels":{_enc(tb["channels"])},"remote_buffer_refs":{_enc(tb["remote_buffer_refs"])}}}')
+            w.append(f'],\n   "channels":{_enc(tb["channels"])},'
+                     f'"remote_buffer_refs":{_enc(tb["remote_buffer_refs"])}}}')
         w.append(f'],\n "channels":{_enc(g["channels"])},\n "remote_buffers":{_enc(g["remote_buffers"])},'
                  f'\n "semaphores":{_enc(g["semaphores"])}}}')
     w.append(f'],\n"num_threads_per_block":{plan["num_threads_per_block"]},'
