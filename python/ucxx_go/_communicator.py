@@ -143,7 +143,7 @@ class Communicator:
         RankFailedError, CollectiveTimeoutError
             A rank died or did not come (its number in ``.rank``).
         CollectiveUnsupportedError
-            GPU memory, or ranks on several hosts (not built yet).
+            Ranks on several hosts (not built yet), or an LL-packet plan on GPU memory.
         """
         self._check()
         recv = send if recv is None else recv
