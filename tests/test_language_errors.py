@@ -30,10 +30,12 @@ from ucxx_go.language import (
     MemoryChannel,
     PortChannel,
     Rank,
+    Reduce,
     Semaphore,
     SwitchChannel,
     ThreadBlockGroup,
 )
+from ucxx_go import language as lang
 from ucxx_go.language import Buffer as ScratchBuffer
 
 FILE = os.path.basename(__file__)
@@ -271,6 +273,21 @@ def test_program_options_fail_at_their_line():
     with pytest.raises(ValueError) as e:
         CollectiveProgram("bad", AllReduce(N, 1, False), N + 1)
     assert_names(e.value, line, ["4 ranks for a collective of 3"])
+
+
+def test_collectives_fail_at_their_line():
+    line = lineno() + 2
+    with pytest.raises(ValueError) as e:
+        Reduce(4, 1, False, root=4)
+    assert_names(e.value, line, ["root 4 out of range", "4 ranks"])
+    line = lineno() + 2
+    with pytest.raises(ValueError) as e:
+        AllReduce(0, 1, False)
+    assert_names(e.value, line, ["num_ranks 0"])
+    line = lineno() + 2
+    with pytest.raises(ValueError) as e:
+        lang.TestCollective(2, 3, -1)
+    assert_names(e.value, line, ["output_size -1"])
 
 
 def test_switch_reduce_must_be_followed_by_its_broadcast():

@@ -4,6 +4,7 @@ specification, ucxx_go.language.checker)."""
 
 from __future__ import annotations
 
+from ._ir import dsl_call
 from .types import BufferType
 
 __all__ = ["AllGather", "AllReduce", "AllToAll", "AllToAllV", "Broadcast", "Collective", "Reduce", "ReduceScatter",
@@ -15,11 +16,12 @@ class Collective:
 
     name = "custom"
 
+    @dsl_call(records=False)
     def __init__(self, num_ranks, chunk_factor, inplace):
-        if num_ranks < 1:
-            raise ValueError(f"num_ranks {num_ranks}")
-        if chunk_factor < 0:
-            raise ValueError(f"chunk_factor {chunk_factor}")
+        if not isinstance(num_ranks, int) or num_ranks < 1:
+            raise ValueError(f"num_ranks {num_ranks!r}: want at least 1")
+        if not isinstance(chunk_factor, int) or chunk_factor < 0:
+            raise ValueError(f"chunk_factor {chunk_factor!r}: want an integer, at least 0")
         self.num_ranks = num_ranks
         self.chunk_factor = chunk_factor
         self.inplace = inplace
@@ -49,8 +51,12 @@ class TestCollective(Collective):
 
     name = "test"
 
+    @dsl_call(records=False)
     def __init__(self, num_ranks, input_size, output_size):
         super().__init__(num_ranks, 1, False)
+        for what, v in (("input_size", input_size), ("output_size", output_size)):
+            if not isinstance(v, int) or v < 0:
+                raise ValueError(f"{what} {v!r}: want a number of chunks, at least 0")
         self.input_size, self.output_size = input_size, output_size
 
     def chunk_counts(self):
@@ -111,10 +117,11 @@ class AllToAllV(AllToAll):
 class _Rooted(Collective):
     """A collective with a root rank; in place, the input is the output."""
 
+    @dsl_call(records=False)
     def __init__(self, num_ranks, chunk_factor, inplace, root=0):
         super().__init__(num_ranks, chunk_factor, inplace)
         if not isinstance(root, int) or not 0 <= root < num_ranks:
-            raise ValueError(f"root {root!r} of {num_ranks} ranks")
+            raise ValueError(f"root {root!r} out of range: the collective has {num_ranks} ranks")
         self.root = root
 
 
