@@ -64,6 +64,8 @@ type endpoint struct {
 	semaphores      int   // its semaphores (semaphores.go)
 
 	known bool // the application was given this endpoint
+	// warmUp: the engine's own, for its warm-up (warmup.go); never the application's.
+	warmUp bool
 
 	mailbox amMailbox // its active messages and am_recvs (am.go)
 }
@@ -99,6 +101,11 @@ func (e *Engine) onEndpointError(handle uint64, st ucxx.Status) {
 	}
 	if ep.phase == phaseHandshake {
 		e.failHandshake(ep, st)
+		return
+	}
+	if ep.warmUp {
+		e.teardown(ep, st, true)
+		e.warmUpFailed(st)
 		return
 	}
 	e.completeNow(EventEndpointError|handle, st, 0)
@@ -190,6 +197,9 @@ func (e *Engine) closed(ep *endpoint) {
 	e.multi.forgetStreams(ep)
 	e.rma.endpointClosed(ep)
 	e.maybeFree(ep)
+	if ep.warmUp {
+		e.warmUpClosed()
+	}
 }
 
 // maybeFree releases an endpoint's C memory once it is closed and its last request

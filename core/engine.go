@@ -80,6 +80,10 @@ type Options struct {
 	// MaxOutstandingBytes; a message larger than it is rejected (ExceedsLimit), one
 	// that does not fit yet waits. Default half of MaxOutstandingBytes.
 	MaxEndpointOutstandingBytes int64
+	// WarmUp, a local IP address (e.g. "127.0.0.1"), has the engine warm up through
+	// it as soon as it has started, in the background (see Engine.WarmUp). "": no
+	// warm-up.
+	WarmUp string
 }
 
 // DefaultMaxOutstandingBytes is the default Options.MaxOutstandingBytes.
@@ -117,6 +121,7 @@ type Engine struct {
 	am    activeMessages // active messages (am.go)
 	rma   oneSided       // one-sided transfers and semaphores (rma.go)
 	ka    keepalive      // keepalive schedule (keepalive.go)
+	warm  warmUp         // protocol selection ahead of the first connection (warmup.go)
 
 	// Owned by the progress thread.
 	ctx       *ucxx.Context

@@ -76,6 +76,10 @@ func (e *Engine) onHandshakeStep(r *request, st ucxx.Status) {
 
 func (e *Engine) handshakeDone(ep *endpoint) {
 	ep.phase = phaseReady
+	if ep.warmUp {
+		e.warmUpReady()
+		return
+	}
 	ep.known = true
 	e.eps.publish(ep, true)
 	if ep.u.ErrHandling() == ucxx.ErrHandlingPeer {
@@ -91,6 +95,11 @@ func (e *Engine) handshakeDone(ep *endpoint) {
 }
 
 func (e *Engine) failHandshake(ep *endpoint, st ucxx.Status) {
+	if ep.warmUp {
+		e.teardown(ep, st, true)
+		e.warmUpFailed(st)
+		return
+	}
 	if ep.connectID != 0 {
 		e.completeNow(ep.connectID, st, 0)
 		ep.connectID = 0

@@ -11,6 +11,7 @@ type listener struct {
 	handle uint64
 	u      *ucxx.Listener
 	opts   EndpointOptions // what the endpoints it accepts are created with
+	warmUp bool            // the engine's own, for its warm-up (warmup.go)
 }
 
 func (e *Engine) listen(handle uint64, ip string, port int, opts EndpointOptions) (int, error) {
@@ -42,13 +43,21 @@ func (e *Engine) accept(handle uint64, conn unsafe.Pointer) {
 		l.u.Reject(conn)
 		return
 	}
-	ep := e.newEndpoint(defaultAcceptTimeout)
+	timeout := defaultAcceptTimeout
+	if l.warmUp {
+		timeout = warmUpTimeout
+	}
+	ep := e.newEndpoint(timeout)
 	ep.listener = handle
+	ep.warmUp = l.warmUp
 	u, err := e.worker.AcceptEndpointWith(conn, ep.handle, l.opts.errHandling())
 	if err != nil {
 		e.eps.remove(ep)
 		return
 	}
 	ep.u = u
+	if ep.warmUp {
+		e.warmUpAccepted()
+	}
 	e.startHandshake(ep)
 }

@@ -34,6 +34,9 @@ func (e *Engine) run(started chan<- error) {
 		return
 	}
 	started <- nil
+	if e.opts.WarmUp != "" {
+		e.startWarmUp(e.opts.WarmUp, 0)
+	}
 	var evs [2]syscall.EpollEvent
 	for {
 		e.dispatch()
@@ -385,6 +388,7 @@ func (e *Engine) spin() bool {
 // aborted, every request still in flight is cancelled.
 func (e *Engine) beginStop(deadline time.Time, done chan error) {
 	e.stopping, e.stopBy, e.stopDone = true, deadline, done
+	e.stopWarmUp()
 	e.multi.dropAllAwaiting()
 	e.dropAllHeld()
 	for h := range e.listeners {

@@ -1,0 +1,186 @@
+package core
+
+import (
+	"time"
+
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// Warm-up: a connection's first use of an endpoint configuration costs UCX's
+// protocol selection for it, once per worker and configuration. With UCX's TCP
+// transport on a lane that is most of a first connection (benchmarks/RESULTS.md,
+// section 3: each of the selection's hundreds of performance estimates queries the
+// TCP interface through sysfs, /proc and ioctls), and a connection through a
+// listener goes through several configurations on each side: the connection
+// manager's, with TCP lanes only, then the final one.
+//
+// WarmUp makes those selections ahead of time: the engine connects to a listener of
+// its own on a local IP address, which creates the configurations of both sides of a
+// connection reached through that address's device, and closes both endpoints and the
+// listener once the tag handshake is done. None of it is visible to the application:
+// no event, no endpoint, no listener it could see or close. Later connections through
+// the same device find the configurations made. What it cannot make is the final
+// configuration towards another process (an endpoint to its own worker uses UCX's
+// "self" transport instead), so a first connection still selects protocols for that
+// one, on shared memory a few milliseconds.
+//
+// It costs about as much CPU time as the first connection would have (tens of
+// milliseconds to over a hundred on the dev VM), spent on the progress thread; work
+// submitted meanwhile waits for each of its steps. So it is not done unless asked
+// for (Options.WarmUp, WarmUp).
+
+// warmUpTimeout bounds a warm-up's connection, as a handshake deadline: a loopback
+// connection that takes longer has met something other than protocol selection.
+const warmUpTimeout = 5 * time.Second
+
+// warmUpPhase is where the engine's warm-up is: none, running, done; a failed one
+// may run again.
+type warmUpPhase uint8
+
+const (
+	warmUpNone    warmUpPhase = iota // not asked for
+	warmUpRunning                    // connecting, or closing what it opened
+	warmUpDone                       // finished; status says how
+)
+
+// warmUp is the engine's one warm-up. Progress thread.
+type warmUp struct {
+	phase    warmUpPhase
+	status   ucxx.Status // how it ended: StatusOK, or why it could not connect
+	listener uint64      // its listener while open, else 0
+	open     int         // its endpoints not yet closed by UCX
+	ready    int         // of those, the ones whose handshake finished
+	waiters  []uint64    // WarmUp requests to complete when it ends
+}
+
+// WarmUp makes UCX select its protocols for connections through ip's device (a
+// local address, e.g. "127.0.0.1") ahead of the first one (see warmup.go), and
+// returns a request id. Its completion comes when the warm-up has ended: StatusOK,
+// or the status that stopped it (StatusUnreachable: no enabled device has ip, say).
+// An engine warms up once: asked again while a warm-up runs or after one succeeded,
+// it completes when that one has ended, with its status, whatever ip is; after one
+// failed, it tries again through ip. StatusCanceled if the engine stops first.
+//
+// Errors: ErrEngineClosed.
+func (e *Engine) WarmUp(ip string) (uint64, error) {
+	id := e.newID()
+	return id, e.submit(submission{op: opCall, call: func() { e.startWarmUp(ip, id) }})
+}
+
+// startWarmUp starts the warm-up through ip, or adds id (0: none) to those waiting
+// for the one started.
+func (e *Engine) startWarmUp(ip string, id uint64) {
+	w := &e.warm
+	switch {
+	case w.phase == warmUpDone && w.status == ucxx.StatusOK:
+		if id != 0 {
+			e.completeNow(id, w.status, 0)
+		}
+		return
+	case w.phase == warmUpRunning:
+		if id != 0 {
+			w.waiters = append(w.waiters, id)
+		}
+		return
+	}
+	*w = warmUp{phase: warmUpRunning}
+	if id != 0 {
+		w.waiters = append(w.waiters, id)
+	}
+	if e.stopping {
+		e.endWarmUp(ucxx.StatusCanceled)
+		return
+	}
+	handle := e.nextHandle.Add(1)
+	port, err := e.listen(handle, ip, 0, EndpointOptions{})
+	if err != nil {
+		e.endWarmUp(ucxx.StatusOf(err))
+		return
+	}
+	e.listeners[handle].warmUp = true
+	w.listener = handle
+	ep := e.newEndpoint(warmUpTimeout)
+	ep.warmUp = true
+	u, err := e.worker.ConnectWith(ip, port, ep.handle, ucxx.ErrHandlingPeer)
+	if err != nil {
+		e.eps.remove(ep)
+		e.endWarmUp(ucxx.StatusOf(err))
+		return
+	}
+	ep.u = u
+	w.open++
+	e.startHandshake(ep)
+}
+
+// warmUpAccepted counts the warm-up's accepted endpoint.
+func (e *Engine) warmUpAccepted() { e.warm.open++ }
+
+// warmUpReady: a warm-up endpoint finished its handshake. Once both have, both are
+// closed (forced: nothing was sent on them) and so is the listener.
+func (e *Engine) warmUpReady() {
+	w := &e.warm
+	w.ready++
+	if w.ready < 2 {
+		return
+	}
+	e.closeWarmUpListener()
+	for _, other := range e.eps.byHandle {
+		if other.warmUp && other.phase < phaseClosing {
+			e.teardown(other, ucxx.StatusCanceled, true)
+		}
+	}
+}
+
+// warmUpFailed: a warm-up endpoint failed (the connection could not be made, timed
+// out, or broke), and is being closed. The warm-up ends with st once the rest is
+// closed too.
+func (e *Engine) warmUpFailed(st ucxx.Status) {
+	w := &e.warm
+	if w.status == ucxx.StatusOK && w.phase == warmUpRunning {
+		w.status = st
+	}
+	e.closeWarmUpListener()
+	for _, other := range e.eps.byHandle {
+		if other.warmUp && other.phase < phaseClosing {
+			e.teardown(other, ucxx.StatusCanceled, true)
+		}
+	}
+}
+
+// warmUpClosed: UCX closed a warm-up endpoint. The warm-up ends with the last.
+func (e *Engine) warmUpClosed() {
+	w := &e.warm
+	if w.open > 0 { // 0: the engine stopped, and a warm-up tried since counted none
+		w.open--
+	}
+	if w.open == 0 && w.phase == warmUpRunning {
+		e.closeWarmUpListener()
+		e.endWarmUp(w.status)
+	}
+}
+
+func (e *Engine) closeWarmUpListener() {
+	if h := e.warm.listener; h != 0 {
+		e.warm.listener = 0
+		_ = e.closeListener(h)
+	}
+}
+
+// endWarmUp records how the warm-up ended and answers those waiting for it.
+func (e *Engine) endWarmUp(st ucxx.Status) {
+	w := &e.warm
+	w.phase, w.status = warmUpDone, st
+	for _, id := range w.waiters {
+		e.completeNow(id, st, 0)
+	}
+	w.waiters = nil
+}
+
+// stopWarmUp: the engine stops. Its endpoints and listener are closed with the rest
+// (beginStop); those waiting are answered now, unless it already ended.
+func (e *Engine) stopWarmUp() {
+	if e.warm.phase == warmUpRunning {
+		e.warm.listener = 0
+		e.endWarmUp(ucxx.StatusCanceled)
+	}
+}
