@@ -79,11 +79,14 @@ func current() (*core.Engine, error) {
 // prefix; mode is "blocking" or "polling"; limits is a JSON object with any of
 // max_frames, max_frame_bytes, max_message_bytes, max_outstanding_bytes,
 // max_endpoint_outstanding_bytes, max_unexpected_bytes and keepalive_timeout_ms (0 or
-// absent: the default; a negative keepalive_timeout_ms turns keepalive off). It returns "ring_address ring_size eventfd" for the completion queue
-// that Python reads in place.
-func Start(options string, mode string, delayedSubmission bool, limits string) (res string, err error) {
+// absent: the default; a negative keepalive_timeout_ms turns keepalive off); warmUp,
+// a local IP address or "", is core.Options.WarmUp: the engine warms up through it
+// in the background. It returns "ring_address ring_size eventfd" for the completion
+// queue that Python reads in place.
+func Start(options string, mode string, delayedSubmission bool, limits string, warmUp string) (res string, err error) {
 	defer guard(&err)
 	opts := core.Options{
+		WarmUp:              warmUp,
 		NoDelayedSubmission: !delayedSubmission,
 		CaptureUCXLog:       true, // Python logs it (the "ucx" logger): TakeUCXLog
 		SpinBeforeSleep:     microsecondsFromEnv("UCXGO_SPIN_US", defaultSpin),

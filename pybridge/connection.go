@@ -49,6 +49,17 @@ func Connect(ip string, port int, timeoutMs int64, errorHandling bool) (id uint6
 	return e.ConnectWith(ip, port, time.Duration(timeoutMs)*time.Millisecond, endpointOptions(errorHandling))
 }
 
+// WarmUp queues the engine's warm-up through the local address ip
+// (core.Engine.WarmUp); the completion comes when it has ended.
+func WarmUp(ip string) (id uint64, err error) {
+	defer guard(&err)
+	e, err := current()
+	if err != nil {
+		return 0, err
+	}
+	return e.WarmUp(ip)
+}
+
 // EndpointInfo returns "send_tag recv_tag local_addr remote_addr ucp_ep_h" ("-" for an
 // unknown address).
 func EndpointInfo(h uint64) (res string, err error) {

@@ -650,6 +650,47 @@ def test_init_options_reflected_in_config():
     assert ucxx_go.get_config()["TLS"] == "tcp"
 
 
+async def test_warm_up_leaves_nothing_and_connections_work(server):
+    await asyncio.wait_for(ucxx_go.warm_up(), TIMEOUT)
+    await asyncio.wait_for(ucxx_go.warm_up("192.0.2.1"), TIMEOUT)  # done already: not tried again
+    assert ucxx_go.info()["transports"] == {}  # its endpoints were never the application's
+    client, srv = await server.connect()
+    await exchange(client, srv, b"after the warm-up")
+    client.abort()
+
+
+async def test_warm_up_through_an_address_of_no_device_raises():
+    with pytest.raises(ucxx_go.UCXError):
+        await asyncio.wait_for(ucxx_go.warm_up("192.0.2.1"), TIMEOUT)  # TEST-NET-1
+    await asyncio.wait_for(ucxx_go.warm_up("127.0.0.1"), TIMEOUT)  # a failed one may be retried
+
+
+@pytest.mark.parametrize("given, address", [
+    (False, ""), ("", ""), ("0", ""), ("off", ""), (True, "127.0.0.1"), ("1", "127.0.0.1"),
+    ("yes", "127.0.0.1"), ("10.1.2.3", "10.1.2.3"),
+])
+def test_warm_up_address(given, address):
+    from ucxx_go import _context
+
+    assert _context.warm_up_address(given) == address
+
+
+@pytest.mark.parametrize("how", ["argument", "environment"])
+def test_init_warms_up(monkeypatch, how):
+    monkeypatch.delenv("UCXGO_WARM_UP", raising=False)
+    ucxx_go.reset()
+    if how == "argument":
+        ucxx_go.init(warm_up=True)
+    else:
+        monkeypatch.setenv("UCXGO_WARM_UP", "127.0.0.1")
+        ucxx_go.init()
+
+    async def waited():  # the warm-up the engine started with
+        await asyncio.wait_for(ucxx_go.warm_up("192.0.2.1"), TIMEOUT)  # joins it: not tried
+
+    asyncio.run(waited())
+
+
 def test_get_address():
     addr = ucxx_go.get_address(ifname="lo")
     assert isinstance(addr, str)

@@ -54,7 +54,7 @@ __all__ = [
     "get_ucp_context_info", "get_ucp_worker_info", "get_active_transports", "get_ucp_worker",
     "get_ucxx_worker", "continuous_ucx_progress", "get_ucxpy_logger",
     "Endpoint", "Listener", "UCXAddress", "CudaFrame", "progress_mode", "exceptions", "types",
-    "register", "Region", "RemoteRegion", "Semaphore", "RemoteSemaphore",
+    "register", "Region", "RemoteRegion", "Semaphore", "RemoteSemaphore", "warm_up",
 ] + exceptions.__all__
 
 
@@ -147,6 +147,38 @@ async def create_endpoint(ip_address, port, endpoint_error_handling=True, connec
     # A connection that completes after create_endpoint was cancelled is aborted.
     handle = await Request(ctx, rid, "create_endpoint", release=functools.partial(_abort_handle, ctx))
     return Endpoint._from_handle(ctx, handle)
+
+
+async def warm_up(ip_address="127.0.0.1"):
+    """Have UCX select its protocols for connections through ``ip_address``'s device
+    now rather than on the first connection; return when that is done.
+
+    A first connection costs UCX's protocol selection for each endpoint configuration
+    it goes through, once per process: with UCX's TCP transport tens of milliseconds to
+    over a hundred on each side, where later connections take a few (see
+    benchmarks/RESULTS.md, section 3). The warm-up pays it ahead: the engine connects
+    to a listener of its own on ``ip_address`` (a local address: loopback by default,
+    or this host's address on the interface peers are reached through) and closes both
+    ends; the application sees neither. Later connections through that device, made
+    or accepted, then cost about what later ones do (the last configuration, towards
+    the actual peer, is still chosen on first use: a few milliseconds on shared
+    memory). It takes about as much CPU time as the first connection would have, on the
+    progress thread, so it is worth it where there is time before the first connection
+    (a server before its clients come). An engine warms up once: a later call waits for
+    the one running or returns at once after one succeeded, whatever ``ip_address``
+    (after one failed, it tries again). ``init(warm_up=...)`` starts it with the
+    engine.
+
+    Raises
+    ------
+    UCXError
+        The subclass for what stopped it, e.g. UCXUnreachableError when no enabled
+        device (``UCX_NET_DEVICES``) has ``ip_address``; UCXCanceledError when the
+        context was reset meanwhile.
+    """
+    ctx = _context.get(ipv6=_is_ipv6(ip_address))
+    rid = submit(ext.pybridge_WarmUp, str(ip_address))
+    await Request(ctx, rid, "warm_up")
 
 
 def get_ucx_version():

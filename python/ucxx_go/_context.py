@@ -48,13 +48,15 @@ def _env_flag(name, default):
 class Context:
     """The running engine. Use the module functions rather than this class."""
 
-    def __init__(self, options, progress_mode, delayed_submission, completion_mode, connect_timeout, limits):
+    def __init__(self, options, progress_mode, delayed_submission, completion_mode, connect_timeout, limits,
+                 warm_up=""):
         self.progress_mode = progress_mode
         self.connect_timeout = connect_timeout
         self.limits = limits
         engine_mode = PROGRESS_MODES[progress_mode]
         try:
-            res = call(ext.pybridge_Start, json.dumps(options), engine_mode, delayed_submission, json.dumps(limits))
+            res = call(ext.pybridge_Start, json.dumps(options), engine_mode, delayed_submission, json.dumps(limits),
+                       warm_up)
         finally:
             _ucx_log.forward()  # what UCX said while starting (why it refused), now
         address, size, fd = (int(x) for x in res.split())
@@ -125,6 +127,7 @@ def init(
     completion_mode=None,
     multi_buffer_limits=None,
     keepalive_timeout=None,
+    warm_up=None,
 ):
     """Initialise ucxx_go's UCX context and progress engine.
 
@@ -170,6 +173,10 @@ def init(
         Seconds an endpoint with error handling may hear nothing from its peer before
         it fails with UCXTimedOutError (default 30; 0 or negative: no keepalive); also
         ``UCXGO_KEEPALIVE_TIMEOUT``. Both sides must keep alive for it to run.
+    warm_up : bool or str
+        Warm up in the background as soon as the engine has started (see
+        ``warm_up()``): True for loopback ("127.0.0.1"), or the local IP address to
+        warm up through; default off. Also ``UCXGO_WARM_UP`` ("1" or an address).
 
     Raises
     ------
@@ -212,12 +219,29 @@ def init(
             keepalive_timeout = float(os.environ["UCXGO_KEEPALIVE_TIMEOUT"])
         if keepalive_timeout is not None:
             limits["keepalive_timeout_ms"] = int(keepalive_timeout * 1000) if keepalive_timeout > 0 else -1
-        _context = Context(options, progress_mode, bool(enable_delayed_submission), completion_mode, connect_timeout, limits)
+        if warm_up is None:
+            warm_up = os.environ.get("UCXGO_WARM_UP", "")
+        _context = Context(options, progress_mode, bool(enable_delayed_submission), completion_mode, connect_timeout, limits,
+                           warm_up_address(warm_up))
         # As UCXX, say on its "ucx" logger how progress runs.
         logging.getLogger("ucx").info(
             "Starting progress in '%s' mode (ucxx_go: the engine's progress thread, completions by %s)",
             progress_mode, _context.completions.mode,
         )
+
+
+def warm_up_address(value):
+    """The address init's ``warm_up`` (or ``UCXGO_WARM_UP``) names: "" for off (False,
+    "", "0", "false", "no", "off"), "127.0.0.1" for on (True, "1", "true", "yes",
+    "on"), else the string itself, a local IP address."""
+    if isinstance(value, bool):
+        return "127.0.0.1" if value else ""
+    text = str(value).strip()
+    if text.lower() in ("", "0", "false", "no", "off"):
+        return ""
+    if text.lower() in ("1", "true", "yes", "on"):
+        return "127.0.0.1"
+    return text
 
 
 def get(ipv6=False):
