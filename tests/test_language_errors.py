@@ -363,3 +363,47 @@ def lineno():
     import sys
 
     return sys._getframe(1).f_lineno
+
+
+def test_lane_limits_fail_at_the_line_that_goes_past():
+    """0.9's per-lane lists hold 16 channels of a type and 16 remote buffers of an
+    access type, and a rank has 16 barriers: a pinned op that would need more fails at
+    its line; a free one, at JSON(), which names the line of the op that goes past."""
+    n = 18
+    with CollectiveProgram("wide", AllGather(n, 1, False), n, check=False) as prog:
+        chans = [MemoryChannel(p, 0) for p in range(1, n)]
+        for c in chans[:16]:
+            c.signal(relaxed=True, tb=0)
+        line = lineno() + 2
+        with pytest.raises(ValueError) as e:
+            chans[16].signal(relaxed=True, tb=0)
+        assert_names(e.value, line, ["lane 0 of rank 0 would use 17 memory channels", "at most 16"])
+        assert_emits_nothing(prog, line)
+    with CollectiveProgram("wide_free", AllGather(n, 1, False), n, check=False, max_lanes=1):
+        chans = [MemoryChannel(p, 0) for p in range(1, n)]
+        for p in range(1, n):
+            MemoryChannel(0, p)
+        for c in chans:
+            line = lineno() + 1
+            c.signal(relaxed=True)  # one lane for all: the compiler may open no other
+        with pytest.raises(ValueError) as e:
+            JSON()
+        assert_names(e.value, line, ["rank 0 lane 0 uses 17 memory channels", "max_lanes"])
+    n = 10
+    with CollectiveProgram("buffers", lang.TestCollective(n, 1, 1), n, check=False):
+        chans = {p: MemoryChannel(p, 0) for p in range(1, n)}
+        for p, c in chans.items():
+            c.put(Rank(p).get_output_buffer()[0:1], inp(0, 0, 1), tb=0)
+        for p in range(1, 8):
+            chans[p].put(Rank(p).get_input_buffer()[0:1], inp(0, 0, 1), tb=0)
+        line = lineno() + 2
+        with pytest.raises(ValueError) as e:
+            chans[8].put(Rank(8).get_input_buffer()[0:1], inp(0, 0, 1), tb=0)
+        assert_names(e.value, line, ["would use 17 memory remote buffers"])
+    with CollectiveProgram("barriers", AllGather(2, 1, False), 2, check=False, instances=2):
+        for t in range(8):
+            Rank(0).barrier(tb_list=[t, t + 1])
+        line = lineno() + 2
+        with pytest.raises(ValueError) as e:
+            Rank(0).barrier(tb_list=[0, 2])
+        assert_names(e.value, line, ["would need 9 barriers", "times 2 instances", "has 16"])

@@ -12,6 +12,8 @@ _current = None
 
 MAX_LANES = 1024  # thread blocks per rank the executor accepts (core/plan MaxLanes)
 MAX_THREADS_PER_BLOCK = 1024
+MAX_LANE_LIST = 16  # channels of a type, remote buffers of an access type, per lane (0.9's MAX_CHANNEL)
+MAX_BARRIERS = 16  # barrier ids per rank (0.9's MAX_DEVICE_SYNCERS)
 
 
 def set_program(program):
@@ -98,6 +100,7 @@ class CollectiveProgram:
         self._loops = 0
         self._error = None  # the message of the first DSL call that failed: nothing is emitted
         self._switch_pending = {}  # (rank, tb) -> a switch reduce that its broadcast must follow
+        self._pinned_lists = {}  # (rank, tb, what, type) -> the channels or remote buffers a pinned lane uses
 
     @classmethod
     def from_spec(cls, spec: AlgoSpec, **kw):
@@ -175,6 +178,15 @@ class CollectiveProgram:
             self._check_windows(op, ctx)
         if self.switch_channels:
             self._check_switch_fusion(op)
+        if op.tb is not None:
+            self._check_pinned_lists(op)
+        if op.kind == "barrier" and op.tb_list is not None:
+            sets = self._pinned_lists.setdefault((op.rank, "barriers"), set())
+            if tuple(op.tb_list) not in sets and (len(sets) + 1) * self.instances > MAX_BARRIERS:
+                raise ValueError(f"rank {op.rank} would need {len(sets) + 1} barriers (one per set of lanes"
+                                 + (f", times {self.instances} instances" if self.instances > 1 else "")
+                                 + f"): the executor has {MAX_BARRIERS}")
+            sets.add(tuple(op.tb_list))
         if op.where == "?":
             op.where = caller_where()
         if op.kind == "switch_reduce":
@@ -205,6 +217,28 @@ class CollectiveProgram:
                                          "one Loop.iteration, touch the same bytes at different offsets: the pipeline "
                                          "runs them window by window, so a later window of one would come after an "
                                          "earlier window of the other, against program order")
+
+    def _lists_of(self, op):
+        """[(what, type, item)]: the channels and remote buffers op puts on its lane's lists."""
+        out = []
+        ch = op.channel
+        if ch is not None and ch.channel_type.value in ("memory", "port"):
+            ct = ch.channel_type.value
+            if op.kind in ("signal", "wait", "flush", "get") or (op.kind == "put" and ct == "port"):
+                out.append(("channels", ct, ch))
+            for c in op.src + op.dst:
+                if c.rank != op.rank:
+                    out.append(("remote buffers", ct, (c.rank, c.buffer)))
+        return out
+
+    def _check_pinned_lists(self, op):
+        for what, ct, item in self._lists_of(op):
+            have = self._pinned_lists.get((op.rank, op.tb, what, ct), set())
+            if item not in have and len(have) >= MAX_LANE_LIST:
+                raise ValueError(f"lane {op.tb} of rank {op.rank} would use {len(have) + 1} {ct} {what}: the "
+                                 f"executor takes at most {MAX_LANE_LIST} per lane (spread them over more lanes)")
+        for what, ct, item in self._lists_of(op):
+            self._pinned_lists.setdefault((op.rank, op.tb, what, ct), set()).add(item)
 
     def _check_switch_fusion(self, op):
         """The executor runs a switch reduce only fused with the broadcast of its result
@@ -276,7 +310,9 @@ class CollectiveProgram:
         if self._error is not None:
             raise ValueError(f"program {self.name!r} emits nothing: a DSL call failed: {self._error}")
         self._check_complete()
-        return compile_program(self)
+        plan, prov = compile_program(self)
+        _check_limits(plan, prov)
+        return plan, prov
 
     def to_json(self, indent=2, **kwargs):
         plan, _ = self.compile()
@@ -284,6 +320,52 @@ class CollectiveProgram:
 
     def post_process_operations(self):  # MSCCL++'s name; compile() does it all
         return None
+
+
+def _check_limits(plan, prov):
+    """What the executor refuses that only the lanes the compiler chose show: more than
+    16 channels of a type or remote buffers of an access type on a lane, barrier ids
+    past 16. Raises ValueError naming the DSL lines of the op that goes past."""
+    def ops(tb):
+        for i, op in enumerate(tb["ops"]):
+            yield (i,), op
+            for j, inner in enumerate(op.get("ops", ())):
+                yield (i, j), inner
+
+    def where(r, t, pos):
+        """'file:line' of the op's first DSL op, and what the op came from."""
+        lines = prov.get((r, t) + pos) or ["?"]
+        return lines[0].split(" ", 1)[0], "; ".join(lines)
+
+    for g in plan["gpus"]:
+        r = g["id"]
+        for tb in g["threadblocks"]:
+            t = tb["id"]
+            for ent in tb.get("channels", ()):
+                if len(ent["channel_ids"]) > MAX_LANE_LIST:
+                    ct = ent["channel_type"]
+                    pos = next(p for p, op in ops(tb) if op.get("channel_type") == ct
+                               and any(c >= MAX_LANE_LIST for c in op.get("channel_ids", ())))
+                    loc, what = where(r, t, pos)
+                    raise ValueError(f"{loc}: rank {r} lane {t} uses {len(ent['channel_ids'])} {ct} channels from its "
+                                     f"op {pos[0]} ({what}) on: the executor takes at most {MAX_LANE_LIST} per lane "
+                                     "(pin ops to other lanes with tb=, or allow more with max_lanes)")
+            for ent in tb.get("remote_buffer_refs", ()):
+                if len(ent["remote_buffer_ids"]) > MAX_LANE_LIST:
+                    at = ent["access_channel_type"]
+                    pos = next(p for p, op in ops(tb) if op.get("channel_type", "memory") == at and any(
+                        ref.get("buffer_id", -1) >= MAX_LANE_LIST for ref in op.get("src_buff", []) + op.get(
+                            "dst_buff", [])))
+                    loc, what = where(r, t, pos)
+                    raise ValueError(f"{loc}: rank {r} lane {t} reaches {len(ent['remote_buffer_ids'])} remote buffers "
+                                     f"over {at} channels from its op {pos[0]} ({what}) on: the executor takes at most "
+                                     f"{MAX_LANE_LIST} per lane (pin ops to other lanes with tb=, or allow more with "
+                                     "max_lanes)")
+            for pos, op in ops(tb):
+                if op.get("barrier_id", 0) >= MAX_BARRIERS:
+                    loc, what = where(r, t, pos)
+                    raise ValueError(f"{loc}: rank {r} needs more than {MAX_BARRIERS} barriers (one per set of lanes, "
+                                     f"times instances) by its lane {t}'s op {pos[0]} ({what}): the executor has 16")
 
 
 def JSON():
