@@ -462,6 +462,8 @@ def _fits(program):
     program.check = False
     try:
         plan, _ = program.compile()
+    except ValueError:  # a lane of more than 64 ops
+        return False
     finally:
         program.check = True
     return all(sum(1 + len(op.get("ops", ())) for op in tb["ops"]) <= MAX_OPS

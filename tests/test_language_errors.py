@@ -407,3 +407,14 @@ def test_lane_limits_fail_at_the_line_that_goes_past():
         with pytest.raises(ValueError) as e:
             Rank(0).barrier(tb_list=[0, 2])
         assert_names(e.value, line, ["would need 9 barriers", "times 2 instances", "has 16"])
+
+
+def test_a_lane_of_more_than_64_ops_fails_at_json_naming_the_line():
+    """With the checker off too (the checker refuses such lanes itself)."""
+    with CollectiveProgram("long", AllReduce(1, 1, False), 1, check=False):
+        for _ in range(40):
+            line = lineno() + 1
+            Rank(0).copy(Rank(0).get_output_buffer()[0:1], Rank(0).get_input_buffer()[0:1], tb=0)
+        with pytest.raises(ValueError) as e:
+            JSON()
+        assert_names(e.value, line, ["rank 0 lane 0 has more than 64 ops", "at most 64"])

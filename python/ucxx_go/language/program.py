@@ -14,6 +14,7 @@ MAX_LANES = 1024  # thread blocks per rank the executor accepts (core/plan MaxLa
 MAX_THREADS_PER_BLOCK = 1024
 MAX_LANE_LIST = 16  # channels of a type, remote buffers of an access type, per lane (0.9's MAX_CHANNEL)
 MAX_BARRIERS = 16  # barrier ids per rank (0.9's MAX_DEVICE_SYNCERS)
+MAX_OPS = 64  # per lane, pipelines' inner ops counted (0.9's MAX_OPERATION)
 
 
 def set_program(program):
@@ -324,8 +325,9 @@ class CollectiveProgram:
 
 def _check_limits(plan, prov):
     """What the executor refuses that only the lanes the compiler chose show: more than
-    16 channels of a type or remote buffers of an access type on a lane, barrier ids
-    past 16. Raises ValueError naming the DSL lines of the op that goes past."""
+    64 ops or 16 channels of a type or remote buffers of an access type on a lane,
+    barrier ids past 16. Raises ValueError naming the DSL lines of the op that goes
+    past (with the checker on, it has refused lanes of more than 64 ops already)."""
     def ops(tb):
         for i, op in enumerate(tb["ops"]):
             yield (i,), op
@@ -341,6 +343,14 @@ def _check_limits(plan, prov):
         r = g["id"]
         for tb in g["threadblocks"]:
             t = tb["id"]
+            count = 0
+            for pos, op in ops(tb):
+                count += 1
+                if count > MAX_OPS:
+                    loc, what = where(r, t, pos)
+                    raise ValueError(f"{loc}: rank {r} lane {t} has more than {MAX_OPS} ops from its op {pos[0]} "
+                                     f"({what}) on (pipelines' inner ops count): the executor runs at most {MAX_OPS} "
+                                     "(spread the work over more lanes)")
             for ent in tb.get("channels", ()):
                 if len(ent["channel_ids"]) > MAX_LANE_LIST:
                     ct = ent["channel_type"]
