@@ -12,7 +12,7 @@ connection; with --include-start it is not called first, so the first create_end
 starts the library and its time counts in that connection (this script's measure
 before the start was split off). With --warm-up, ucxx_go's server starts with
 init(warm_up=True) and its client awaits ucxx_go.warm_up() after init, before the
-first connection. Rounds alternate the libraries' order. Reported, in milliseconds:
+first connection (with --include-start only the server warms up). Rounds alternate the libraries' order. Reported, in milliseconds:
 the start (median over rounds), the first connection of each client (median and max
 over rounds), median, p90 and maximum over all connections of all rounds, the
 maximum over the later ones, and each library's median over asyncio's.
@@ -144,7 +144,7 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--python-ucxx", help="interpreter with RAPIDS ucxx (left out without it)")
     p.add_argument("--warm-up", action="store_true",
-                   help="ucxx_go's server and client warm up before the first connection")
+                   help="ucxx_go's server and client warm up before the first connection (only the server with --include-start)")
     p.add_argument("--include-start", action="store_true",
                    help="no init() first: the first connection starts the library and counts its start")
     p.add_argument("--out", help="also write the Markdown here")
