@@ -104,6 +104,7 @@ func (e *Engine) startWarmUp(ip string, id uint64) {
 	u, err := e.worker.ConnectWith(ip, port, ep.handle, ucxx.ErrHandlingPeer)
 	if err != nil {
 		e.eps.remove(ep)
+		e.closeWarmUpListener()
 		e.endWarmUp(ucxx.StatusOf(err))
 		return
 	}
