@@ -15,6 +15,7 @@ TestGoldens -update`` and check that the other side agrees.
 import json
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -27,8 +28,11 @@ from ucxx_go.language import (
     no_fusion,
 )
 from ucxx_go.language import builtins, collectives
-from ucxx_go.language.builtins import GOLDEN_DIR, Options
+from ucxx_go.language.builtins import Options
 from ucxx_go.language.builtins_golden import plan_difference, plan_text
+
+# The repository this test file is in (the package may be installed elsewhere).
+GOLDEN_DIR = Path(__file__).resolve().parents[1] / "core" / "builtin" / "testdata"
 
 
 @pytest.fixture(autouse=True)

@@ -467,7 +467,16 @@ def alltoallv(n):
 
 # -- the golden plans --------------------------------------------------------------------------
 
-GOLDEN_DIR = Path(__file__).resolve().parents[3] / "core" / "builtin" / "testdata"
+def _golden_dir():
+    """core/builtin/testdata of the source tree: the one this module sits in (an
+    editable install), else the working directory's (run from the repository's root
+    with an installed package)."""
+    here = Path(__file__).resolve().parents[3]
+    root = here if (here / "go.mod").is_file() else Path.cwd()
+    return root / "core" / "builtin" / "testdata"
+
+
+GOLDEN_DIR = _golden_dir()
 
 
 def golden_files():
