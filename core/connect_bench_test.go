@@ -9,47 +9,25 @@ import (
 // BenchmarkConnect: one connection per op from a client engine to a listener on
 // loopback, timed from Connect until its completion (UCX's wire-up and the tag
 // handshake), then closed (not timed).
-func BenchmarkConnect(b *testing.B) {
-	server, client := newTestEngine(b, Options{}), newTestEngine(b, Options{})
-	_, port, err := server.Listen("127.0.0.1", 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	cc := newCollector(b, client)
-	var worst time.Duration
-	b.ResetTimer()
-	for range b.N {
-		start := time.Now()
-		id, err := client.Connect("127.0.0.1", port, 5*time.Second)
-		if err != nil {
-			b.Fatal(err)
-		}
-		comp := cc.wait(id, 10*time.Second)
-		if comp.Status != 0 {
-			b.Fatalf("Connect: status %d", comp.Status)
-		}
-		worst = max(worst, time.Since(start))
-		b.StopTimer()
-		cid, _ := client.CloseEndpoint(comp.Length, time.Second)
-		cc.wait(cid, 5*time.Second)
-		b.StartTimer()
-	}
-	b.ReportMetric(float64(worst.Microseconds()), "max-us")
-}
+func BenchmarkConnect(b *testing.B) { benchConnect(b, false) }
 
 // BenchmarkConnectWarmedUp is BenchmarkConnect with both engines warmed up
 // (Engine.WarmUp) before the first connection: its max-us is then the first
 // connection's cost past protocol selection for the connection manager's endpoint
 // configurations.
-func BenchmarkConnectWarmedUp(b *testing.B) {
+func BenchmarkConnectWarmedUp(b *testing.B) { benchConnect(b, true) }
+
+func benchConnect(b *testing.B, warmUp bool) {
 	server, client := newTestEngine(b, Options{}), newTestEngine(b, Options{})
-	for _, e := range []*Engine{server, client} {
-		id, err := e.WarmUp("127.0.0.1")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if c := newCollector(b, e).wait(id, 10*time.Second); c.Status != 0 {
-			b.Fatalf("WarmUp: status %d", c.Status)
+	if warmUp {
+		for _, e := range []*Engine{server, client} {
+			id, err := e.WarmUp("127.0.0.1")
+			if err != nil {
+				b.Fatal(err)
+			}
+			if c := newCollector(b, e).wait(id, 10*time.Second); c.Status != 0 {
+				b.Fatalf("WarmUp: status %d", c.Status)
+			}
 		}
 	}
 	_, port, err := server.Listen("127.0.0.1", 0)
