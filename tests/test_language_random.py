@@ -30,7 +30,7 @@ import ucxx_go
 from plan_reference import Deadlock, run_plan
 from random_dsl import generate, sync_ops
 from random_plans import RandomPlan, make_buffers, reference
-from test_random_plans import ORACLE, TESTS, _launch
+from test_random_plans import run_oracle
 from ucxx_go import language as lang
 
 SEEDS = range(60)  # in process
@@ -85,19 +85,11 @@ def test_random_programs_check_parse_and_are_deterministic():
 @pytest.mark.parametrize("n", [2, 3, 4])
 def test_executor_matches_the_interpreter(tmp_path, n):
     """Random programs on n processes: every rank's buffers equal the interpreter's."""
-    metas, arrays = [], {}
-    for k, seed in enumerate(range(1000 * n, 1000 * n + ORACLE_PLANS)):
+    plans = []
+    for seed in range(1000 * n, 1000 * n + ORACLE_PLANS):
         rd = generate(seed, nranks=n)
-        plan, _ = rd.compile()
-        rp = rd.random_plan(plan)
-        metas.append(dataclasses.asdict(rp))
-        for r, (send, recv) in enumerate(reference(rp)):
-            arrays[f"{k}.{r}.send"], arrays[f"{k}.{r}.recv"] = send, recv
-    (tmp_path / "plans.json").write_text(json.dumps(metas))
-    np.savez(tmp_path / "want.npz", **arrays)
-    body = ORACLE.format(tests=str(TESTS), meta=str(tmp_path / "plans.json"), arrays=str(tmp_path / "want.npz"))
-    rc, out, err = _launch(tmp_path, n, body)
-    bad = [line for line in out.splitlines() if line.startswith(("MISMATCH", "FAILED"))]
+        plans.append(rd.random_plan(rd.compile()[0]))
+    rc, out, err, bad = run_oracle(tmp_path, n, plans)
     assert rc == 0 and out.count(", 0 bad") == n, (
         f"executor and interpreter disagree on {n} ranks (random_dsl.generate(seed, {n})):\n"
         + "\n".join(bad[:30]) + f"\nexit {rc}\n{out[-2000:]}\n{err[-2000:]}")

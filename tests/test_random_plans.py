@@ -172,10 +172,18 @@ def _launch(tmp_path, n, body, timeout=90):
 @pytest.mark.parametrize("n", [2, 3, 4])
 def test_executor_matches_the_interpreter(tmp_path, n):
     """30 random plans on n processes: every rank's buffers equal the interpreter's."""
-    seeds = range(1000 * n, 1000 * n + 30)
+    rc, out, err, bad = run_oracle(tmp_path, n, [generate(seed, nranks=n) for seed in range(1000 * n, 1000 * n + 30)])
+    assert rc == 0 and out.count(", 0 bad") == n, (
+        f"executor and interpreter disagree on {n} ranks (bisect with generate(seed, {n}, steps=k)):\n"
+        + "\n".join(bad[:30]) + f"\nexit {rc}\n{out[-2000:]}\n{err[-2000:]}")
+
+
+def run_oracle(tmp_path, n, plans):
+    """Runs the RandomPlans on n processes through the executor against the
+    interpreter's answers; returns (exit status, stdout, stderr, the MISMATCH/FAILED
+    lines). Each rank prints ", 0 bad" when all its buffers matched."""
     metas, arrays = [], {}
-    for k, seed in enumerate(seeds):
-        rp = generate(seed, nranks=n)
+    for k, rp in enumerate(plans):
         metas.append(dataclasses.asdict(rp))
         for r, (send, recv) in enumerate(reference(rp)):
             arrays[f"{k}.{r}.send"], arrays[f"{k}.{r}.recv"] = send, recv
@@ -183,7 +191,4 @@ def test_executor_matches_the_interpreter(tmp_path, n):
     np.savez(tmp_path / "want.npz", **arrays)
     body = ORACLE.format(tests=str(TESTS), meta=str(tmp_path / "plans.json"), arrays=str(tmp_path / "want.npz"))
     rc, out, err = _launch(tmp_path, n, body)
-    bad = [line for line in out.splitlines() if line.startswith(("MISMATCH", "FAILED"))]
-    assert rc == 0 and out.count(", 0 bad") == n, (
-        f"executor and interpreter disagree on {n} ranks (bisect with generate(seed, {n}, steps=k)):\n"
-        + "\n".join(bad[:30]) + f"\nexit {rc}\n{out[-2000:]}\n{err[-2000:]}")
+    return rc, out, err, [line for line in out.splitlines() if line.startswith(("MISMATCH", "FAILED"))]
