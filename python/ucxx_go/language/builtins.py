@@ -86,9 +86,10 @@ def _exchange(chans):
         c.wait(data_sync=SyncType.after)
 
 
-def _allreduce_allpairs(n, c):
-    """Rank r sends block p of its input to rank p's scratch, reduces its own block r
-    with what the peers sent, and stores the sum into block r of every output."""
+def _scatter_blocks(n, c):
+    """Rank r sends block p of its input (c chunks) to its slot in rank p's scratch,
+    after the handshake, and the exchange ends it; returns the scratch buffers and the
+    channels."""
     scratch = {r: Buffer(r, (n - 1) * c) for r in range(n)}
     chans = _mesh(n)
     _handshake(chans)
@@ -96,6 +97,13 @@ def _allreduce_allpairs(n, c):
         s = _slot(r, p) * c
         ch.put(scratch[p][s:s + c], Rank(r).get_input_buffer()[p * c:(p + 1) * c])
     _exchange(chans)
+    return scratch, chans
+
+
+def _allreduce_allpairs(n, c):
+    """Rank r sends block p of its input to rank p's scratch, reduces its own block r
+    with what the peers sent, and stores the sum into block r of every output."""
+    scratch, chans = _scatter_blocks(n, c)
     for r in range(n):
         rank = Rank(r)
         blk = slice(r * c, (r + 1) * c)
@@ -220,13 +228,7 @@ def _allgather(n, c, inplace):
 def _reduce_scatter(n, c):
     """Rank r sends block p of its input to p's scratch and reduces its own block with
     what arrives into its output."""
-    scratch = {r: Buffer(r, (n - 1) * c) for r in range(n)}
-    chans = _mesh(n)
-    _handshake(chans)
-    for (r, p), ch in chans.items():
-        s = _slot(r, p) * c
-        ch.put(scratch[p][s:s + c], Rank(r).get_input_buffer()[p * c:(p + 1) * c])
-    _exchange(chans)
+    scratch, chans = _scatter_blocks(n, c)
     for r in range(n):
         rank = Rank(r)
         slots = [scratch[r][s * c:(s + 1) * c] for s in range(n - 1)]
