@@ -152,13 +152,14 @@ CUresult ucxx_cuda_primary_retain(int ordinal, CUdevice *dev, CUcontext *ctx, co
     }
     if (opt.cuCtxGetFlags == NULL || opt.cuCtxSetFlags == NULL) return CUDA_SUCCESS;
     // The flags belong to the current context: make ctx current for the calls and put
-    // back what the thread had (all within this one C call, so on one thread). Exactly
-    // UCX's value, so that UCX's own call later changes nothing.
+    // back what the thread had (all within this one C call, so on one thread). UCX's
+    // value; the driver keeps CU_CTX_MAP_HOST on beside it, so UCX's own call later
+    // changes nothing.
     CUcontext was = NULL;
     api.cuCtxGetCurrent(&was);
     if (api.cuCtxSetCurrent(*ctx) != CUDA_SUCCESS) return CUDA_SUCCESS;
     unsigned int flags = 0;
-    if (opt.cuCtxGetFlags(&flags) == CUDA_SUCCESS && flags != CU_CTX_SYNC_MEMOPS) {
+    if (opt.cuCtxGetFlags(&flags) == CUDA_SUCCESS && (flags & CU_CTX_SYNC_MEMOPS) == 0) {
         opt.cuCtxSetFlags(CU_CTX_SYNC_MEMOPS); // best effort: UCX sets it otherwise
     }
     api.cuCtxSetCurrent(was);
@@ -194,6 +195,19 @@ CUresult ucxx_cuda_pointer_info(uintptr_t addr, unsigned int *memtype, unsigned 
     *managed = 0;
     *device = -1;
     return api.cuPointerGetAttributes(3, attrs, data, (CUdeviceptr)addr);
+}
+
+CUresult ucxx_cuda_pointer_range(uintptr_t addr, uintptr_t *base, size_t *size) {
+    // The allocation holding addr, without a current context (unlike
+    // cuMemGetAddressRange).
+    int attrs[2] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    CUdeviceptr start = 0;
+    size_t n = 0;
+    void *data[2] = {&start, &n};
+    CUresult r = api.cuPointerGetAttributes(2, attrs, data, (CUdeviceptr)addr);
+    *base = (uintptr_t)start;
+    *size = n;
+    return r;
 }
 
 CUresult ucxx_cuda_mem_alloc(size_t n, CUdeviceptr *out) {

@@ -156,6 +156,7 @@ type CUDAPointer struct {
 	IsCUDA  bool // device memory, or managed memory (then Managed is set too)
 	Managed bool // managed (unified) memory, cuMemAllocManaged's
 	Device  int  // the ordinal of the device holding it; -1 when IsCUDA is false
+	Pinned  bool // page-locked host memory the driver knows (cuMemHostAlloc, cuMemHostRegister)
 }
 
 // MemType returns the memory type to pass to TagSend, TagRecv or AmSend for the
@@ -190,6 +191,8 @@ func (d *CUDADriver) Pointer(addr uintptr) (CUDAPointer, error) {
 		return CUDAPointer{Device: -1}, nil
 	case r != C.CUDA_SUCCESS:
 		return CUDAPointer{Device: -1}, cudaErr("cuPointerGetAttributes", r)
+	case memtype == C.CU_MEMORYTYPE_HOST:
+		return CUDAPointer{Device: -1, Pinned: true}, nil
 	case memtype != C.CU_MEMORYTYPE_DEVICE:
 		return CUDAPointer{Device: -1}, nil
 	}

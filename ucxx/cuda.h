@@ -41,6 +41,8 @@ typedef unsigned long long CUdeviceptr;
 #define CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
 #define CU_POINTER_ATTRIBUTE_IS_MANAGED 8
 #define CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
+#define CU_POINTER_ATTRIBUTE_RANGE_START_ADDR 11
+#define CU_POINTER_ATTRIBUTE_RANGE_SIZE 12
 
 // CUmemorytype values.
 #define CU_MEMORYTYPE_HOST 1
@@ -97,6 +99,10 @@ CUresult ucxx_cuda_ctx_get_current(CUcontext *ctx);
 // does not know), *managed is 1 for managed memory, *device the device ordinal.
 CUresult ucxx_cuda_pointer_info(uintptr_t addr, unsigned int *memtype, unsigned int *managed,
                                 int *device);
+
+// ucxx_cuda_pointer_range reports the allocation holding addr: its first address and
+// its size (both 0 for memory the driver does not know).
+CUresult ucxx_cuda_pointer_range(uintptr_t addr, uintptr_t *base, size_t *size);
 
 // Memory, in the calling thread's current context.
 CUresult ucxx_cuda_mem_alloc(size_t n, CUdeviceptr *out);
