@@ -56,6 +56,21 @@ func primaryContext(drv *ucxx.CUDADriver, device int) (ucxx.CUDAContext, error) 
 	return c, nil
 }
 
+// primeCUDA puts the allocation behind [addr, addr+size) in UCX's memory-type cache
+// if it is device memory (ucxx.PrimeCUDA). Application thread.
+func primeCUDA(addr uintptr, size uint64) error {
+	drv, err := ucxx.CUDA()
+	if err != nil {
+		return fmt.Errorf("core: a CUDA buffer, but %w", err)
+	}
+	p, err := drv.Pointer(addr)
+	if err != nil {
+		return err
+	}
+	_, err = drv.PrimeCUDA(addr, size, p)
+	return err
+}
+
 // cudaBuffers is what a submission with CUDA buffers waits for: the events their
 // producing streams must reach before UCX may touch them, and the device whose
 // context the progress thread needs. The zero value: no CUDA buffer.
@@ -64,9 +79,10 @@ type cudaBuffers struct {
 	events []ucxx.CUDAEvent
 }
 
-// add checks that addr is device memory and, when stream is not 0, records an event
-// on it. Application thread.
-func (b *cudaBuffers) add(addr uintptr, stream uintptr) error {
+// add checks that addr is device memory, puts its allocation in UCX's memory-type
+// cache (ucxx.PrimeCUDA: UCX must find it there, and not ask CUDA on the progress
+// thread) and, when stream is not 0, records an event on it. Application thread.
+func (b *cudaBuffers) add(addr uintptr, size uint64, stream uintptr) error {
 	drv, err := ucxx.CUDA()
 	if err != nil {
 		return fmt.Errorf("core: a CUDA buffer, but %w", err)
@@ -80,6 +96,9 @@ func (b *cudaBuffers) add(addr uintptr, stream uintptr) error {
 	}
 	if !p.IsCUDA {
 		return fmt.Errorf("%w (address %#x)", ErrNotCUDA, addr)
+	}
+	if _, err := drv.PrimeCUDA(addr, size, p); err != nil {
+		return err
 	}
 	if b.device == 0 {
 		b.device = p.Device + 1
@@ -123,7 +142,7 @@ func (s *submission) addCUDA(stream uintptr) error {
 	if s.memType != ucxx.MemoryCUDA {
 		return nil
 	}
-	if err := s.cuda.add(s.addr, stream); err != nil {
+	if err := s.cuda.add(s.addr, s.size, stream); err != nil {
 		s.cuda.release()
 		return err
 	}
@@ -252,7 +271,15 @@ func (c *cudaGate) alloc(size uint64) (uintptr, error) {
 	if size == 0 {
 		size = 1 // a distinct, freeable address for an empty frame
 	}
-	return c.drv.MemAlloc(size)
+	p, err := c.drv.MemAlloc(size)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := c.drv.PrimeCUDA(p, size, ucxx.CUDAPointer{IsCUDA: true, Device: device}); err != nil {
+		c.drv.MemFree(p)
+		return 0, err
+	}
+	return p, nil
 }
 
 // frameType is the block record's memory type word of a frame alloc allocated.

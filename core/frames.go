@@ -66,7 +66,7 @@ func (e *Engine) ProvideFrames(block uintptr, addr uintptr, count int) error {
 		switch f.memType {
 		case uint64(MemHost):
 		case uint64(MemCUDA):
-			if err := s.cuda.add(f.addr, 0); err != nil {
+			if err := s.cuda.add(f.addr, 0, 0); err != nil {
 				s.cuda.release()
 				return err
 			}

@@ -67,7 +67,7 @@ func (e *Engine) sendMulti(ep uint64, desc uintptr, count int, tag uint64, inlin
 			return Ticket{}, fmt.Errorf("SendMulti: %w", ErrBadDescriptors)
 		}
 		if f.MemType == uint64(MemCUDA) {
-			if err := cb.add(uintptr(f.Addr), uintptr(f.Stream)); err != nil {
+			if err := cb.add(uintptr(f.Addr), f.Size, uintptr(f.Stream)); err != nil {
 				cb.release()
 				putMultiOp(op)
 				return Ticket{}, err

@@ -39,6 +39,11 @@ func (e *Engine) RegisterMemory(addr uintptr, length uint64, memType uint8) (id 
 	if length == 0 || uint64(addr)+length < uint64(addr) || (memType != MemHost && memType != MemCUDA) {
 		return 0, fmt.Errorf("RegisterMemory: %w", ErrBadRange)
 	}
+	if memType == MemCUDA {
+		if err := primeCUDA(addr, length); err != nil {
+			return 0, fmt.Errorf("RegisterMemory: %w", err)
+		}
+	}
 	if ferr := e.onThread(func() { id, err = e.rma.register(addr, length, memType) }); ferr != nil {
 		return 0, ferr
 	}
