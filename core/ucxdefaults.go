@@ -8,27 +8,39 @@ package core
 //   - MM_ERROR_HANDLING=y: UCX's shared-memory transports accept endpoints with peer
 //     error handling, which UCX refuses by default; without it two processes on one
 //     host talk over TCP on loopback.
+//
 //   - TCP_TX_SEG_SIZE, TCP_RX_SEG_SIZE=256K: the TCP transport's buffer size. UCX's
 //     8 KiB default cuts every message above it into 8 KiB fragments, each copied and
 //     sent on its own (rendezvous included: over TCP UCX pipelines it through these
 //     buffers). Each buffer in use holds 256 KiB.
+//
 //   - TCP_CM_REUSEADDR=y: a listener binds with SO_REUSEADDR, as TCP servers do, so a
 //     port whose connections are still in TIME_WAIT (a scheduler restarted on its
 //     port) can be listened on again at once; two listeners on one port stay refused.
+//
 //   - ADAPTIVE_PROGRESS=n: the worker keeps every transport interface active instead
 //     of activating one when an endpoint starts to use it and deactivating it when
 //     the last one closes. Each activation installs UCX's active-message handlers,
 //     and the TCP transport answers each of those with a full interface query
 //     (sysfs, ethtool, /proc/net/route): about 9 ms of every connection's set-up.
 //
+//   - RNDV_FRAG_MEM_TYPES=host: the rendezvous pipelines stage through host memory
+//     only. With UCX's "host,cuda", the first selection of a protocol for CUDA memory
+//     allocates a CUDA staging buffer and frees it (cuMemFree) to learn its memory
+//     domain; cuMemFree waits for the device, on the progress thread, and a stream
+//     held by a wait for a word that thread writes (a DAG vertex after a receive)
+//     then never moves: a deadlock (H200, UCX 1.22). Transfers of CUDA memory go
+//     directly (cuda_ipc) or through host buffers (TCP) either way.
+//
 // RNDV_SCHEME=put_zcopy, as fast over TCP, is not among them: with shared memory and
 // no CMA it leaves UCX no rendezvous protocol, so every message is sent eagerly.
 var UCXDefaults = map[string]string{
-	"MM_ERROR_HANDLING": "y",
-	"TCP_TX_SEG_SIZE":   "256K",
-	"TCP_RX_SEG_SIZE":   "256K",
-	"TCP_CM_REUSEADDR":  "y",
-	"ADAPTIVE_PROGRESS": "n",
+	"MM_ERROR_HANDLING":   "y",
+	"TCP_TX_SEG_SIZE":     "256K",
+	"TCP_RX_SEG_SIZE":     "256K",
+	"TCP_CM_REUSEADDR":    "y",
+	"ADAPTIVE_PROGRESS":   "n",
+	"RNDV_FRAG_MEM_TYPES": "host",
 }
 
 // UCXLoadDefaults are UCX settings read when the UCX libraries load, before any
