@@ -156,15 +156,44 @@ func (c *Context) Launch(name string, k *KernelLaunch, acc []dag.Access) (*dag.V
 
 // Copy adds a copy of n bytes from src to dst, which accesses acc (the source range
 // read, the destination range written). With device memory on either side (onGPU) it
-// runs on a GPU stream, else on a host worker.
+// runs on a GPU stream, else on a host worker; so does a copy between a device of the
+// context and pageable host memory, which cuMemcpyAsync cannot queue without blocking
+// (gpuLane.copyStaged).
 func (c *Context) Copy(dst, src uintptr, n uint64, onGPU bool, acc []dag.Access) (*dag.Vertex, error) {
 	if onGPU {
 		if len(c.gpus) == 0 {
 			return nil, ErrNoGPU
 		}
+		if l := c.stagedLane(dst, src); l != nil {
+			return c.add(dag.Task{Name: "copy", Kind: dag.KindHost, Accesses: acc,
+				Run: func() error { return l.copyStaged(dst, src, n) }})
+		}
 		return c.add(dag.Task{Name: "copy", Kind: dag.KindGPU, Accesses: acc, Payload: &DeviceCopy{Dst: dst, Src: src, N: n}})
 	}
 	return c.add(dag.Task{Name: "copy", Kind: dag.KindHost, Accesses: acc, Run: hostCopy(dst, src, n)})
+}
+
+// stagedLane is the lane of the device on one side of a copy whose other side is
+// pageable host memory, or nil.
+func (c *Context) stagedLane(dst, src uintptr) *gpuLane {
+	d, errD := c.drv.Pointer(dst)
+	s, errS := c.drv.Pointer(src)
+	if errD != nil || errS != nil {
+		return nil // the stream copy reports what is wrong
+	}
+	dev := -1
+	switch {
+	case d.IsCUDA && !d.Managed && !s.IsCUDA && !s.Pinned:
+		dev = d.Device
+	case s.IsCUDA && !s.Managed && !d.IsCUDA && !d.Pinned:
+		dev = s.Device
+	}
+	for _, l := range c.gpus {
+		if dev >= 0 && l.ordinal == dev {
+			return l
+		}
+	}
+	return nil
 }
 
 // Reduce adds a reduction of n elements of t at src into dst (host memory) with op;

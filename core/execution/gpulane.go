@@ -64,10 +64,11 @@ func (s *gpuState) queueWait(drv *ucxx.CUDADriver, stream uintptr) error {
 // DAG's StreamPool for its device), and learns their ends by polling their stop
 // events from a goroutine of its own.
 type gpuLane struct {
-	name string
-	drv  *ucxx.CUDADriver
-	cu   ucxx.CUDAContext // the device's primary context, retained
-	res  *resources
+	name    string
+	ordinal int
+	drv     *ucxx.CUDADriver
+	cu      ucxx.CUDAContext // the device's primary context, retained
+	res     *resources
 
 	mu       sync.Mutex // after dag.Graph's
 	streams  []ucxx.CUDAStream
@@ -77,6 +78,10 @@ type gpuLane struct {
 	wake     chan struct{}
 	closed   bool
 	done     chan struct{} // the poller has returned
+
+	stagedMu  sync.Mutex      // serializes copyStaged
+	staged    ucxx.CUDAStream // copyStaged's stream, made on first use
+	hasStaged bool
 }
 
 func newGPULane(drv *ucxx.CUDADriver, ordinal int, timing bool, res *resources) (*gpuLane, error) {
@@ -84,7 +89,7 @@ func newGPULane(drv *ucxx.CUDADriver, ordinal int, timing bool, res *resources) 
 	if err != nil {
 		return nil, err
 	}
-	l := &gpuLane{name: fmt.Sprintf("gpu%d", ordinal), drv: drv, cu: cu, res: res, timing: timing,
+	l := &gpuLane{name: fmt.Sprintf("gpu%d", ordinal), ordinal: ordinal, drv: drv, cu: cu, res: res, timing: timing,
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go l.poll()
 	return l, nil
@@ -105,6 +110,36 @@ func (l *gpuLane) NewStream(int) (uintptr, error) {
 	l.mu.Unlock()
 	l.res.streams.Add(1)
 	return s.Handle(), nil
+}
+
+// copyStaged copies n bytes between pageable host memory and the lane's device on the
+// calling thread (a host worker's), on a stream of its own with nothing else queued,
+// and waits for the copy. cuMemcpyAsync with pageable memory stages it through the
+// driver and blocks its caller until the stream reaches the copy, holding a lock of
+// the driver's: queued on a DAG stream behind a wait for a transfer's done word, it
+// held up the progress thread's own CUDA calls (UCX's copies) and so the transfer
+// that word waited for (H200, CUDA 13). Such copies therefore run as host vertices,
+// once their parents have ended.
+func (l *gpuLane) copyStaged(dst, src uintptr, n uint64) error {
+	if n == 0 {
+		return nil
+	}
+	l.stagedMu.Lock()
+	defer l.stagedMu.Unlock()
+	return l.cu.Use(func() error {
+		if !l.hasStaged {
+			s, err := l.drv.NewStream()
+			if err != nil {
+				return err
+			}
+			l.staged, l.hasStaged = s, true
+			l.res.streams.Add(1)
+		}
+		if err := l.drv.CopyAsync(dst, src, n, l.staged.Handle()); err != nil {
+			return err
+		}
+		return l.staged.Sync()
+	})
 }
 
 // Chains: a GPU vertex follows GPU parents (stream order or their stop events) and
@@ -312,6 +347,13 @@ func (l *gpuLane) close() error {
 		return nil
 	})
 	l.streams, l.events = nil, nil
+	l.stagedMu.Lock()
+	if l.hasStaged {
+		errs = append(errs, l.cu.Use(func() error { return errors.Join(l.staged.Sync(), l.staged.Destroy()) }))
+		l.res.streams.Add(-1)
+		l.hasStaged = false
+	}
+	l.stagedMu.Unlock()
 	errs = append(errs, err, l.cu.Release())
 	return errors.Join(errs...)
 }
