@@ -120,6 +120,9 @@ func loadCUDA() (*CUDADriver, error) {
 	if err := loadExec(); err != nil {
 		return nil, err
 	}
+	if err := loadManaged(); err != nil {
+		return nil, err
+	}
 	if err := cudaErr("cuInit", C.ucxx_cuda_init()); err != nil {
 		return nil, err
 	}

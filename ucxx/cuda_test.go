@@ -611,3 +611,53 @@ func TestPrimeCUDA(t *testing.T) {
 		t.Fatalf("PrimeCUDA(host memory) = %v, %v", changed, err)
 	}
 }
+
+// TestManagedPrefetch: a managed allocation prefetched to device 0 on a stream is
+// reported there once the stream is done, and its bytes stay what the host wrote.
+func TestManagedPrefetch(t *testing.T) {
+	d := needCUDA(t)
+	c, err := d.RetainPrimary(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	const n = 1 << 20
+	err = c.Use(func() error {
+		p, err := d.MemAllocManaged(n)
+		if err != nil {
+			return err
+		}
+		defer d.MemFree(p)
+		want := make([]byte, n)
+		for i := range want {
+			want[i] = byte(i)
+		}
+		CopyBetween(p, uintptr(unsafe.Pointer(&want[0])), n) // managed memory: the host writes it
+		if where, err := d.LastPrefetch(p, n); err != nil || where != PrefetchNone {
+			t.Errorf("LastPrefetch before any prefetch = %d, %v; want %d", where, err, PrefetchNone)
+		}
+		s, err := d.NewStream()
+		if err != nil {
+			return err
+		}
+		defer s.Destroy()
+		if err := d.PrefetchAsync(p, n, 0, s.Handle()); err != nil {
+			return err
+		}
+		if err := s.Sync(); err != nil {
+			return err
+		}
+		if where, err := d.LastPrefetch(p, n); err != nil || where != 0 {
+			t.Errorf("LastPrefetch after a prefetch to device 0 = %d, %v", where, err)
+		}
+		got := make([]byte, n)
+		CopyFrom(got, p)
+		if !bytes.Equal(got, want) {
+			t.Fatal("the bytes changed in the prefetch")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,102 @@
+#include "cudamanaged.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+
+#define CU_MEM_ATTACH_GLOBAL 1
+#define CU_MEM_LOCATION_TYPE_DEVICE 1
+#define CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION 3
+#define CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED 704
+
+// CUmemLocation.
+typedef struct {
+    int type;
+    int id;
+} ucxx_mem_location;
+
+static struct {
+    CUresult (*cuDeviceGet)(CUdevice *dev, int ordinal);
+    CUresult (*cuMemAllocManaged)(CUdeviceptr *p, size_t n, unsigned int flags);
+    CUresult (*cuDeviceCanAccessPeer)(int *can, CUdevice dev, CUdevice peer);
+    CUresult (*cuCtxEnablePeerAccess)(CUcontext peer, unsigned int flags);
+} managed_api;
+
+// Optional: NULL where the driver lacks them. The prefetch is the CUDA 12.2+ form
+// (a CUmemLocation), else the older one (a CUdevice).
+static CUresult (*prefetch_v2)(CUdeviceptr p, size_t n, ucxx_mem_location loc, unsigned int flags,
+                               CUstream s);
+static CUresult (*prefetch_v1)(CUdeviceptr p, size_t n, CUdevice dev, CUstream s);
+static CUresult (*range_attribute)(void *data, size_t size, int attr, CUdeviceptr p, size_t n);
+
+int ucxx_cudamanaged_load(char *err, size_t errlen) {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        snprintf(err, errlen, "dlopen libcuda.so.1 failed");
+        return 1;
+    }
+    struct {
+        const char *name;
+        void **slot;
+    } syms[] = {
+        {"cuDeviceGet", (void **)&managed_api.cuDeviceGet},
+        {"cuMemAllocManaged", (void **)&managed_api.cuMemAllocManaged},
+        {"cuDeviceCanAccessPeer", (void **)&managed_api.cuDeviceCanAccessPeer},
+        {"cuCtxEnablePeerAccess", (void **)&managed_api.cuCtxEnablePeerAccess},
+    };
+    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+        void *p = dlsym(lib, syms[i].name);
+        if (p == NULL) {
+            snprintf(err, errlen, "libcuda.so.1 has no %s", syms[i].name);
+            return 2;
+        }
+        *syms[i].slot = p;
+    }
+    prefetch_v2 = dlsym(lib, "cuMemPrefetchAsync_v2");
+    if (prefetch_v2 == NULL) prefetch_v1 = dlsym(lib, "cuMemPrefetchAsync");
+    range_attribute = dlsym(lib, "cuMemRangeGetAttribute");
+    return 0;
+}
+
+CUresult ucxx_cudamanaged_alloc(size_t n, CUdeviceptr *out) {
+    *out = 0;
+    return managed_api.cuMemAllocManaged(out, n, CU_MEM_ATTACH_GLOBAL);
+}
+
+CUresult ucxx_cudamanaged_prefetch(CUdeviceptr p, size_t n, int ordinal, uintptr_t s) {
+    CUdevice dev;
+    CUresult r = managed_api.cuDeviceGet(&dev, ordinal);
+    if (r != CUDA_SUCCESS) return r;
+    if (prefetch_v2 != NULL) {
+        ucxx_mem_location loc = {CU_MEM_LOCATION_TYPE_DEVICE, dev};
+        return prefetch_v2(p, n, loc, 0, (CUstream)s);
+    }
+    if (prefetch_v1 != NULL) return prefetch_v1(p, n, dev, (CUstream)s);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult ucxx_cudamanaged_last_prefetch(CUdeviceptr p, size_t n, int *ordinal) {
+    *ordinal = -2;
+    if (range_attribute == NULL) return CUDA_ERROR_NOT_SUPPORTED;
+    int loc = -2;
+    CUresult r = range_attribute(&loc, sizeof(loc), CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, p, n);
+    if (r != CUDA_SUCCESS) return r;
+    // The driver reports CU_DEVICE_CPU (-1) for the host and CU_DEVICE_INVALID (-2)
+    // for none or a mix: the same numbers as ours. A device's number is its CUdevice,
+    // which is its ordinal.
+    *ordinal = loc;
+    return CUDA_SUCCESS;
+}
+
+CUresult ucxx_cudamanaged_can_access_peer(int ordinal, int peer, int *can) {
+    *can = 0;
+    CUdevice a, b;
+    CUresult r = managed_api.cuDeviceGet(&a, ordinal);
+    if (r == CUDA_SUCCESS) r = managed_api.cuDeviceGet(&b, peer);
+    if (r != CUDA_SUCCESS) return r;
+    return managed_api.cuDeviceCanAccessPeer(can, a, b);
+}
+
+CUresult ucxx_cudamanaged_enable_peer(CUcontext peer) {
+    CUresult r = managed_api.cuCtxEnablePeerAccess(peer, 0);
+    return r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED ? CUDA_SUCCESS : r;
+}
