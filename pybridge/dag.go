@@ -400,6 +400,18 @@ func DagSynchronize(h uint64) (ok bool, err error) {
 	return true, c.ctx.Synchronize(context.Background())
 }
 
+// DagDescribeArray tells the context where array aid's memory is (n bytes at addr)
+// and where its newest copy is: device, a CUDA ordinal of the context's GPUs, or -1
+// for the host (execution.Context.DescribeArray).
+func DagDescribeArray(h, aid uint64, addr uintptr, n uint64, device int) (ok bool, err error) {
+	defer guard(&err)
+	c, err := dagCtx(h)
+	if err != nil {
+		return false, err
+	}
+	return true, c.ctx.DescribeArray(dag.ArrayID(aid), addr, n, device)
+}
+
 // DagResources returns "streams events modules word_pages" the context holds.
 func DagResources(h uint64) (res string, err error) {
 	defer guard(&err)

@@ -39,11 +39,12 @@ type Options struct {
 // transfers through an engine. Its methods may be called from any goroutine; each
 // adds one vertex and returns at once.
 type Context struct {
-	graph *dag.Graph
-	gpus  []*gpuLane
-	xfer  *transferLane
-	drv   *ucxx.CUDADriver
-	res   resources
+	graph  *dag.Graph
+	gpus   []*gpuLane
+	xfer   *transferLane
+	drv    *ucxx.CUDADriver
+	res    resources
+	arrays arrayTable
 
 	mu      sync.Mutex
 	closed  bool
@@ -67,11 +68,14 @@ func New(opts Options) (_ *Context, err error) {
 			return nil, err
 		}
 		for _, ord := range opts.Devices {
-			l, err := newGPULane(c.drv, ord, g.Timings, &c.res)
+			l, err := newGPULane(c.drv, ord, g.Timings, &c.res, &c.arrays)
 			if err != nil {
 				return nil, err
 			}
 			c.gpus = append(c.gpus, l)
+		}
+		if err := enablePeerAccess(c.gpus); err != nil {
+			return nil, err
 		}
 		g.GPUs = len(c.gpus)
 		g.GPULanes = make([]dag.Lane, len(c.gpus))

@@ -69,6 +69,7 @@ type gpuLane struct {
 	drv     *ucxx.CUDADriver
 	cu      ucxx.CUDAContext // the device's primary context, retained
 	res     *resources
+	arrays  *arrayTable // the context's, for the managed ranges of Moves
 
 	mu       sync.Mutex // after dag.Graph's
 	streams  []ucxx.CUDAStream
@@ -84,12 +85,12 @@ type gpuLane struct {
 	hasStaged bool
 }
 
-func newGPULane(drv *ucxx.CUDADriver, ordinal int, timing bool, res *resources) (*gpuLane, error) {
+func newGPULane(drv *ucxx.CUDADriver, ordinal int, timing bool, res *resources, arrays *arrayTable) (*gpuLane, error) {
 	cu, err := drv.RetainPrimary(ordinal)
 	if err != nil {
 		return nil, err
 	}
-	l := &gpuLane{name: fmt.Sprintf("gpu%d", ordinal), ordinal: ordinal, drv: drv, cu: cu, res: res, timing: timing,
+	l := &gpuLane{name: fmt.Sprintf("gpu%d", ordinal), ordinal: ordinal, drv: drv, cu: cu, res: res, arrays: arrays, timing: timing,
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go l.poll()
 	return l, nil
@@ -174,9 +175,8 @@ func (l *gpuLane) Start(v *dag.Vertex) {
 		v.End(fmt.Errorf("execution: GPU vertex %q has no GPU work (%T)", v.Name(), v.Payload()))
 		return
 	}
-	// v.Moves is the DAG's location model (GrCUDA's): it steers the device policies.
-	// Memory stays where it was allocated; a kernel reaches another GPU's memory by
-	// peer access, and no range is copied between GPUs for it.
+	// v.Moves is the DAG's location model (GrCUDA's): it steers the device policies,
+	// and its managed ranges are prefetched here (arrays.go).
 	state := &gpuState{lane: l}
 	err := l.cu.Use(func() error {
 		for _, w := range v.Waits() {
@@ -187,6 +187,9 @@ func (l *gpuLane) Start(v *dag.Vertex) {
 			if err := dw.queueWait(l.drv, st.Handle); err != nil {
 				return err
 			}
+		}
+		if err := l.prefetchMoves(v.Moves(), st.Handle); err != nil {
+			return err
 		}
 		var err error
 		if l.timing {

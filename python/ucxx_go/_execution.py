@@ -839,7 +839,13 @@ class ExecutionContext:
         self._go(ext.pybridge_DagAccess, self._h, d.buffer_info()[0], 1)
 
     def _new_root(self, obj, keep, address, nbytes, dtype, device, readonly, np_view):
-        return _Root(self, next(self._array_ids), obj, keep, address, nbytes, dtype, device, readonly, np_view)
+        root = _Root(self, next(self._array_ids), obj, keep, address, nbytes, dtype, device, readonly, np_view)
+        if self._gpus:
+            # Where the array's newest copy is, for the DAG's moves: its GPU if the
+            # context runs there, else (host memory, another GPU's) the host.
+            where = device if device in self._gpus else -1
+            self._go(ext.pybridge_DagDescribeArray, self._h, root.id, address, nbytes, where)
+        return root
 
     # -- state --
 
@@ -866,7 +872,10 @@ class ExecutionContext:
         device : int, str or None
             A CUDA ordinal of the context's GPUs (or "gpu"/"cuda": its first), "cpu"
             (or "host", -1) for host memory (numpy); default: the first GPU, or host
-            memory in a context without GPUs. Device memory comes from cupy.
+            memory in a context without GPUs. Device memory comes from cupy; with
+            several GPUs and no device named, managed memory (cupy's
+            ``malloc_managed``), which the DAG prefetches to the GPU each vertex runs
+            on (GrCUDA's arrays are managed too).
 
         Raises
         ------
@@ -889,7 +898,13 @@ class ExecutionContext:
             return self.wrap(numpy.zeros(n, dt))
         cupy = _cupy("ExecutionContext.array on a GPU")
         with cupy.cuda.Device(ordinal):
-            obj = cupy.zeros(n, dt)
+            if len(self._gpus) > 1 and device is None:
+                # Several GPUs: managed memory, as GrCUDA's arrays, which the DAG
+                # prefetches to whichever GPU a vertex runs on.
+                obj = cupy.ndarray(n, dt, cupy.cuda.malloc_managed(max(n * dt.itemsize, 1)))
+                obj.fill(0)
+            else:
+                obj = cupy.zeros(n, dt)
             cupy.cuda.get_current_stream().synchronize()  # the DAG's streams do not wait for cupy's
         return self.wrap(obj)
 

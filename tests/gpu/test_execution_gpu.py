@@ -132,3 +132,29 @@ async def test_kernel_reads_what_a_receive_fills(nvrtc, pair):
         np.testing.assert_allclose(out, data * data, rtol=1e-6)
         assert ctx.resources()["word_pages"] >= 1
     assert ctx.resources() == {"streams": 0, "events": 0, "modules": 0, "word_pages": 0}
+
+
+def test_one_gpu_arrays_are_device_memory(nvrtc):
+    """With one GPU, ctx.array is plain device memory (managed memory is for several)."""
+    with ExecutionContext(gpus=[0], transfers=False) as ctx:
+        x = ctx.array(1024, "float32")
+        attrs = cp.cuda.runtime.pointerGetAttributes(x.__cuda_array_interface__["data"][0])
+        assert attrs.type == cp.cuda.runtime.memoryTypeDevice, attrs.type
+
+
+@pytest.mark.skipif(_GPUS < 2, reason="needs two GPUs")
+def test_managed_arrays_follow_kernels_across_gpus(nvrtc):
+    """Two GPUs, round robin: the arrays are managed memory, each kernel runs after the
+    one before on the other GPU (its ranges prefetched there: core/execution's
+    TestMovesBetweenGPUs checks where), and the values are what running in order gives."""
+    n = 1 << 20
+    xs = np.arange(n, dtype=np.float32)
+    with ExecutionContext(gpus=[0, 1], transfers=False, device_policy="round-robin") as ctx:
+        y = ctx.array(n, "float32")
+        attrs = cp.cuda.runtime.pointerGetAttributes(y.__cuda_array_interface__["data"][0])
+        assert attrs.type == cp.cuda.runtime.memoryTypeManaged, attrs.type
+        y[:] = xs
+        inc = ctx.build_kernel(INC, "inc", "y: inout pointer float, n: sint32")
+        for _ in range(4):  # GPUs 0, 1, 0, 1: each kernel after the other
+            inc(blocks(n), THREADS)(y, n)
+        np.testing.assert_array_equal(np.asarray(y), xs + np.float32(4))

@@ -1,0 +1,130 @@
+package execution
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/ucxx-go/ucxx-go/core/dag"
+)
+
+// The context's arrays, as far as moving their ranges needs them. The DAG knows
+// arrays by id and byte range only; its LocationTracker says where the newest copy of
+// each range is, and each GPU vertex carries the ranges it needs that are elsewhere
+// (Vertex.Moves). The lanes act on a move where it helps:
+//
+//   - managed memory: the range is prefetched to the vertex's device on its stream,
+//     after the waits for its parents and before its work (GrCUDA's arrays are managed
+//     memory, and it prefetches the same way);
+//   - device memory: nothing moves; the vertex reaches the other GPU's memory through
+//     peer access, which the context enables between its GPUs where they support it;
+//   - host memory: nothing moves; kernels reach only host memory mapped for them.
+
+// arrayInfo is what the context knows of a described array.
+type arrayInfo struct {
+	base    uintptr
+	size    uint64
+	managed bool
+}
+
+// arrayTable maps array ids to their memory; safe for concurrent use.
+type arrayTable struct {
+	mu     sync.RWMutex
+	arrays map[dag.ArrayID]arrayInfo
+}
+
+func (t *arrayTable) set(id dag.ArrayID, info arrayInfo) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.arrays == nil {
+		t.arrays = make(map[dag.ArrayID]arrayInfo)
+	}
+	t.arrays[id] = info
+}
+
+func (t *arrayTable) get(id dag.ArrayID) (arrayInfo, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	info, ok := t.arrays[id]
+	return info, ok
+}
+
+func (t *arrayTable) forget(id dag.ArrayID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.arrays, id)
+}
+
+// DescribeArray tells the context that array id is the size bytes at base, whose
+// newest copy is now on device ordinal (one of the context's GPUs), or on the host
+// when ordinal is negative. Device and managed memory are told apart by asking the
+// driver. Vertices added after see the array there; a GPU vertex that runs on another
+// device prefetches the ranges it needs of a managed array. Describing an id again
+// replaces what was known; ForgetArray drops it.
+//
+// Errors: an ordinal that is not one of the context's GPUs; the driver's.
+func (c *Context) DescribeArray(id dag.ArrayID, base uintptr, size uint64, ordinal int) error {
+	loc := dag.Host
+	if ordinal >= 0 {
+		loc = -1
+		for i, l := range c.gpus {
+			if l.ordinal == ordinal {
+				loc = i
+			}
+		}
+		if loc < 0 {
+			return fmt.Errorf("execution: array %d on GPU %d, which is not one of the context's", id, ordinal)
+		}
+	}
+	info := arrayInfo{base: base, size: size}
+	if c.drv != nil && base != 0 {
+		p, err := c.drv.Pointer(base)
+		if err != nil {
+			return err
+		}
+		info.managed = p.Managed
+	}
+	c.arrays.set(id, info)
+	c.graph.Place(id, 0, size, loc)
+	return nil
+}
+
+// ForgetArray drops what DescribeArray recorded of id (its memory is going away).
+func (c *Context) ForgetArray(id dag.ArrayID) { c.arrays.forget(id) }
+
+// prefetchMoves queues on stream, in the lane's context, a prefetch to the lane's
+// device of every range of moves that lies in managed memory.
+func (l *gpuLane) prefetchMoves(moves []dag.Move, stream uintptr) error {
+	for _, m := range moves {
+		info, ok := l.arrays.get(m.Array)
+		if !ok || !info.managed || m.Len == 0 || m.Off+m.Len > info.size {
+			continue
+		}
+		if err := l.drv.PrefetchAsync(info.base+uintptr(m.Off), m.Len, l.ordinal, stream); err != nil {
+			return fmt.Errorf("execution: prefetch of array %d [%d, %d) to GPU %d: %w", m.Array, m.Off, m.Off+m.Len, l.ordinal, err)
+		}
+	}
+	return nil
+}
+
+// enablePeerAccess lets each of the context's GPUs reach the others' memory where the
+// driver says it can; where it cannot, kernels on one GPU cannot read another's
+// device memory (managed memory still migrates).
+func enablePeerAccess(lanes []*gpuLane) error {
+	for _, a := range lanes {
+		for _, b := range lanes {
+			if a == b || a.ordinal == b.ordinal {
+				continue
+			}
+			can, err := a.drv.CanAccessPeer(a.ordinal, b.ordinal)
+			if err != nil {
+				return err
+			}
+			if can {
+				if err := a.cu.EnablePeerAccess(b.cu); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,145 @@
+package execution
+
+import (
+	"context"
+	"encoding/binary"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/ucxx-go/ucxx-go/core/dag"
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// managedWords allocates n managed 32-bit words holding 0..n-1 (written by the host);
+// freed by the test.
+func managedWords(t *testing.T, d *ucxx.CUDADriver, n int) uintptr {
+	t.Helper()
+	cu, err := d.RetainPrimary(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p uintptr
+	if err := cu.Use(func() (err error) { p, err = d.MemAllocManaged(uint64(4 * n)); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cu.Use(func() error { return d.MemFree(p) }); cu.Release() })
+	host := make([]byte, 4*n)
+	for i := range n {
+		binary.LittleEndian.PutUint32(host[4*i:], uint32(i))
+	}
+	ucxx.CopyBetween(p, uintptr(unsafe.Pointer(&host[0])), uint64(len(host)))
+	return p
+}
+
+func managedRead(p uintptr, n int) []uint32 {
+	raw := make([]byte, 4*n)
+	ucxx.CopyFrom(raw, p)
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = binary.LittleEndian.Uint32(raw[4*i:])
+	}
+	return out
+}
+
+func synchronize(t *testing.T, c *Context) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Synchronize(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestManagedRangesPrefetchedToTheVertexDevice: a managed array whose newest copy is
+// on the host is prefetched, the ranges a kernel needs, to the kernel's GPU before it
+// runs; device memory described on the GPU needs no move.
+func TestManagedRangesPrefetchedToTheVertexDevice(t *testing.T) {
+	d := needGPU(t)
+	c := newContext(t, Options{Devices: []int{0}})
+	k := addOne(t, c)
+	const n = 1 << 18
+	m := managedWords(t, d, n)
+	if err := c.DescribeArray(arrA, m, 4*n, -1); err != nil {
+		t.Fatal(err)
+	}
+	half := launchAddOne(t, c, k, m, 0, n/2, arrA)
+	if mv := half.Moves(); len(mv) != 1 || mv[0] != (dag.Move{Array: arrA, Off: 0, Len: 2 * n, From: dag.Host, To: 0}) {
+		t.Fatalf("moves of a kernel on half of a host-resident array: %+v", mv)
+	}
+	synchronize(t, c)
+	if where, err := d.LastPrefetch(m, 2*n); err != nil || where != 0 {
+		t.Fatalf("the kernel's half was last prefetched to %d (%v), want GPU 0", where, err)
+	}
+	if where, err := d.LastPrefetch(m+2*n, 2*n); err != nil || where == 0 {
+		t.Fatalf("the other half was prefetched to GPU 0 too (%d, %v): only what the kernel needs moves", where, err)
+	}
+	for i, w := range managedRead(m, n) {
+		want := uint32(i)
+		if i < n/2 {
+			want++
+		}
+		if w != want {
+			t.Fatalf("word %d: %d, want %d", i, w, want)
+		}
+	}
+
+	p := deviceWords(t, d, n)
+	if err := c.DescribeArray(arrB, p, 4*n, 0); err != nil {
+		t.Fatal(err)
+	}
+	if v := launchAddOne(t, c, k, p, 0, n, arrB); len(v.Moves()) != 0 {
+		t.Fatalf("a kernel on an array described on its GPU moves %+v", v.Moves())
+	}
+	synchronize(t, c)
+	if err := c.DescribeArray(arrC, p, 4*n, 5); err == nil {
+		t.Fatal("DescribeArray on a GPU the context does not have: no error")
+	}
+}
+
+// TestMovesBetweenGPUs (two GPUs or more): kernels placed round-robin on GPUs 0 and 1
+// over one managed array; the second finds the array's newest copy on GPU 0 and
+// prefetches it to GPU 1; a kernel on GPU 1 reads GPU 0's device memory through peer
+// access.
+func TestMovesBetweenGPUs(t *testing.T) {
+	d := needGPU(t)
+	if n, err := d.DeviceCount(); err != nil || n < 2 {
+		t.Skipf("needs two GPUs (%d, %v)", n, err)
+	}
+	c := newContext(t, Options{Devices: []int{0, 1}, Graph: dag.Options{DeviceSelection: dag.RoundRobin}})
+	k := addOne(t, c)
+	const n = 1 << 18
+	m := managedWords(t, d, n)
+	if err := c.DescribeArray(arrA, m, 4*n, -1); err != nil {
+		t.Fatal(err)
+	}
+	first := launchAddOne(t, c, k, m, 0, n, arrA)
+	second := launchAddOne(t, c, k, m, 0, n, arrA)
+	if first.Device() == second.Device() {
+		t.Fatalf("round robin put both kernels on GPU %d", first.Device())
+	}
+	if mv := second.Moves(); len(mv) != 1 || mv[0].From != first.Device() || mv[0].To != second.Device() {
+		t.Fatalf("the second kernel's moves: %+v (first on %d, second on %d)", mv, first.Device(), second.Device())
+	}
+	synchronize(t, c)
+	if where, err := d.LastPrefetch(m, 4*n); err != nil || where != c.gpus[second.Device()].ordinal {
+		t.Fatalf("last prefetched to %d (%v), want GPU %d", where, err, c.gpus[second.Device()].ordinal)
+	}
+	for i, w := range managedRead(m, n) {
+		if w != uint32(i)+2 {
+			t.Fatalf("word %d: %d, want %d", i, w, i+2)
+		}
+	}
+	p := deviceWords(t, d, n) // on GPU 0
+	if err := c.DescribeArray(arrB, p, 4*n, 0); err != nil {
+		t.Fatal(err)
+	}
+	launchAddOne(t, c, k, p, 0, n, arrB)
+	launchAddOne(t, c, k, p, 0, n, arrB) // the other GPU, through peer access
+	synchronize(t, c)
+	for i, w := range readWords(t, d, p, n) {
+		if w != uint32(i)+2 {
+			t.Fatalf("device array word %d: %d, want %d", i, w, i+2)
+		}
+	}
+}
