@@ -6,6 +6,10 @@
 #define CU_MEM_ATTACH_GLOBAL 1
 #define CU_MEM_LOCATION_TYPE_DEVICE 1
 #define CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION 3
+#define CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE 7
+#define CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_ID 8
+#define CU_MEM_LOCATION_TYPE_INVALID 0
+#define CU_MEM_LOCATION_TYPE_HOST 2
 #define CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED 704
 
 // CUmemLocation.
@@ -77,12 +81,21 @@ CUresult ucxx_cudamanaged_prefetch(CUdeviceptr p, size_t n, int ordinal, uintptr
 CUresult ucxx_cudamanaged_last_prefetch(CUdeviceptr p, size_t n, int *ordinal) {
     *ordinal = -2;
     if (range_attribute == NULL) return CUDA_ERROR_NOT_SUPPORTED;
+    // CUDA 12.2+ reports a prefetch made with a location (cuMemPrefetchAsync_v2) in
+    // the TYPE and ID attributes; the older single attribute then says "invalid".
+    int type = CU_MEM_LOCATION_TYPE_INVALID, id = -2;
+    CUresult r = range_attribute(&type, sizeof(type), CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE, p, n);
+    if (r == CUDA_SUCCESS) r = range_attribute(&id, sizeof(id), CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_ID, p, n);
+    if (r == CUDA_SUCCESS) {
+        if (type == CU_MEM_LOCATION_TYPE_DEVICE) *ordinal = id; // a CUdevice is its ordinal
+        else if (type == CU_MEM_LOCATION_TYPE_HOST) *ordinal = -1;
+        return CUDA_SUCCESS;
+    }
+    // An older driver: CU_DEVICE_CPU (-1) for the host, CU_DEVICE_INVALID (-2) for none
+    // or a mix, the same numbers as ours.
     int loc = -2;
-    CUresult r = range_attribute(&loc, sizeof(loc), CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, p, n);
+    r = range_attribute(&loc, sizeof(loc), CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, p, n);
     if (r != CUDA_SUCCESS) return r;
-    // The driver reports CU_DEVICE_CPU (-1) for the host and CU_DEVICE_INVALID (-2)
-    // for none or a mix: the same numbers as ours. A device's number is its CUdevice,
-    // which is its ordinal.
     *ordinal = loc;
     return CUDA_SUCCESS;
 }

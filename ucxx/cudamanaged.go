@@ -51,7 +51,7 @@ func (d *CUDADriver) PrefetchAsync(p uintptr, n uint64, ordinal int, stream uint
 }
 
 // LastPrefetch reports where the managed range [p, p+n) was last prefetched to: a
-// device ordinal, PrefetchHost or PrefetchNone.
+// device ordinal, PrefetchHost or PrefetchNone. In the current context.
 //
 // Errors: a *CUDAError from cuMemRangeGetAttribute.
 func (d *CUDADriver) LastPrefetch(p uintptr, n uint64) (int, error) {

@@ -42,6 +42,19 @@ func managedRead(p uintptr, n int) []uint32 {
 	return out
 }
 
+// lastPrefetch is where [p, p+n) was last prefetched to (asked in device 0's context).
+func lastPrefetch(t *testing.T, d *ucxx.CUDADriver, p uintptr, n uint64) (int, error) {
+	t.Helper()
+	cu, err := d.RetainPrimary(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cu.Release()
+	where := ucxx.PrefetchNone
+	err = cu.Use(func() (err error) { where, err = d.LastPrefetch(p, n); return err })
+	return where, err
+}
+
 func synchronize(t *testing.T, c *Context) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -68,10 +81,10 @@ func TestManagedRangesPrefetchedToTheVertexDevice(t *testing.T) {
 		t.Fatalf("moves of a kernel on half of a host-resident array: %+v", mv)
 	}
 	synchronize(t, c)
-	if where, err := d.LastPrefetch(m, 2*n); err != nil || where != 0 {
+	if where, err := lastPrefetch(t, d, m, 2*n); err != nil || where != 0 {
 		t.Fatalf("the kernel's half was last prefetched to %d (%v), want GPU 0", where, err)
 	}
-	if where, err := d.LastPrefetch(m+2*n, 2*n); err != nil || where == 0 {
+	if where, err := lastPrefetch(t, d, m+2*n, 2*n); err != nil || where == 0 {
 		t.Fatalf("the other half was prefetched to GPU 0 too (%d, %v): only what the kernel needs moves", where, err)
 	}
 	for i, w := range managedRead(m, n) {
@@ -122,7 +135,7 @@ func TestMovesBetweenGPUs(t *testing.T) {
 		t.Fatalf("the second kernel's moves: %+v (first on %d, second on %d)", mv, first.Device(), second.Device())
 	}
 	synchronize(t, c)
-	if where, err := d.LastPrefetch(m, 4*n); err != nil || where != c.gpus[second.Device()].ordinal {
+	if where, err := lastPrefetch(t, d, m, 4*n); err != nil || where != c.gpus[second.Device()].ordinal {
 		t.Fatalf("last prefetched to %d (%v), want GPU %d", where, err, c.gpus[second.Device()].ordinal)
 	}
 	for i, w := range managedRead(m, n) {
