@@ -20,6 +20,7 @@ package ucxx
 // UCX_MEMTYPE_CACHE=n there is no cache to fill: UCX then detects every buffer
 // itself, and GPU-side waits on the progress thread's words can deadlock as above.
 
+// #cgo nocallback ucxx_memtype_known
 // #include "memtype.h"
 // #include "cuda.h"
 import "C"
@@ -34,6 +35,12 @@ func (d *CUDADriver) PrimeCUDA(addr uintptr, n uint64, p CUDAPointer) (bool, err
 	if !p.IsCUDA || p.Managed || addr == 0 {
 		return false, nil
 	}
+	if n == 0 {
+		n = 1
+	}
+	if C.ucxx_memtype_known(C.uintptr_t(addr), C.size_t(n)) != 0 {
+		return false, nil // cached already (the common case), or no cache
+	}
 	var base C.uintptr_t
 	var size C.size_t
 	if err := cudaErr("cuPointerGetAttributes", C.ucxx_cuda_pointer_range(C.uintptr_t(addr), &base, &size)); err != nil {
@@ -41,9 +48,6 @@ func (d *CUDADriver) PrimeCUDA(addr uintptr, n uint64, p CUDAPointer) (bool, err
 	}
 	if size == 0 {
 		return false, nil // the driver knows no allocation here
-	}
-	if n == 0 {
-		n = 1
 	}
 	return C.ucxx_memtype_prime(C.uintptr_t(addr), C.size_t(n), base, size) == 1, nil
 }

@@ -12,4 +12,8 @@
 // (UCX_MEMTYPE_CACHE=n).
 int ucxx_memtype_prime(uintptr_t addr, size_t len, uintptr_t base, size_t size);
 
+// ucxx_memtype_known reports whether UCX's memory-type cache holds [addr, addr+len) as
+// CUDA memory it needs no more questions about: 1 yes, 0 no, -1 the cache is off.
+int ucxx_memtype_known(uintptr_t addr, size_t len);
+
 #endif
