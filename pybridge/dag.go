@@ -412,6 +412,18 @@ func DagDescribeArray(h, aid uint64, addr uintptr, n uint64, device int) (ok boo
 	return true, c.ctx.DescribeArray(dag.ArrayID(aid), addr, n, device)
 }
 
+// DagForgetArray drops what DagDescribeArray recorded of array aid (its memory is
+// going away). A closed context has nothing to forget: no error.
+func DagForgetArray(h, aid uint64) (ok bool, err error) {
+	defer guard(&err)
+	c, err := dagCtx(h)
+	if err != nil {
+		return false, nil
+	}
+	c.ctx.ForgetArray(dag.ArrayID(aid))
+	return true, nil
+}
+
 // DagResources returns "streams events modules word_pages" the context holds.
 func DagResources(h uint64) (res string, err error) {
 	defer guard(&err)

@@ -251,3 +251,23 @@ func TestCloseCancelsPendingTransfers(t *testing.T) {
 		t.Fatalf("held after Close: %+v", r)
 	}
 }
+
+// TestDescribeArrayWithoutGPUs: a context without GPUs takes host arrays and refuses an
+// array said to be on a GPU; forgetting drops the record.
+func TestDescribeArrayWithoutGPUs(t *testing.T) {
+	c := newContext(t, Options{})
+	buf := make([]byte, 64)
+	if err := c.DescribeArray(arrA, addr(buf), 64, -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.arrays.get(arrA); !ok {
+		t.Fatal("the described array is not recorded")
+	}
+	c.ForgetArray(arrA)
+	if _, ok := c.arrays.get(arrA); ok {
+		t.Fatal("the array is still recorded after ForgetArray")
+	}
+	if err := c.DescribeArray(arrB, addr(buf), 64, 0); err == nil {
+		t.Fatal("an array on GPU 0 of a context without GPUs: no error")
+	}
+}

@@ -361,7 +361,7 @@ class _Root:
     state (ranges safe to read, ranges safe to write, bumped by every operation)."""
 
     __slots__ = ("ctx", "id", "obj", "keep", "address", "nbytes", "dtype", "device", "readonly", "np",
-                 "safe_r", "safe_w", "gen", "reduce_op")
+                 "safe_r", "safe_w", "gen", "reduce_op", "__weakref__")
 
     def __init__(self, ctx, aid, obj, keep, address, nbytes, dtype, device, readonly, np_view):
         self.ctx, self.id, self.obj, self.keep = ctx, aid, obj, keep
@@ -840,11 +840,12 @@ class ExecutionContext:
 
     def _new_root(self, obj, keep, address, nbytes, dtype, device, readonly, np_view):
         root = _Root(self, next(self._array_ids), obj, keep, address, nbytes, dtype, device, readonly, np_view)
-        if self._gpus:
-            # Where the array's newest copy is, for the DAG's moves: its GPU if the
-            # context runs there, else (host memory, another GPU's) the host.
+        if len(self._gpus) > 1:
+            # For the DAG's moves between GPUs: the array's memory, and where its
+            # newest copy is (its GPU if the context runs there, else the host).
             where = device if device in self._gpus else -1
             self._go(ext.pybridge_DagDescribeArray, self._h, root.id, address, nbytes, where)
+            weakref.finalize(root, ext.pybridge_DagForgetArray, self._h, root.id).atexit = False
         return root
 
     # -- state --
