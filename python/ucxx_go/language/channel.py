@@ -231,7 +231,11 @@ class SwitchChannel:
     channel_type = ChannelType.switch
 
     @dsl_call
-    def __init__(self, rank_list, buffer_type):
+    def __init__(self, rank_list, buffer_type=None, *, buffer=None):
+        if (buffer_type is None) == (buffer is None):
+            raise ValueError("give the group's buffer type once: SwitchChannel(rank_list, buffer_type) or the "
+                             "seed's SwitchChannel(rank_list=, buffer=)")
+        buffer_type = buffer if buffer_type is None else buffer_type
         prog = get_program()
         for r in rank_list:
             prog._check_rank(r)
@@ -264,6 +268,11 @@ class SwitchChannel:
         if not isinstance(buffer_offset, int) or not isinstance(size, int) or buffer_offset < 0 or size < 1:
             raise ValueError(f"buffer_offset {buffer_offset!r} and size {size!r}: want integers, size at least 1")
         for r in self.ranks:
+            if self.buffer_type == BufferType.scratch and r != chunk.rank:
+                # a peer may allocate its scratch later in the program (the seed's loop
+                # over ranks): its range is checked once the program is complete
+                prog.switch_range_checks.append((caller_where(), r, buffer_offset + size, buffer_offset))
+                continue
             have = prog.chunk_count(r, self.buffer_type)
             if buffer_offset + size > have:
                 raise ValueError(f"chunks {buffer_offset}:{buffer_offset + size} of the group's "
@@ -290,6 +299,48 @@ class SwitchChannel:
             raise ValueError(f"{src_chunk!r} is on rank {src_chunk.rank}: the broadcast runs on rank {rank}")
         get_program().add_op(Op("switch_broadcast", rank, tb, src=[src_chunk], channel=self,
                                 switch_index=buffer_offset, switch_size=size))
+
+    # -- the seed's spelling: the group's chunks are reduced and stored back, with no
+    # chunk of the rank's own in between (what glres does)
+
+    def _seed_rank(self, rank, what):
+        """The rank a group op runs on: `rank`, or the rank of the program's previous op
+        (the seed calls group ops inside a loop over ranks, after that rank's ops)."""
+        if rank is None:
+            ops = get_program().ops
+            if not ops:
+                raise ValueError(f"{what} without rank=: it runs on the rank of the program's previous op, and "
+                                 "there is none")
+            rank = ops[-1].rank
+            if rank not in self.ranks:
+                raise ValueError(f"{what} without rank=: it runs on the rank of the program's previous op, rank "
+                                 f"{rank}, which is not in the switch channel's group {self.ranks} (pass rank=)")
+        self._member(rank)
+        return rank
+
+    @dsl_call
+    def group_load_reduce(self, buffer_offset, size, op=ReduceOperationType.sum, tb=None, iter_context=None,
+                          rank=None):
+        """Reduce chunks buffer_offset:buffer_offset+size of every group member's buffer;
+        group_store must follow on the same lane, and stores the result (together: glres).
+        Runs on `rank`, or on the rank of the program's previous op."""
+        rank = self._seed_rank(rank, "group_load_reduce")
+        _check_loop(iter_context)
+        self._group_range(buffer_offset, size, Chunk(rank, self.buffer_type, buffer_offset, size))
+        self.reduce(rank, buffer_offset, size, Chunk(rank, self.buffer_type, buffer_offset, size), tb, op)
+
+    @dsl_call
+    def group_store(self, buffer_offset, size, tb=None, iter_context=None, rank=None):
+        """Store what the group_load_reduce before it on the lane reduced into chunks
+        buffer_offset:buffer_offset+size of every group member's buffer."""
+        rank = self._seed_rank(rank, "group_store")
+        _check_loop(iter_context)
+        pending = [o for (r, t), o in get_program()._switch_pending.items()
+                   if r == rank and o.channel is self and (t is None or tb is None or t == tb)]
+        if not pending:
+            raise ValueError(f"group_store on rank {rank}: no group_load_reduce of this switch channel before it on "
+                             "its lane (the executor stores only what a switch reduce just loaded: glres)")
+        self.broadcast(rank, pending[0].dst[0], buffer_offset, size, tb)
 
 
 class _SwitchView:

@@ -96,6 +96,7 @@ class CollectiveProgram:
         self.ops = []
         self.channels = []  # memory and port channels, in creation order
         self.switch_channels = []
+        self.switch_range_checks = []  # (where, rank, end, start): a peer's scratch range a switch op reaches
         self.semaphores = [[] for _ in range(num_ranks)]
         self.loop_context = None
         self._loops = 0
@@ -249,7 +250,7 @@ class CollectiveProgram:
         for k in near:
             prev = pend[k]
             fused = (op.kind == "switch_broadcast" and op.channel is prev.channel and op.tb == prev.tb
-                     and op.switch_size == prev.switch_size and op.src == prev.dst and op.loop is prev.loop)
+                     and op.switch_size == prev.switch_size and op.src == prev.dst and self.loop_context is prev.loop)
             if not fused:
                 raise ValueError(f"the switch reduce at {prev.where} must be followed by the broadcast of its "
                                  f"result {prev.dst[0]!r} (same channel, size and tb): the executor runs a switch "
@@ -297,6 +298,11 @@ class CollectiveProgram:
                                  f"has no {t.value} channel {k} from rank {b} to rank {a} to pair with (the k-th "
                                  "channel of a type from A to B pairs with the k-th from B to A): the executor "
                                  "refuses an unpaired channel")
+        for where, r, end, start in self.switch_range_checks:
+            have = self.scratch_chunks[r]
+            if end > have:
+                raise ValueError(f"{where}: chunks {start}:{end} of the switch channel's scratch buffers out of "
+                                 f"range: rank {r}'s has {have} in the whole program")
         for o in self._switch_pending.values():
             raise ValueError(f"{o.where}: the switch reduce is not followed by the broadcast of its result: "
                              "the executor runs a switch reduce only fused with that broadcast (glres)")
