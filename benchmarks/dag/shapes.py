@@ -95,6 +95,32 @@ def _f32(a):
     return np.ascontiguousarray(a, dtype=np.float32)
 
 
+def _tile_of(cfg, n):
+    """The tile count of a scaled configuration (cfg.tile, default 1): inputs of n
+    elements are then the first n // tile generated and repeated, so that building
+    a large instance costs the host little (the multi-GPU mode's --scale). 1 where n
+    is not a multiple."""
+    t = int(getattr(cfg, "tile", 1) or 1)
+    return t if t > 1 and n % t == 0 else 1
+
+
+def _gen(cfg, n, gen):
+    """gen(m) for m = n (no tiling: the values the suite always had) or n // tile,
+    repeated tile times."""
+    t = _tile_of(cfg, n)
+    return gen(n) if t == 1 else np.tile(_f32(gen(n // t)), t)
+
+
+def tile_csr(csr, t):
+    """t copies of a square CSR matrix on the diagonal (block-diagonal)."""
+    rowptr, col, val = csr
+    n, nnz = rowptr.size - 1, int(rowptr[-1])
+    rp = (rowptr[:-1].astype(np.int64)[None, :] + nnz * np.arange(t)[:, None]).ravel()
+    rp = np.concatenate([rp, [nnz * t]]).astype(np.int32)
+    cl = (col[:nnz].astype(np.int64)[None, :] + n * np.arange(t)[:, None]).ravel().astype(np.int32)
+    return rp, cl, np.tile(val[:nnz], t)
+
+
 def reduce_into(p, out, part, x, n, op, G, lane):
     """out[0] = op(x[:n]): per-block partials (exactly G of them), then one block."""
     p.launch("reduce_partial", G, T, part, x, n, op, lane=lane)
@@ -106,7 +132,8 @@ def reduce_into(p, out, part, x, n, op, G, lane):
 
 def make_vec(cfg, rng):
     n, G = cfg.vec_n, cfg.blocks
-    arrays = {"x": _f32(rng.uniform(1.0, 2.0, n)), "y": _f32(rng.uniform(0.0, 1.0, n)),
+    arrays = {"x": _f32(_gen(cfg, n, lambda m: rng.uniform(1.0, 2.0, m))),
+              "y": _f32(_gen(cfg, n, lambda m: rng.uniform(0.0, 1.0, m))),
               "x2": _poison(n), "y2": _poison(n), "part": _poison(G), "res": _poison(1)}
 
     def build(p, A):
@@ -134,7 +161,7 @@ def make_bs(cfg, rng):
     n, K, G = cfg.bs_n, cfg.bs_batches, cfg.blocks
     arrays = {}
     for k in range(K):
-        arrays[f"spot{k}"] = _f32(rng.uniform(30.0, 70.0, n))
+        arrays[f"spot{k}"] = _f32(_gen(cfg, n, lambda m: rng.uniform(30.0, 70.0, m)))
         arrays[f"call{k}"] = _poison(n)
         arrays[f"put{k}"] = _poison(n)
 
@@ -163,7 +190,8 @@ def make_bs(cfg, rng):
 def make_ml(cfg, rng):
     rows, F, C, G = cfg.ml_rows, cfg.ml_features, NCLASS, cfg.blocks
     arrays = {
-        "X": _f32(rng.standard_normal(F * rows)),  # feature-major
+        "X": _f32(np.tile(_f32(rng.standard_normal((F, rows // _tile_of(cfg, rows)))), (1, _tile_of(cfg, rows))).ravel()
+                  if _tile_of(cfg, rows) > 1 else rng.standard_normal(F * rows)),  # feature-major
         "Wa": _f32(rng.standard_normal(F * C) / math.sqrt(F)), "ba": _f32(rng.standard_normal(C) * 0.1),
         "Wb": _f32(rng.standard_normal(F * C) / math.sqrt(F)), "bb": _f32(rng.standard_normal(C) * 0.1),
         "mu": _f32(rng.standard_normal(F) * 0.1), "isd": _f32(rng.uniform(0.5, 1.5, F)),
@@ -224,7 +252,10 @@ def random_csr(rng, n, deg):
 
 def make_hits(cfg, rng):
     n, deg, iters, G = cfg.hits_n, cfg.hits_degree, cfg.hits_iters, cfg.blocks
-    (rp, cl, vl), (trp, tcl, tvl) = random_csr(rng, n, deg)
+    t = _tile_of(cfg, n)
+    (rp, cl, vl), (trp, tcl, tvl) = random_csr(rng, n // t, deg)
+    if t > 1:  # t disjoint copies of the graph
+        (rp, cl, vl), (trp, tcl, tvl) = tile_csr((rp, cl, vl), t), tile_csr((trp, tcl, tvl), t)
     arrays = {"A_rowptr": rp, "A_col": cl, "A_val": vl, "AT_rowptr": trp, "AT_col": tcl, "AT_val": tvl,
               "auth1": np.ones(n, np.float32), "hub1": np.ones(n, np.float32),
               "auth2": _poison(n), "hub2": _poison(n), "pa": _poison(G), "ph": _poison(G),
@@ -365,8 +396,11 @@ def spd_csr(rng, n, k):
 
 def make_cg(cfg, rng):
     n, k, iters, G = cfg.cg_n, cfg.cg_neighbors, cfg.cg_iters, cfg.blocks
-    rowptr, col, val = spd_csr(rng, n, k)
-    b = _f32(rng.uniform(-1.0, 1.0, n))
+    t = _tile_of(cfg, n)
+    rowptr, col, val = spd_csr(rng, n // t, k)
+    if t > 1:  # block-diagonal: still symmetric and diagonally dominant
+        rowptr, col, val = tile_csr((rowptr, col, val), t)
+    b = _f32(_gen(cfg, n, lambda m: rng.uniform(-1.0, 1.0, m)))
     rr0 = np.float32(np.dot(b.astype(np.float64), b.astype(np.float64)))
     arrays = {"rowptr": rowptr, "col": col, "val": val,
               "x": np.zeros(n, np.float32), "r": b.copy(), "p": b.copy(), "rr": np.array([rr0], np.float32),
@@ -422,8 +456,9 @@ DRY = dict(vec_n=5000, bs_n=3000, bs_batches=10, ml_rows=700, ml_features=16,
 
 
 def config(mode, blocks=64, **over):
+    """The sizes of a mode; `over` replaces some (tile: see _tile_of)."""
     base = {"quick": QUICK, "full": FULL, "dry": DRY}[mode]
-    cfg = dict(base, blocks=blocks)
+    cfg = dict(base, blocks=blocks, tile=1)
     for k, v in over.items():
         if k not in cfg:
             raise KeyError(f"unknown size {k}")
