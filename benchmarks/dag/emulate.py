@@ -354,3 +354,74 @@ class DagDry(Program):
 
 def dry_reduce_ops():
     return dict(REDUCE_OPS)
+
+
+class FakeMultiRT:
+    """What cupy-multi asks of CUDA (multigpu.CupyRT), without CUDA, for --dry. Streams
+    and events carry their device, and the rules of a multi-GPU program are asserted:
+    a kernel launched and an event recorded with the stream's device current, an event
+    recorded only on a stream of its own device, a wait only for an event recorded in
+    this repetition (waiting may cross devices). Launches run on the numpy Emulator,
+    one emulator lane per stream; events carry its vector clocks, so the race check
+    covers the cross-device structure exactly as the one-GPU one."""
+
+    def __init__(self, emu, devs):
+        self.emu, self.devs = emu, list(devs)
+        self.streams, self.events = [], []
+        self.launches = self.cross_waits = self.records = 0
+        self.per_device = {d: 0 for d in self.devs}
+
+    def _dev(self, d):
+        if d not in self.devs:
+            raise AssertionError(f"device {d} is not one of {self.devs}")
+
+    def stream(self, d):
+        self._dev(d)
+        s = types.SimpleNamespace(dev=d, lane=len(self.streams), ptr=0)
+        if s.lane >= self.emu.lanes:
+            raise AssertionError(f"stream {s.lane}: the emulator has {self.emu.lanes} lanes")
+        self.streams.append(s)
+        return s
+
+    def event(self, d):
+        self._dev(d)
+        ev = types.SimpleNamespace(dev=d, clock=None)
+        self.events.append(ev)
+        return ev
+
+    def record(self, ev, s, d):
+        if not (d == s.dev == ev.dev):
+            raise AssertionError(f"event of GPU {ev.dev} recorded on a stream of GPU {s.dev} with GPU {d} current")
+        ev.clock = self.emu.mark(s.lane)
+        self.records += 1
+
+    def wait(self, s, ev, d):
+        if d != s.dev:
+            raise AssertionError(f"wait on a stream of GPU {s.dev} with GPU {d} current")
+        if ev.clock is None:
+            raise AssertionError("wait for an event not recorded in this repetition")
+        if ev.dev != s.dev:
+            self.cross_waits += 1
+        self.emu.wait(s.lane, ev.clock)
+
+    def launch(self, name, grid, block, args, s, d):
+        if d != s.dev:
+            raise AssertionError(f"{name} launched on a stream of GPU {s.dev} with GPU {d} current")
+        self.launches += 1
+        self.per_device[d] += 1
+        self.emu.launch(name, grid, block, *args, lane=s.lane)
+
+    def synchronize(self, streams, devs):
+        self.end_repetition()
+
+    def end_repetition(self):
+        """Every stream and device synchronized: all lanes after everything; the events
+        of this repetition are spent."""
+        m = np.maximum.reduce(self.emu.clock)
+        for lane in range(self.emu.lanes):
+            self.emu.clock[lane] = m.copy()
+        for ev in self.events:
+            ev.clock = None
+
+    def prefetch(self, ptr, nbytes, d, stream):
+        self._dev(d)
