@@ -14,6 +14,7 @@
    argument and length checks (no emulation).
 5. comm.py: the halo program of both sides, emulated step by step, matches the
    numpy reference; the pipeline's chunks match the expected values.
+6. multigpu.py (run.py --multi-gpu): see multigpu.dry_checks.
 """
 
 import ctypes
@@ -206,6 +207,10 @@ def main(args):
             step(f"{name}/full", check_full_sizes, name, args.seed)
     _section("comm")
     step("comm", check_comm)
+    _section("multi-GPU mode (multigpu.py: sizes, lanes -> GPUs, cross-GPU events, numpy emulation)")
+    import multigpu
+
+    failures.extend(multigpu.dry_checks(args.shapes, args.seed))
     print()
     if failures:
         print("DRY RUN FAILED:")

@@ -6,6 +6,7 @@ per-vertex costs. See README.md beside this file.
     python benchmarks/dag/run.py --quick                   # smoke test, < 60 s
     python benchmarks/dag/run.py --out r.json --md r.md    # full run, bounded by --budget-s
     python benchmarks/dag/run.py --dry                     # no CUDA: checks what it can
+    python benchmarks/dag/run.py --multi-gpu               # the DAG on several GPUs (multigpu.py)
 
 Exit status: 0 all ran and computed the right results (goals may still be missed:
 see the table); 1 a benchmark failed (wrong result, error, timeout); 2 the
@@ -474,6 +475,8 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="small sizes, 1 warm-up + 2 repetitions: a smoke test (< 60 s)")
     p.add_argument("--dry", action="store_true", help="no CUDA: check signatures, programs, references, lane structures")
+    p.add_argument("--multi-gpu", action="store_true", help="the DAG on several GPUs instead (multigpu.py; its options: "
+                                                            "run.py --multi-gpu --help)")
     p.add_argument("--nvrtc", help="--dry: path of libnvrtc.so to compile every kernel with (as build_kernel does)")
     p.add_argument("--out", help="results JSON (default: $OUT/dag_<mode>.json if $OUT is set, else benchmarks/dag/results/)")
     p.add_argument("--md", help="Markdown table (default: beside --out, .md)")
@@ -526,6 +529,11 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--multi-gpu" in argv:  # the DAG on several GPUs: its own options (multigpu.py --help)
+        import multigpu
+
+        return multigpu.main(argv)
     args = parse_args(argv)
     if args.mode == "dry":
         import dry

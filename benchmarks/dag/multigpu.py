@@ -1,0 +1,1148 @@
+#!/usr/bin/env python3
+"""The DAG on several GPUs (issue 27 item 3): GrCUDA's shapes, scaled up, on
+``ExecutionContext(device_policy=P, gpus=[0..G-1])`` for each of the five device
+selection policies, against the same program on one GPU and against hand-partitioned
+multi-GPU CuPy code (GrCUDA reports 80-90% of hand-optimized code; goal: the best
+policy >= 0.95x cupy-multi). See README.md beside this file.
+
+    python benchmarks/dag/run.py --multi-gpu                 # default: every GPU, ~150 s
+    python benchmarks/dag/run.py --multi-gpu --quick         # smoke test, small sizes
+    python benchmarks/dag/run.py --multi-gpu --dry           # no CUDA: the checks of this mode
+
+Backends:
+  dag-1gpu     ExecutionContext(policy="async", gpus=[first]): the same program on one GPU
+               (device memory, as the one-GPU suite's dag-async)
+  cupy-1gpu    the hand-written lanes on one GPU (the one-GPU suite's cupy-streams)
+  dag-<P>      ExecutionContext(policy="async", device_policy=P, gpus=[0..G-1]); arrays
+               from ctx.array (managed memory, prefetched by the DAG where each kernel runs)
+  cupy-multi   hand-partitioned CuPy: lane k on GPU k % G (one non-blocking stream per
+               lane on its device), managed arrays prefetched by hand to the GPU of the
+               lane that first writes them (first reads them, for inputs), events for the
+               marks and waits across devices
+
+Exit status as run.py's: 0 all ran and agreed; 1 a failure; 2 preflight; 3 watchdog.
+"""
+
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import time
+import traceback
+import types
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import numpy as np  # noqa: E402
+
+from backends import (BenchError, CupyStreams, Dag, DagContext, Program, check_launch,  # noqa: E402
+                      convert_scalars, params_of)
+from kernels import KERNELS  # noqa: E402
+
+POLICIES = ("round-robin", "stream-aware", "min-transfer-size", "minmin-transfer-time", "minmax-transfer-time")
+BACKENDS = ("dag-1gpu", "cupy-1gpu") + tuple(f"dag-{p}" for p in POLICIES) + ("cupy-multi",)
+GOAL = 0.95  # best policy >= 0.95x cupy-multi (geometric mean over the shapes)
+
+# Default size multipliers over the one-GPU suite's full sizes (shapes.FULL), chosen for
+# one repetition of about 2-5 ms (vec, bs, ml: memory-bound, capped by memory and the
+# host's time to build the inputs) to 10-40 ms (hits, img, cg) on an H100 with the
+# default grid; see README.md.
+DEFAULT_SCALE = {"vec": 16, "bs": 16, "ml": 16, "hits": 8, "img": 8, "cg": 8}
+BASE_DIV = 4  # the inputs are tiles of a base 1/4 of the suite's full size (host time)
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# -- sizes -----------------------------------------------------------------------------------
+
+
+def parse_scale(text):
+    """'8' (every shape) or 'vec=16,cg=4' (the others keep their defaults)."""
+    out = dict(DEFAULT_SCALE)
+    if text is None:
+        return out
+    text = text.strip()
+    if "=" not in text:
+        v = int(text)
+        return {k: v for k in out}
+    for part in text.split(","):
+        k, v = part.split("=")
+        if k.strip() not in out:
+            raise ValueError(f"--scale: unknown shape {k!r}")
+        out[k.strip()] = int(v)
+    return out
+
+
+def scaled_config(name, mode, scale, blocks, tile=None):
+    """The sizes of shape `name`: the suite's full sizes times scale (mode "full"), or
+    the quick/dry sizes times scale. tile: None = BASE_DIV x scale (the inputs are that
+    many copies of a base), 1 = every element generated."""
+    from shapes import config
+
+    base = config(mode, blocks=blocks)
+    s = int(scale)
+    if s < 1:
+        raise ValueError(f"scale {s} < 1")
+    over = {}
+    if name == "vec":
+        over["vec_n"] = base.vec_n * s
+    elif name == "bs":
+        over["bs_n"] = base.bs_n * s
+    elif name == "ml":
+        over["ml_rows"] = base.ml_rows * s
+    elif name == "hits":
+        over["hits_n"] = base.hits_n * s
+    elif name == "img":
+        over["img_side"] = max(16, int(round(base.img_side * math.sqrt(s) / 16.0)) * 16)
+    elif name == "cg":
+        over["cg_n"] = base.cg_n * s
+    t = (BASE_DIV * s if mode == "full" else 1) if tile is None else int(tile)
+    return config(mode, blocks=blocks, tile=max(1, t), **over)
+
+
+def size_limits(name, cfg):
+    """(largest array in elements, note) of a configuration without building it (the
+    kernels index with int: < 2^30 elements; tiled sizes divisible by the tile)."""
+    t = cfg.tile
+    big = {"vec": cfg.vec_n, "bs": cfg.bs_n, "ml": cfg.ml_rows * cfg.ml_features,
+           "hits": cfg.hits_n * cfg.hits_degree, "img": cfg.img_side * cfg.img_side,
+           "cg": cfg.cg_n * (2 * cfg.cg_neighbors + 1)}[name]
+    n = {"vec": cfg.vec_n, "bs": cfg.bs_n, "ml": cfg.ml_rows, "hits": cfg.hits_n, "img": None, "cg": cfg.cg_n}[name]
+    tiled = n is not None and t > 1 and n % t == 0
+    return big, (f"{t} tiles of {n // t}" if tiled else "not tiled")
+
+
+# -- the plan: lanes -> devices, arrays -> home devices -----------------------------------------
+
+
+class _Tag:
+    """A stand-in for an array while recording a program (slices are the array)."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __getitem__(self, s):
+        return self
+
+
+def plan(inst, devs):
+    """lane_dev: lane k -> devs[k % G]; home: array -> the device of the lane that
+    first writes it (first touches it, for arrays the program only reads; devs[0] for
+    arrays it does not touch); kernels: the kernel names, in order; launches."""
+    first = {}
+    kernels = []
+    launches = []
+
+    class Rec(Program):
+        def launch(self, kname, grid, block, *args, lane=0):
+            if kname not in kernels:
+                kernels.append(kname)
+            launches.append((kname, lane))
+            for p, a in zip(params_of(kname), args):
+                if p.pointer and isinstance(a, _Tag):
+                    w, t = first.get(a.name, (None, None))
+                    first[a.name] = (w if w is not None else (lane if p.access == "write" else None),
+                                     t if t is not None else lane)
+
+        def mark(self, lane):
+            return object()
+
+    inst.build(Rec(), types.SimpleNamespace(**{k: _Tag(k) for k in inst.arrays}))
+    lane_dev = [devs[k % len(devs)] for k in range(max(1, inst.lanes))]
+    home = {}
+    for k in inst.arrays:
+        w, t = first.get(k, (None, None))
+        lane = w if w is not None else t
+        home[k] = devs[0] if lane is None else lane_dev[lane]
+    return types.SimpleNamespace(lane_dev=lane_dev, home=home, kernels=kernels, launches=launches, first=first)
+
+
+# -- CUDA runtime (real, and faked by the dry run) ---------------------------------------------
+
+
+class CupyRT:
+    """What cupy-multi asks of CUDA, each call made with its device current."""
+
+    def __init__(self, modules):
+        import cupy as cp
+
+        self.cp = cp
+        self.modules = modules
+        self.prefetch_via = None
+        self.prefetch_note = None
+
+    def dev(self, d):
+        return self.cp.cuda.Device(d)
+
+    def stream(self, d):
+        with self.dev(d):
+            return self.cp.cuda.Stream(non_blocking=True)
+
+    def event(self, d):
+        with self.dev(d):
+            return self.cp.cuda.Event(disable_timing=True)
+
+    def record(self, ev, stream, d):
+        with self.dev(d):
+            ev.record(stream)
+
+    def wait(self, stream, ev, d):
+        with self.dev(d):
+            stream.wait_event(ev)
+
+    def launch(self, name, grid, block, args, stream, d):
+        np_args = tuple(np.uint64(a.data.ptr) if hasattr(a, "data") and hasattr(a.data, "ptr") else a for a in args)
+        with self.dev(d):
+            self.modules.get(name)((grid,), (block,), np_args, stream=stream)
+
+    def synchronize(self, streams, devs):
+        for s in streams:
+            s.synchronize()
+        for d in devs:
+            self.dev(d).synchronize()
+
+    def prefetch(self, ptr, nbytes, d, stream):
+        """Managed memory [ptr, ptr+nbytes) to GPU d on stream: cupy's runtime call, else
+        the driver's cuMemPrefetchAsync_v2 / cuMemPrefetchAsync (ctypes); where neither
+        works, nothing (noted in the results)."""
+        if nbytes == 0 or self.prefetch_via == "none":
+            return
+        with self.dev(d):
+            if self.prefetch_via in (None, "cupy.cuda.runtime.memPrefetchAsync"):
+                try:
+                    self.cp.cuda.runtime.memPrefetchAsync(ptr, nbytes, d, stream.ptr)
+                    self.prefetch_via = "cupy.cuda.runtime.memPrefetchAsync"
+                    return
+                except Exception as e:  # noqa: BLE001 (CUDA 13 changed the call; try the driver)
+                    if self.prefetch_via is not None:
+                        raise
+                    self.prefetch_note = f"cupy memPrefetchAsync: {type(e).__name__}: {e}"
+            err = _driver_prefetch(ptr, nbytes, d, stream.ptr)
+            if err is None:
+                self.prefetch_via = "driver cuMemPrefetchAsync"
+                return
+            self.prefetch_via = "none"
+            self.prefetch_note = (self.prefetch_note or "") + f"; driver: {err}: cupy-multi runs WITHOUT hand prefetches"
+            log(f"WARNING: no managed-memory prefetch: {self.prefetch_note}")
+
+
+_DRIVER = {}
+
+
+def _driver_prefetch(ptr, nbytes, d, stream):
+    import ctypes
+
+    if "lib" not in _DRIVER:
+        try:
+            _DRIVER["lib"] = ctypes.CDLL("libcuda.so.1")
+        except OSError as e:
+            return f"no libcuda: {e}"
+    lib = _DRIVER["lib"]
+
+    class Loc(ctypes.Structure):
+        _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
+
+    dev = ctypes.c_int()
+    r = lib.cuDeviceGet(ctypes.byref(dev), d)
+    if r:
+        return f"cuDeviceGet {r}"
+    fn = getattr(lib, "cuMemPrefetchAsync_v2", None)
+    if fn is not None:
+        fn.argtypes = [ctypes.c_uint64, ctypes.c_size_t, Loc, ctypes.c_uint, ctypes.c_void_p]
+        r = fn(ptr, nbytes, Loc(1, dev.value), 0, stream)  # CU_MEM_LOCATION_TYPE_DEVICE
+    else:
+        fn = lib.cuMemPrefetchAsync
+        fn.argtypes = [ctypes.c_uint64, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+        r = fn(ptr, nbytes, dev.value, stream)
+    return None if r == 0 else f"CUresult {r}"
+
+
+# -- backends ------------------------------------------------------------------------------------
+
+
+class MultiCupy(Program):
+    """cupy-multi: the shape's lanes on devices (lane k -> devs[k % G]), one stream per
+    lane created on its device, each mark an event of the lane's device recorded on
+    its stream, each wait a wait of the waiting lane's stream (any device's event)."""
+
+    name = "cupy-multi"
+
+    def __init__(self, rt, lanes, devs):
+        self.rt = rt
+        self.devs = list(devs)
+        self.lane_dev = [self.devs[k % len(self.devs)] for k in range(max(1, lanes))]
+        self.streams = [rt.stream(d) for d in self.lane_dev]
+        self.pool = {d: [] for d in self.devs}
+        self.used = {d: 0 for d in self.devs}
+        self.arrays = None
+
+    def _lane(self, lane):
+        if not 0 <= lane < len(self.streams):
+            raise BenchError(f"cupy-multi: lane {lane}, the shape declared {len(self.streams)}")
+        return self.streams[lane], self.lane_dev[lane]
+
+    def _event(self, d):
+        pool = self.pool[d]
+        if self.used[d] == len(pool):
+            pool.append(self.rt.event(d))
+        ev = pool[self.used[d]]
+        self.used[d] += 1
+        return ev
+
+    def launch(self, name, grid, block, *args, lane=0):
+        if self.checking:
+            check_launch(name, grid, block, args, len, lambda a: a.dtype)
+        s, d = self._lane(lane)
+        self.rt.launch(name, grid, block, tuple(convert_scalars(name, args, True)), s, d)
+
+    def mark(self, lane):
+        s, d = self._lane(lane)
+        ev = self._event(d)
+        self.rt.record(ev, s, d)
+        return ev
+
+    def wait(self, lane, token):
+        if token is None:
+            raise BenchError(f"cupy-multi: wait on lane {lane} for no mark")
+        s, d = self._lane(lane)
+        self.rt.wait(s, token, d)
+
+    def begin(self):
+        """Events are reused from the previous repetition (which ended synchronized)."""
+        self.used = {d: 0 for d in self.devs}
+
+    def run(self, build):
+        self.begin()
+        build(self, self.arrays.handles)
+        submitted = time.perf_counter()
+        self.rt.synchronize(self.streams, self.devs)
+        return submitted
+
+    def close(self):
+        self.arrays = None
+
+
+class PolicyContext(DagContext):
+    """An ExecutionContext with a device policy and GPUs; kernels bound from PTX compiled
+    once for every context (the same code: outputs comparable bit for bit)."""
+
+    def __init__(self, label, gpus, device_policy, ptx):
+        super().__init__("async", ())
+        self.label, self.gpus, self.device_policy, self.ptx = label, list(gpus), device_policy, ptx
+
+    def get(self):
+        if self.ctx is None:
+            import ucxx_go
+
+            self.ctx = ucxx_go.ExecutionContext(policy="async", device_policy=self.device_policy, gpus=self.gpus,
+                                                transfers=False)
+            if list(self.ctx.gpus) != self.gpus:
+                raise BenchError(f"{self.label}: ExecutionContext.gpus = {self.ctx.gpus}, asked {self.gpus}")
+            self.kernels = {}
+        return self.ctx
+
+    def kernel(self, name):
+        k = self.kernels.get(name)
+        if k is None:
+            ptx, lowered = self.ptx.get(name)
+            t = time.perf_counter()
+            k = self.kernels[name] = self.get().bind_kernel(ptx, lowered, KERNELS[name].signature)
+            self.compile_s += time.perf_counter() - t
+        return k
+
+
+class Ptx:
+    """Each kernel compiled once (NVRTC, build_kernel's compile path)."""
+
+    def __init__(self, options):
+        self.options = tuple(options)
+        self.code = {}
+        self.compile_s = 0.0
+
+    def get(self, name):
+        c = self.code.get(name)
+        if c is None:
+            from ucxx_go import _kernels
+
+            t = time.perf_counter()
+            c = self.code[name] = _kernels.compile_kernel(KERNELS[name].source, name, self.options)
+            self.compile_s += time.perf_counter() - t
+        return c
+
+
+class MultiDag(Dag):
+    """dag-<policy>: Dag over a several-GPU context; the repetition ends when the DAG
+    is synchronized and every GPU is idle."""
+
+    def __init__(self, dagctx, devs):
+        super().__init__(dagctx)
+        self.name = dagctx.label
+        self.devs = devs
+
+    def run(self, build):
+        self.vertices = []
+        build(self, self.arrays.handles)
+        submitted = time.perf_counter()
+        self.dagctx.ctx.synchronize_sync()
+        sync_all(self.devs)
+        return submitted
+
+
+def sync_all(devs):
+    import cupy as cp
+
+    for d in devs:
+        cp.cuda.Device(d).synchronize()
+
+
+class OneGpuArrays:
+    """Device memory on one GPU, copied from the shape's pristine arrays; reset by
+    CuPy (as the one-GPU suite does). wrap: the DAG's (dag-1gpu)."""
+
+    def __init__(self, pristine, state, dev, wrap=None):
+        import cupy as cp
+
+        self.cp, self.d, self.state, self.pristine = cp, dev, list(state), pristine
+        with cp.cuda.Device(dev):
+            self.dev = {k: v.copy() for k, v in pristine.items()}
+        cp.cuda.Device(dev).synchronize()
+        self.handles = types.SimpleNamespace(**{k: (wrap(v) if wrap else v) for k, v in self.dev.items()})
+
+    def reset(self):
+        with self.cp.cuda.Device(self.d):
+            for k in self.state:
+                self.dev[k][...] = self.pristine[k]
+        self.cp.cuda.Device(self.d).synchronize()
+
+    def read(self, k):
+        return self.dev[k]
+
+
+class DagManagedArrays:
+    """dag-<policy>: every array from ctx.array (managed memory with several GPUs),
+    filled and reset by DAG copies from the pristine arrays (so the DAG knows where
+    each range is)."""
+
+    def __init__(self, ctx, pristine, state, devs):
+        import cupy as cp
+
+        self.ctx, self.state, self.devs = ctx, list(state), devs
+        self.arr, self.view, self.src = {}, {}, {}
+        for k, p in pristine.items():
+            a = ctx.array(p.size, p.dtype)
+            self.arr[k] = a
+            self.view[k] = cp.asarray(a)  # before any vertex: no wait
+            self.src[k] = ctx.wrap(p)
+        self._copy(list(pristine))
+        self.handles = types.SimpleNamespace(**self.arr)
+
+    def _copy(self, keys):
+        vs = [self.ctx.copy(self.arr[k], self.src[k]) for k in keys]
+        self.ctx.synchronize_sync()
+        for v in vs:
+            v.wait(timeout=60)
+        sync_all(self.devs)
+
+    def reset(self):
+        if self.state:
+            self._copy(self.state)
+
+    def read(self, k):
+        return self.view[k]
+
+
+class CupyManagedArrays:
+    """cupy-multi: managed memory (cupy.cuda.malloc_managed), filled from the pristine
+    arrays on the first GPU and prefetched by hand to each array's home GPU (again
+    after each reset of the state arrays)."""
+
+    def __init__(self, rt, pristine, state, home, devs):
+        cp = rt.cp
+        self.rt, self.cp, self.state, self.home, self.devs, self.pristine = rt, cp, list(state), home, devs, pristine
+        self.dev = {}
+        with cp.cuda.Device(devs[0]):
+            for k, p in pristine.items():
+                mem = cp.cuda.malloc_managed(max(p.nbytes, 1))
+                a = cp.ndarray(p.shape, p.dtype, mem)
+                a[...] = p
+                self.dev[k] = a
+        cp.cuda.Device(devs[0]).synchronize()
+        self.pstream = {d: rt.stream(d) for d in devs}
+        self._prefetch(list(pristine))
+        self.handles = types.SimpleNamespace(**self.dev)
+
+    def _prefetch(self, keys):
+        for k in keys:
+            a = self.dev[k]
+            self.rt.prefetch(a.data.ptr, a.nbytes, self.home[k], self.pstream[self.home[k]])
+        self.rt.synchronize(list(self.pstream.values()), self.devs)
+
+    def reset(self):
+        if not self.state:
+            return
+        with self.cp.cuda.Device(self.devs[0]):
+            for k in self.state:
+                self.dev[k][...] = self.pristine[k]
+        self.cp.cuda.Device(self.devs[0]).synchronize()
+        self._prefetch(self.state)
+
+    def read(self, k):
+        return self.dev[k]
+
+
+# -- one shape -------------------------------------------------------------------------------------
+
+
+def _family(bname):
+    return "dag" if bname.startswith("dag-") else "cupy"
+
+
+def _compare(inst, name, bname, outs, refs, d0):
+    """Every output finite; bit for bit equal to the first backend of its family (the
+    one-GPU run: dag-1gpu for the DAG, cupy-1gpu for CuPy); within the shape's
+    tolerance of dag-1gpu for the other family. Returns {output: error vs dag-1gpu}."""
+    import cupy as cp
+
+    errs = {}
+    fam = _family(bname)
+    with cp.cuda.Device(d0):
+        for k, o in outs.items():
+            if not bool(cp.isfinite(o).all()):
+                bad = int(cp.count_nonzero(~cp.isfinite(o)))
+                raise BenchError(f"{name}/{bname}: output {k} has {bad} non-finite elements (unwritten NaN poison?)")
+        if fam in refs:
+            other, ref = refs[fam]
+            for k, o in outs.items():
+                if not bool(cp.array_equal(o, ref[k])):
+                    diff = int(cp.count_nonzero(o != ref[k]))
+                    raise BenchError(f"{name}/{bname}: output {k} differs from {other}'s in {diff} elements: the same "
+                                     "code in the same dependency order must agree bit for bit (a race?)")
+        if "dag" in refs and fam != "dag":
+            other, ref = refs["dag"]
+            for k, o in outs.items():
+                kind, tol = inst.outputs[k]
+                if kind == "argmax":
+                    err = float(cp.count_nonzero(o != ref[k])) / max(1, o.size)
+                    tol = 1e-3  # ties differ between compilations: a fraction, not a gap (no reference here)
+                else:
+                    r = ref[k].astype(cp.float64)
+                    err = float(cp.linalg.norm(o.astype(cp.float64) - r) / max(float(cp.linalg.norm(r)), 1e-300))
+                if not err <= tol:
+                    raise BenchError(f"{name}/{bname}: output {k} differs from {other}'s by {err:.3g} > {tol:g}")
+                errs[k] = err
+    return errs
+
+
+def run_shape(name, args, env):
+    import cupy as cp
+
+    from shapes import SHAPES
+
+    d0, devs = env.devs[0], env.devs
+    cfg = scaled_config(name, args.size_mode, args.scale[name], args.blocks, args.tile)
+    rng = np.random.default_rng(args.seed + sorted(SHAPES).index(name))
+    t = time.perf_counter()
+    inst = SHAPES[name](cfg, rng)
+    make_s = time.perf_counter() - t
+    ref_s = None
+    if args.reference:
+        t = time.perf_counter()
+        inst.reference()
+        ref_s = time.perf_counter() - t
+    pl = plan(inst, devs)
+    t = time.perf_counter()
+    with cp.cuda.Device(d0):
+        pristine = {k: cp.asarray(v) for k, v in inst.arrays.items()}
+    cp.cuda.Device(d0).synchronize()
+    upload_s = time.perf_counter() - t
+    inst.arrays = {k: None for k in inst.arrays}  # the host copies are no longer needed (memory)
+    for kname in pl.kernels:
+        env.ptx.get(kname)
+    r = {"shape": name, "dag_shape": inst.dag_shape, "sizes": inst.sizes, "scale": args.scale[name], "tile": cfg.tile,
+         "lanes": inst.lanes, "lane_device": pl.lane_dev, "home_device": pl.home, "kernels": pl.kernels,
+         "launches_per_rep": len(pl.launches), "bytes": int(sum(v.nbytes for v in pristine.values())),
+         "setup_s": {"inputs": make_s, "reference": ref_s, "upload": upload_s}, "backends": {}, "ok": False}
+    log(f"{name}: {inst.dag_shape}; sizes {inst.sizes} (scale {args.scale[name]}, {cfg.tile} tiles); "
+        f"{r['bytes'] / 2**30:.2f} GiB of arrays; inputs {make_s:.1f} s, upload {upload_s:.1f} s; lanes -> GPUs {pl.lane_dev}")
+    refs = {}
+    ok = True
+    for bname in args.backends:
+        b = {}
+        r["backends"][bname] = b
+        be = None
+        try:
+            t = time.perf_counter()
+            if bname == "dag-1gpu" or bname.startswith("dag-"):
+                dagctx = env.ctx(bname)
+                for kname in pl.kernels:
+                    dagctx.kernel(kname)
+                if bname == "dag-1gpu":
+                    be = Dag(dagctx)
+                    be.name = "dag-1gpu"
+                    be.arrays = OneGpuArrays(pristine, inst.state, d0, wrap=dagctx.get().wrap)
+                else:
+                    be = MultiDag(dagctx, devs)
+                    be.arrays = DagManagedArrays(dagctx.get(), pristine, inst.state, devs)
+            elif bname == "cupy-1gpu":
+                for kname in pl.kernels:
+                    env.modules.get(kname)
+                with cp.cuda.Device(d0):
+                    be = CupyStreams(env.modules, inst.lanes)
+                be.name = "cupy-1gpu"
+                be.arrays = OneGpuArrays(pristine, inst.state, d0)
+            elif bname == "cupy-multi":
+                for kname in pl.kernels:
+                    env.modules.get(kname)
+                be = MultiCupy(env.rt, inst.lanes, devs)
+                be.arrays = CupyManagedArrays(env.rt, pristine, inst.state, pl.home, devs)
+                b["prefetch"] = env.rt.prefetch_via
+                if env.rt.prefetch_note:
+                    b["prefetch_note"] = env.rt.prefetch_note
+            else:
+                raise BenchError(f"unknown backend {bname}")
+            b["setup_s"] = time.perf_counter() - t
+            be.checking = True
+            be.arrays.reset()
+            be.run(inst.build)
+            if isinstance(be, Dag):
+                b["vertices"] = be.check_vertices()
+            be.checking = False
+            with cp.cuda.Device(d0):
+                outs = {k: cp.array(be.arrays.read(k), copy=True) for k in inst.outputs}
+            if args.reference:
+                b["errors_vs_numpy"] = inst.check({k: cp.asnumpy(v) for k, v in outs.items()}, bname)
+            b["errors_vs_dag_1gpu"] = _compare(inst, name, bname, outs, refs, d0)
+            refs.setdefault(_family(bname), (bname, outs))
+            totals, submits = [], []
+            for rep in range(args.warmup + args.reps):
+                be.arrays.reset()
+                t0 = time.perf_counter()
+                ts = be.run(inst.build)
+                t1 = time.perf_counter()
+                if isinstance(be, Dag):
+                    be.check_vertices()
+                if rep >= args.warmup:
+                    totals.append(t1 - t0)
+                    submits.append(ts - t0)
+            with cp.cuda.Device(d0):
+                for k in inst.outputs:
+                    if not bool(cp.array_equal(be.arrays.read(k), outs[k])):
+                        raise BenchError(f"{name}/{bname}: output {k} of the last repetition differs from the first's "
+                                         "(a race?)")
+            med = float(np.median(totals))
+            b.update(median_ms=med * 1e3, min_ms=min(totals) * 1e3, max_ms=max(totals) * 1e3,
+                     spread=(max(totals) - min(totals)) / med if med > 0 else 0.0,
+                     submit_median_ms=float(np.median(submits)) * 1e3, times_ms=[x * 1e3 for x in totals])
+            if isinstance(be, Dag):
+                b["resources"] = be.dagctx.ctx.resources()
+            log(f"  {bname:26s} {b['median_ms']:9.3f} ms (min {b['min_ms']:.3f}, max {b['max_ms']:.3f}; submit "
+                f"{b['submit_median_ms']:.3f} ms)")
+        except Exception as e:  # noqa: BLE001 (recorded; the other backends still run)
+            ok = False
+            b["error"] = f"{type(e).__name__}: {e}"
+            log(f"  {bname}: FAILED: {b['error']}")
+            traceback.print_exc()
+            if bname.startswith("dag-"):
+                env.drop(bname)
+        finally:
+            if be is not None:
+                try:
+                    if isinstance(be, Dag) and be.dagctx.ctx is not None:
+                        be.dagctx.ctx.synchronize_sync()
+                    be.arrays = None
+                    be.close()
+                except Exception:  # noqa: BLE001
+                    traceback.print_exc()
+            be = None
+            sync_all(devs)
+            for d in devs:
+                with cp.cuda.Device(d):
+                    cp.get_default_memory_pool().free_all_blocks()
+    r["ok"] = ok
+    del refs, pristine
+    for d in devs:
+        with cp.cuda.Device(d):
+            cp.get_default_memory_pool().free_all_blocks()
+    return r
+
+
+# -- results -----------------------------------------------------------------------------------
+
+
+def _geo(vals):
+    vals = [v for v in vals if v]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
+
+
+class Results:
+    def __init__(self, json_path, md_path, meta):
+        self.json_path, self.md_path = json_path, md_path
+        self.data = {"meta": meta, "shapes": {}, "failures": [], "skipped": [], "summary": {}}
+
+    def fail(self, what, err):
+        self.data["failures"].append({"item": what, "error": err})
+
+    def summarize(self):
+        d = self.data
+        per_policy = {p: {} for p in POLICIES}
+        best = {}
+        for name, r in d["shapes"].items():
+            b = r.get("backends", {})
+            hand = b.get("cupy-multi", {}).get("median_ms")
+            r["hand_over_dag"] = {}
+            if r.get("ok") and hand:
+                for p in POLICIES:
+                    t = b.get(f"dag-{p}", {}).get("median_ms")
+                    if t:
+                        r["hand_over_dag"][p] = hand / t
+                        per_policy[p][name] = hand / t
+            if r["hand_over_dag"]:
+                bp = max(r["hand_over_dag"], key=r["hand_over_dag"].get)
+                r["best_policy"], r["best_ratio"] = bp, r["hand_over_dag"][bp]
+                best[name] = r["best_ratio"]
+            one = b.get("dag-1gpu", {}).get("median_ms")
+            if one and r.get("best_policy"):
+                r["best_dag_speedup_vs_1gpu"] = one / b[f"dag-{r['best_policy']}"]["median_ms"]
+            c1 = b.get("cupy-1gpu", {}).get("median_ms")
+            if c1 and hand:
+                r["cupy_multi_speedup_vs_1gpu"] = c1 / hand
+        s = {"geomean_hand_over_dag": {p: _geo(list(v.values())) for p, v in per_policy.items()},
+             "shapes_per_policy": {p: sorted(v) for p, v in per_policy.items()},
+             "geomean_best_per_shape": _geo(list(best.values()))}
+        g = {p: v for p, v in s["geomean_hand_over_dag"].items() if v}
+        s["best_policy"] = max(g, key=g.get) if g else None
+        s["best_policy_geomean"] = g.get(s["best_policy"]) if g else None
+        requested = set(d["meta"]["shapes_requested"])
+        full = s["best_policy"] is not None and requested <= set(per_policy[s["best_policy"]])
+        v = s["best_policy_geomean"]
+        s["goal"] = ("not measured" if v is None else ("met" if v >= GOAL else "NOT met")
+                     + ("" if full else " (partial suite)"))
+        d["summary"] = s
+        return s
+
+    def write(self):
+        self.summarize()
+        for path, text in ((self.json_path, json.dumps(self.data, indent=1, default=_jsonable)),
+                           (self.md_path, self.markdown())):
+            if path:
+                tmp = path + ".tmp"
+                with open(tmp, "w") as f:
+                    f.write(text)
+                os.replace(tmp, path)
+
+    def markdown(self):
+        d, s, m = self.data, self.data["summary"], self.data["meta"]
+        cols = m["backends"]
+        lines = [f"# DAG on several GPUs ({m['mode']})", "",
+                 f"{len(m.get('gpus', []))} GPUs: {m.get('gpu_names', '?')}; {m.get('topology', '')}; "
+                 f"{m.get('versions', '')}; grid {m['blocks']} x 256 threads per bulk kernel; medians of {m['reps']} "
+                 f"repetitions after {m['warmup']} warm-up (wall clock, first launch to every GPU synchronized). "
+                 f"{m['started']}.", "",
+                 "| shape | sizes | " + " | ".join(f"{c} ms" for c in cols) + " | "
+                 + " | ".join(f"hand/{p}" for p in POLICIES) + " | best policy | multi/1gpu dag, cupy | spread |",
+                 "|---|---|" + "---:|" * len(cols) + "---:|" * len(POLICIES) + "---|---:|---:|"]
+        for name in m["shapes_requested"]:
+            r = d["shapes"].get(name)
+            if r is None:
+                lines.append(f"| {name} | (not run) |" + " |" * (len(cols) + len(POLICIES) + 3))
+                continue
+            b = r.get("backends", {})
+            cells = []
+            for c in cols:
+                v = b.get(c, {})
+                cells.append(f"{v['median_ms']:.2f}" if "median_ms" in v else ("FAIL" if v.get("error") else "-"))
+            ratios = [f"{r['hand_over_dag'][p]:.2f}x" if p in r.get("hand_over_dag", {}) else "-" for p in POLICIES]
+            spread = max((v.get("spread", 0) for v in b.values() if "spread" in v), default=None)
+            sp = (f"{r['best_dag_speedup_vs_1gpu']:.2f}x" if r.get("best_dag_speedup_vs_1gpu") else "-") + ", " + \
+                 (f"{r['cupy_multi_speedup_vs_1gpu']:.2f}x" if r.get("cupy_multi_speedup_vs_1gpu") else "-")
+            sizes = ", ".join(f"{k} {v}" for k, v in r.get("sizes", {}).items())
+            lines.append(f"| {name}{'' if r.get('ok') else ' **FAILED**'} | {sizes} (x{r.get('scale')}) | "
+                         + " | ".join(cells) + " | " + " | ".join(ratios) + " | "
+                         + (f"{r['best_policy']} ({r['best_ratio']:.2f}x)" if r.get("best_policy") else "-") + f" | {sp} | "
+                         + (f"{spread * 100:.0f}%" if spread is not None else "-") + " |")
+        gm = s.get("geomean_hand_over_dag", {})
+        lines.append("| **geomean** | | " + " |" * len(cols) + " "
+                     + " | ".join(f"**{gm[p]:.2f}x**" if gm.get(p) else "-" for p in POLICIES) + " | "
+                     + (f"{s['best_policy']}" if s.get("best_policy") else "-") + " | | |")
+        lines += ["", "hand/P = t(cupy-multi) / t(dag-P): above 1 the DAG with policy P is faster than the hand-partitioned "
+                  "CuPy code. best policy = the highest hand/P of the row. multi/1gpu = t(dag-1gpu) / t(best dag-P) and "
+                  "t(cupy-1gpu) / t(cupy-multi): what the second GPU buys. spread = the row's largest (max - min) / median.",
+                  ""]
+        if s.get("geomean_best_per_shape"):
+            lines.append(f"- geometric mean of the best policy per shape (oracle choice): {s['geomean_best_per_shape']:.2f}x")
+        lines.append(f"- lanes -> GPUs (cupy-multi): lane k on GPU k % {len(m.get('gpus', [])) or '?'}; arrays prefetched to "
+                     f"the GPU of their first writer ({m.get('prefetch', 'prefetch: not yet used')})")
+        lines += ["", "Goal:", "",
+                  f"- best policy >= {GOAL}x cupy-multi (geometric mean over the shapes, best single policy"
+                  + (f": {s['best_policy']} {s['best_policy_geomean']:.2f}x" if s.get("best_policy_geomean") else "")
+                  + f"): **{s.get('goal', 'not measured')}**"]
+        if d["failures"]:
+            lines += ["", "Failures:", ""]
+            for fl in d["failures"]:
+                lines.append(f"- {fl['item']}: {fl['error'].splitlines()[0] if fl['error'] else ''}")
+        if d["skipped"]:
+            lines += ["", "Skipped: " + ", ".join(f"{x['item']} ({x['why']})" for x in d["skipped"])]
+        return "\n".join(lines) + "\n"
+
+
+def _jsonable(o):
+    if isinstance(o, (np.floating, np.integer)):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    return str(o)
+
+
+# -- preflight and main ----------------------------------------------------------------------------
+
+
+class Env:
+    """What the shapes share: the GPUs, the compiled PTX, CuPy's modules, the contexts."""
+
+    def __init__(self, devs, arch_options):
+        from backends import CupyModules
+
+        self.devs = devs
+        self.ptx = Ptx(arch_options)
+        self.modules = CupyModules()
+        self.rt = CupyRT(self.modules)
+        self.ctxs = {}
+
+    def ctx(self, bname):
+        c = self.ctxs.get(bname)
+        if c is None:
+            if bname == "dag-1gpu":
+                c = PolicyContext(bname, self.devs[:1], "round-robin", self.ptx)
+            else:
+                c = PolicyContext(bname, self.devs, bname[4:], self.ptx)
+            self.ctxs[bname] = c
+        return c
+
+    def drop(self, bname):
+        c = self.ctxs.pop(bname, None)
+        if c is not None:
+            try:
+                c.close()
+            except Exception:  # noqa: BLE001
+                traceback.print_exc()
+
+    def close(self):
+        errs = []
+        for b in list(self.ctxs):
+            c = self.ctxs.pop(b)
+            try:
+                c.close()
+            except Exception as e:  # noqa: BLE001
+                errs.append(f"{b}: {type(e).__name__}: {e}")
+        return errs
+
+
+def preflight(args, meta):
+    import cupy as cp
+
+    import run
+
+    ucxx_go = run._import_ucxx_go()
+    count = cp.cuda.runtime.getDeviceCount()
+    devs = args.gpus if args.gpus is not None else list(range(count))
+    if any(d >= count for d in devs):
+        raise RuntimeError(f"--gpus {devs}: only {count} GPUs are visible")
+    if len(devs) < 2 and not args.allow_one_gpu:
+        raise RuntimeError(f"{count} GPU(s) visible ({devs}): the multi-GPU mode needs 2 or more "
+                           "(--allow-one-gpu runs it on one, as a test of the harness)")
+    names, ccs = [], []
+    for d in devs:
+        p = cp.cuda.runtime.getDeviceProperties(d)
+        nm = p["name"].decode() if isinstance(p["name"], bytes) else p["name"]
+        names.append(f"{d}: {nm} ({p['multiProcessorCount']} SMs, {p['totalGlobalMem'] / 2**30:.0f} GiB)")
+        ccs.append(cp.cuda.Device(d).compute_capability)
+    meta["gpus"], meta["gpu_names"] = devs, "; ".join(names)
+    if len(set(ccs)) != 1:
+        meta["note_cc"] = f"compute capabilities differ: {ccs} (PTX for the lowest)"
+    cc = min(ccs)
+    args.arch_options = ("--std=c++17", f"--gpu-architecture=compute_{cc}")
+    topo = []
+    for a in devs:
+        for b in devs:
+            if a < b:
+                topo.append(f"peer {a}<->{b}: {'yes' if cp.cuda.runtime.deviceCanAccessPeer(a, b) else 'no'}")
+    try:
+        cma = [cp.cuda.runtime.deviceGetAttribute(89, d) for d in devs]  # cudaDevAttrConcurrentManagedAccess
+        topo.append(f"concurrent managed access {cma}")
+    except Exception as e:  # noqa: BLE001
+        topo.append(f"concurrent managed access: ? ({type(e).__name__})")
+    meta["topology"] = ", ".join(topo)
+    meta["versions"] = (f"cupy {cp.__version__}, CUDA runtime {cp.cuda.runtime.runtimeGetVersion()}, driver "
+                        f"{cp.cuda.runtime.driverGetVersion()}, ucxx_go {getattr(ucxx_go, '__version__', '?')} "
+                        f"{getattr(ucxx_go, '__git_commit__', '')[:12]}, python {platform.python_version()}")
+    # One kernel after another on the GPUs, managed memory (tests/gpu's check, short).
+    spec = KERNELS["square"]
+    n = 1 << 16
+    with ucxx_go.ExecutionContext(policy="async", device_policy="round-robin", gpus=devs, transfers=False) as ctx:
+        if list(ctx.gpus) != devs:
+            raise RuntimeError(f"ExecutionContext(gpus={devs}).gpus = {ctx.gpus}")
+        k = ctx.build_kernel(spec.source, "square", spec.signature, options=args.arch_options)
+        x = ctx.array(n, "float32")
+        x[:] = np.full(n, 1.0001, np.float32)
+        ys = [ctx.array(n, "float32") for _ in range(max(4, len(devs)))]
+        src = x
+        for y in ys:  # round robin: each square on the next GPU
+            k(64, 256)(y, src, n)
+            src = y
+        got = np.asarray(ys[-1])
+        want = np.full(n, np.float32(1.0001), np.float64) ** (2 ** len(ys))
+        if not np.allclose(got, want, rtol=1e-3):
+            raise RuntimeError(f"preflight: a chain of squares across GPUs computed {got[:3]}, expected {want[:3]}")
+        ctx.synchronize_sync()
+    return devs
+
+
+def parse_args(argv=None):
+    from shapes import SHAPES
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--multi-gpu", action="store_true", help=argparse.SUPPRESS)  # run.py's switch, passed on
+    p.add_argument("--quick", action="store_true", help="the suite's quick sizes (scale 1): a smoke test (< 60 s)")
+    p.add_argument("--dry", action="store_true", help="no CUDA: the checks of this mode (see dry_checks)")
+    p.add_argument("--out", help="results JSON (default: $OUT/dag_multigpu_<mode>.json, else benchmarks/dag/results/)")
+    p.add_argument("--md", help="Markdown table (default: beside --out, .md)")
+    p.add_argument("--gpus", help="comma-separated CUDA ordinals (default: every visible GPU)")
+    p.add_argument("--allow-one-gpu", action="store_true", help="run with one GPU (a harness test, not a measurement)")
+    p.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated subset of {','.join(SHAPES)}")
+    p.add_argument("--backends", default=",".join(BACKENDS), help=f"comma-separated subset of {','.join(BACKENDS)}")
+    p.add_argument("--scale", help="size multiplier over the suite's full sizes: N (every shape) or shape=N,... "
+                                   f"(default {','.join(f'{k}={v}' for k, v in DEFAULT_SCALE.items())}; --quick 1)")
+    p.add_argument("--tile", type=int, help=f"inputs as copies of a base this many times smaller (default {BASE_DIV} "
+                                            "x scale: cheap on the host; 1: every element generated)")
+    p.add_argument("--blocks", type=int, help="grid of every bulk kernel (x 256 threads); default 1024 (one kernel "
+                                              "fills an H100), --quick 64")
+    p.add_argument("--reps", type=int, help="timed repetitions (default 5; --quick 2)")
+    p.add_argument("--warmup", type=int, help="untimed repetitions first (default 1)")
+    p.add_argument("--budget-s", type=float, help="start no new shape after this many seconds (default 110: the whole "
+                                                  "mode ~150 s; --quick 45)")
+    p.add_argument("--item-timeout", type=float, help="watchdog per shape, seconds (default 90; --quick 60)")
+    p.add_argument("--reference", action="store_true", help="also check every backend against the float64 numpy "
+                                                            "reference (host time: minutes at the default scale)")
+    p.add_argument("--seed", type=int, default=1234)
+    a = p.parse_args(argv)
+    a.mode = "dry" if a.dry else ("quick" if a.quick else "full")
+    a.size_mode = "quick" if a.mode == "quick" else "full"
+    a.shapes = [s for s in a.shapes.split(",") if s]
+    a.backends = [s for s in a.backends.split(",") if s]
+    bad = [s for s in a.shapes if s not in SHAPES] + [b for b in a.backends if b not in BACKENDS]
+    if bad:
+        p.error(f"unknown shapes/backends {bad}")
+    if "dag-1gpu" not in a.backends or a.backends[0] != "dag-1gpu":
+        a.backends = ["dag-1gpu"] + [b for b in a.backends if b != "dag-1gpu"]  # the reference runs first
+    if "cupy-1gpu" in a.backends:  # the CuPy family's reference: before cupy-multi
+        a.backends = [a.backends[0], "cupy-1gpu"] + [b for b in a.backends[1:] if b != "cupy-1gpu"]
+    try:
+        a.scale = parse_scale(a.scale) if (a.scale or a.mode != "quick") else {k: 1 for k in DEFAULT_SCALE}
+    except ValueError as e:
+        p.error(str(e))
+    if any(v < 1 for v in a.scale.values()):
+        p.error("--scale: at least 1")
+    quick = a.mode == "quick"
+    a.gpus = [int(x) for x in a.gpus.split(",")] if a.gpus else None
+    a.blocks = a.blocks if a.blocks is not None else (64 if quick else 1024)
+    a.reps = a.reps if a.reps is not None else (2 if quick else 5)
+    a.warmup = a.warmup if a.warmup is not None else 1
+    a.budget_s = a.budget_s if a.budget_s is not None else (45.0 if quick else 110.0)
+    a.item_timeout = a.item_timeout if a.item_timeout is not None else (60.0 if quick else 90.0)
+    if a.reps < 1 or a.warmup < 0 or not 1 <= a.blocks <= 4096 or (a.tile is not None and a.tile < 1):
+        p.error("--reps >= 1, --warmup >= 0, 1 <= --blocks <= 4096, --tile >= 1")
+    if a.mode == "dry":
+        return a
+    if a.out is None:
+        base = os.environ.get("OUT") or os.path.join(HERE, "results")
+        os.makedirs(base, exist_ok=True)
+        a.out = os.path.join(base, f"dag_multigpu_{a.mode}.json")
+    if a.md is None:
+        a.md = os.path.splitext(a.out)[0] + ".md"
+    return a
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.mode == "dry":
+        return dry_main(args)
+    import run
+
+    t_start = time.monotonic()
+    meta = {"mode": args.mode, "started": time.strftime("%Y-%m-%d %H:%M:%S"), "host": platform.node(),
+            "argv": list(argv if argv is not None else sys.argv[1:]), "shapes_requested": args.shapes,
+            "backends": args.backends, "reps": args.reps, "warmup": args.warmup, "blocks": args.blocks,
+            "scale": args.scale, "tile": args.tile, "budget_s": args.budget_s, "seed": args.seed,
+            "env": {k: v for k, v in os.environ.items() if k.startswith(("UCX_", "CUDA_", "CUPY_"))}}
+    results = Results(args.out, args.md, meta)
+    wd = run.Watchdog(results)
+    log(f"DAG multi-GPU, {args.mode}: shapes {args.shapes}, backends {args.backends}, scale {args.scale}; "
+        f"results -> {args.out}, {args.md}")
+    try:
+        with wd.guard("preflight", 120):
+            devs = preflight(args, meta)
+        log(f"preflight ok: {meta['gpu_names']}; {meta['topology']}; {meta['versions']}")
+    except Exception as e:  # noqa: BLE001
+        traceback.print_exc()
+        results.fail("preflight", f"{type(e).__name__}: {e}")
+        results.write()
+        log(f"PREFLIGHT FAILED: {type(e).__name__}: {e}")
+        return 2
+    results.write()
+    env = Env(devs, args.arch_options)
+    failed = False
+    for name in args.shapes:
+        label = f"shape {name}"
+        elapsed = time.monotonic() - t_start
+        if elapsed > args.budget_s:
+            results.data["skipped"].append({"item": label, "why": f"budget: {elapsed:.0f} s > {args.budget_s:.0f} s"})
+            log(f"skipping {label}: the budget ({args.budget_s:.0f} s) is spent")
+            results.write()
+            continue
+        try:
+            with wd.guard(label, args.item_timeout):
+                r = run_shape(name, args, env)
+            results.data["shapes"][name] = r
+            if env.rt.prefetch_via:
+                meta["prefetch"] = env.rt.prefetch_via + (f" ({env.rt.prefetch_note})" if env.rt.prefetch_note else "")
+            if not r["ok"]:
+                failed = True
+                errs = {b: v["error"] for b, v in r["backends"].items() if "error" in v}
+                results.fail(label, "; ".join(f"{b}: {e}" for b, e in errs.items()))
+        except Exception as e:  # noqa: BLE001
+            failed = True
+            traceback.print_exc()
+            results.fail(label, f"{type(e).__name__}: {e}")
+            log(f"{label}: FAILED: {type(e).__name__}: {e}")
+        results.write()
+    with wd.guard("closing the contexts", 60):
+        for e in env.close():
+            failed = True
+            results.fail("close", e)
+    meta["compile_s"] = env.ptx.compile_s
+    meta["elapsed_s"] = time.monotonic() - t_start
+    results.write()
+    print()
+    print(results.markdown())
+    log(f"done in {meta['elapsed_s']:.0f} s; wrote {args.out} and {args.md}")
+    return 1 if (failed or results.data["failures"]) else 0
+
+
+# -- --dry ------------------------------------------------------------------------------------------
+
+
+def dry_checks(shapes, seed, out=print):
+    """The multi-GPU mode without CUDA; returns a list of failures. See dry_main."""
+    from emulate import DagDry, Emulator, FakeMultiRT
+    from shapes import SHAPES, config
+
+    failures = []
+
+    def step(what, fn, *a):
+        try:
+            fn(*a)
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            failures.append(f"multi-gpu {what}: {type(e).__name__}: {e}")
+
+    def policies():
+        import ucxx_go
+
+        for pol in POLICIES:
+            c = ucxx_go.ExecutionContext(policy="async", device_policy=pol, gpus=[], transfers=False)
+            c.close()
+        out(f"  the ExecutionContext accepts device_policy {', '.join(POLICIES)}")
+
+    def sizes():
+        for name in shapes:
+            for mode, scale in (("full", DEFAULT_SCALE[name]), ("quick", 1)):
+                cfg = scaled_config(name, mode, scale, 1024 if mode == "full" else 64)
+                big, note = size_limits(name, cfg)
+                if big >= 2 ** 30:
+                    raise AssertionError(f"{name} at scale {scale}: an array of {big} elements (kernels index with int)")
+                if mode == "full" and cfg.tile > 1 and note == "not tiled" and name != "img":
+                    raise AssertionError(f"{name}: the size is not a multiple of the tile {cfg.tile}")
+                if mode == "full":
+                    out(f"  {name:5s} scale {scale:2d}: largest array {big / 2**20:.0f} Mi elements, {note}")
+
+    def shape(name, tile, G):
+        cfg = config("dry", tile=tile)
+        inst = SHAPES[name](cfg, np.random.default_rng(seed + sorted(SHAPES).index(name)))
+        devs = list(range(G))
+        pl = plan(inst, devs)
+        for k in range(inst.lanes):
+            if pl.lane_dev[k] != k % G:
+                raise AssertionError(f"{name}: lane {k} on GPU {pl.lane_dev[k]}, expected {k % G}")
+        for a, d in pl.home.items():
+            w, t = pl.first.get(a, (None, None))
+            if t is not None and d != pl.lane_dev[w if w is not None else t]:
+                raise AssertionError(f"{name}: array {a} homed on GPU {d}, its first writer/toucher runs elsewhere")
+        emu = Emulator(inst.lanes)
+        rt = FakeMultiRT(emu, devs)
+        mc = MultiCupy(rt, inst.lanes, devs)
+        mc.checking = True
+        A = emu.alloc(inst.arrays, inst.state)
+        mc.arrays = types.SimpleNamespace(handles=A)
+        for _rep in range(2):  # twice: the events of the first repetition are reused
+            mc.begin()
+            inst.build(mc, A)
+            rt.end_repetition()
+            if emu.races:
+                raise AssertionError(f"{name} on {G} GPUs: the cross-device structure races:\n  " + "\n  ".join(emu.races[:10]))
+            if inst.state:
+                break  # the state changed: a second repetition would need a reset
+        errs = inst.check({k: emu.read(k) for k in inst.outputs}, "cupy-multi (emulated)")
+        # Dropping the waits must be caught (where the lanes depend on each other).
+        emu2 = Emulator(inst.lanes)
+        rt2 = FakeMultiRT(emu2, devs)
+        mc2 = MultiCupy(rt2, inst.lanes, devs)
+        A2 = emu2.alloc(inst.arrays, inst.state)
+
+        class NoWaits(Program):
+            def launch(self, *a, **k):
+                return mc2.launch(*a, **k)
+
+            def mark(self, lane):
+                return mc2.mark(lane)
+
+        inst.build(NoWaits(), A2)
+        if name != "bs" and not emu2.races:
+            raise AssertionError(f"{name}: dropping the waits reported no race")
+        dd = DagDry()
+        try:
+            inst.build(dd, dd.alloc(inst.arrays, inst.state))
+        finally:
+            dd.close()
+        out(f"  {name:5s} tile {tile} on {G} GPUs ok: lanes -> GPUs {pl.lane_dev}, {rt.launches} launches "
+            f"({rt.per_device}), {rt.cross_waits} cross-GPU waits, {rt.records} events; homes "
+            + ", ".join(f"{k}->{v}" for k, v in list(pl.home.items())[:4]) + (" ..." if len(pl.home) > 4 else "")
+            + f"; max error {max(errs.values()):.1e}; no-wait variant: {len(emu2.races)} races")
+
+    step("policies", policies)
+    step("sizes", sizes)
+    for name in shapes:
+        for tile, G in ((1, 2), (2, 2), (1, 3)):
+            step(f"{name}/tile {tile}/{G} GPUs", shape, name, tile, G)
+    return failures
+
+
+def dry_main(args):
+    print("\n== multi-GPU mode (no CUDA: sizes, lanes -> GPUs, cross-GPU events, numpy emulation)", flush=True)
+    failures = dry_checks(args.shapes, args.seed)
+    print()
+    if failures:
+        print("MULTI-GPU DRY RUN FAILED:")
+        for f in failures:
+            print("  " + f)
+        return 1
+    print("multi-GPU dry run: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
