@@ -156,25 +156,32 @@ func (l *laneB) handshake() {
 	l.nop()
 }
 
+// builtinRefs bounds an op's reference lists in the built-ins: 8, as MSCCL++ 0.9's DSL
+// fuses (the format allows plan.MaxOpRefs, 10). The built-ins are DSL programs
+// (python/ucxx_go/language/builtins*.py), which fuse the same way, so past 8 ranks
+// the two give the same plans byte for byte (the goldens cover 10 ranks).
+const builtinRefs = 8
+
 // put appends a memory-channel put of local srcs to remote dsts (pairwise). All
 // sources must be of one buffer type (0.9 takes src_buff[0]'s type for all).
 func (l *laneB) put(srcs, dsts []refJ) {
 	for len(srcs) > 0 {
-		k := min(len(srcs), plan.MaxOpRefs)
+		k := min(len(srcs), builtinRefs)
 		l.add(opJ{Name: "put", Src: srcs[:k:k], Dst: dsts[:k:k], ChannelType: "memory"})
 		srcs, dsts = srcs[k:], dsts[k:]
 	}
 }
 
 // reduce appends dst = srcs[0] ⊕ srcs[1] ⊕ ..., all local, split into as many re
-// ops as the 10-reference limit needs (each later op starts from dst, after a nop:
-// it reads what the lane just wrote). If sends is not empty the last op is a res
-// that also stores the result to those remote refs (at most 9).
+// ops as the reference limit (builtinRefs) needs (each later op starts from dst,
+// after a nop: it reads what the lane just wrote). If sends is not empty the last op
+// is a res that also stores the result to those remote refs (at most
+// builtinRefs-1).
 func (l *laneB) reduce(dst refJ, srcs []refJ, sends []refJ) {
 	acc := srcs[0]
 	rest := srcs[1:]
 	for {
-		k := min(len(rest), plan.MaxOpRefs-1)
+		k := min(len(rest), builtinRefs-1)
 		src := append([]refJ{acc}, rest[:k]...)
 		rest = rest[k:]
 		if len(rest) == 0 && len(sends) > 0 {

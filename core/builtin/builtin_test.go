@@ -23,7 +23,7 @@ type goldenCase struct {
 }
 
 // goldenNs are the rank counts every algorithm's goldens cover.
-var goldenNs = []int{2, 3, 4, 5, 8}
+var goldenNs = []int{2, 3, 4, 5, 8, 10}
 
 // goldenCases lists the plans kept in testdata: every algorithm and variant at
 // every goldenNs with default options, and at some n the shapes the defaults do
