@@ -32,15 +32,35 @@ package core
 //     then never moves: a deadlock (H200, UCX 1.22). Transfers of CUDA memory go
 //     directly (cuda_ipc) or through host buffers (TCP) either way.
 //
+//   - CMA_MEMORY_INVALIDATE=y, CMA_BW=2000MBs: one-sided puts and gets between two
+//     processes on one host go over CMA (process_vm_writev/readv: one copy) instead
+//     of TCP on loopback (puts) and active messages through shared memory (gets).
+//     With peer error handling UCX takes a transport for RMA and rendezvous lanes only
+//     if its memory domain can invalidate registrations, so that a peer found failed
+//     can no longer reach a buffer handed back with an error; TCP is exempt (a failure
+//     closes its connection), and CMA declares it only under this setting, UCX's switch
+//     for this very case (openucx/ucx#7701): CMA registers nothing, so there is nothing
+//     to invalidate. What remains: a peer declared failed while still alive (not one
+//     that died) could finish a CMA read or write of memory already handed back.
+//     UCX rates CMA at 11,145 MB/s and with that also moves every tag and active
+//     message from 5 KB up to a CMA rendezvous, slower one message at a time on the
+//     dev VM (ucx_perftest tag_lat -e, one way: 64 KiB 6.2 -> 9.1 us, 1 MiB 73 -> 153
+//     us); rated at 2000 MB/s (500 to 3000 all do), it keeps every send protocol UCX
+//     picks without CMA (UCX_PROTO_INFO: only the put and get tables change). Puts of
+//     1 MiB on the VM: 4.4 -> 11.7 GB/s (0.60x -> 1.6-2.1x a send), 8-byte put + flush
+//     95 -> 40 us, sends as before (benchmarks/results/issue26_host_puts.md).
+//
 // RNDV_SCHEME=put_zcopy, as fast over TCP, is not among them: with shared memory and
 // no CMA it leaves UCX no rendezvous protocol, so every message is sent eagerly.
 var UCXDefaults = map[string]string{
-	"MM_ERROR_HANDLING":   "y",
-	"TCP_TX_SEG_SIZE":     "256K",
-	"TCP_RX_SEG_SIZE":     "256K",
-	"TCP_CM_REUSEADDR":    "y",
-	"ADAPTIVE_PROGRESS":   "n",
-	"RNDV_FRAG_MEM_TYPES": "host",
+	"MM_ERROR_HANDLING":     "y",
+	"TCP_TX_SEG_SIZE":       "256K",
+	"TCP_RX_SEG_SIZE":       "256K",
+	"TCP_CM_REUSEADDR":      "y",
+	"ADAPTIVE_PROGRESS":     "n",
+	"RNDV_FRAG_MEM_TYPES":   "host",
+	"CMA_MEMORY_INVALIDATE": "y",
+	"CMA_BW":                "2000MBs",
 }
 
 // UCXLoadDefaults are UCX settings read when the UCX libraries load, before any
