@@ -278,6 +278,13 @@ func gather(e *core.Engine, r *completionReader, host string, port, size int, se
 		errs = append(errs, send(e, r, ep, tagTable, table, deadline))
 	}
 	if status != tableOK {
+		// Close the ranks' connections gracefully (the table flushed first), so that
+		// they read the refusal rather than a connection reset by the root's exit.
+		for _, ep := range joined {
+			if id, err := e.CloseEndpoint(ep, time.Second); err == nil {
+				r.wait(id, time.Now().Add(2*time.Second))
+			}
+		}
 		_, err := decodeTable(table, 0)
 		return nil, err
 	}
@@ -314,6 +321,11 @@ func join(e *core.Engine, r *completionReader, host string, port, rank, size int
 		return nil, err
 	}
 	msg, err := recv(e, r, ep, tagTable, make([]byte, tableBytes(size)), deadline)
+	var ue *ucxx.Error
+	if errors.As(err, &ue) {
+		// The root went away without a table for us: it refused the world.
+		return nil, fmt.Errorf("%w: the root closed the connection before sending the table: %w", ErrBootstrap, err)
+	}
 	if err != nil {
 		return nil, err
 	}
