@@ -50,6 +50,16 @@ package core
 //     1 MiB on the VM: 4.4 -> 11.7 GB/s (0.60x -> 1.6-2.1x a send), 8-byte put + flush
 //     95 -> 40 us, sends as before (benchmarks/results/issue26_host_puts.md).
 //
+//   - RNDV_THRESH=auto,inter:256K: between hosts (UCX's inter-node endpoints) a
+//     message from 256 KiB up goes by rendezvous, whose TCP put lands straight in the
+//     receive buffer (one copy, as the kernel's socket path), instead of UCX's own
+//     choice there, multi-frag eager up to about 24 MB: each 256 KiB fragment is
+//     received into a TCP segment buffer and copied again into the user's buffer.
+//     Two netns joined by a veth pair, UCX_TLS=tcp, one-way, 4 in flight (medians of
+//     3 alternated runs, 2-core VM): 1 MiB 718 -> 1448 MB/s (asyncio socket stream
+//     2938), 10 MiB within the noise (2135 / 1817; runs spread 1500-2800). Intra-node
+//     endpoints (shared memory, loopback) keep UCX's threshold (benchmarks/ucx_settings.md).
+//
 // RNDV_SCHEME=put_zcopy, as fast over TCP, is not among them: with shared memory and
 // no CMA it leaves UCX no rendezvous protocol, so every message is sent eagerly.
 var UCXDefaults = map[string]string{
@@ -61,6 +71,7 @@ var UCXDefaults = map[string]string{
 	"RNDV_FRAG_MEM_TYPES":   "host",
 	"CMA_MEMORY_INVALIDATE": "y",
 	"CMA_BW":                "2000MBs",
+	"RNDV_THRESH":           "auto,inter:256K",
 }
 
 // UCXLoadDefaults are UCX settings read when the UCX libraries load, before any
