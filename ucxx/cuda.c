@@ -40,17 +40,28 @@ static struct {
     CUresult (*cuCtxSetFlags)(unsigned int flags);
 } opt;
 
-int ucxx_cuda_load(char *err, size_t errlen) {
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL) {
+int ucxx_cuda_resolve(const ucxx_cuda_sym *syms, size_t n, void **lib, char *err, size_t errlen) {
+    *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (*lib == NULL) {
         const char *why = dlerror();
         snprintf(err, errlen, "%s", why ? why : "dlopen libcuda.so.1 failed");
         return 1;
     }
-    struct {
-        const char *name;
-        void **slot;
-    } syms[] = {
+    for (size_t i = 0; i < n; i++) {
+        void *p = dlsym(*lib, syms[i].name);
+        if (p == NULL) {
+            snprintf(err, errlen, "libcuda.so.1 has no %s", syms[i].name);
+            // Leave the library loaded: another user in the process may hold it too,
+            // and nothing here has been resolved that could be used.
+            return 2;
+        }
+        *syms[i].slot = p;
+    }
+    return 0;
+}
+
+int ucxx_cuda_load(char *err, size_t errlen) {
+    const ucxx_cuda_sym syms[] = {
         {"cuInit", (void **)&api.cuInit},
         {"cuDeviceGet", (void **)&api.cuDeviceGet},
         {"cuDeviceGetCount", (void **)&api.cuDeviceGetCount},
@@ -73,16 +84,9 @@ int ucxx_cuda_load(char *err, size_t errlen) {
         {"cuEventDestroy_v2", (void **)&api.cuEventDestroy},
         {"cuGetErrorName", (void **)&api.cuGetErrorName},
     };
-    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-        void *p = dlsym(lib, syms[i].name);
-        if (p == NULL) {
-            snprintf(err, errlen, "libcuda.so.1 has no %s", syms[i].name);
-            // Leave the library loaded: another user in the process may hold it too,
-            // and nothing here has been resolved that could be used.
-            return 2;
-        }
-        *syms[i].slot = p;
-    }
+    void *lib;
+    int rc = ucxx_cuda_resolve(syms, sizeof(syms) / sizeof(syms[0]), &lib, err, errlen);
+    if (rc != 0) return rc;
     opt.cuMemHostRegister = dlsym(lib, "cuMemHostRegister_v2");
     opt.cuMemHostUnregister = dlsym(lib, "cuMemHostUnregister");
     opt.cuMemHostGetDevicePointer = dlsym(lib, "cuMemHostGetDevicePointer_v2");

@@ -94,6 +94,18 @@ CUresult ucxx_cuda_ctx_flags(CUcontext ctx, unsigned int *flags);
 CUresult ucxx_cuda_ctx_set_current(CUcontext ctx);
 CUresult ucxx_cuda_ctx_get_current(CUcontext *ctx);
 
+// ucxx_cuda_sym is an entry point to resolve: its name and where its address goes.
+typedef struct {
+    const char *name;
+    void **slot;
+} ucxx_cuda_sym;
+
+// ucxx_cuda_resolve opens libcuda.so.1 (one more reference, never dropped: other users
+// in the process may hold it too) into *lib and resolves the n entry points of syms.
+// It returns 0, 1 when the library cannot be opened, 2 when an entry point is missing;
+// err says which. *lib stays valid for optional lookups (dlsym).
+int ucxx_cuda_resolve(const ucxx_cuda_sym *syms, size_t n, void **lib, char *err, size_t errlen);
+
 // ucxx_cuda_pointer_info reports what the driver knows of addr in one
 // cuPointerGetAttributes call: *memtype is a CUmemorytype (0 for memory the driver
 // does not know), *managed is 1 for managed memory, *device the device ordinal.

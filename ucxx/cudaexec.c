@@ -1,7 +1,6 @@
 #include "cudaexec.h"
 
 #include <dlfcn.h>
-#include <stdio.h>
 
 // The entry points, resolved once by ucxx_cudaexec_load and read-only after.
 static struct {
@@ -26,16 +25,7 @@ static struct {
 static CUresult (*cuStreamWriteValue64)(CUstream s, CUdeviceptr addr, uint64_t value, unsigned int flags);
 
 int ucxx_cudaexec_load(char *err, size_t errlen) {
-    // Already open (ucxx_cuda_load): this takes another reference, never dropped.
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL) {
-        snprintf(err, errlen, "dlopen libcuda.so.1 failed");
-        return 1;
-    }
-    struct {
-        const char *name;
-        void **slot;
-    } syms[] = {
+    const ucxx_cuda_sym syms[] = {
         {"cuStreamCreate", (void **)&exec_api.cuStreamCreate},
         {"cuStreamDestroy_v2", (void **)&exec_api.cuStreamDestroy},
         {"cuStreamQuery", (void **)&exec_api.cuStreamQuery},
@@ -50,14 +40,9 @@ int ucxx_cudaexec_load(char *err, size_t errlen) {
         {"cuLaunchKernel", (void **)&exec_api.cuLaunchKernel},
         {"cuMemcpyAsync", (void **)&exec_api.cuMemcpyAsync},
     };
-    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-        void *p = dlsym(lib, syms[i].name);
-        if (p == NULL) {
-            snprintf(err, errlen, "libcuda.so.1 has no %s", syms[i].name);
-            return 2;
-        }
-        *syms[i].slot = p;
-    }
+    void *lib;
+    int rc = ucxx_cuda_resolve(syms, sizeof(syms) / sizeof(syms[0]), &lib, err, errlen);
+    if (rc != 0) return rc;
     cuStreamWriteValue64 = dlsym(lib, "cuStreamWriteValue64_v2");
     if (cuStreamWriteValue64 == NULL) cuStreamWriteValue64 = dlsym(lib, "cuStreamWriteValue64");
     return 0;

@@ -1,7 +1,6 @@
 #include "cudamanaged.h"
 
 #include <dlfcn.h>
-#include <stdio.h>
 
 #define CU_MEM_ATTACH_GLOBAL 1
 #define CU_MEM_LOCATION_TYPE_DEVICE 1
@@ -33,28 +32,15 @@ static CUresult (*prefetch_v1)(CUdeviceptr p, size_t n, CUdevice dev, CUstream s
 static CUresult (*range_attribute)(void *data, size_t size, int attr, CUdeviceptr p, size_t n);
 
 int ucxx_cudamanaged_load(char *err, size_t errlen) {
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL) {
-        snprintf(err, errlen, "dlopen libcuda.so.1 failed");
-        return 1;
-    }
-    struct {
-        const char *name;
-        void **slot;
-    } syms[] = {
+    const ucxx_cuda_sym syms[] = {
         {"cuDeviceGet", (void **)&managed_api.cuDeviceGet},
         {"cuMemAllocManaged", (void **)&managed_api.cuMemAllocManaged},
         {"cuDeviceCanAccessPeer", (void **)&managed_api.cuDeviceCanAccessPeer},
         {"cuCtxEnablePeerAccess", (void **)&managed_api.cuCtxEnablePeerAccess},
     };
-    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-        void *p = dlsym(lib, syms[i].name);
-        if (p == NULL) {
-            snprintf(err, errlen, "libcuda.so.1 has no %s", syms[i].name);
-            return 2;
-        }
-        *syms[i].slot = p;
-    }
+    void *lib;
+    int rc = ucxx_cuda_resolve(syms, sizeof(syms) / sizeof(syms[0]), &lib, err, errlen);
+    if (rc != 0) return rc;
     prefetch_v2 = dlsym(lib, "cuMemPrefetchAsync_v2");
     if (prefetch_v2 == NULL) prefetch_v1 = dlsym(lib, "cuMemPrefetchAsync");
     range_attribute = dlsym(lib, "cuMemRangeGetAttribute");
