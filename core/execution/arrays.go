@@ -65,13 +65,7 @@ func (t *arrayTable) forget(id dag.ArrayID) {
 func (c *Context) DescribeArray(id dag.ArrayID, base uintptr, size uint64, ordinal int) error {
 	loc := dag.Host
 	if ordinal >= 0 {
-		loc = -1
-		for i, l := range c.gpus {
-			if l.ordinal == ordinal {
-				loc = i
-			}
-		}
-		if loc < 0 {
+		if loc = c.laneIndex(ordinal); loc < 0 {
 			return fmt.Errorf("execution: array %d on GPU %d, which is not one of the context's", id, ordinal)
 		}
 	}
@@ -86,6 +80,17 @@ func (c *Context) DescribeArray(id dag.ArrayID, base uintptr, size uint64, ordin
 	c.arrays.set(id, info)
 	c.graph.Place(id, 0, size, loc)
 	return nil
+}
+
+// laneIndex is the index in c.gpus (the DAG's location) of CUDA device ordinal, or -1
+// when the context does not run on it.
+func (c *Context) laneIndex(ordinal int) int {
+	for i, l := range c.gpus {
+		if l.ordinal == ordinal {
+			return i
+		}
+	}
+	return -1
 }
 
 // ForgetArray drops what DescribeArray recorded of id (its memory is going away).

@@ -192,10 +192,8 @@ func (c *Context) stagedLane(dst, src uintptr) *gpuLane {
 	case s.IsCUDA && !s.Managed && !d.IsCUDA && !d.Pinned:
 		dev = s.Device
 	}
-	for _, l := range c.gpus {
-		if dev >= 0 && l.ordinal == dev {
-			return l
-		}
+	if i := c.laneIndex(dev); dev >= 0 && i >= 0 {
+		return c.gpus[i]
 	}
 	return nil
 }
