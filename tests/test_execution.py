@@ -548,3 +548,23 @@ def test_transfers_need_the_option(ctx):
     a = ctx.array(4, "uint8", device="cpu")
     with pytest.raises(ucxx_go.UCXError):
         ctx.send(object(), a)
+
+
+def _forget_in_child(handle):
+    from ucxx_go._execution import _forget_array
+
+    _forget_array(handle, 1)  # Go is not usable here: must return quietly, not call it
+
+
+def test_array_finalizer_in_a_forked_child():
+    """A described array's finalizer (contexts with several GPUs) may run in a child
+    forked after the context was made: it returns without calling into Go."""
+    import multiprocessing
+
+    with ExecutionContext(gpus=[], transfers=False) as ctx:
+        child = multiprocessing.get_context("fork").Process(target=_forget_in_child, args=(ctx._h,))
+        child.start()
+        child.join(TIMEOUT)
+        if child.is_alive():
+            child.kill()
+        assert child.exitcode == 0, child.exitcode

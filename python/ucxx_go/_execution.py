@@ -57,7 +57,7 @@ from . import _context, _kernels, _tags
 from ._bridge import ext, translate
 from ._buffers import buffer_info
 from ._onesided import RemoteRegion
-from .exceptions import UCXCloseError, UCXError
+from .exceptions import UCXCloseError, UCXError, UCXForkError
 
 __all__ = ["ExecutionContext", "DeviceArray", "Vertex", "Kernel", "ConfiguredKernel", "VertexFailedError"]
 
@@ -248,6 +248,16 @@ def _close_handle(handle, lane):
             pass
 
     threading.Thread(target=close, name=f"ucxx_go-dagclose-{handle}", daemon=True).start()
+
+
+def _forget_array(handle, aid):
+    """The finalizer of a described array's root: Go drops its description. The
+    function is looked up at the call, so that in a child forked after the context was
+    made the access raises UCXForkError instead of calling into Go."""
+    try:
+        ext.pybridge_DagForgetArray(handle, aid)
+    except (UCXForkError, RuntimeError):
+        pass
 
 
 def _in_thread(fn):
@@ -845,7 +855,7 @@ class ExecutionContext:
             # newest copy is (its GPU if the context runs there, else the host).
             where = device if device in self._gpus else -1
             self._go(ext.pybridge_DagDescribeArray, self._h, root.id, address, nbytes, where)
-            weakref.finalize(root, ext.pybridge_DagForgetArray, self._h, root.id).atexit = False
+            weakref.finalize(root, _forget_array, self._h, root.id).atexit = False
         return root
 
     # -- state --
