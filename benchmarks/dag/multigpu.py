@@ -24,7 +24,6 @@ Exit status as run.py's: 0 all ran and agreed; 1 a failure; 2 preflight; 3 watch
 """
 
 import argparse
-import json
 import math
 import os
 import platform
@@ -41,6 +40,8 @@ import numpy as np  # noqa: E402
 from backends import (BenchError, CupyStreams, Dag, DagContext, Program, check_launch,  # noqa: E402
                       convert_scalars, params_of)
 from kernels import KERNELS  # noqa: E402
+import run  # noqa: E402  (its results, log, watchdog and preflight helpers; it imports this module only in main)
+from run import log  # noqa: E402
 
 POLICIES = ("round-robin", "stream-aware", "min-transfer-size", "minmin-transfer-time", "minmax-transfer-time")
 BACKENDS = ("dag-1gpu", "cupy-1gpu") + tuple(f"dag-{p}" for p in POLICIES) + ("cupy-multi",)
@@ -52,10 +53,6 @@ GOAL = 0.95  # best policy >= 0.95x cupy-multi (geometric mean over the shapes)
 # default grid; see README.md.
 DEFAULT_SCALE = {"vec": 16, "bs": 16, "ml": 16, "hits": 8, "img": 8, "cg": 8}
 BASE_DIV = 4  # the inputs are tiles of a base 1/4 of the suite's full size (host time)
-
-
-def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
 # -- sizes -----------------------------------------------------------------------------------
@@ -679,13 +676,13 @@ def _geo(vals):
     return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
 
 
-class Results:
-    def __init__(self, json_path, md_path, meta):
-        self.json_path, self.md_path = json_path, md_path
-        self.data = {"meta": meta, "shapes": {}, "failures": [], "skipped": [], "summary": {}}
+class Results(run.Results):
+    """run.py's results (written after every item, failures recorded under a lock) with
+    this mode's shapes, summary and table."""
 
-    def fail(self, what, err):
-        self.data["failures"].append({"item": what, "error": err})
+    def __init__(self, json_path, md_path, meta):
+        super().__init__(json_path, md_path, meta)
+        self.data = {"meta": meta, "shapes": {}, "failures": [], "skipped": [], "summary": {}}
 
     def summarize(self):
         d = self.data
@@ -724,16 +721,6 @@ class Results:
                      + ("" if full else " (partial suite)"))
         d["summary"] = s
         return s
-
-    def write(self):
-        self.summarize()
-        for path, text in ((self.json_path, json.dumps(self.data, indent=1, default=_jsonable)),
-                           (self.md_path, self.markdown())):
-            if path:
-                tmp = path + ".tmp"
-                with open(tmp, "w") as f:
-                    f.write(text)
-                os.replace(tmp, path)
 
     def markdown(self):
         d, s, m = self.data, self.data["summary"], self.data["meta"]
@@ -781,21 +768,8 @@ class Results:
                   f"- best policy >= {GOAL}x cupy-multi (geometric mean over the shapes, best single policy"
                   + (f": {s['best_policy']} {s['best_policy_geomean']:.2f}x" if s.get("best_policy_geomean") else "")
                   + f"): **{s.get('goal', 'not measured')}**"]
-        if d["failures"]:
-            lines += ["", "Failures:", ""]
-            for fl in d["failures"]:
-                lines.append(f"- {fl['item']}: {fl['error'].splitlines()[0] if fl['error'] else ''}")
-        if d["skipped"]:
-            lines += ["", "Skipped: " + ", ".join(f"{x['item']} ({x['why']})" for x in d["skipped"])]
+        lines += run.failure_lines(d)
         return "\n".join(lines) + "\n"
-
-
-def _jsonable(o):
-    if isinstance(o, (np.floating, np.integer)):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    return str(o)
 
 
 # -- preflight and main ----------------------------------------------------------------------------
@@ -844,8 +818,6 @@ class Env:
 
 def preflight(args, meta):
     import cupy as cp
-
-    import run
 
     ucxx_go = run._import_ucxx_go()
     count = cp.cuda.runtime.getDeviceCount()
@@ -971,7 +943,6 @@ def main(argv=None):
     args = parse_args(argv)
     if args.mode == "dry":
         return dry_main(args)
-    import run
 
     t_start = time.monotonic()
     meta = {"mode": args.mode, "started": time.strftime("%Y-%m-%d %H:%M:%S"), "host": platform.node(),

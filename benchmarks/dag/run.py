@@ -197,13 +197,20 @@ class Results:
         lines += ["", "Goals:", ""]
         for k, v in s.get("goals", {}).items():
             lines.append(f"- {k}: {v}")
-        if d["failures"]:
-            lines += ["", "Failures:", ""]
-            for fl in d["failures"]:
-                lines.append(f"- {fl['item']}: {fl['error'].splitlines()[0] if fl['error'] else ''}")
-        if d["skipped"]:
-            lines += ["", "Skipped: " + ", ".join(f"{x['item']} ({x['why']})" for x in d["skipped"])]
+        lines += failure_lines(d)
         return "\n".join(lines) + "\n"
+
+
+def failure_lines(d):
+    """The Markdown lines of a results dict's failures and skipped items."""
+    lines = []
+    if d["failures"]:
+        lines += ["", "Failures:", ""]
+        for fl in d["failures"]:
+            lines.append(f"- {fl['item']}: {fl['error'].splitlines()[0] if fl['error'] else ''}")
+    if d["skipped"]:
+        lines += ["", "Skipped: " + ", ".join(f"{x['item']} ({x['why']})" for x in d["skipped"])]
+    return lines
 
 
 def _jsonable(o):
