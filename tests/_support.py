@@ -278,3 +278,16 @@ def rank_script(tmp_path, body):
     p = tmp_path / "rank.py"
     p.write_text(textwrap.dedent(body))
     return str(p)
+
+
+def cupy_gpus():
+    """cupy and the number of CUDA GPUs it sees, for a tests/gpu module to call at its
+    top: the module is skipped where cupy or a GPU is missing."""
+    cp = pytest.importorskip("cupy")
+    try:
+        n = cp.cuda.runtime.getDeviceCount()
+    except Exception:  # no driver: cupy imports, CUDA does not  # noqa: BLE001
+        n = 0
+    if n == 0:
+        pytest.skip("no CUDA GPU", allow_module_level=True)
+    return cp, n

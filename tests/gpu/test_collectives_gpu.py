@@ -8,13 +8,9 @@ import subprocess
 
 import pytest
 
-cp = pytest.importorskip("cupy")
-try:
-    _GPUS = cp.cuda.runtime.getDeviceCount()
-except Exception:  # no driver: cupy imports, CUDA does not
-    _GPUS = 0
-if _GPUS == 0:
-    pytest.skip("no CUDA GPU", allow_module_level=True)
+from _support import cupy_gpus
+
+cp, _GPUS = cupy_gpus()
 
 from _support import LAUNCH, rank_script  # noqa: E402
 

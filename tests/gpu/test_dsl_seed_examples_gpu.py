@@ -7,13 +7,9 @@ memory; no multicast object). Skipped where cupy or a GPU is missing."""
 
 import pytest
 
-cp = pytest.importorskip("cupy")
-try:
-    _GPUS = cp.cuda.runtime.getDeviceCount()
-except Exception:  # no driver: cupy imports, CUDA does not
-    _GPUS = 0
-if _GPUS == 0:
-    pytest.skip("no CUDA GPU", allow_module_level=True)
+from _support import cupy_gpus
+
+cp, _GPUS = cupy_gpus()
 
 from test_dsl_seed_examples import ANY_RANKS, LARGE, SMALL, TWO_RANK, run_on_ranks  # noqa: E402
 

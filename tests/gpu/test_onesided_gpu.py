@@ -10,13 +10,9 @@ import multiprocessing
 import numpy as np
 import pytest
 
-cp = pytest.importorskip("cupy")
-try:
-    _GPUS = cp.cuda.runtime.getDeviceCount()
-except Exception:  # no driver: cupy imports, CUDA does not
-    _GPUS = 0
-if _GPUS == 0:
-    pytest.skip("no CUDA GPU", allow_module_level=True)
+from _support import cupy_gpus
+
+cp, _GPUS = cupy_gpus()
 
 import ucxx_go  # noqa: E402
 from _gpu_peers import MANY_PUT_SIZE, MANY_PUT_VALUES, STREAM_PUT_SIZE, STREAM_PUT_VALUE, one_sided_peer  # noqa: E402
