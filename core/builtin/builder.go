@@ -156,9 +156,11 @@ func (l *laneB) handshake() {
 	l.nop()
 }
 
-// builtinRefs bounds an op's reference lists in the built-ins: 8, as MSCCL++ 0.9's DSL
-// fuses (the format allows plan.MaxOpRefs, 10). The built-ins are DSL programs
-// (python/ucxx_go/language/builtins*.py), which fuse the same way, so past 8 ranks
+// builtinRefs bounds an op's reference lists in the built-ins: 8, MSCCL++ 0.9's
+// channels per operation (MAX_CHANNEL_PER_OPERATION in
+// src/core/include/execution_common.hpp; an op lists at most 2 local and 8 remote
+// references, plan.MaxOpRefs = 10 in all). Its DSL fuses to 8, and so does ours; the
+// built-ins are DSL programs (python/ucxx_go/language/builtins*.py), so past 8 ranks
 // the two give the same plans byte for byte (the goldens cover 10 ranks).
 const builtinRefs = 8
 

@@ -14,7 +14,9 @@ import (
 //
 //   - managed memory: the range is prefetched to the vertex's device on its stream,
 //     after the waits for its parents and before its work (GrCUDA's arrays are managed
-//     memory, and it prefetches the same way);
+//     memory, and its AsyncArrayPrefetcher, runtime/computation/prefetch, prefetches
+//     a computation's arrays on the computation's stream; it prefetches whole arrays,
+//     this the byte ranges the vertex needs);
 //   - device memory: nothing moves; the vertex reaches the other GPU's memory through
 //     peer access, which the context enables between its GPUs where they support it;
 //   - host memory: nothing moves; kernels reach only host memory mapped for them.
