@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -52,6 +53,7 @@ type deviceWait interface {
 // stream; start (with timings) its beginning.
 type gpuState struct {
 	lane        *gpuLane
+	stream      uintptr // the stream its work was queued on
 	start, stop ucxx.CUDAEvent
 	gpuTime     time.Duration // with timings: start to stop, read when the poller saw stop done
 }
@@ -177,7 +179,7 @@ func (l *gpuLane) Start(v *dag.Vertex) {
 	}
 	// v.Moves is the DAG's location model (GrCUDA's): it steers the device policies,
 	// and its managed ranges are prefetched here (arrays.go).
-	state := &gpuState{lane: l}
+	state := &gpuState{lane: l, stream: st.Handle}
 	err := l.cu.Use(func() error {
 		for _, w := range v.Waits() {
 			dw, ok := w.Parent.LaneData().(deviceWait)
@@ -269,26 +271,44 @@ const (
 
 // poll ends the lane's vertices as their stop events complete: the moment a GPU
 // vertex's work is done, its host and transfer children may start.
+//
+// A stream's work completes in the order it was queued, so of each stream only the
+// oldest vertex in flight is queried: a sweep costs one cuEventQuery per busy stream,
+// not one per vertex. The queries run without l.mu, which Start takes to add a
+// vertex (the driver's calls would make every launch wait behind a sweep). After the
+// last end the poller keeps polling for pollSpin, in flight or not, before it sleeps:
+// a launch that finds it parked pays a wake-up.
 func (l *gpuLane) poll() {
 	defer close(l.done)
-	var ended []*dag.Vertex
+	var batch, kept, spare, ended []*dag.Vertex
 	var errs []error
+	var busy []uintptr // streams whose oldest vertex in this sweep is not done
 	lastEnd := time.Now()
 	for {
 		l.mu.Lock()
 		if len(l.inflight) == 0 {
 			closed := l.closed
 			l.mu.Unlock()
-			if closed {
+			switch {
+			case closed:
 				return
+			case time.Since(lastEnd) < pollSpin:
+				runtime.Gosched()
+			default:
+				<-l.wake
+				lastEnd = time.Now()
 			}
-			<-l.wake
-			lastEnd = time.Now()
 			continue
 		}
-		kept := l.inflight[:0]
-		for _, v := range l.inflight {
+		batch, l.inflight = l.inflight, spare[:0]
+		l.mu.Unlock()
+		busy = busy[:0]
+		for _, v := range batch {
 			s := v.LaneData().(*gpuState)
+			if slices.Contains(busy, s.stream) {
+				kept = append(kept, v)
+				continue
+			}
 			switch done, err := s.stop.Done(); {
 			case err != nil:
 				ended, errs = append(ended, v), append(errs, err)
@@ -299,11 +319,16 @@ func (l *gpuLane) poll() {
 				ended, errs = append(ended, v), append(errs, nil)
 			default:
 				kept = append(kept, v)
+				busy = append(busy, s.stream)
 			}
 		}
-		clear(l.inflight[len(kept):])
-		l.inflight = kept
+		l.mu.Lock()
+		added := l.inflight // what Start queued during the sweep, after everything kept
+		l.inflight = append(kept, added...)
 		l.mu.Unlock()
+		clear(added)
+		clear(batch)
+		spare, kept = added[:0], batch[:0]
 		for i, v := range ended {
 			v.End(errs[i])
 		}
