@@ -5,6 +5,8 @@ A shape's ``build(p, A)`` issues one repetition of its work through ``p``:
     p.launch(kernel_name, grid, block, *args, lane=k)   # one kernel launch
     tok = p.mark(k)                                      # "everything issued on lane k so far"
     p.wait(j, tok)                                       # lane j waits for that
+    p.copy(dst, src, lane=k)                             # dst[:] = src on lane k (an exchange
+                                                         # between partitions: multi-GPU mode)
 
 ``A`` holds the backend's arrays by name (``A.x``; slices ``A.u[1:n]`` are views).
 Lanes, marks and waits are the hand-written stream structure: the CuPy backends map
@@ -130,6 +132,11 @@ class Program:
     def wait(self, lane, token):
         pass
 
+    def copy(self, dst, src, lane=0):
+        """dst[:] = src (equal sizes and types) on `lane`, after what the lane issued
+        before: the data a partitioned program exchanges (shapes_multi.py)."""
+        raise NotImplementedError(f"{self.name}: no copy")
+
     def begin(self):
         pass
 
@@ -233,6 +240,15 @@ class CupyStreams(Program):
             check_launch(name, grid, block, args, len, lambda a: a.dtype)
         k = self.modules.get(name)
         k((grid,), (block,), tuple(convert_scalars(name, args, True)), stream=self._stream(lane))
+
+    def copy(self, dst, src, lane=0):
+        """A device-to-device cudaMemcpyAsync on the lane's stream."""
+        import cupy as cp
+
+        if dst.dtype != src.dtype or dst.size != src.size:
+            raise BenchError(f"{self.name}: copy of {src.dtype} x {src.size} into {dst.dtype} x {dst.size}")
+        cp.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, src.nbytes, cp.cuda.runtime.memcpyDeviceToDevice,
+                                    self._stream(lane).ptr)
 
     def mark(self, lane):
         if self.serial:
@@ -385,6 +401,10 @@ class Dag(Program):
             check_launch(name, grid, block, args, len, lambda a: a.dtype)
         k = self.dagctx.kernel(name)
         self.vertices.append(k(grid, block)(*convert_scalars(name, args, False)))
+
+    def copy(self, dst, src, lane=0):
+        """ctx.copy: a vertex like a kernel (reads src's range, writes dst's)."""
+        self.vertices.append(self.dagctx.get().copy(dst, src))
 
     def run(self, build):
         import cupy as cp

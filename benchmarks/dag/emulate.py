@@ -134,6 +134,12 @@ def k_spmv_csr(g, b, y, rowptr, col, val, x, n):
     y[:n] = spmv(rowptr, col, val, x, n)
 
 
+def k_spmv_csr_rows(g, b, y, rowptr, col, val, x, n, ncols):
+    nnz = int(rowptr[n]) - int(rowptr[0])
+    rp = rowptr[:n + 1].astype(np.int64) - int(rowptr[0])
+    y[:n] = spmv(rp, col[:nnz], val[:nnz], x[:ncols], n)
+
+
 def k_cg_alpha(g, b, alpha, rr, pap):
     alpha[0] = rr[0] / pap[0]
 
@@ -294,6 +300,22 @@ class Emulator(Program):
             if p.pointer:
                 root, lo, hi = _root_range(a)
                 accesses.append((root, lo, hi, p.access == "write"))
+        self._order(lane, accesses, name)
+        EMULATED[name](grid, block, *convert_scalars(name, args, False))
+
+    def copy(self, dst, src, lane=0):
+        """dst[:] = src on `lane` (an exchange between partitions): ordered and
+        race-checked as a launch that reads src and writes dst."""
+        self._lane(lane)
+        if dst.dtype != src.dtype or dst.shape != src.shape:
+            raise AssertionError(f"copy of {src.dtype} {src.shape} into {dst.dtype} {dst.shape}")
+        self._order(lane, [(*_root_range(src), False), (*_root_range(dst), True)], "copy")
+        dst[...] = src
+
+    def _order(self, lane, accesses, name):
+        """Stamp one operation of `lane` touching `accesses` [(root, lo, hi, write)] and
+        record a race for each earlier operation of another lane that touches
+        overlapping bytes (one of the two writing) without being ordered before it."""
         self.clock[lane][lane] += 1
         stamp = self.clock[lane].copy()
         me = len(self.history)
@@ -308,7 +330,6 @@ class Emulator(Program):
                                       f"touch bytes [{max(lo1, hit[0])}, {min(hi1, hit[1])}) of one array, unordered")
                     break
         self.history.append((me, lane, stamp, accesses, name))
-        EMULATED[name](grid, block, *convert_scalars(name, args, False))
 
     def end(self):
         pass
@@ -335,7 +356,7 @@ class DagDry(Program):
         import ucxx_go
 
         self.ctx = ucxx_go.ExecutionContext(policy="async", transfers=False, gpus=[])
-        self.launches = 0
+        self.launches = self.copies = 0
 
     def alloc(self, host_arrays, state):
         self._keep = [FakeCuda(v.copy()) for v in host_arrays.values()]
@@ -347,6 +368,17 @@ class DagDry(Program):
         check_launch(name, grid, block, args, len, lambda a: a.dtype)
         pack_arguments(self.ctx, params_of(name), convert_scalars(name, args, False), name)
         self.launches += 1
+
+    def copy(self, dst, src, lane=0):
+        """The checks ExecutionContext.copy makes before scheduling (equal byte sizes,
+        arrays of this context); nothing is scheduled."""
+        from ucxx_go._execution import DeviceArray
+
+        if not (isinstance(dst, DeviceArray) and isinstance(src, DeviceArray)):
+            raise AssertionError(f"copy between {type(dst).__name__} and {type(src).__name__}: not context arrays")
+        if dst.nbytes != src.nbytes or dst.dtype != src.dtype:
+            raise AssertionError(f"copy of {src.nbytes} bytes ({src.dtype}) into {dst.nbytes} ({dst.dtype})")
+        self.copies += 1
 
     def close(self):
         self.ctx.close()
@@ -368,7 +400,7 @@ class FakeMultiRT:
     def __init__(self, emu, devs):
         self.emu, self.devs = emu, list(devs)
         self.streams, self.events = [], []
-        self.launches = self.cross_waits = self.records = 0
+        self.launches = self.cross_waits = self.records = self.copies = self.peer_copies = 0
         self.per_device = {d: 0 for d in self.devs}
 
     def _dev(self, d):
@@ -423,5 +455,26 @@ class FakeMultiRT:
         for ev in self.events:
             ev.clock = None
 
-    def prefetch(self, ptr, nbytes, d, stream):
+    def copy_async(self, dst, dst_dev, src, src_dev, s, d):
+        """An exchange on stream s (cudaMemcpyPeerAsync): issued with the stream's
+        device current; across devices when dst_dev != src_dev."""
+        if d != s.dev:
+            raise AssertionError(f"copy issued on a stream of GPU {s.dev} with GPU {d} current")
+        self._dev(dst_dev)
+        self._dev(src_dev)
+        if s.dev not in (dst_dev, src_dev):
+            raise AssertionError(f"copy GPU {src_dev} -> GPU {dst_dev} issued on a stream of GPU {s.dev}")
+        self.copies += 1
+        self.peer_copies += dst_dev != src_dev
+        self.emu.copy(dst, src, lane=s.lane)
+
+    def empty(self, d, n, dtype):
+        """Device memory of GPU d (here a host array, poisoned)."""
         self._dev(d)
+        return np.full(n, np.nan, dtype) if np.dtype(dtype).kind == "f" else np.full(n, -1, dtype)
+
+    def copy_sync(self, dst, dst_dev, src, src_dev):
+        """A synchronous copy outside the timed program (setup, resets, reading results)."""
+        self._dev(dst_dev)
+        self._dev(src_dev)
+        dst[...] = src

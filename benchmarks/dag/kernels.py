@@ -218,6 +218,22 @@ extern "C" __global__ void spmv_csr(float* y, const int* rowptr, const int* col,
     }
 }""")
 
+# Rows [0, n) of a CSR matrix whose columns span a vector of ncols elements: the
+# product of one row partition (rowptr rebased to the partition's first nonzero) with
+# the whole vector (the multi-GPU mode's partitioned HITS/CG, shapes_multi.py).
+_k("spmv_csr_rows",
+   "y: out pointer float, rowptr: in pointer sint32, col: in pointer sint32, val: in pointer float, "
+   "x: in pointer float, n: sint32, ncols: sint32", r"""
+extern "C" __global__ void spmv_csr_rows(float* y, const int* rowptr, const int* col, const float* val,
+                                         const float* x, int n, int ncols) {
+    GRID_STRIDE(r, n) {
+        float acc = 0.0f;
+        const int end = rowptr[r + 1];
+        for (int k = rowptr[r]; k < end; ++k) acc += val[k] * x[col[k]];
+        y[r] = acc;
+    }
+}""")
+
 # -- B9 CG scalars and vector updates (scalars live in 1-element device arrays) ----------
 
 _k("cg_alpha", "alpha: out pointer float, rr: in pointer float, pap: in pointer float", r"""
@@ -420,6 +436,8 @@ def required_lengths(name, s, grid, block):
         return {"out": s["rows"], "pa": s["rows"] * C, "pb": s["rows"] * C}
     if name == "spmv_csr":
         return {"y": s["n"], "rowptr": s["n"] + 1, "x": s["n"]}
+    if name == "spmv_csr_rows":
+        return {"y": s["n"], "rowptr": s["n"] + 1, "x": s["ncols"]}
     if name == "cg_alpha":
         return {"alpha": 1, "rr": 1, "pap": 1}
     if name == "cg_beta":
