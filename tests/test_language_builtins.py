@@ -44,7 +44,7 @@ def fresh_context():
 def test_goldens_are_fresh():
     """Every golden file is, byte for byte, what its DSL program emits (each plan passes
     the checker: compiling runs it), and every file has a program."""
-    assert len(builtins.golden_files()) == 254
+    assert len(builtins.golden_files()) == 274
     stale = builtins.stale_goldens(GOLDEN_DIR)
     assert not stale, (f"{len(stale)} golden plan(s) in {GOLDEN_DIR} are stale against the DSL built-ins "
                        "(python -m ucxx_go.language.builtins --write regenerates them; go test ./core/builtin "

@@ -97,6 +97,17 @@ var algorithms = []Algorithm{
 		build: allReduceAllPairs,
 	},
 	{
+		Collective: "allreduce", Name: "direct", InPlace: true, OutOfPlace: true, Grouped: true,
+		Summary: "for the smallest messages: every rank puts its whole input into every peer's scratch " +
+			"and reduces all n copies itself; 1 hop, no stores into peers' buffers, the message sent n-1 times",
+		chunks: func(n, r int, o Options) (int, int, int) {
+			k := o.Lanes * groups(n, o.PeersPerLane)
+			return k, k, (n - 1) * k
+		},
+		lanes: groupedLanes,
+		build: allReduceDirect,
+	},
+	{
 		Collective: "allreduce", Name: "ring", InPlace: true, OutOfPlace: true, Pipelined: true,
 		Summary: "for large messages: reduce-scatter then allgather around the ring r -> r+1, " +
 			"each block in Chunks pieces forwarded as they are ready, partials received in scratch",
@@ -348,6 +359,11 @@ func (a Algorithm) Generate(n int, o Options) ([]byte, *plan.Plan, error) {
 // AllReduceAllPairs is Generate("allreduce", "allpairs", n, o).
 func AllReduceAllPairs(n int, o Options) ([]byte, *plan.Plan, error) {
 	return Generate("allreduce", "allpairs", n, o)
+}
+
+// AllReduceDirect is Generate("allreduce", "direct", n, o).
+func AllReduceDirect(n int, o Options) ([]byte, *plan.Plan, error) {
+	return Generate("allreduce", "direct", n, o)
 }
 
 // AllReduceRing is Generate("allreduce", "ring", n, o).

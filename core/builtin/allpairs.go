@@ -78,15 +78,15 @@ func (m *mesh) chans(r, l, q int) []int {
 }
 
 // scatterToScratch appends, on lane (l, q) of rank r, the puts of sub-chunks
-// [l·Q, l·Q+Q) of each group peer's block of the input (blocks of K chunks) into
-// that peer's scratch slot for r, then a signal to them and a wait for theirs:
-// once the wait returns, this rank's slots for the group's peers hold their
-// sub-chunks [l·Q, l·Q+Q).
-func (m *mesh) scatterToScratch(r, l, q int) {
+// [l·Q, l·Q+Q) of block block(p) of the input (blocks of K chunks) into each group
+// peer p's scratch slot for r, then a signal to them and a wait for theirs: once the
+// wait returns, this rank's slots for the group's peers hold their sub-chunks
+// [l·Q, l·Q+Q).
+func (m *mesh) scatterToScratch(r, l, q int, block func(p int) int) {
 	ln, k := m.at(r, l, q), m.lanes*m.q
 	var src, dst []refJ
 	for _, p := range m.peers(r, q) {
-		src = append(src, local("i", p*k+l*m.q, m.q))
+		src = append(src, local("i", block(p)*k+l*m.q, m.q))
 		dst = append(dst, ln.remote(p, "s", slot(r, p, m.n)*k+l*m.q, m.q))
 	}
 	ln.put(src, dst)
@@ -95,6 +95,11 @@ func (m *mesh) scatterToScratch(r, l, q int) {
 	ln.sync("wait", m.chans(r, l, q)...)
 	ln.nop()
 }
+
+// peerBlock and wholeInput are the blocks scatterToScratch sends: peer p's block of
+// the input (all-pairs), or the whole input, one block (direct).
+func peerBlock(p int) int { return p }
+func wholeInput(int) int  { return 0 }
 
 // reduceSlots appends, on lane (l, q) of rank r, dst = own ⊕ every scratch slot's
 // sub-chunk x = l·Q + q; with sends, the last op also stores the result there.
@@ -114,7 +119,7 @@ func allReduceAllPairs(b *builder, o Options) {
 		for l := range m.lanes {
 			for q := range m.q {
 				ln, x := m.at(r, l, q), l*m.q+q
-				m.scatterToScratch(r, l, q)
+				m.scatterToScratch(r, l, q, peerBlock)
 				if m.q > 1 {
 					ln.barrier(0, k) // every slot's sub-chunk x has arrived
 				}
@@ -147,18 +152,34 @@ func allReduceAllPairs(b *builder, o Options) {
 	}
 }
 
-func reduceScatterAllPairs(b *builder, o Options) {
+// allReduceDirect: every rank puts its whole input into every peer's scratch slot
+// for it and reduces all n copies into its own output, lane (l, q) sub-chunk l·Q + q:
+// one exchange and no stores into peers' outputs (the all-pairs plan's second
+// exchange and its single-copy writes into other processes), for n-1 times the data
+// sent. The handshake that opens every plan (a rank makes it only after its
+// previous call's reductions) keeps the peers from overwriting the slots before
+// they are read.
+func allReduceDirect(b *builder, o Options) { scatterReduce(b, o, wholeInput) }
+
+// reduceScatterAllPairs: block p of each input into rank p's scratch; each rank
+// reduces its own block into its output.
+func reduceScatterAllPairs(b *builder, o Options) { scatterReduce(b, o, peerBlock) }
+
+// scatterReduce: each rank sends block block(p) of its input to each peer p's
+// scratch, then lane (l, q) reduces output sub-chunk x = l·Q + q from sub-chunk x of
+// its own block block(r) and of every slot.
+func scatterReduce(b *builder, o Options, block func(p int) int) {
 	m := newMesh(b, o)
 	k := m.lanes * m.q
 	for r := range m.n {
 		for l := range m.lanes {
 			for q := range m.q {
 				ln, x := m.at(r, l, q), l*m.q+q
-				m.scatterToScratch(r, l, q)
+				m.scatterToScratch(r, l, q, block)
 				if m.q > 1 {
-					ln.barrier(0, k)
+					ln.barrier(0, k) // every slot's sub-chunk x has arrived
 				}
-				m.reduceSlots(r, l, q, local("o", x, 1), local("i", r*k+x, 1), nil)
+				m.reduceSlots(r, l, q, local("o", x, 1), local("i", block(r)*k+x, 1), nil)
 			}
 		}
 	}

@@ -54,13 +54,13 @@ func goldenCases() []goldenCase {
 		add("reduce.tree", n, Options{Root: 1, Chunks: 2})
 	}
 	for _, n := range []int{3, 4} {
-		for _, key := range []string{"allreduce.allpairs", "allreduce.ring", "allgather.allpairs",
+		for _, key := range []string{"allreduce.allpairs", "allreduce.direct", "allreduce.ring", "allgather.allpairs",
 			"reducescatter.allpairs", "alltoall.pairwise", "reduce.direct", "broadcast.tree", "reduce.tree"} {
 			add(key, n, Options{Lanes: 2, Root: 1})
 		}
 	}
 	for _, n := range []int{5, 8} {
-		for _, key := range []string{"allreduce.allpairs", "allgather.allpairs", "reducescatter.allpairs",
+		for _, key := range []string{"allreduce.allpairs", "allreduce.direct", "allgather.allpairs", "reducescatter.allpairs",
 			"alltoall.pairwise", "reduce.direct"} {
 			add(key, n, Options{PeersPerLane: 2, Root: 2})
 		}
@@ -251,7 +251,7 @@ func TestOptionErrors(t *testing.T) {
 }
 
 func TestNames(t *testing.T) {
-	want := []string{"allreduce.allpairs", "allreduce.ring", "allgather.allpairs", "reducescatter.allpairs",
+	want := []string{"allreduce.allpairs", "allreduce.direct", "allreduce.ring", "allgather.allpairs", "reducescatter.allpairs",
 		"alltoall.pairwise", "broadcast.chain", "broadcast.tree", "reduce.chain", "reduce.tree", "reduce.direct"}
 	if got := Names(); !slices.Equal(got, want) {
 		t.Errorf("Names() = %v, want %v", got, want)

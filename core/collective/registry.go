@@ -132,6 +132,9 @@ func (g *Registry) alltoallv(ranks int) (*plan.Plan, error) {
 
 // The built-ins' size thresholds (measured: benchmarks/collectives).
 const (
+	// directMaxBytes: allreduce messages up to this size take direct (1 step: every
+	// rank reduces all n inputs itself).
+	directMaxBytes = 16 << 10
 	// allPairsMaxBytes: allreduce messages up to this size take all-pairs (2 steps),
 	// larger ones the ring (2(n-1) steps, each rank moving 2(n-1)/n of the message).
 	allPairsMaxBytes = 256 << 10
@@ -153,6 +156,9 @@ func builtinChoice(r Request) choice {
 	o := builtin.Options{InPlace: r.InPlace, Root: r.Root}
 	switch r.Collective {
 	case "allreduce":
+		if r.Bytes <= directMaxBytes {
+			return choice{"direct", o}
+		}
 		if r.Bytes <= allPairsMaxBytes {
 			return choice{"allpairs", o}
 		}

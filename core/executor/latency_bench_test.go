@@ -1,10 +1,12 @@
 package executor
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/ucxx-go/ucxx-go/core/builtin"
+	"github.com/ucxx-go/ucxx-go/core/plan"
 	"github.com/ucxx-go/ucxx-go/core/reduce"
 )
 
@@ -30,6 +32,57 @@ func BenchmarkAllReduceSmall(b *testing.B) {
 	for _, err := range errs {
 		if err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAllReduceSmallRanks: small allreduces at 2, 4 and 8 in-process ranks (one
+// goroutine each, so run it where the ranks have a core each), with the all-pairs
+// plan and the direct one, from 8 bytes to 64 KiB: where the registry's threshold
+// between them lies.
+//
+//	go test -run '^$' -bench AllReduceSmallRanks -benchtime 2000x ./core/executor
+func BenchmarkAllReduceSmallRanks(b *testing.B) {
+	plans := []struct {
+		name string
+		make func(int, builtin.Options) ([]byte, *plan.Plan, error)
+	}{{"allpairs", builtin.AllReduceAllPairs}, {"direct", builtin.AllReduceDirect}}
+	for _, n := range []int{2, 4, 8} {
+		for _, size := range []int{8, 1 << 10, 16 << 10, 64 << 10} {
+			for _, pl := range plans {
+				b.Run(fmt.Sprintf("ranks=%d/bytes=%d/%s", n, size, pl.name), func(b *testing.B) {
+					_, p, err := pl.make(n, builtin.Options{InPlace: true})
+					if err != nil {
+						b.Fatal(err)
+					}
+					xs := newWorld(&testing.T{}, n, Options{Timeout: 20 * time.Second})
+					defer func() {
+						for _, x := range xs {
+							x.Close()
+						}
+					}()
+					bufs := make([][]byte, n)
+					for r := range bufs {
+						bufs[r] = cbytes(size)
+					}
+					b.SetBytes(int64(size))
+					b.ResetTimer()
+					errs := onAll(xs, func(r int, x *Executor) error {
+						for range b.N {
+							if err := x.Execute(Call{Plan: p, Send: Buffer{addr(bufs[r]), uint64(size)}, Recv: Buffer{addr(bufs[r]), uint64(size)},
+								DType: reduce.Float32, Op: reduce.Sum}); err != nil {
+								return err
+							}
+						}
+						return nil
+					})
+					for _, err := range errs {
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
 		}
 	}
 }

@@ -28,7 +28,7 @@ store into a peer is followed by a signal the peer waits for before it returns.
 Data is pushed, never pulled: no plan reads a peer's memory.
 
 The library's built-in algorithms (core/builtin) are DSL programs too, with every
-op pinned to its lane: ALGORITHMS lists them (allreduce.allpairs, allreduce.ring,
+op pinned to its lane: ALGORITHMS lists them (allreduce.allpairs, allreduce.direct, allreduce.ring,
 allgather.allpairs, reducescatter.allpairs, alltoall.pairwise, broadcast.chain,
 broadcast.tree, reduce.chain, reduce.tree, reduce.direct; plus alltoallv), and
 ``builtin_plan("allreduce.ring", 4, Options(chunks=2))`` gives the plan, the same
@@ -403,6 +403,14 @@ class Algorithm:
         return prog
 
 
+class _WholeAllReduce(AllReduce):
+    """An allreduce whose every rank's input and output are one block of
+    chunk_factor chunks (allreduce.direct), not one per rank."""
+
+    def chunk_counts(self):
+        return self.chunk_factor, self.chunk_factor
+
+
 def _k(n, o):
     """Chunks per block of the all-pairs reductions: a sub-chunk per lane and group."""
     return o.lanes * groups(n, o.peers_per_lane)
@@ -411,6 +419,8 @@ def _k(n, o):
 ALGORITHMS = [
     Algorithm("allreduce", "allpairs", lambda n, o: AllReduce(n, _k(n, o), o.inplace),
               builtins_allpairs.allreduce_allpairs, grouped=True),
+    Algorithm("allreduce", "direct", lambda n, o: _WholeAllReduce(n, _k(n, o), o.inplace),
+              builtins_allpairs.allreduce_direct, grouped=True),
     Algorithm("allreduce", "ring", lambda n, o: AllReduce(n, o.lanes * o.chunks, o.inplace),
               builtins_ring.allreduce_ring, pipelined=True),
     Algorithm("allgather", "allpairs", lambda n, o: AllGather(n, o.lanes, o.inplace),

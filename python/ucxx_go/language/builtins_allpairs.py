@@ -1,6 +1,6 @@
 """The all-pairs built-ins as DSL programs: every rank talks to every other directly.
 
-allreduce.allpairs, reducescatter.allpairs, allgather.allpairs, alltoall.pairwise,
+allreduce.allpairs, allreduce.direct, reducescatter.allpairs, allgather.allpairs, alltoall.pairwise,
 reduce.direct and alltoallv, lane for lane the plans of core/builtin/allpairs.go.
 
 Rank r sees its peers in the order r+1, r+2, ..., r+n-1 (mod n); peer r+d is also
@@ -23,7 +23,7 @@ from .builtins_common import Wiring, groups, nop, peer_of, signal_all, slot, wai
 from .rank import Buffer, Rank
 from .types import SyncType
 
-__all__ = ["allgather_allpairs", "allreduce_allpairs", "alltoall_pairwise", "alltoallv_pairwise", "reduce_direct",
+__all__ = ["allgather_allpairs", "allreduce_allpairs", "allreduce_direct", "alltoall_pairwise", "alltoallv_pairwise", "reduce_direct",
            "reducescatter_allpairs"]
 
 
@@ -63,14 +63,16 @@ class Mesh:
     def all_lanes(self):
         return list(range(self.k))
 
-    def scatter_to_scratch(self, r, l, q, scratch):
-        """Lane (l, q) of rank r puts sub-chunks [l·Q, l·Q+Q) of each group peer's block
-        of its input into that peer's scratch slot for r, signals them and waits for
-        theirs: then r's slots for the group's peers hold their sub-chunks."""
+    def scatter_to_scratch(self, r, l, q, scratch, block=None):
+        """Lane (l, q) of rank r puts sub-chunks [l·Q, l·Q+Q) of block block(p) of its
+        input (default: peer p's block) into each group peer p's scratch slot for r,
+        signals them and waits for theirs: then r's slots for the group's peers hold
+        their sub-chunks."""
         tb, k, inp = self.tb(l, q), self.k, Rank(r).get_input_buffer()
         for p in self.peers(r, q):
             s = slot(r, p, self.n) * k + l * self.q
-            self.ch[(r, l, p)].put(scratch[p][s:s + self.q], inp[p * k + l * self.q:p * k + l * self.q + self.q], tb=tb)
+            b = (p if block is None else block(p)) * k + l * self.q
+            self.ch[(r, l, p)].put(scratch[p][s:s + self.q], inp[b:b + self.q], tb=tb)
         signal_all(self.chans(r, l, q), tb, data_sync=SyncType.before)
         wait_all(self.chans(r, l, q), tb, data_sync=SyncType.after)
 
@@ -130,6 +132,20 @@ def allreduce_allpairs(n, o):
 def reducescatter_allpairs(n, o):
     """Block p of each input into rank p's scratch; each rank reduces its own block
     into its output, lane (l, q) sub-chunk l·Q + q."""
+    _scatter_reduce(n, o, lambda p: p)
+
+
+def allreduce_direct(n, o):
+    """Each rank puts its whole input (one block) into every peer's scratch slot for
+    it and reduces all n copies into its own output, lane (l, q) sub-chunk l·Q + q:
+    one exchange, no stores into the peers' outputs."""
+    _scatter_reduce(n, o, lambda p: 0)
+
+
+def _scatter_reduce(n, o, block):
+    """Block block(p) of each input into rank p's scratch; lane (l, q) of each rank
+    reduces output sub-chunk l·Q + q from that sub-chunk of its own block block(r)
+    and of every slot."""
     m = Mesh(n, o)
     k = m.k
     scratch = _scratch(n, (n - 1) * k)
@@ -137,11 +153,12 @@ def reducescatter_allpairs(n, o):
         rank = Rank(r)
         out, inp = rank.get_output_buffer(), rank.get_input_buffer()
         for l, q in m.lane_keys():
-            m.scatter_to_scratch(r, l, q, scratch)
+            m.scatter_to_scratch(r, l, q, scratch, block)
         m.barrier(r)
+        own = block(r) * k
         for l, q in m.lane_keys():
             x = m.tb(l, q)
-            m.reduce_slots(r, l, q, out[x:x + 1], inp[r * k + x:r * k + x + 1], scratch)
+            m.reduce_slots(r, l, q, out[x:x + 1], inp[own + x:own + x + 1], scratch)
 
 
 def allgather_allpairs(n, o):

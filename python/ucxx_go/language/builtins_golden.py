@@ -44,12 +44,12 @@ def golden_cases(keys):
         add("reduce.chain", n, root=n - 1, chunks=3)
         add("reduce.tree", n, root=1, chunks=2)
     for n in (3, 4):
-        for key in ("allreduce.allpairs", "allreduce.ring", "allgather.allpairs", "reducescatter.allpairs",
-                    "alltoall.pairwise", "reduce.direct", "broadcast.tree", "reduce.tree"):
+        for key in ("allreduce.allpairs", "allreduce.direct", "allreduce.ring", "allgather.allpairs",
+                    "reducescatter.allpairs", "alltoall.pairwise", "reduce.direct", "broadcast.tree", "reduce.tree"):
             add(key, n, lanes=2, root=1)
     for n in (5, 8):
-        for key in ("allreduce.allpairs", "allgather.allpairs", "reducescatter.allpairs", "alltoall.pairwise",
-                    "reduce.direct"):
+        for key in ("allreduce.allpairs", "allreduce.direct", "allgather.allpairs", "reducescatter.allpairs",
+                    "alltoall.pairwise", "reduce.direct"):
             add(key, n, peers_per_lane=2, root=2)
         add("allreduce.allpairs", n, peers_per_lane=3, lanes=2)
     add("allreduce.ring", 2, chunks=13)  # segments cut inside a step
