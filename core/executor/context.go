@@ -35,6 +35,8 @@ type planContext struct {
 
 	// expected[k] is how many signals counter k's waits have consumed.
 	expected []uint64
+	// skip[l] is how many leading ops (the handshake) lane l leaves out (handshakes.go).
+	skip     []int
 	barriers [plan.MaxBarriers]laneBarrier
 	sems     []rankSemaphore
 	// execs counts the calls run on the context (MSCCL++'s launch flag, from 1).
@@ -131,7 +133,8 @@ func (x *Executor) makeContext(p *plan.Plan, capacity, id uint64, mem Memory) (*
 		return nil, err
 	}
 	c := &planContext{plan: p, rank: me, memory: mem, hash: x.planHash(p), capacity: capacity, seg: seg, scratch: seg.base() + uintptr(off),
-		peers: make([]*segment, n), peerCaps: make([]uint64, n), expected: make([]uint64, counterCount(p, me))}
+		peers: make([]*segment, n), peerCaps: make([]uint64, n), expected: make([]uint64, counterCount(p, me)),
+		skip: handshakeSkip(p, me)}
 	rk := &p.Ranks[me]
 	c.sems = make([]rankSemaphore, len(rk.Semaphores))
 	for i, s := range rk.Semaphores {

@@ -7,8 +7,9 @@
 // and the caller's description, and where its buffers are; each reads everyone's
 // and fails with ErrMismatch, before any byte moves, when they differ. The plan's
 // context is found or made (per rank a segment with a counter per channel and the
-// scratch buffer, mapped by the rank's peers). Then the lanes run: puts, gets,
-// copies and reductions move bytes with memmove in mapped memory and with
+// scratch buffer, mapped by the rank's peers). Then the lanes run, less their
+// opening handshakes, which the announcements make redundant (handshakes.go):
+// puts, gets, copies and reductions move bytes with memmove in mapped memory and with
 // process_vm_readv/writev into peers' own buffers (one copy, no staging); signals
 // add to the peer's counter, waits spin briefly and then sleep on it, checking the
 // peer's process is alive and the call's deadline.

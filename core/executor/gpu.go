@@ -440,7 +440,7 @@ func (r *callRun) runGPULane(li int) {
 	lr := &laneRun{r: r, id: li, lane: &rk.Lanes[li], rk: rk, stream: r.ctx.gpu.streams[li].Handle()}
 	err := g.cctx.Use(func() error {
 		ops := lr.lane.Ops
-		for oi := range ops {
+		for oi := r.ctx.skip[li]; oi < len(ops); oi++ {
 			if r.scope.aborted.Load() {
 				return nil
 			}

@@ -46,7 +46,7 @@ func (r *callRun) runLane(li int) {
 		}
 	}()
 	ops := lr.lane.Ops
-	for oi := range ops {
+	for oi := r.ctx.skip[li]; oi < len(ops); oi++ {
 		if r.scope.aborted.Load() {
 			return
 		}
