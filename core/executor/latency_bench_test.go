@@ -51,6 +51,9 @@ func BenchmarkAllReduceSmallRanks(b *testing.B) {
 		for _, size := range []int{8, 1 << 10, 16 << 10, 64 << 10} {
 			for _, pl := range plans {
 				b.Run(fmt.Sprintf("ranks=%d/bytes=%d/%s", n, size, pl.name), func(b *testing.B) {
+					if pl.name == "allpairs" && size%(4*n) != 0 {
+						b.Skipf("all-pairs takes whole float32 blocks per rank (the communicator pads the rest)")
+					}
 					_, p, err := pl.make(n, builtin.Options{InPlace: true})
 					if err != nil {
 						b.Fatal(err)
