@@ -497,6 +497,8 @@ def parse_args(argv=None):
     p.add_argument("--item-timeout", type=float, help="watchdog per item, seconds (default 180; --quick 60)")
     p.add_argument("--no-comm", action="store_true", help="skip the two-process pipeline and halo exchange")
     p.add_argument("--no-micro", action="store_true", help="skip the per-vertex overhead and memory measurements")
+    p.add_argument("--go-trace", metavar="PREFIX", help="record the Go runtime's execution trace of each shape into "
+                   "PREFIX.<shape> (ucxx_go.debug.go_trace; read with go tool trace)")
     p.add_argument("--chunk-bytes", type=int, default=1 << 20, help="comm pipeline chunk (default 1 MiB)")
     p.add_argument("--chunks", type=int, help="comm pipeline chunks (default 64; --quick 8)")
     p.add_argument("--comm-work", type=int, help="FMA iterations per element of the comm kernels (default: calibrated so "
@@ -590,7 +592,13 @@ def main(argv=None):
         try:
             with wd.guard(label, args.item_timeout):
                 if kind == "shape":
-                    r = run_shape(what, args, dag_ctxs, modules)
+                    if args.go_trace:
+                        import ucxx_go
+
+                        with ucxx_go.debug.go_trace(f"{args.go_trace}.{what}"):
+                            r = run_shape(what, args, dag_ctxs, modules)
+                    else:
+                        r = run_shape(what, args, dag_ctxs, modules)
                     results.data["shapes"][what] = r
                     if not r["ok"]:
                         failed = True

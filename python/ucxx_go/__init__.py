@@ -29,7 +29,7 @@ import logging
 import re
 import socket
 
-from . import _context, _tags, exceptions, types
+from . import _context, _tags, debug, exceptions, types
 from ._address import UCXAddress, get_address, get_ucx_address_from_buffer, get_worker_address
 from ._bridge import call, ext
 from ._buffers import buffer_info
@@ -54,7 +54,7 @@ __all__ = [
     "get_ucp_context_info", "get_ucp_worker_info", "get_active_transports", "get_ucp_worker",
     "get_ucxx_worker", "continuous_ucx_progress", "get_ucxpy_logger",
     "Endpoint", "Listener", "UCXAddress", "CudaFrame", "progress_mode", "exceptions", "types",
-    "register", "Region", "RemoteRegion", "Semaphore", "RemoteSemaphore", "warm_up",
+    "register", "Region", "RemoteRegion", "Semaphore", "RemoteSemaphore", "warm_up", "debug",
 ] + exceptions.__all__
 
 

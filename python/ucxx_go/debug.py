@@ -1,0 +1,32 @@
+"""Debugging aids.
+
+    with ucxx_go.debug.go_trace("dag.trace"):
+        ...                                  # then: go tool trace dag.trace
+
+``go_trace`` records the Go runtime's execution trace (goroutines, threads, system
+calls, garbage collection) of what runs inside it: where the time of a DAG's
+vertices or a collective call goes between the caller's thread, the progress thread
+and the DAG's lanes. One trace at a time per process.
+"""
+
+import contextlib
+
+from ._bridge import call, ext
+
+__all__ = ["go_trace"]
+
+
+@contextlib.contextmanager
+def go_trace(path):
+    """Trace the Go runtime into a new file at `path` while the block runs.
+
+    Raises
+    ------
+    UCXError
+        A trace is already running, or the file cannot be created.
+    """
+    call(ext.pybridge_GoTrace, str(path))
+    try:
+        yield path
+    finally:
+        call(ext.pybridge_GoTrace, "")

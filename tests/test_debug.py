@@ -1,0 +1,21 @@
+"""ucxx_go.debug: the Go runtime's execution trace."""
+
+import pytest
+
+import ucxx_go
+from ucxx_go.exceptions import UCXError
+
+
+def test_go_trace_writes_a_trace_and_refuses_a_second(tmp_path):
+    path = tmp_path / "run.trace"
+    with ucxx_go.debug.go_trace(path):
+        with pytest.raises(UCXError, match="running already"):
+            with ucxx_go.debug.go_trace(tmp_path / "second.trace"):
+                pass
+        ucxx_go.get_ucx_version()
+    data = path.read_bytes()
+    assert data.startswith(b"go 1.") and b" trace" in data[:16], data[:16]
+    assert len(data) > 100
+    assert not (tmp_path / "second.trace").exists()
+    with ucxx_go.debug.go_trace(tmp_path / "again.trace"):  # the first one stopped
+        pass
