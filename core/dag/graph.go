@@ -412,12 +412,7 @@ func (g *Graph) Wait(ctx context.Context) error {
 	}
 	idle := g.idle
 	g.mu.Unlock()
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return awaitClosed(ctx, idle)
 }
 
 // Close refuses further Adds, waits for the active vertices to finish, and stops the

@@ -220,12 +220,10 @@ func (v *Vertex) Done() <-chan struct{} {
 
 // Wait blocks until the vertex has finished and returns its Err, or ctx's error.
 func (v *Vertex) Wait(ctx context.Context) error {
-	select {
-	case <-v.Done():
-		return v.Err()
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := awaitClosed(ctx, v.Done()); err != nil {
+		return err
 	}
+	return v.Err()
 }
 
 var closedChan = func() chan struct{} {

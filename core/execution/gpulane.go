@@ -261,11 +261,17 @@ func GPUTime(v *dag.Vertex) (time.Duration, bool) {
 	return s.gpuTime, true
 }
 
-// pollSpin is how long the poller keeps polling without sleeping after the last end
-// it saw; after that it polls every pollSleep while work is in flight (a pause.For:
-// time.Sleep would make it about a millisecond).
+// How the poller waits for stop events. With vertices in flight it polls without
+// sleeping for pollBusy after the last end (or after work arrived), as CUDA's own
+// synchronisation spins: a sleeping thread's wake-up costs tens of microseconds on an
+// idle core and, on a virtual machine whose CPUs all went idle, milliseconds (a Go
+// trace on the lent H200 VM showed 20 µs nanosleeps coming back after 6 ms, making
+// a 0.7 ms DAG repetition take 6.9). Past pollBusy (long kernels) it polls every
+// pollSleep (a pause.For: time.Sleep would make it about a millisecond). With nothing
+// in flight it keeps looking for pollSpin, then parks until a Start wakes it.
 const (
 	pollSpin  = 200 * time.Microsecond
+	pollBusy  = 5 * time.Millisecond
 	pollSleep = 20 * time.Microsecond
 )
 
@@ -275,20 +281,20 @@ const (
 // A stream's work completes in the order it was queued, so of each stream only the
 // oldest vertex in flight is queried: a sweep costs one cuEventQuery per busy stream,
 // not one per vertex. The queries run without l.mu, which Start takes to add a
-// vertex (the driver's calls would make every launch wait behind a sweep). After the
-// last end the poller keeps polling for pollSpin, in flight or not, before it sleeps:
-// a launch that finds it parked pays a wake-up.
+// vertex (the driver's calls would make every launch wait behind a sweep).
 func (l *gpuLane) poll() {
 	defer close(l.done)
 	var batch, kept, spare, ended []*dag.Vertex
 	var errs []error
 	var busy []uintptr // streams whose oldest vertex in this sweep is not done
-	lastEnd := time.Now()
+	lastEnd := time.Now() // or the moment work arrived after none was in flight
+	idle := false
 	for {
 		l.mu.Lock()
 		if len(l.inflight) == 0 {
 			closed := l.closed
 			l.mu.Unlock()
+			idle = true
 			switch {
 			case closed:
 				return
@@ -299,6 +305,9 @@ func (l *gpuLane) poll() {
 				lastEnd = time.Now()
 			}
 			continue
+		}
+		if idle {
+			idle, lastEnd = false, time.Now()
 		}
 		batch, l.inflight = l.inflight, spare[:0]
 		l.mu.Unlock()
@@ -338,7 +347,7 @@ func (l *gpuLane) poll() {
 			ended, errs = ended[:0], errs[:0]
 			continue
 		}
-		if time.Since(lastEnd) < pollSpin {
+		if time.Since(lastEnd) < pollBusy {
 			// Gosched, not pause.Yield: the poller is an ordinary goroutine, and what
 			// it readied (a waiter, a child's launch) may wait for its P. With
 			// pause.Yield the suite's bs shape took 3.07 ms instead of 0.61 (H200).

@@ -1,0 +1,37 @@
+package dag
+
+import (
+	"context"
+	"time"
+
+	"github.com/ucxx-go/ucxx-go/core/internal/pause"
+)
+
+// awaitSpin is how long a host wait (Vertex.Wait, Graph.Wait) keeps looking before
+// it blocks. The end it waits for usually comes from another thread (a GPU lane's
+// poller, a worker, the progress thread) within microseconds of the wait starting,
+// and a blocked thread's wake-up costs tens of microseconds on an idle core and, on a
+// virtual machine whose CPUs all went idle, up to milliseconds.
+const awaitSpin = 200 * time.Microsecond
+
+// awaitClosed waits until done is closed or ctx ends: it looks at done for up to
+// awaitSpin, giving its CPU to other runnable threads between looks (pause.Yield: the
+// caller may be a thread locked to its goroutine, such as Python's), then blocks.
+//
+// Errors: ctx.Err() when ctx ends first.
+func awaitClosed(ctx context.Context, done <-chan struct{}) error {
+	for start := time.Now(); time.Since(start) < awaitSpin; {
+		select {
+		case <-done:
+			return nil
+		default:
+		}
+		pause.Yield()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
