@@ -14,17 +14,21 @@ import (
 // virtual machine whose CPUs all went idle, up to milliseconds.
 const awaitSpin = 200 * time.Microsecond
 
-// awaitClosed waits until done is closed or ctx ends: it looks at done for up to
-// awaitSpin, giving its CPU to other runnable threads between looks (pause.Yield: the
-// caller may be a thread locked to its goroutine, such as Python's), then blocks.
+// awaitClosed waits until done is closed or ctx ends: for up to awaitSpin it looks
+// at done and polls the graph's Poller lanes (so a GPU vertex's end is learned on
+// this thread), giving its CPU to other runnable threads between looks (pause.Yield:
+// the caller may be a thread locked to its goroutine, such as Python's), then blocks.
 //
 // Errors: ctx.Err() when ctx ends first.
-func awaitClosed(ctx context.Context, done <-chan struct{}) error {
+func (g *Graph) awaitClosed(ctx context.Context, done <-chan struct{}) error {
 	for start := time.Now(); time.Since(start) < awaitSpin; {
 		select {
 		case <-done:
 			return nil
 		default:
+		}
+		for _, p := range g.pollers {
+			p.Poll()
 		}
 		pause.Yield()
 	}

@@ -56,6 +56,7 @@ type Graph struct {
 	idle    chan struct{} // closed when the last active vertex finishes, if made
 	parents []*Vertex     // scratch of Add
 	dot     *dotRecord    // with Options.DOT
+	pollers []Poller      // the GPU and transfer lanes that are Pollers (host waits poll them)
 }
 
 // New returns an empty graph configured by opts.
@@ -78,6 +79,11 @@ func New(opts Options) (*Graph, error) {
 	}
 	if opts.DOT {
 		g.dot = &dotRecord{}
+	}
+	for _, l := range append(slices.Clone(opts.GPULanes), opts.TransferLane) {
+		if p, ok := l.(Poller); ok {
+			g.pollers = append(g.pollers, p)
+		}
 	}
 	return g, nil
 }
@@ -412,7 +418,7 @@ func (g *Graph) Wait(ctx context.Context) error {
 	}
 	idle := g.idle
 	g.mu.Unlock()
-	return awaitClosed(ctx, idle)
+	return g.awaitClosed(ctx, idle)
 }
 
 // Close refuses further Adds, waits for the active vertices to finish, and stops the

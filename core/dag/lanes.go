@@ -54,6 +54,17 @@ type Releaser interface {
 	Release(v *Vertex)
 }
 
+// Poller is a Lane that can look for ended vertices on the caller's thread, as its
+// own poller does: a host wait (Vertex.Wait, Graph.Wait) calls Poll while it spins,
+// so the end it waits for is learned by the thread that wants it, without a hand-off
+// between threads. Poll must be safe to call from any goroutine at any time, return
+// at once when another caller is polling the lane, and call End like the lane's
+// poller.
+type Poller interface {
+	Lane
+	Poll()
+}
+
 // ErrLaneClosed is the error of a vertex started on a HostLane after Close.
 var ErrLaneClosed = fmt.Errorf("dag: host lane closed: %w", os.ErrClosed)
 

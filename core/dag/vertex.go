@@ -220,7 +220,7 @@ func (v *Vertex) Done() <-chan struct{} {
 
 // Wait blocks until the vertex has finished and returns its Err, or ctx's error.
 func (v *Vertex) Wait(ctx context.Context) error {
-	if err := awaitClosed(ctx, v.Done()); err != nil {
+	if err := v.g.awaitClosed(ctx, v.Done()); err != nil {
 		return err
 	}
 	return v.Err()

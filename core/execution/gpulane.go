@@ -62,6 +62,13 @@ func (s *gpuState) queueWait(drv *ucxx.CUDADriver, stream uintptr) error {
 	return drv.StreamWaitEvent(stream, s.stop)
 }
 
+// sweepState is a sweep's room, kept between sweeps; guarded by gpuLane.sweepMu.
+type sweepState struct {
+	batch, kept, spare, ended []*dag.Vertex
+	errs                      []error
+	busy                      []uintptr // streams whose oldest vertex in this sweep is not done
+}
+
 // gpuLane runs the GPU vertices of one device on CUDA streams it creates (it is the
 // DAG's StreamPool for its device), and learns their ends by polling their stop
 // events from a goroutine of its own.
@@ -79,6 +86,9 @@ type gpuLane struct {
 	timing   bool
 	inflight []*dag.Vertex
 	wake     chan struct{}
+
+	sweepMu  sync.Mutex // one sweep at a time: the poller's or a host wait's (Poll)
+	sweeping sweepState
 	closed   bool
 	done     chan struct{} // the poller has returned
 
@@ -276,23 +286,23 @@ const (
 )
 
 // poll ends the lane's vertices as their stop events complete: the moment a GPU
-// vertex's work is done, its host and transfer children may start.
-//
-// A stream's work completes in the order it was queued, so of each stream only the
-// oldest vertex in flight is queried: a sweep costs one cuEventQuery per busy stream,
-// not one per vertex. The queries run without l.mu, which Start takes to add a
-// vertex (the driver's calls would make every launch wait behind a sweep).
+// vertex's work is done, its host and transfer children may start. Host waits sweep
+// too (Poll), so a waiter learns the end it wants on its own thread.
 func (l *gpuLane) poll() {
 	defer close(l.done)
-	var batch, kept, spare, ended []*dag.Vertex
-	var errs []error
-	var busy []uintptr // streams whose oldest vertex in this sweep is not done
 	lastEnd := time.Now() // or the moment work arrived after none was in flight
 	idle := false
 	for {
-		l.mu.Lock()
-		if len(l.inflight) == 0 {
-			closed := l.closed
+		l.sweepMu.Lock()
+		ended, inflight := l.sweep()
+		l.sweepMu.Unlock()
+		if ended > 0 {
+			lastEnd, idle = time.Now(), false
+			continue
+		}
+		if !inflight {
+			l.mu.Lock()
+			closed := l.closed && len(l.inflight) == 0
 			l.mu.Unlock()
 			idle = true
 			switch {
@@ -309,44 +319,6 @@ func (l *gpuLane) poll() {
 		if idle {
 			idle, lastEnd = false, time.Now()
 		}
-		batch, l.inflight = l.inflight, spare[:0]
-		l.mu.Unlock()
-		busy = busy[:0]
-		for _, v := range batch {
-			s := v.LaneData().(*gpuState)
-			if slices.Contains(busy, s.stream) {
-				kept = append(kept, v)
-				continue
-			}
-			switch done, err := s.stop.Done(); {
-			case err != nil:
-				ended, errs = append(ended, v), append(errs, err)
-			case done:
-				if s.start != (ucxx.CUDAEvent{}) {
-					s.gpuTime, _ = ucxx.Elapsed(s.start, s.stop) // before Release recycles the events
-				}
-				ended, errs = append(ended, v), append(errs, nil)
-			default:
-				kept = append(kept, v)
-				busy = append(busy, s.stream)
-			}
-		}
-		l.mu.Lock()
-		added := l.inflight // what Start queued during the sweep, after everything kept
-		l.inflight = append(kept, added...)
-		l.mu.Unlock()
-		clear(added)
-		clear(batch)
-		spare, kept = added[:0], batch[:0]
-		for i, v := range ended {
-			v.End(errs[i])
-		}
-		if len(ended) > 0 {
-			lastEnd = time.Now()
-			clear(ended)
-			ended, errs = ended[:0], errs[:0]
-			continue
-		}
 		if time.Since(lastEnd) < pollBusy {
 			// Gosched, not pause.Yield: the poller is an ordinary goroutine, and what
 			// it readied (a waiter, a child's launch) may wait for its P. With
@@ -356,6 +328,66 @@ func (l *gpuLane) poll() {
 			pause.For(pollSleep)
 		}
 	}
+}
+
+// Poll sweeps once on the caller's goroutine, unless a sweep is running (dag.Poller).
+func (l *gpuLane) Poll() {
+	if l.sweepMu.TryLock() {
+		l.sweep()
+		l.sweepMu.Unlock()
+	}
+}
+
+// sweep ends the in-flight vertices whose stop events are done, and says how many it
+// ended and whether any were in flight; l.sweepMu is held.
+//
+// A stream's work completes in the order it was queued, so of each stream only the
+// oldest vertex in flight is queried: a sweep costs one cuEventQuery per busy stream,
+// not one per vertex. The queries run without l.mu, which Start takes to add a
+// vertex (the driver's calls would make every launch wait behind a sweep).
+func (l *gpuLane) sweep() (ended int, inflight bool) {
+	sw := &l.sweeping
+	l.mu.Lock()
+	if len(l.inflight) == 0 {
+		l.mu.Unlock()
+		return 0, false
+	}
+	sw.batch, l.inflight = l.inflight, sw.spare[:0]
+	l.mu.Unlock()
+	sw.busy = sw.busy[:0]
+	for _, v := range sw.batch {
+		s := v.LaneData().(*gpuState)
+		if slices.Contains(sw.busy, s.stream) {
+			sw.kept = append(sw.kept, v)
+			continue
+		}
+		switch done, err := s.stop.Done(); {
+		case err != nil:
+			sw.ended, sw.errs = append(sw.ended, v), append(sw.errs, err)
+		case done:
+			if s.start != (ucxx.CUDAEvent{}) {
+				s.gpuTime, _ = ucxx.Elapsed(s.start, s.stop) // before Release recycles the events
+			}
+			sw.ended, sw.errs = append(sw.ended, v), append(sw.errs, nil)
+		default:
+			sw.kept = append(sw.kept, v)
+			sw.busy = append(sw.busy, s.stream)
+		}
+	}
+	l.mu.Lock()
+	added := l.inflight // what Start queued during the sweep, after everything kept
+	l.inflight = append(sw.kept, added...)
+	l.mu.Unlock()
+	clear(added)
+	clear(sw.batch)
+	sw.spare, sw.kept = added[:0], sw.batch[:0]
+	for i, v := range sw.ended {
+		v.End(sw.errs[i])
+	}
+	ended = len(sw.ended)
+	clear(sw.ended)
+	sw.ended, sw.errs = sw.ended[:0], sw.errs[:0]
+	return ended, true
 }
 
 // close stops the poller once nothing is in flight (the caller waited for the graph)
