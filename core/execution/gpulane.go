@@ -292,6 +292,7 @@ func (l *gpuLane) poll() {
 	defer close(l.done)
 	lastEnd := time.Now() // or the moment work arrived after none was in flight
 	idle := false
+	var spin spinner
 	for {
 		l.sweepMu.Lock()
 		ended, inflight := l.sweep()
@@ -309,7 +310,7 @@ func (l *gpuLane) poll() {
 			case closed:
 				return
 			case time.Since(lastEnd) < pollSpin:
-				runtime.Gosched()
+				spin.turn()
 			default:
 				<-l.wake
 				lastEnd = time.Now()
@@ -320,14 +321,32 @@ func (l *gpuLane) poll() {
 			idle, lastEnd = false, time.Now()
 		}
 		if time.Since(lastEnd) < pollBusy {
-			// Gosched, not pause.Yield: the poller is an ordinary goroutine, and what
-			// it readied (a waiter, a child's launch) may wait for its P. With
-			// pause.Yield the suite's bs shape took 3.07 ms instead of 0.61 (H200).
-			runtime.Gosched()
+			spin.turn()
 		} else {
 			pause.For(pollSleep)
 		}
 	}
+}
+
+// spinner paces the poller's spin. Each turn gives the CPU to any other thread
+// waiting for it (pause.Yield); every spinGoschedEvery turns it also lets the Go
+// scheduler run what the poller readied on its P (runtime.Gosched). Gosched on every
+// turn kept the runtime waking and parking threads to look for work, and the
+// launching thread was preempted (bs: 20-29 involuntary context switches of the
+// Python thread a repetition, launches of 400-800 µs, on the lent H200); Yield alone
+// left a waiter readied on the poller's P unrun (bs 3.07 ms instead of 0.61), which
+// now matters less since waiters poll themselves (Poll).
+type spinner struct{ n uint }
+
+const spinGoschedEvery = 32
+
+func (s *spinner) turn() {
+	s.n++
+	if s.n%spinGoschedEvery == 0 {
+		runtime.Gosched()
+		return
+	}
+	pause.Yield()
 }
 
 // Poll sweeps once on the caller's goroutine, unless a sweep is running (dag.Poller).
