@@ -3,10 +3,12 @@
     python -m ucxx_go.launch -n N benchmarks/collectives/dsl_vs_builtin.py [--sizes 8,64K,1M,16M] [--iters 500]
 
 For each size each rank builds, with the DSL (ucxx_go.language.builtins), the plan the
-registry picks for an in-place float32 allreduce of that size (all-pairs up to 256 KiB,
-then the ring, pipelined in 4 from 4 MiB: core/collective/registry.go), loads it with
-ExecutionPlan.from_json and times `await comm.execute(plan, x)` against
-`await comm.allreduce(x)` in alternating rounds of --iters calls after a warm-up. Rank 0
+registry picks for an in-place float32 allreduce of that size (direct up to 64 KiB,
+all-pairs up to 256 KiB, then the ring, pipelined in 4 from 4 MiB:
+core/collective/registry.go), loads it with ExecutionPlan.from_json and times
+`await comm.execute(plan, x)` against `await comm.allreduce(x)` call by call,
+interleaved (DSL, built-in, built-in, DSL, ...), so that both see the same moments of
+the machine, --iters calls of each in each of --rounds rounds after a warm-up. Rank 0
 prints a table: the median per call of each (the slowest rank's), and DSL / built-in
 (1.00: the DSL costs nothing). Both results are checked against the sum.
 """
@@ -23,7 +25,8 @@ import ucxx_go
 from ucxx_go.language import builtins as dsl
 from ucxx_go.language.builtins_common import Options
 
-ALLPAIRS_MAX = 256 << 10  # core/collective/registry.go: allPairsMaxBytes
+DIRECT_MAX = 64 << 10  # core/collective/registry.go: directMaxBytes
+ALLPAIRS_MAX = 256 << 10  # allPairsMaxBytes
 PIPELINE_MIN, PIPELINE_CHUNKS = 4 << 20, 4  # pipelineMinBytes, pipelineChunks
 
 
@@ -34,19 +37,26 @@ def size(s):
 
 def registry_plan(n, nbytes):
     """The DSL's plan for the built-in the registry picks at nbytes (in place)."""
-    if nbytes <= ALLPAIRS_MAX:
+    if nbytes <= DIRECT_MAX:
+        key, o = "allreduce.direct", Options(inplace=True)
+    elif nbytes <= ALLPAIRS_MAX:
         key, o = "allreduce.allpairs", Options(inplace=True)
     else:
         key, o = "allreduce.ring", Options(inplace=True, chunks=PIPELINE_CHUNKS if nbytes >= PIPELINE_MIN else 1)
     return key, ucxx_go.ExecutionPlan.from_json(json.dumps(dsl.builtin_plan(key, n, o)))
 
 
-async def timed(comm, call, iters):
+async def interleaved(comm, calls, iters):
+    """Per-call times (µs) of each of calls [(name, call)], the calls made in turn,
+    the order reversed every other turn."""
+    times = {name: [] for name, _ in calls}
     await comm.barrier()
-    t = time.perf_counter()
-    for _ in range(iters):
-        await call()
-    return (time.perf_counter() - t) / iters * 1e6
+    for i in range(iters):
+        for name, call in calls if i % 2 == 0 else calls[::-1]:
+            t = time.perf_counter_ns()
+            await call()
+            times[name].append((time.perf_counter_ns() - t) / 1e3)
+    return times
 
 
 async def main():
@@ -71,10 +81,11 @@ async def main():
             if not np.all(x == n):
                 raise SystemExit(f"rank {r}: wrong sum at {count * 4} B")
         times = {"dsl": [], "builtin": []}
-        for k in range(a.rounds):
-            order = [("dsl", lambda: comm.execute(plan, x)), ("builtin", lambda: comm.allreduce(x))]
-            for name, call in order if k % 2 == 0 else order[::-1]:
-                times[name].append(await timed(comm, call, iters))
+        calls = [("dsl", lambda: comm.execute(plan, x)), ("builtin", lambda: comm.allreduce(x))]
+        await interleaved(comm, calls, max(2, iters // 10))  # warm-up
+        for _ in range(a.rounds):
+            for name, ts in (await interleaved(comm, calls, iters)).items():
+                times[name] += ts
         mine = {k: statistics.median(v) for k, v in times.items()}
         got = np.zeros(2 * n)
         np.copyto(got[2 * r:2 * r + 2], [mine["dsl"], mine["builtin"]])
@@ -83,7 +94,7 @@ async def main():
         rows.append((count * 4, key, dsl_us, builtin_us))
     if r == 0:
         print(f"allreduce, float32 sum, in place, {n} ranks; median µs per call (slowest rank), "
-              f"{a.rounds} alternating rounds")
+              f"{a.rounds} rounds of {a.iters} interleaved calls of each")
         print("| bytes | plan | DSL plan via execute | built-in via allreduce | DSL / built-in |")
         print("| ---: | --- | ---: | ---: | ---: |")
         for b, key, d, bi in rows:
