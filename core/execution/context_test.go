@@ -184,16 +184,22 @@ func TestTransfersAreVertices(t *testing.T) {
 
 // TestFailureReachesDescendantsOnly: a transfer that fails fails its descendants,
 // whose error chain names it and its status; an unrelated vertex completes; the
-// context stays usable.
+// context stays usable. The put waits behind a gate until all are added: a vertex
+// added after its parent has failed runs normally (the failure is not remembered).
 func TestFailureReachesDescendantsOnly(t *testing.T) {
 	client, _, cep, _ := enginePair(t)
 	c := newContext(t, Options{Engine: client})
 	src := make([]byte, 8)
+	release := make(chan struct{})
+	if _, err := c.Host("gate", func() error { <-release; return nil }, nil, nil, []dag.Access{acc(arrA, 0, 8, dag.Write)}); err != nil {
+		t.Fatal(err)
+	}
 	put, _ := c.Transfer("put with no key", &Put{EP: cep, T: core.Transfer{Key: 12345, Addr: addr(src), Size: 8, MemType: core.MemHost}},
 		[]dag.Access{acc(arrA, 0, 8, dag.Read)})
 	child, _ := c.Host("overwrite the source", func() error { src[0] = 1; return nil }, nil, nil, []dag.Access{acc(arrA, 0, 8, dag.Write)})
 	grandchild, _ := c.Host("read it", func() error { return nil }, nil, nil, []dag.Access{acc(arrA, 0, 8, dag.Read)})
 	other, _ := c.Host("unrelated", func() error { return nil }, nil, nil, []dag.Access{acc(arrB, 0, 8, dag.Write)})
+	close(release)
 	c.Synchronize(context.Background())
 	if put.State() != dag.Failed || !errors.Is(put.Err(), ucxx.StatusInvalidParam) {
 		t.Fatalf("the put: %v, %v", put.State(), put.Err())
