@@ -63,6 +63,16 @@ def _env_int(name):
         raise ValueError(f"Communicator.init: {name}={value!r} is not an integer") from None
 
 
+def _send_recv_info(send, recv):
+    """buffer_info of the send buffer (read) and the receive buffer (written). In place
+    (one object) the buffer is looked at once, writable: each look costs 1.4-1.6 µs,
+    a fifth of a small allreduce."""
+    if send is recv:
+        r = buffer_info(recv, writable=True)
+        return r, r
+    return buffer_info(send, writable=False), buffer_info(recv, writable=True)
+
+
 class Communicator:
     """A communicator of ``size`` ranks; make one with ``await Communicator.init()``."""
 
@@ -147,8 +157,7 @@ class Communicator:
         """
         self._check()
         recv = send if recv is None else recv
-        s_addr, s_n, s_keep, s_mem, s_stream = buffer_info(send, writable=recv is send)
-        r_addr, r_n, r_keep, r_mem, r_stream = buffer_info(recv, writable=True)
+        (s_addr, s_n, s_keep, s_mem, s_stream), (r_addr, r_n, r_keep, r_mem, r_stream) = _send_recv_info(send, recv)
         code = dtype_code(send, dtype)
         opc = 0 if op is None else op_code(op)
         await self._run(ext.pybridge_CommExecute, self._h, plan._h, s_addr, s_n, s_mem, s_stream, r_addr, r_n, r_mem,
@@ -264,8 +273,7 @@ class Communicator:
 
     async def _collective(self, kind, send, recv, root=0, op=None, dtype=None):
         self._check()
-        s_addr, s_n, s_keep, s_mem, s_stream = buffer_info(send, writable=False)
-        r_addr, r_n, r_keep, r_mem, r_stream = buffer_info(recv, writable=True)
+        (s_addr, s_n, s_keep, s_mem, s_stream), (r_addr, r_n, r_keep, r_mem, r_stream) = _send_recv_info(send, recv)
         code = dtype_code(send, dtype)
         opc = 0 if op is None else op_code(op)
         await self._run(ext.pybridge_CommCollective, self._h, kind, int(root), s_addr, s_n, s_mem, s_stream, r_addr, r_n,
