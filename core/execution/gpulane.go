@@ -71,7 +71,7 @@ type sweepState struct {
 
 // gpuLane runs the GPU vertices of one device on CUDA streams it creates (it is the
 // DAG's StreamPool for its device), and learns their ends by polling their stop
-// events from a goroutine of its own.
+// events from a goroutine of its own and from host waits (Poll).
 type gpuLane struct {
 	name    string
 	ordinal int
@@ -86,11 +86,11 @@ type gpuLane struct {
 	timing   bool
 	inflight []*dag.Vertex
 	wake     chan struct{}
-
-	sweepMu  sync.Mutex // one sweep at a time: the poller's or a host wait's (Poll)
-	sweeping sweepState
 	closed   bool
 	done     chan struct{} // the poller has returned
+
+	sweepMu  sync.Mutex // one sweep at a time, the poller's or a host wait's (Poll); before dag.Graph's
+	sweeping sweepState
 
 	stagedMu  sync.Mutex      // serializes copyStaged
 	staged    ucxx.CUDAStream // copyStaged's stream, made on first use
