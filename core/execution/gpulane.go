@@ -420,6 +420,11 @@ func (l *gpuLane) close() error {
 	default:
 	}
 	<-l.done
+	// A host wait may be sweeping still: its End has finished the graph (so the
+	// caller's wait returned) but not yet released the vertex, whose events the
+	// release hands back to l.events. Wait for it before destroying them.
+	l.sweepMu.Lock()
+	defer l.sweepMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var errs []error

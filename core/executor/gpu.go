@@ -438,10 +438,12 @@ func (r *callRun) runGPULane(li int) {
 	g := r.x.gpu
 	rk := &r.c.Plan.Ranks[r.me]
 	lr := &laneRun{r: r, id: li, lane: &rk.Lanes[li], rk: rk, stream: r.ctx.gpu.streams[li].Handle()}
+	aborted := false
 	err := g.cctx.Use(func() error {
 		ops := lr.lane.Ops
 		for oi := r.ctx.skip[li]; oi < len(ops); oi++ {
 			if r.scope.aborted.Load() {
+				aborted = true
 				return nil
 			}
 			if err := lr.gpuOp(&ops[oi], &r.l.Lanes[li][oi], nil, 0); err != nil {
@@ -450,9 +452,14 @@ func (r *callRun) runGPULane(li int) {
 		}
 		return lr.drain()
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		r.fail(err)
 		r.releaseCounters()
+		g.cctx.Use(func() error { return r.ctx.gpu.streams[li].Sync() })
+	case aborted:
+		// Another lane failed (and released the counters): what this lane queued
+		// must not run after the call returned into buffers the caller may free.
 		g.cctx.Use(func() error { return r.ctx.gpu.streams[li].Sync() })
 	}
 }
