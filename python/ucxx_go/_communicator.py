@@ -160,8 +160,10 @@ class Communicator:
         (s_addr, s_n, s_keep, s_mem, s_stream), (r_addr, r_n, r_keep, r_mem, r_stream) = _send_recv_info(send, recv)
         code = dtype_code(send, dtype)
         opc = 0 if op is None else op_code(op)
-        await self._run(ext.pybridge_CommExecute, self._h, plan._h, s_addr, s_n, s_mem, s_stream, r_addr, r_n, r_mem,
-                        r_stream, code, opc)
+        pending = self._run(ext.pybridge_CommExecute, self._h, plan._h, s_addr, s_n, s_mem, s_stream, r_addr, r_n,
+                            r_mem, r_stream, code, opc)
+        if pending is not None:
+            await pending
         del s_keep, r_keep
 
     async def allreduce(self, x, out=None, op="sum"):
@@ -248,8 +250,10 @@ class Communicator:
             for j in range(n):
                 table[2 * k * n + j] = displs[j] * item
                 table[(2 * k + 1) * n + j] = counts[j] * item
-        await self._run(ext.pybridge_CommAllToAllV, self._h, s_addr, s_n, s_mem, s_stream, r_addr, r_n, r_mem, r_stream,
-                        code, ctypes.addressof(table), 4 * n)
+        pending = self._run(ext.pybridge_CommAllToAllV, self._h, s_addr, s_n, s_mem, s_stream, r_addr, r_n, r_mem,
+                            r_stream, code, ctypes.addressof(table), 4 * n)
+        if pending is not None:
+            await pending
         del s_keep, r_keep, table
         return out
 
@@ -276,16 +280,21 @@ class Communicator:
         (s_addr, s_n, s_keep, s_mem, s_stream), (r_addr, r_n, r_keep, r_mem, r_stream) = _send_recv_info(send, recv)
         code = dtype_code(send, dtype)
         opc = 0 if op is None else op_code(op)
-        await self._run(ext.pybridge_CommCollective, self._h, kind, int(root), s_addr, s_n, s_mem, s_stream, r_addr, r_n,
-                        r_mem, r_stream, code, opc)
+        pending = self._run(ext.pybridge_CommCollective, self._h, kind, int(root), s_addr, s_n, s_mem, s_stream, r_addr,
+                            r_n, r_mem, r_stream, code, opc)
+        if pending is not None:
+            await pending
         del s_keep, r_keep
         return recv
 
-    async def _run(self, fn, *args):
-        """One crossing into Go; what outlives SPIN_US is awaited off the event loop."""
+    def _run(self, fn, *args):
+        """One crossing into Go. None when the call ended within SPIN_US (its error
+        raised here); else an awaitable for the rest, waited for off the event loop.
+        Not a coroutine: a coroutine frame a call is ~0.1 µs of a 3.4 µs small call."""
         ticket = call(fn, *args, SPIN_US)
         if ticket:
-            await asyncio.get_running_loop().run_in_executor(None, call, ext.pybridge_CommWait, ticket)
+            return asyncio.get_running_loop().run_in_executor(None, call, ext.pybridge_CommWait, ticket)
+        return None
 
     def _check(self):
         if self._h is None:
