@@ -464,11 +464,16 @@ func (x *Executor) publish(seq uint64, c Call, h uint64, failed bool, dev devBuf
 	return nil
 }
 
-// collect waits for every other rank's slot for call seq and reads it.
+// collect waits for every other rank's slot for call seq and reads it into
+// x.peerCalls, which it returns: valid until the next call's collect.
 func (x *Executor) collect(seq uint64, scope *waitScope) ([]peerCall, error) {
 	b, me, n := x.board, x.w.Rank(), x.w.Size()
 	off := slotOff(seq)
-	peers := make([]peerCall, n)
+	if len(x.peerCalls) != n {
+		x.peerCalls = make([]peerCall, n)
+	}
+	peers := x.peerCalls
+	clear(peers)
 	for r := range n {
 		if r == me {
 			continue

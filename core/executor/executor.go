@@ -48,6 +48,9 @@ type Executor struct {
 	closed  bool
 	hashes  map[*plan.Plan]uint64
 	layouts map[layoutKey]*plan.Layout
+	// peerCalls is collect's room for the ranks' announcements, reused by every call
+	// (calls are serialized; a call's records are not kept past it).
+	peerCalls []peerCall
 	// gpu is the CUDA side, made by the first call on device memory.
 	gpu *gpuState
 }
