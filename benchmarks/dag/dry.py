@@ -179,18 +179,26 @@ def compile_all(nvrtc_path, arch_options):
     return True
 
 
-def main(args):
-    import kernels
-    from shapes import SHAPES
-
-    failures = []
+def stepper(failures, prefix=""):
+    """step(what, fn, *args): call fn(*args); a failure is printed and appended to
+    failures as "<prefix><what>: <error>", and the next step still runs."""
 
     def step(what, fn, *a):
         try:
             fn(*a)
         except Exception as e:  # noqa: BLE001
             traceback.print_exc()
-            failures.append(f"{what}: {type(e).__name__}: {e}")
+            failures.append(f"{prefix}{what}: {type(e).__name__}: {e}")
+
+    return step
+
+
+def main(args):
+    import kernels
+    from shapes import SHAPES
+
+    failures = []
+    step = stepper(failures)
 
     _section("kernel signatures")
     step("signatures", lambda: print(f"  {kernels.check_specs()} kernels: signatures match their C declarations"))

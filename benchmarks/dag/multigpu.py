@@ -706,26 +706,12 @@ def run_shape(name, args, env):
                 b["errors_vs_numpy"] = inst.check({k: cp.asnumpy(v) for k, v in outs.items()}, bname)
             b["errors_vs_dag_1gpu"] = _compare(inst, name, bname, outs, refs, d0)
             refs.setdefault(_family(bname), (bname, outs))
-            totals, submits = [], []
-            for rep in range(args.warmup + args.reps):
-                be.arrays.reset()
-                t0 = time.perf_counter()
-                ts = be.run(inst.build)
-                t1 = time.perf_counter()
-                if isinstance(be, Dag):
-                    be.check_vertices()
-                if rep >= args.warmup:
-                    totals.append(t1 - t0)
-                    submits.append(ts - t0)
+            b.update(run.timed_repetitions(be, inst.build, args.warmup, args.reps))
             with cp.cuda.Device(d0):
                 for k in inst.outputs:
                     if not bool(cp.array_equal(be.arrays.read(k), outs[k])):
                         raise BenchError(f"{name}/{bname}: output {k} of the last repetition differs from the first's "
                                          "(a race?)")
-            med = float(np.median(totals))
-            b.update(median_ms=med * 1e3, min_ms=min(totals) * 1e3, max_ms=max(totals) * 1e3,
-                     spread=(max(totals) - min(totals)) / med if med > 0 else 0.0,
-                     submit_median_ms=float(np.median(submits)) * 1e3, times_ms=[x * 1e3 for x in totals])
             if isinstance(be, Dag):
                 b["resources"] = be.dagctx.ctx.resources()
             log(f"  {bname:26s} {b['median_ms']:9.3f} ms (min {b['min_ms']:.3f}, max {b['max_ms']:.3f}; submit "
@@ -1125,14 +1111,10 @@ def dry_checks(shapes, seed, out=print):
     from shapes import SHAPES, config
     from shapes_multi import NOT_PARTITIONED, make_partitioned
 
-    failures = []
+    from dry import stepper
 
-    def step(what, fn, *a):
-        try:
-            fn(*a)
-        except Exception as e:  # noqa: BLE001
-            traceback.print_exc()
-            failures.append(f"multi-gpu {what}: {type(e).__name__}: {e}")
+    failures = []
+    step = stepper(failures, "multi-gpu ")
 
     def policies():
         import ucxx_go

@@ -358,6 +358,28 @@ class _Recorder:
         pass
 
 
+def timed_repetitions(be, build, warmup, reps):
+    """Run build on backend be warmup + reps times, each repetition timed from its
+    first launch to the devices synchronized (be.run), its state reset untimed before;
+    a DAG backend's vertices are checked after each. Returns the timing fields of the
+    backend's record: median_ms, min_ms, max_ms, spread, submit_median_ms, times_ms."""
+    totals, submits = [], []
+    for rep in range(warmup + reps):
+        be.arrays.reset()
+        t0 = time.perf_counter()
+        ts = be.run(build)
+        t1 = time.perf_counter()
+        if hasattr(be, "check_vertices"):
+            be.check_vertices()
+        if rep >= warmup:
+            totals.append(t1 - t0)
+            submits.append(ts - t0)
+    med = float(np.median(totals))
+    return {"median_ms": med * 1e3, "min_ms": min(totals) * 1e3, "max_ms": max(totals) * 1e3,
+            "spread": (max(totals) - min(totals)) / med if med > 0 else 0.0,
+            "submit_median_ms": float(np.median(submits)) * 1e3, "times_ms": [x * 1e3 for x in totals]}
+
+
 def run_shape(name, args, dag_ctxs, modules):
     import cupy as cp
 
@@ -425,26 +447,11 @@ def run_shape(name, args, dag_ctxs, modules):
                                          "kernels in the same dependency order must agree bit for bit (a race?)")
             else:
                 first[family] = (bname, outs)
-            # Timed repetitions (each: state reset untimed, then first launch -> device synchronized).
-            totals, submits = [], []
-            for rep in range(args.warmup + args.reps):
-                be.arrays.reset()
-                t0 = time.perf_counter()
-                ts = be.run(inst.build)
-                t1 = time.perf_counter()
-                if isinstance(be, Dag):
-                    be.check_vertices()
-                if rep >= args.warmup:
-                    totals.append(t1 - t0)
-                    submits.append(ts - t0)
+            b.update(timed_repetitions(be, inst.build, args.warmup, args.reps))
             last = {k: be.arrays.read(k) for k in inst.outputs}
             for k in inst.outputs:
                 if not np.array_equal(last[k], outs[k], equal_nan=True):
                     raise BenchError(f"{name}/{bname}: output {k} of the last repetition differs from the first's (a race?)")
-            med = float(np.median(totals))
-            b.update(median_ms=med * 1e3, min_ms=min(totals) * 1e3, max_ms=max(totals) * 1e3,
-                     spread=(max(totals) - min(totals)) / med if med > 0 else 0.0,
-                     submit_median_ms=float(np.median(submits)) * 1e3, times_ms=[x * 1e3 for x in totals])
             if isinstance(be, Dag):
                 b["resources"] = be.dagctx.ctx.resources()
             log(f"  {bname:13s} {b['median_ms']:9.3f} ms (min {b['min_ms']:.3f}, max {b['max_ms']:.3f}; submit "

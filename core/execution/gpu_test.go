@@ -65,7 +65,7 @@ func readWords(t *testing.T, d *ucxx.CUDADriver, p uintptr, n int) []uint32 {
 	return w
 }
 
-func addOne(t *testing.T, c *Context) *Kernel {
+func addOne(t testing.TB, c *Context) *Kernel {
 	t.Helper()
 	ptx, err := os.ReadFile("../../ucxx/testdata/add_one.ptx")
 	if err != nil {

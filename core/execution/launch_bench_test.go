@@ -3,7 +3,6 @@ package execution
 import (
 	"context"
 	"errors"
-	"os"
 	"testing"
 
 	"github.com/ucxx-go/ucxx-go/core/dag"
@@ -86,18 +85,7 @@ func benchSetup(b *testing.B, arrays int, graph dag.Options) (*Context, *ucxx.CU
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { c.Close() })
-	ptx, err := os.ReadFile("../../ucxx/testdata/add_one.ptx")
-	if err != nil {
-		b.Fatal(err)
-	}
-	m, err := c.LoadModule(ptx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	k, err := m.Kernel("add_one")
-	if err != nil {
-		b.Fatal(err)
-	}
+	k := addOne(b, c)
 	cu := c.gpus[0].cu
 	bufs := make([]uintptr, arrays)
 	for i := range bufs {
