@@ -51,7 +51,8 @@ const (
 	// the best link from a holder; else round-robin.
 	MinMinTransferTime
 	// MinMaxTransferTime is MinMinTransferTime with each range copied over the worst
-	// link from a holder: the GPU whose slowest case is best.
+	// link from a holder (a holder with no link to the GPU makes the time infinite):
+	// the GPU whose slowest case is best.
 	MinMaxTransferTime
 )
 
@@ -142,7 +143,11 @@ func (streamAware) SelectDevice(_ []Access, load DeviceLoad, _ *LocationTracker)
 	return best
 }
 
-// minTransferSize is GrCUDA's MIN_TRANSFER_SIZE over byte ranges.
+// minTransferSize is GrCUDA's MIN_TRANSFER_SIZE over byte ranges. As GrCUDA's
+// MinimizeTransferSizeDeviceSelectionPolicy.retrieveImpl: the GPU holding the most
+// bytes read, the lowest-numbered on ties, if it holds more than the threshold of
+// them; else (every byte on the host, or too few on any one GPU) the policy's own
+// round-robin, whose position moves only when it is used.
 type minTransferSize struct {
 	rr        roundRobin
 	threshold float64
@@ -167,6 +172,10 @@ func (m *minTransferSize) SelectDevice(acc []Access, load DeviceLoad, loc *Locat
 // MINMAX_TRANSFER_TIME (worst true) over byte ranges: the estimated time to bring
 // every range read to a device is the sum of its bytes over the bandwidth of the best
 // (or worst) link from a holder of its newest copy, zero when the device holds it.
+// As GrCUDA's TransferTimeDeviceSelectionPolicy.retrieveImpl: only devices holding
+// more than the threshold are candidates, the lowest-numbered wins ties (equal times,
+// infinite ones included), and with no candidate (no GPU holds enough, e.g. every
+// byte on the host) the choice is the policy's own round-robin.
 type transferTime struct {
 	rr        roundRobin
 	threshold float64
@@ -211,15 +220,14 @@ func (t *transferTime) SelectDevice(acc []Access, load DeviceLoad, loc *Location
 }
 
 // link returns the bandwidth a copy from the holders s to d is assumed to get: the
-// best (or, worst set, the worst) link from one of them; +0 (an infinite time) when
-// none is known.
+// best (or, worst set, the worst) link from one of them, a missing link counting as
+// 0 GB/s, as GrCUDA's computeBandwidth reduces the matrix row with max (or min). So
+// the best link ignores missing ones unless all are missing, and the worst link is 0
+// when any is; 0 means an infinite time.
 func (t *transferTime) link(s LocationSet, d int) float64 {
 	bw := math.NaN()
 	s.Each(func(l int) {
-		b := t.bw.Get(l, d)
-		if b <= 0 {
-			return
-		}
+		b := max(t.bw.Get(l, d), 0)
 		if math.IsNaN(bw) || (t.worst && b < bw) || (!t.worst && b > bw) {
 			bw = b
 		}

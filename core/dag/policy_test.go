@@ -296,3 +296,97 @@ func TestOneGPUSameScheduleForEveryPolicy(t *testing.T) {
 		}
 	}
 }
+
+// uniformMatrix returns a matrix with every link (host included) at 10 GB/s.
+func uniformMatrix(gpus int) *BandwidthMatrix {
+	m := NewBandwidthMatrix(gpus)
+	for i := Host; i < gpus; i++ {
+		for j := Host; j < gpus; j++ {
+			if i != j {
+				m.Set(i, j, 10)
+			}
+		}
+	}
+	return m
+}
+
+// TestDataAwarePoliciesTiesAndFallback pins GrCUDA's choices where the data says
+// nothing or says it twice (MinimizeTransferSizeDeviceSelectionPolicy and
+// TransferTimeDeviceSelectionPolicy, retrieveImpl): with every byte read on the host
+// the data-aware policies rotate like round-robin, a pick made from the data leaves
+// that rotation where it was, and two GPUs holding the same bytes (or the same
+// transfer time) go to the lower-numbered one.
+func TestDataAwarePoliciesTiesAndFallback(t *testing.T) {
+	const gpus = 4
+	for _, p := range []DevicePolicy{MinTransferSize, MinMinTransferTime, MinMaxTransferTime} {
+		t.Run(p.String(), func(t *testing.T) {
+			pol, err := NewDeviceSelectionPolicy(p, uniformMatrix(gpus), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			load := make(fixedLoad, gpus)
+			loc := NewLocationTracker()
+			onHost := []Access{acc(1, 0, 1000, Read), acc(2, 0, 50, Write)}
+			var seq []int
+			for range gpus + 1 {
+				seq = append(seq, pol.SelectDevice(onHost, load, loc))
+			}
+			if want := []int{0, 1, 2, 3, 0}; !slices.Equal(seq, want) {
+				t.Errorf("every byte on the host: %v, want round-robin %v", seq, want)
+			}
+			// Array 3 wholly on GPU 2: a data pick, not a turn of the rotation.
+			loc.Place(3, 0, 1000, 2)
+			if d := pol.SelectDevice([]Access{acc(3, 0, 1000, Read)}, load, loc); d != 2 {
+				t.Errorf("data on GPU 2: device %d", d)
+			}
+			if d := pol.SelectDevice(onHost, load, loc); d != 1 {
+				t.Errorf("on the host after a data pick: device %d, want 1 (the rotation goes on)", d)
+			}
+			// Equal halves on GPUs 3 and 1: the lower.
+			loc.Place(4, 0, 500, 3)
+			loc.Place(4, 500, 500, 1)
+			if d := pol.SelectDevice([]Access{acc(4, 0, 1000, Read)}, load, loc); d != 1 {
+				t.Errorf("equal bytes on GPUs 1 and 3: device %d, want 1", d)
+			}
+			// Equal halves on GPUs 2 and 0, both also on the host: still the lower.
+			loc.Place(5, 0, 500, 2)
+			loc.Place(5, 500, 500, 0)
+			loc.Record([]Access{acc(5, 0, 1000, Read)}, Host)
+			if d := pol.SelectDevice([]Access{acc(5, 0, 1000, Read)}, load, loc); d != 0 {
+				t.Errorf("equal bytes on GPUs 0 and 2 and the host: device %d, want 0", d)
+			}
+		})
+	}
+}
+
+// TestTransferTimeMissingLink: GrCUDA's computeBandwidth reduces the links from the
+// holders with max (MINMIN) or min (MINMAX), a missing link being 0 GB/s. X (500 B)
+// is on GPU 0; Y (500 B) on GPU 1 and the host; GPU 1 has no link to GPU 0. MINMAX
+// counts Y's copy to GPU 0 over the missing link (infinite) and picks GPU 1 (X over
+// 5 GB/s: 100); MINMIN takes the host's 10 GB/s (GPU 0: 50). With no link either way
+// both GPUs are infinite for MINMAX: the lower one.
+func TestTransferTimeMissingLink(t *testing.T) {
+	bw := NewBandwidthMatrix(2)
+	bw.Set(Host, 0, 10)
+	bw.Set(Host, 1, 10)
+	bw.Set(0, 1, 5)
+	loc := NewLocationTracker()
+	loc.Place(1, 0, 500, 0)
+	loc.Place(2, 0, 500, 1)
+	loc.Record([]Access{acc(2, 0, 500, Read)}, Host)
+	accs := []Access{acc(1, 0, 500, Read), acc(2, 0, 500, Read)}
+	for p, want := range map[DevicePolicy]int{MinMinTransferTime: 0, MinMaxTransferTime: 1} {
+		pol, err := NewDeviceSelectionPolicy(p, bw, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := pol.SelectDevice(accs, fixedLoad{0, 0}, loc); d != want {
+			t.Errorf("%v: device %d, want %d", p, d, want)
+		}
+	}
+	bw.Set(0, 1, 0)
+	pol, _ := NewDeviceSelectionPolicy(MinMaxTransferTime, bw, 0)
+	if d := pol.SelectDevice(accs, fixedLoad{0, 0}, loc); d != 0 {
+		t.Errorf("both times infinite: device %d, want 0", d)
+	}
+}
