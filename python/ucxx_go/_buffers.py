@@ -40,6 +40,12 @@ def buffer_info(obj, writable):
     ValueError
         The buffer is not contiguous, or its CUDA array interface is malformed.
     """
+    if type(obj) is _numpy_array:
+        fields = _array_fields(_id(obj))
+        flags = fields.flags
+        if flags & _C_CONTIGUOUS and (flags & _WRITEABLE or not writable):
+            n = obj.nbytes
+            return (fields.data if n else 0), n, obj, MEMORY_HOST, NO_STREAM
     try:
         mv = memoryview(obj)
     except TypeError:
@@ -52,7 +58,61 @@ def buffer_info(obj, writable):
         addr, n, stream = cuda_array_info(cai, writable, type(obj).__name__)
         return addr, n, obj, MEMORY_CUDA, stream
     addr, n, keep = _host(obj, mv, writable)
+    if _numpy_array is None:
+        _find_numpy_array(type(obj))
     return addr, n, keep, MEMORY_HOST, NO_STREAM
+
+
+# NumPy arrays, the common case, skip the buffer protocol (a memoryview and a ctypes
+# object a call, 1-1.4 µs): the address and flags are read from the array object
+# itself, the head of NumPy's PyArrayObject_fields (numpy/ndarraytypes.h). That
+# layout is NumPy's ABI: compiled extensions read it through PyArray_DATA and
+# PyArray_FLAGS. The keep-alive is the array: while it is referenced NumPy refuses
+# to resize it in place (the refcheck), so its memory stays. _find_numpy_array checks
+# the layout against NumPy's own answers on first sight of an array and leaves the
+# fast path off if they differ. Only numpy.ndarray itself takes it, not subclasses.
+_C_CONTIGUOUS = 0x0001  # NPY_ARRAY_C_CONTIGUOUS
+_WRITEABLE = 0x0400  # NPY_ARRAY_WRITEABLE
+_numpy_array = None  # numpy.ndarray once checked; _NoArray if the check failed
+_id = id
+
+
+class _ArrayFields(ctypes.Structure):
+    _fields_ = [
+        ("ob_head", ctypes.c_byte * object.__basicsize__),
+        ("data", ctypes.c_void_p),
+        ("nd", ctypes.c_int),
+        ("dimensions", ctypes.c_void_p),
+        ("strides", ctypes.c_void_p),
+        ("base", ctypes.c_void_p),
+        ("descr", ctypes.c_void_p),
+        ("flags", ctypes.c_int),
+    ]
+
+
+_array_fields = _ArrayFields.from_address
+
+
+class _NoArray:
+    """Matches no object's type: the fast path is off."""
+
+
+def _find_numpy_array(t):
+    """Turn the NumPy fast path on if t is numpy.ndarray and the array layout reads
+    as NumPy says (off for good if not)."""
+    global _numpy_array
+    if t.__name__ != "ndarray" or t.__module__ != "numpy":
+        return
+    import numpy
+
+    ok = True
+    base = numpy.arange(16, dtype=numpy.uint8)
+    for a in (base, base[2:10], base[::2], numpy.frombuffer(b"0123", dtype=numpy.uint8), numpy.zeros((3, 4)).T):
+        fields = _array_fields(id(a))
+        ok = ok and fields.data == a.__array_interface__["data"][0] and fields.nd == a.ndim and \
+            bool(fields.flags & _C_CONTIGUOUS) == a.flags.c_contiguous and \
+            bool(fields.flags & _WRITEABLE) == a.flags.writeable
+    _numpy_array = numpy.ndarray if ok and t is numpy.ndarray else _NoArray
 
 
 def host_buffer(obj, writable):
