@@ -400,7 +400,7 @@ class FakeMultiRT:
     def __init__(self, emu, devs):
         self.emu, self.devs = emu, list(devs)
         self.streams, self.events = [], []
-        self.launches = self.cross_waits = self.records = self.copies = self.peer_copies = 0
+        self.launches = self.cross_waits = self.records = self.copies = self.peer_copies = self.uploads = 0
         self.per_device = {d: 0 for d in self.devs}
 
     def _dev(self, d):
@@ -466,6 +466,14 @@ class FakeMultiRT:
             raise AssertionError(f"copy GPU {src_dev} -> GPU {dst_dev} issued on a stream of GPU {s.dev}")
         self.copies += 1
         self.peer_copies += dst_dev != src_dev
+        self.emu.copy(dst, src, lane=s.lane)
+
+    def upload_async(self, dst, src, s, d):
+        """Host memory into device memory of GPU d on stream s (cudaMemcpyAsync),
+        issued with the stream's device current: race-checked as a copy on its lane."""
+        if d != s.dev:
+            raise AssertionError(f"upload issued on a stream of GPU {s.dev} with GPU {d} current")
+        self.uploads += 1
         self.emu.copy(dst, src, lane=s.lane)
 
     def empty(self, d, n, dtype):

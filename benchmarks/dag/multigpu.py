@@ -23,10 +23,18 @@ partition, marks/waits, copies for the data the partitions exchange):
                streams there, events across GPUs, each exchange a cudaMemcpyPeerAsync
                (peer access enabled where possible)
 
+Every repetition starts from host memory, as GrCUDA's multi-GPU benchmarks: each
+shape's host_reset arrays (shapes_multi.py) are put back on the host untimed (dag-<P>:
+a host vertex prefetching their managed pages to the CPU and rewriting the state;
+the others keep pinned host copies), and every backend's timed region includes
+bringing them to the GPUs (dag-<P>: the DAG's prefetches; the others: copies from
+the pinned host copies first). See README.md, "Reset and timing".
+
 Exit status as run.py's: 0 all ran and agreed; 1 a failure; 2 preflight; 3 watchdog.
 """
 
 import argparse
+import ctypes
 import math
 import os
 import platform
@@ -225,6 +233,15 @@ class CupyRT:
         with self.dev(d):
             self.cp.cuda.runtime.memcpyPeerAsync(dst.data.ptr, dst_dev, src.data.ptr, src_dev, src.nbytes, stream.ptr)
 
+    def upload_async(self, dst, src, stream, d):
+        """cudaMemcpyAsync from host memory src (pinned: host_copy) into dst, device
+        memory of GPU d, on `stream` (of GPU d)."""
+        if dst.nbytes != src.nbytes:
+            raise BenchError(f"upload of {src.nbytes} bytes into {dst.nbytes}")
+        with self.dev(d):
+            self.cp.cuda.runtime.memcpyAsync(dst.data.ptr, src.ctypes.data, src.nbytes,
+                                             self.cp.cuda.runtime.memcpyHostToDevice, stream.ptr)
+
     def empty(self, d, n, dtype):
         with self.dev(d):
             return self.cp.empty(n, dtype)
@@ -324,6 +341,11 @@ class MultiCupy(Program):
             raise BenchError(f"cupy-multi: copy of {src} into {dst}: sizes or types differ")
         self.rt.copy_async(dst_arr, dst_dev, src_arr, src_dev, s, d)
 
+    def upload(self, lane, dst, src):
+        """Host memory src into dst (device memory of the lane's GPU) on the lane's stream."""
+        s, d = self._lane(lane)
+        self.rt.upload_async(dst, src, s, d)
+
     def mark(self, lane):
         s, d = self._lane(lane)
         ev = self._event(d)
@@ -405,14 +427,15 @@ class PlacedView:
 
 class PlacedArrays:
     """cupy-multi's arrays: each Split piece in device memory of its partition's GPU,
-    each Home(q) array on q's GPU, each Replicated input copied to every GPU; filled
-    from the pristine arrays (on pristine_dev) and reset from per-device pristine
-    copies of the state arrays' pieces. The padding between Split pieces is never
-    allocated. rt: CupyRT, or emulate.FakeMultiRT for --dry."""
+    each Home(q) array on q's GPU, each Replicated input copied to every GPU, filled
+    from the pristine arrays (on pristine_dev). The padding between Split pieces is
+    never allocated. host: the host copies of inst.host_reset, which upload (the
+    start of every timed repetition) copies into their pieces. rt: CupyRT, or
+    emulate.FakeMultiRT for --dry."""
 
-    def __init__(self, rt, inst, pristine, pristine_dev, devs):
-        self.rt, self.devs, self.pristine_dev, self.state = rt, list(devs), pristine_dev, list(inst.state)
-        self.arrays, self.saved = {}, {}
+    def __init__(self, rt, inst, pristine, pristine_dev, devs, host):
+        self.rt, self.devs, self.pristine_dev, self.host = rt, list(devs), pristine_dev, dict(host)
+        self.arrays = {}
         for k, src in pristine.items():
             lay = inst.layout[k]
             if lay.kind == "split":
@@ -426,19 +449,40 @@ class PlacedArrays:
                 x = rt.empty(d, hi - lo, src.dtype)
                 rt.copy_sync(x, d, src[lo:hi], pristine_dev)
                 pieces.append((lo, hi, d, x))
-                if k in self.state:
-                    keep = rt.empty(d, hi - lo, src.dtype)
-                    rt.copy_sync(keep, d, x, d)
-                    self.saved.setdefault(k, []).append(keep)
             self.arrays[k] = PlacedArray(k, src.size, src.dtype, pieces, lay.kind == "replicated")
         rt.synchronize([], self.devs)
         self.handles = types.SimpleNamespace(**self.arrays)
+        # Each piece is uploaded on the first lane of its partition (a Replicated
+        # input's copy on GPU d: the first lane on d); every lane waits for the uploads
+        # made on its GPU.
+        lane_dev = lane_devices(inst, self.devs)
+        first_of_part = {}
+        first_on_dev = {}
+        for lane, q in enumerate(inst.lane_part):
+            first_of_part.setdefault(q, lane)
+            first_on_dev.setdefault(lane_dev[lane], lane)
+        self.uploads = []  # (lane, piece's device array, host slice)
+        for k in self.host:
+            lay = inst.layout[k]
+            for i, (lo, hi, d, x) in enumerate(self.arrays[k].pieces):
+                lane = (first_of_part[i] if lay.kind == "split" else first_of_part[lay.q] if lay.kind == "home"
+                        else first_on_dev[d])
+                self.uploads.append((lane, x, self.host[k][lo:hi]))
+        up_lanes = sorted({u[0] for u in self.uploads})
+        self.waits = [(lane, up) for up in up_lanes for lane in range(len(lane_dev))
+                      if lane != up and lane_dev[lane] == lane_dev[up]]
 
     def reset(self):
-        for k in self.state:
-            for (_lo, _hi, d, x), keep in zip(self.arrays[k].pieces, self.saved[k]):
-                self.rt.copy_sync(x, d, keep, d)
+        """Nothing on the GPUs: upload brings the host's copies back."""
         self.rt.synchronize([], self.devs)
+
+    def upload(self, p):
+        """Every host_reset piece from host memory, on the MultiCupy p (timed)."""
+        for lane, x, src in self.uploads:
+            p.upload(lane, x, src)
+        marks = {up: p.mark(up) for up in sorted({u[0] for u in self.uploads})}
+        for lane, up in self.waits:
+            p.wait(lane, marks[up])
 
     def read(self, k):
         """The whole array, gathered on pristine_dev (a Replicated input: the first
@@ -525,23 +569,41 @@ def sync_all(devs):
 
 
 class OneGpuArrays:
-    """Device memory on one GPU, copied from the shape's pristine arrays; reset by
-    CuPy (as the one-GPU suite does). wrap: the DAG's (dag-1gpu)."""
+    """Device memory on one GPU, copied from the shape's pristine arrays. host: the
+    host copies of inst.host_reset, which upload (the start of every timed
+    repetition) copies in: cudaMemcpyAsync on lane 0's stream, the other lanes
+    waiting (cupy-1gpu), or ctx.copy vertices from the wrapped host copies (dag-1gpu:
+    wrap is the DAG's, the kernels wait by their data)."""
 
-    def __init__(self, pristine, state, dev, wrap=None):
+    def __init__(self, pristine, host, dev, wrap=None):
         import cupy as cp
 
-        self.cp, self.d, self.state, self.pristine = cp, dev, list(state), pristine
+        self.cp, self.d, self.host = cp, dev, dict(host)
         with cp.cuda.Device(dev):
             self.dev = {k: v.copy() for k, v in pristine.items()}
         cp.cuda.Device(dev).synchronize()
         self.handles = types.SimpleNamespace(**{k: (wrap(v) if wrap else v) for k, v in self.dev.items()})
+        self.wrapped = {k: wrap(v) for k, v in self.host.items()} if wrap else None
 
     def reset(self):
-        with self.cp.cuda.Device(self.d):
-            for k in self.state:
-                self.dev[k][...] = self.pristine[k]
+        """Nothing on the GPU: upload brings the host's copies back."""
         self.cp.cuda.Device(self.d).synchronize()
+
+    def upload(self, p):
+        if self.wrapped is not None:
+            for k, src in self.wrapped.items():
+                p.copy(getattr(self.handles, k), src)
+            return
+        if not self.host:
+            return
+        s = p.streams[0]
+        with self.cp.cuda.Device(self.d):
+            for k, src in self.host.items():
+                self.cp.cuda.runtime.memcpyAsync(self.dev[k].data.ptr, src.ctypes.data, src.nbytes,
+                                                 self.cp.cuda.runtime.memcpyHostToDevice, s.ptr)
+        token = p.mark(0)
+        for lane in range(1, len(p.streams)):
+            p.wait(lane, token)
 
     def read(self, k):
         return self.dev[k]
@@ -549,32 +611,67 @@ class OneGpuArrays:
 
 class DagManagedArrays:
     """dag-<policy>: every array from ctx.array (managed memory with several GPUs),
-    filled and reset by DAG copies from the pristine arrays (so the DAG knows where
-    each range is)."""
+    filled from the pristine arrays and then handed to the host: a host vertex
+    writing every array moves its pages to host memory, so the DAG finds each range
+    on the host, as GrCUDA's arrays after init. reset (untimed, GrCUDA's
+    reset_result) does the same for inst.host_reset, rewriting the state arrays
+    from their host copies; the kernels' reads then bring the bytes to the GPUs the
+    policy picks (the DAG's prefetches, timed). upload: nothing."""
 
-    def __init__(self, ctx, pristine, state, devs):
+    def __init__(self, ctx, pristine, host, state, devs):
         import cupy as cp
 
-        self.ctx, self.state, self.devs = ctx, list(state), devs
-        self.arr, self.view, self.src = {}, {}, {}
+        self.cp, self.ctx, self.host, self.state, self.devs = cp, ctx, dict(host), list(state), devs
+        self.arr, self.view = {}, {}
         for k, p in pristine.items():
             a = ctx.array(p.size, p.dtype)
             self.arr[k] = a
-            self.view[k] = cp.asarray(a)  # before any vertex: no wait
-            self.src[k] = ctx.wrap(p)
-        self._copy(list(pristine))
+            self.view[k] = v = cp.asarray(a)  # before any vertex: no wait
+            with cp.cuda.Device(devs[0]):
+                v[...] = p
+        sync_all(devs)
         self.handles = types.SimpleNamespace(**self.arr)
+        self.prefetch_note = None
+        self._to_host(list(pristine), [])
 
-    def _copy(self, keys):
-        vs = [self.ctx.copy(self.arr[k], self.src[k]) for k in keys]
+    def _host_view(self, k):
+        v = self.view[k]
+        return np.frombuffer((ctypes.c_byte * v.nbytes).from_address(v.data.ptr), dtype=v.dtype)
+
+    def _to_host(self, keys, rewrite):
+        """One host vertex writing arrays `keys`: their pages prefetched to host memory
+        (else touched by the CPU), the arrays `rewrite` copied from their host copies."""
+        keys = [k for k in keys if self.view[k].nbytes]
+        if not keys:
+            return
+        cp = self.cp
+
+        def to_host():
+            try:
+                with cp.cuda.Device(self.devs[0]):
+                    for k in keys:
+                        v = self.view[k]
+                        cp.cuda.runtime.memPrefetchAsync(v.data.ptr, v.nbytes, -1, 0)  # -1: cudaCpuDeviceId
+                    cp.cuda.runtime.streamSynchronize(0)
+            except Exception as e:  # noqa: BLE001 (a runtime without it: the CPU's faults move the pages)
+                self.prefetch_note = f"prefetch to the host failed ({type(e).__name__}: {e}); pages moved by CPU faults"
+                for k in keys:
+                    if k not in rewrite:
+                        h = self._host_view(k)
+                        for lo in range(0, h.size, 1 << 22):
+                            h[lo:lo + (1 << 22)] = h[lo:lo + (1 << 22)].copy()
+            for k in rewrite:
+                np.copyto(self._host_view(k), self.host[k])
+
+        v = self.ctx.host(to_host, writes=[self.arr[k] for k in keys])
         self.ctx.synchronize_sync()
-        for v in vs:
-            v.wait(timeout=60)
-        sync_all(self.devs)
+        v.wait(timeout=120)
 
     def reset(self):
-        if self.state:
-            self._copy(self.state)
+        self._to_host(list(self.host), self.state)
+
+    def upload(self, p):
+        pass
 
     def read(self, k):
         return self.view[k]
@@ -623,6 +720,34 @@ def _compare(inst, name, bname, outs, refs, d0):
     return errs
 
 
+def host_copies(inst):
+    """Pinned host copies of inst.host_reset (plain numpy without CUDA): the host
+    memory every repetition starts from."""
+    try:
+        import cupyx
+    except ImportError:
+        cupyx = None
+    out = {}
+    for k in inst.host_reset:
+        v = inst.arrays[k]
+        h = cupyx.empty_pinned(v.shape, v.dtype) if cupyx is not None else np.empty_like(v)
+        h[...] = v
+        out[k] = h
+    return out
+
+
+def from_host(arrays, inst):
+    """One repetition as every backend times it: the upload of inst.host_reset from
+    host memory (arrays.upload: copies for cupy-1gpu, cupy-multi and dag-1gpu; for
+    dag-<P> nothing, the DAG moves what the kernels read), then the program."""
+
+    def build(p, A):
+        arrays.upload(p)
+        inst.build(p, A)
+
+    return build
+
+
 def run_shape(name, args, env):
     import cupy as cp
 
@@ -646,7 +771,10 @@ def run_shape(name, args, env):
         pristine = {k: cp.asarray(v) for k, v in inst.arrays.items()}
     cp.cuda.Device(d0).synchronize()
     upload_s = time.perf_counter() - t
-    inst.arrays = {k: None for k in inst.arrays}  # the host copies are no longer needed (memory)
+    t = time.perf_counter()
+    host = host_copies(inst)
+    pin_s = time.perf_counter() - t
+    inst.arrays = {k: None for k in inst.arrays}  # the other host copies are no longer needed (memory)
     for kname in rec.kernels:
         env.ptx.get(kname)
     lane_dev = lane_devices(inst, devs)
@@ -655,11 +783,14 @@ def run_shape(name, args, env):
          "layout": {k: repr(v) for k, v in inst.layout.items()}, "kernels": rec.kernels,
          "launches_per_rep": rec.launches, "copies_per_rep": rec.copies, "peer_copies_per_rep": rec.peer_copies,
          "peer_bytes_per_rep": rec.peer_bytes, "bytes": int(sum(v.nbytes for v in pristine.values())),
-         "setup_s": {"inputs": make_s, "reference": ref_s, "upload": upload_s}, "backends": {}, "ok": False}
+         "host_reset": list(host), "host_reset_bytes": int(sum(v.nbytes for v in host.values())),
+         "setup_s": {"inputs": make_s, "reference": ref_s, "upload": upload_s, "pinned_host_copies": pin_s},
+         "backends": {}, "ok": False}
     log(f"{name}: {inst.dag_shape}; sizes {inst.sizes} (scale {args.scale[name]}, {cfg.tile} tiles); "
         f"{r['bytes'] / 2**30:.2f} GiB of arrays; inputs {make_s:.1f} s, upload {upload_s:.1f} s; "
         f"{rec.launches} launches and {rec.copies} copies per repetition ({rec.peer_copies} between partitions, "
-        f"{rec.peer_bytes / 2**20:.2f} MiB); cupy-multi lanes -> GPUs {lane_dev}")
+        f"{rec.peer_bytes / 2**20:.2f} MiB); cupy-multi lanes -> GPUs {lane_dev}; from the host every repetition: "
+        f"{', '.join(host) or 'nothing'} ({r['host_reset_bytes'] / 2**20:.0f} MiB)")
     refs = {}
     ok = True
     for bname in args.backends:
@@ -675,28 +806,29 @@ def run_shape(name, args, env):
                 if bname == "dag-1gpu":
                     be = Dag(dagctx)
                     be.name = "dag-1gpu"
-                    be.arrays = OneGpuArrays(pristine, inst.state, d0, wrap=dagctx.get().wrap)
+                    be.arrays = OneGpuArrays(pristine, host, d0, wrap=dagctx.get().wrap)
                 else:
                     be = MultiDag(dagctx, devs)
-                    be.arrays = DagManagedArrays(dagctx.get(), pristine, inst.state, devs)
+                    be.arrays = DagManagedArrays(dagctx.get(), pristine, host, inst.state, devs)
             elif bname == "cupy-1gpu":
                 for kname in rec.kernels:
                     env.modules.get(kname)
                 with cp.cuda.Device(d0):
                     be = CupyStreams(env.modules, inst.lanes)
                 be.name = "cupy-1gpu"
-                be.arrays = OneGpuArrays(pristine, inst.state, d0)
+                be.arrays = OneGpuArrays(pristine, host, d0)
             elif bname == "cupy-multi":
                 for kname in rec.kernels:
                     env.modules.get(kname)
                 be = MultiCupy(env.rt, inst, devs)
-                be.arrays = PlacedArrays(env.rt, inst, pristine, d0, devs)
+                be.arrays = PlacedArrays(env.rt, inst, pristine, d0, devs, host)
             else:
                 raise BenchError(f"unknown backend {bname}")
             b["setup_s"] = time.perf_counter() - t
             be.checking = True
+            build = from_host(be.arrays, inst)
             be.arrays.reset()
-            be.run(inst.build)
+            be.run(build)
             if isinstance(be, Dag):
                 b["vertices"] = be.check_vertices()
             be.checking = False
@@ -706,7 +838,9 @@ def run_shape(name, args, env):
                 b["errors_vs_numpy"] = inst.check({k: cp.asnumpy(v) for k, v in outs.items()}, bname)
             b["errors_vs_dag_1gpu"] = _compare(inst, name, bname, outs, refs, d0)
             refs.setdefault(_family(bname), (bname, outs))
-            b.update(run.timed_repetitions(be, inst.build, args.warmup, args.reps))
+            b.update(run.timed_repetitions(be, build, args.warmup, args.reps))
+            if getattr(be.arrays, "prefetch_note", None):
+                b["note"] = be.arrays.prefetch_note
             with cp.cuda.Device(d0):
                 for k in inst.outputs:
                     if not bool(cp.array_equal(be.arrays.read(k), outs[k])):
@@ -1158,7 +1292,7 @@ def dry_checks(shapes, seed, out=print):
         rt = FakeMultiRT(memu, devs)
         mc = MultiCupy(rt, inst, devs)
         mc.checking = True
-        mc.arrays = PlacedArrays(rt, inst, inst.arrays, devs[0], devs)
+        mc.arrays = PlacedArrays(rt, inst, inst.arrays, devs[0], devs, host_copies(inst))
         for k, arr in mc.arrays.arrays.items():
             lay = inst.layout[k]
             want = ([part_device(q, devs) for q in range(P)] if lay.kind == "split" else
@@ -1168,7 +1302,7 @@ def dry_checks(shapes, seed, out=print):
         first = None
         for _rep in range(2):  # twice: the events are reused and the state arrays reset
             mc.arrays.reset()
-            mc.run(inst.build)
+            mc.run(from_host(mc.arrays, inst))
             if memu.races:
                 raise AssertionError(f"{name}, {P} partitions on {G} GPUs: the cross-GPU structure races:\n  "
                                      + "\n  ".join(memu.races[:10]))
@@ -1181,6 +1315,10 @@ def dry_checks(shapes, seed, out=print):
         if rt.launches != 2 * rec.launches or rt.copies != 2 * rec.copies:
             raise AssertionError(f"{name}: {rt.launches} launches, {rt.copies} copies in two repetitions; "
                                  f"recorded {rec.launches}, {rec.copies} per repetition")
+        pieces = sum(len(mc.arrays.arrays[k].pieces) for k in inst.host_reset)
+        if rt.uploads != 2 * pieces:
+            raise AssertionError(f"{name}: {rt.uploads} uploads in two repetitions, {pieces} pieces of "
+                                 f"{inst.host_reset} per repetition")
         nw = Emulator(inst.lanes)
         A2 = nw.alloc(inst.arrays, inst.state)
 
@@ -1204,7 +1342,8 @@ def dry_checks(shapes, seed, out=print):
             dd.close()
         out(f"  {name:5s} tile {tile}, {P} partitions on {G} GPUs ok: {rec.launches} launches, {rec.copies} copies "
             f"({rec.peer_copies} between partitions, {rec.peer_bytes} B) per repetition; cupy-multi {rt.per_device} "
-            f"launches per GPU, {rt.peer_copies} peer copies, {rt.cross_waits} cross-GPU waits; max error "
+            f"launches per GPU, {rt.peer_copies} peer copies, {rt.cross_waits} cross-GPU waits, {rt.uploads} uploads "
+            f"of {','.join(inst.host_reset) or 'nothing'}; max error "
             f"{max(errs.values()):.1e} (one GPU), {max(merrs.values()):.1e} (cupy-multi); no-wait variant: "
             f"{len(nw.races)} races")
 

@@ -100,10 +100,17 @@ class PartitionedInstance(ShapeInstance):
     Split | Home | Replicated), lane_part (lane -> partition), and piece(A, name, q),
     the handle slice of partition q's data. notes: what the partitions exchange."""
 
-    def __init__(self, base, parts, arrays, state, layout, lane_part, build, reference, notes):
+    def __init__(self, base, parts, arrays, state, layout, lane_part, build, reference, notes, host_reset=None):
         super().__init__(base.name, arrays, state, base.outputs, len(lane_part), build, reference,
                          dict(base.sizes, partitions=parts), f"{parts} partitions of: {base.dag_shape}")
         self.parts, self.layout, self.lane_part, self.notes = parts, layout, list(lane_part), notes
+        # The arrays every repetition starts from host memory (GrCUDA's reset_result
+        # rewrites them on the CPU): the state arrays and the inputs GrCUDA's
+        # counterpart rewrites too. Default: the state arrays.
+        self.host_reset = list(state) if host_reset is None else list(host_reset)
+        if not set(state) <= set(self.host_reset) or not set(self.host_reset) <= set(arrays):
+            raise AssertionError(f"{self.name}: host_reset {self.host_reset} must hold the state {list(state)} "
+                                 "and only arrays of the shape")
         for k, v in arrays.items():
             lay = layout.get(k)
             if lay is None:
@@ -184,7 +191,8 @@ def make_vec(cfg, rng, parts):
         p.launch("reduce_final", 1, T, A.res, A.sums, P, SUM, lane=0)
 
     inst = PartitionedInstance(base, P, arrays, [], layout, [l // 2 for l in range(2 * P)], build, base.reference,
-                               f"exchanges {P} partial sums (4 B each) per repetition")
+                               f"exchanges {P} partial sums (4 B each) per repetition",
+                               host_reset=["x", "y"])  # bench_1.py reset_result rewrites x and y
     return inst
 
 
@@ -203,7 +211,8 @@ def make_bs(cfg, rng, parts):
     note = "nothing exchanged" + (f"; {K} batches over {P} partitions: unbalanced ({-(-K // P)} vs {K // P})"
                                   if K % P else "")
     return PartitionedInstance(base, P, base.arrays, [], layout, [k % P for k in range(K)], base.build,
-                               base.reference, note)
+                               base.reference, note,
+                               host_reset=[f"spot{k}" for k in range(K)])  # bench_5.py reset_result rewrites x[i]
 
 
 # -- B6M ML ensemble -------------------------------------------------------------------------
@@ -256,6 +265,9 @@ def make_ml(cfg, rng, parts):
             ref[k] = to_parts(ref[k], s_blocks)
         return ref
 
+    # host_reset: none. bench_6.py reset_result rewrites only its accumulators (r1, r2,
+    # mean, std); these outputs are written whole, and X and the weights, like its x,
+    # are set once (init) and stay where the first repetition put them.
     inst = PartitionedInstance(base, P, arrays, [], layout, [l // 2 for l in range(2 * P)], build, reference,
                                "nothing exchanged (the weights are read by every partition)")
     return inst
@@ -369,6 +381,9 @@ def make_cg(cfg, rng, parts):
                         p.copy(own_p(A, q, o), own_p(A, q, q), lane=L)
                 sent[q] = p.mark(L)
 
+    # host_reset: the state. bench_9.py reset_result rewrites x and the norms t1, t2
+    # (its r and p are recomputed from b in the timed run; here they start as b), not
+    # the matrix or b, which stay where the first repetition put them.
     inst = PartitionedInstance(base, P, arrays, ["x", "r", "pg", "rr"], layout, [l // 2 for l in range(2 * P)],
                                build, base.reference,
                                f"exchanges per iteration: each partition's rows of p to the {P - 1} other replicas "
