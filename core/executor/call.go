@@ -80,6 +80,9 @@ func (x *Executor) Execute(c Call) error {
 	if err != nil || st == nil {
 		return err
 	}
+	if st.ctx != nil {
+		return x.runUnannounced(st)
+	}
 	return x.finish(st)
 }
 
@@ -105,6 +108,9 @@ func (x *Executor) Start(c Call) (rest func() error, err error) {
 		x.mu.Unlock()
 		return nil, err
 	}
+	if st.ctx != nil {
+		return x.startUnannounced(st)
+	}
 	if !x.announcedWithin(st.seq, c.Patience) {
 		return func() error {
 			defer x.mu.Unlock()
@@ -123,6 +129,8 @@ type callStart struct {
 	h, seq   uint64
 	dev      devBuffers
 	scope    *waitScope
+	// ctx is the plan's context when the call runs unannounced (unannounced.go).
+	ctx *planContext
 }
 
 // begin readies a call and announces it; x.mu is held. A nil callStart with a nil
@@ -150,12 +158,15 @@ func (x *Executor) begin(c Call) (*callStart, error) {
 	}
 	if st.localErr == nil {
 		st.h = x.fingerprint(c)
+		if c.Memory == MemoryHost && x.unannounced(c.Plan) {
+			st.ctx = x.readyContext(c.Plan, worldScratch(st.l, x.w.Size(), true))
+		}
 	}
 	x.seq++
 	st.seq = x.seq
 	st.scope = &waitScope{deadline: time.Now().Add(x.opts.Timeout), timeout: x.opts.Timeout, spin: x.opts.Spin,
 		aborted: new(atomic.Bool), alive: x.board.alive}
-	if err := x.publish(st.seq, c, st.h, st.localErr != nil, st.dev, st.scope); err != nil {
+	if err := x.publish(st, c); err != nil {
 		x.broken = err
 		return nil, err
 	}
@@ -172,29 +183,11 @@ func (x *Executor) finish(st *callStart) error {
 		x.broken = err
 		return err
 	}
-	if st.localErr != nil {
-		return st.localErr
+	if err := x.matchCalls(st, peers); err != nil {
+		x.forgetUnannounced(st.seq)
+		return err
 	}
-	h := st.h
-	for r := range n {
-		if r == me {
-			continue
-		}
-		if peers[r].status != slotOK {
-			return fmt.Errorf("executor: rank %d's call failed its own checks: %w", r, ErrMismatch)
-		}
-		if peers[r].fingerprint != h {
-			return fmt.Errorf("executor: rank %d called with %d and %d bytes, this rank with %d and %d, or another plan, type, operator or root: %w",
-				r, peers[r].in.Bytes, peers[r].out.Bytes, c.Send.Bytes, c.Recv.Bytes, ErrMismatch)
-		}
-	}
-	if c.Blocks != nil {
-		peers[me].blocks, peers[me].in, peers[me].out = c.Blocks, c.Send, c.Recv
-		if err := matchBlocks(peers); err != nil {
-			return err
-		}
-	}
-	ctx, err := x.context(c.Plan, worldScratch(l, n), c.Memory)
+	ctx, err := x.context(c.Plan, worldScratch(l, n, c.Memory == MemoryHost && x.unannounced(c.Plan)), c.Memory)
 	if err != nil {
 		x.broken = err
 		return err
@@ -215,6 +208,33 @@ func (x *Executor) finish(st *callStart) error {
 	if err := run.lanes(); err != nil {
 		x.broken = err
 		return err
+	}
+	return nil
+}
+
+// matchCalls compares the ranks' announcements of st's call (collect's peers) with
+// this rank's: ErrMismatch for a rank whose call differs or failed its own checks,
+// and this rank's own check's error first.
+func (x *Executor) matchCalls(st *callStart, peers []peerCall) error {
+	if st.localErr != nil {
+		return st.localErr
+	}
+	c, me := st.c, x.w.Rank()
+	for r := range peers {
+		if r == me {
+			continue
+		}
+		if peers[r].status != slotOK {
+			return fmt.Errorf("executor: rank %d's call failed its own checks: %w", r, ErrMismatch)
+		}
+		if peers[r].fingerprint != st.h {
+			return fmt.Errorf("executor: rank %d called with %d and %d bytes, this rank with %d and %d, or another plan, type, operator or root: %w",
+				r, peers[r].in.Bytes, peers[r].out.Bytes, c.Send.Bytes, c.Recv.Bytes, ErrMismatch)
+		}
+	}
+	if c.Blocks != nil {
+		peers[me].blocks, peers[me].in, peers[me].out = c.Blocks, c.Send, c.Recv
+		return matchBlocks(peers)
 	}
 	return nil
 }
@@ -413,9 +433,10 @@ func (x *Executor) announcedWithin(seq uint64, patience time.Duration) bool {
 	}
 }
 
-// publish writes this rank's slot for call seq (after waiting, if need be, for the
-// ranks to have read the slot it reuses).
-func (x *Executor) publish(seq uint64, c Call, h uint64, failed bool, dev devBuffers, scope *waitScope) error {
+// publish writes this rank's slot for st's call c (after waiting, if need be, for
+// the ranks to have read the slot it reuses).
+func (x *Executor) publish(st *callStart, c Call) error {
+	seq, h, failed, dev, scope := st.seq, st.h, st.localErr != nil, st.dev, st.scope
 	b, me, n := x.board, x.w.Rank(), x.w.Size()
 	if seq > boardSlots {
 		for r := range n {
@@ -451,6 +472,10 @@ func (x *Executor) publish(seq uint64, c Call, h uint64, failed bool, dev devBuf
 	*own.u64(off + slotOutID) = dev.outID
 	*own.u64(off + slotDevice) = dev.device
 	*own.u64(off + slotBlocks) = 0
+	*own.u64(off + slotPlan) = 0
+	if st.ctx != nil {
+		*own.u64(off + slotPlan) = st.ctx.hash | 1
+	}
 	if c.Blocks != nil && !failed {
 		*own.u64(off + slotBlocks) = 1
 		t := tableOff(seq, n)
@@ -552,11 +577,17 @@ func (r *callRun) lanes() error {
 // sizes its context by it, so that all ranks replace a context that grew too small
 // at the same call, whatever their own needs (a reduce's root needs scratch, its
 // other ranks none). Untouched shared memory costs no memory.
-func worldScratch(l *plan.Layout, n int) uint64 {
+//
+// alternate: the call alternates scratch halves (it may run unannounced), which
+// doubles what every rank needs.
+func worldScratch(l *plan.Layout, n int, alternate bool) uint64 {
 	need := l.ScratchBytes
+	if alternate {
+		need *= 2
+	}
 	for q := range n {
 		b := l.BufferBytes(q, plan.BufferScratch)
-		if l.Plan.DoubleScratch {
+		if l.Plan.DoubleScratch || alternate {
 			b *= 2
 		}
 		need = max(need, b)

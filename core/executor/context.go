@@ -41,6 +41,9 @@ type planContext struct {
 	sems     []rankSemaphore
 	// execs counts the calls run on the context (MSCCL++'s launch flag, from 1).
 	execs uint64
+	// alternate: calls alternate scratch halves as a double scratch buffer's, so that
+	// they may run unannounced (unannounced.go); the capacity holds both halves.
+	alternate bool
 	// gpu holds the device side of a context for device memory (gpu.go).
 	gpu *gpuContext
 }
@@ -97,7 +100,7 @@ func (x *Executor) context(p *plan.Plan, need uint64, mem Memory) (*planContext,
 			continue
 		}
 		if c.capacity >= need {
-			x.ctxs = append(append(x.ctxs[:i:i], x.ctxs[i+1:]...), c)
+			x.touchContext(c)
 			return c, nil
 		}
 		x.closeContext(c)
@@ -134,7 +137,7 @@ func (x *Executor) makeContext(p *plan.Plan, capacity, id uint64, mem Memory) (*
 	}
 	c := &planContext{plan: p, rank: me, memory: mem, hash: x.planHash(p), capacity: capacity, seg: seg, scratch: seg.base() + uintptr(off),
 		peers: make([]*segment, n), peerCaps: make([]uint64, n), expected: make([]uint64, counterCount(p, me)),
-		skip: handshakeSkip(p, me)}
+		skip: handshakeSkip(p, me), alternate: mem == MemoryHost && x.unannounced(p)}
 	rk := &p.Ranks[me]
 	c.sems = make([]rankSemaphore, len(rk.Semaphores))
 	for i, s := range rk.Semaphores {
@@ -182,6 +185,21 @@ func (x *Executor) makeContext(p *plan.Plan, capacity, id uint64, mem Memory) (*
 		return nil, err
 	}
 	return c, nil
+}
+
+// touchContext makes c the most recently used context.
+func (x *Executor) touchContext(c *planContext) {
+	i := len(x.ctxs) - 1
+	if x.ctxs[i] == c {
+		return
+	}
+	for i = range x.ctxs {
+		if x.ctxs[i] == c {
+			break
+		}
+	}
+	copy(x.ctxs[i:], x.ctxs[i+1:])
+	x.ctxs[len(x.ctxs)-1] = c
 }
 
 // closeContext frees a context, its device side first.

@@ -51,6 +51,8 @@ type Executor struct {
 	// peerCalls is collect's room for the ranks' announcements, reused by every call
 	// (calls are serialized; a call's records are not kept past it).
 	peerCalls []peerCall
+	// unannouncedPlans caches runsUnannounced per plan (unannounced.go).
+	unannouncedPlans map[*plan.Plan]bool
 	// gpu is the CUDA side, made by the first call on device memory.
 	gpu *gpuState
 }
@@ -120,6 +122,7 @@ const (
 	slotOutID       = 224
 	slotDevice      = 232
 	slotBlocks      = 240 // 1: the call's block tables follow the slots
+	slotPlan        = 248 // the plan's hash | 1 when the call runs unannounced, else 0
 )
 
 // A call with per-call blocks (alltoallv) publishes its block table after the

@@ -36,25 +36,43 @@ type laneRun struct {
 const tmpBytes = 256 << 10
 
 func (r *callRun) runLane(li int) {
+	lr := r.newLane(li)
+	defer lr.free()
+	lr.run(r.ctx.skip[li], false)
+}
+
+func (r *callRun) newLane(li int) *laneRun {
 	rk := &r.c.Plan.Ranks[r.me]
-	lr := &laneRun{r: r, id: li, lane: &rk.Lanes[li], rk: rk}
-	defer func() {
-		for _, p := range []unsafe.Pointer{lr.tmp, lr.tmp2} {
-			if p != nil {
-				ucxx.CFree(p)
-			}
-		}
-	}()
-	ops := lr.lane.Ops
-	for oi := r.ctx.skip[li]; oi < len(ops); oi++ {
-		if r.scope.aborted.Load() {
-			return
-		}
-		if err := lr.op(&ops[oi], &r.l.Lanes[li][oi], nil, 0); err != nil {
-			r.fail(lr.locate(err, oi, &ops[oi]))
-			return
+	return &laneRun{r: r, id: li, lane: &rk.Lanes[li], rk: rk}
+}
+
+// free frees the lane's C memory.
+func (lr *laneRun) free() {
+	for _, p := range []unsafe.Pointer{lr.tmp, lr.tmp2} {
+		if p != nil {
+			ucxx.CFree(p)
 		}
 	}
+}
+
+// run runs the lane's ops from op from on, in order; with toWait it stops before
+// the first wait op and returns its index. It returns len(ops) once the lane
+// ended (or failed: the call's failure records why).
+func (lr *laneRun) run(from int, toWait bool) int {
+	r, ops := lr.r, lr.lane.Ops
+	for oi := from; oi < len(ops); oi++ {
+		if toWait && (ops[oi].Code == plan.OpWait || ops[oi].Code == plan.OpRelaxedWait) {
+			return oi
+		}
+		if r.scope.aborted.Load() {
+			return len(ops)
+		}
+		if err := lr.op(&ops[oi], &r.l.Lanes[lr.id][oi], nil, 0); err != nil {
+			r.fail(lr.locate(err, oi, &ops[oi]))
+			return len(ops)
+		}
+	}
+	return len(ops)
 }
 
 // locate says where a failure happened: rank, lane, op index and name.
@@ -171,9 +189,10 @@ func (lr *laneRun) span(op *plan.Op, refs []plan.BufferRef, spans []plan.Span, i
 }
 
 // scratchHalf is where this launch's half of a double scratch buffer starts in a
-// rank's scratch (0.9: the upper half on launches with an even flag).
+// rank's scratch (0.9: the upper half on launches with an even flag); contexts of
+// plans that run unannounced alternate halves the same way.
 func (r *callRun) scratchHalf(rank int) uint64 {
-	if !r.c.Plan.DoubleScratch || r.flag%2 != 0 {
+	if !(r.c.Plan.DoubleScratch || r.ctx.alternate) || r.flag%2 != 0 {
 		return 0
 	}
 	return r.l.BufferBytes(rank, plan.BufferScratch)

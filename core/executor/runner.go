@@ -32,17 +32,23 @@ func (gpuLanes) runLanes(r *callRun) { eachLane(r, r.runGPULane) }
 // eachLane calls run for every lane of this rank, lane 0 on this goroutine and the
 // others on goroutines of their own, and returns when all returned.
 func eachLane(r *callRun, run func(lane int)) {
-	n := len(r.c.Plan.Ranks[r.me].Lanes)
+	wait := goLanes(r, run, 1)
+	if len(r.c.Plan.Ranks[r.me].Lanes) > 0 {
+		run(0)
+	}
+	wait()
+}
+
+// goLanes calls run for lanes from, from+1, ... of this rank, each on a goroutine
+// of its own, and returns a wait for them all.
+func goLanes(r *callRun, run func(lane int), from int) (wait func()) {
 	var wg sync.WaitGroup
-	for i := 1; i < n; i++ {
+	for i := from; i < len(r.c.Plan.Ranks[r.me].Lanes); i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			run(i)
 		}()
 	}
-	if n > 0 {
-		run(0)
-	}
-	wg.Wait()
+	return wg.Wait
 }

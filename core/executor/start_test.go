@@ -4,14 +4,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ucxx-go/ucxx-go/core/builtin"
+	"github.com/ucxx-go/ucxx-go/core/plan"
 	"github.com/ucxx-go/ucxx-go/core/reduce"
 )
 
 // TestStartRunsHereOnlyWhenEveryRankIsThere: Start returns the remainder when a rank
 // has not announced the call yet (it must not wait for it), and runs the call where
-// it starts once every rank has announced it; both give the right sums.
+// it starts once every rank has announced it; both give the right sums. The same
+// holds for a plan whose calls run unannounced.
 func TestStartRunsHereOnlyWhenEveryRankIsThere(t *testing.T) {
-	p := loadFixture(t, "allreduce_2r_example.json")
+	t.Run("announced", func(t *testing.T) {
+		startRunsHereOnlyWhenEveryRankIsThere(t, loadFixture(t, "allreduce_2r_example.json"))
+	})
+	t.Run("unannounced", func(t *testing.T) {
+		startRunsHereOnlyWhenEveryRankIsThere(t, mustPlan(t, builtin.AllReduceDirect, 2, builtin.Options{}))
+	})
+}
+
+func startRunsHereOnlyWhenEveryRankIsThere(t *testing.T, p *plan.Plan) {
 	xs := newWorld(t, 2, Options{Timeout: 20 * time.Second})
 	allreduceOn(t, xs, p, 64) // boards and the context set up
 	in := [2][]byte{cbytes(64), cbytes(64)}
@@ -21,6 +32,9 @@ func TestStartRunsHereOnlyWhenEveryRankIsThere(t *testing.T) {
 		return Call{Plan: p, Send: Buffer{addr(in[r]), 64}, Recv: Buffer{addr(out[r]), 64}, DType: reduce.Float32, Op: reduce.Sum}
 	}
 	check := func() {
+		if xs[0].lastRanUnannounced() != runsUnannounced(p) {
+			t.Fatalf("ran unannounced %t, the plan may: %t", xs[0].lastRanUnannounced(), runsUnannounced(p))
+		}
 		for r := range 2 {
 			for i, v := range f32s(out[r]) {
 				if want := float32(3 * (i%97 + 1)); v != want {

@@ -28,6 +28,9 @@ type waitScope struct {
 	aborted  *atomic.Bool
 	// alive reports whether rank r still runs; nil: always.
 	alive func(r int) bool
+	// peer, when set, is a look at rank r while a wait for it sleeps: an error from
+	// it ends the wait (an unannounced call's peer announced another call).
+	peer func(r int) error
 }
 
 // errAborted ends the waits of a call whose other lane failed.
@@ -54,6 +57,11 @@ func (s *waitScope) until(w sharedWord, done func(uint64) bool, rank int, what f
 		}
 		if s.alive != nil && !s.alive(rank) {
 			return &RankError{Rank: rank, Op: what(), Err: fmt.Errorf("the rank's process ended: %w", ErrRankFailed)}
+		}
+		if s.peer != nil {
+			if err := s.peer(rank); err != nil {
+				return err
+			}
 		}
 		left := time.Until(s.deadline)
 		if left <= 0 {
