@@ -149,6 +149,9 @@ type Engine struct {
 	timer    *time.Timer
 	timerAt  time.Time
 	loopDone bool
+	// inProgress: the owner is in Progress, whose caller drains the queue when it
+	// returns: completions pushed meanwhile need no wake-up (loop mode).
+	inProgress bool
 	timerMu  sync.Mutex // guards timerOff against the timer's callback
 	timerOff bool       // the wake eventfd is closed: the timer must not kick it
 }

@@ -73,6 +73,8 @@ func (e *Engine) PollFD() int {
 // Progress is the owner's pass in loop mode: it dispatches what other threads
 // submitted, progresses the worker, hands completions to the queue, and arms the
 // worker again. It reports whether the engine has stopped (its shutdown finished).
+// The caller drains the queue after each call: the completions Progress pushes do not
+// wake the queue's consumer.
 //
 // Errors: ErrNotOwner off the owner thread or in a thread mode.
 func (e *Engine) Progress() (stopped bool, err error) {
@@ -83,10 +85,12 @@ func (e *Engine) Progress() (stopped bool, err error) {
 		return true, nil
 	}
 	e.pool.drainWake()
+	e.inProgress = true
 	e.pass()
 	if !e.loopDone {
 		e.rest()
 	}
+	e.inProgress = false
 	return e.loopDone, nil
 }
 

@@ -210,8 +210,11 @@ func Settings() (s string, err error) {
 		return "", err
 	}
 	mode := "blocking"
-	if e.Mode() == core.Polling {
+	switch e.Mode() {
+	case core.Polling:
 		mode = "polling"
+	case core.Loop:
+		mode = "loop"
 	}
 	return fmt.Sprintf("%s %t", mode, e.DelayedSubmission()), nil
 }
