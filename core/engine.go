@@ -152,8 +152,8 @@ type Engine struct {
 	// inProgress: the owner is in Progress, whose caller drains the queue when it
 	// returns: completions pushed meanwhile need no wake-up (loop mode).
 	inProgress bool
-	timerMu  sync.Mutex // guards timerOff against the timer's callback
-	timerOff bool       // the wake eventfd is closed: the timer must not kick it
+	timerMu    sync.Mutex // guards timerOff against the timer's callback
+	timerOff   bool       // the wake eventfd is closed: the timer must not kick it
 }
 
 // New creates the context and worker on a new progress thread and starts it.
