@@ -110,6 +110,16 @@ def test_bad_modes_are_refused():
     ucxx_go.init()  # a refused init left nothing behind
 
 
+def test_loop_progress_refuses_an_execution_context_with_transfers():
+    """The DAG's waits would block the thread that progresses its transfers in loop
+    mode: ExecutionContext(transfers=True) says so instead of hanging; without
+    transfers it needs no engine and works."""
+    ucxx_go.init(engine_progress="loop")
+    with pytest.raises(ucxx_go.exceptions.UCXUnsupportedError, match="engine_progress"):
+        ucxx_go.ExecutionContext(gpus=[], transfers=True)
+    ucxx_go.ExecutionContext(gpus=[], transfers=False).close()
+
+
 async def test_new_event_loop_after_reset_free_use():
     """A context used from one asyncio.run and then another (pytest's loops) keeps working."""
     async def handler(ep):
