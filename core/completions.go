@@ -51,7 +51,9 @@ func (e *Engine) flush() {
 	n := e.queue.Push(e.pending)
 	rest := copy(e.pending, e.pending[n:])
 	e.pending = e.pending[:rest]
-	e.queue.Notify()
+	if !e.inProgress {
+		e.queue.Notify()
+	}
 }
 
 // onInternal routes the end of one of the engine's own requests to its owner.

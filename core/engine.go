@@ -9,6 +9,7 @@ package core
 
 import (
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -26,6 +27,12 @@ const (
 	Blocking ProgressMode = iota
 	// Polling spins on ucp_worker_progress: lowest latency, one core kept busy.
 	Polling
+	// Loop has no progress thread: the thread that calls New owns the worker, makes
+	// every ucp_* call inline in its own calls and in Progress, which it calls when
+	// PollFD is readable (an event loop's reader). For processes with fewer cores than
+	// busy threads, where a hand-off to a progress thread costs a context switch (see
+	// loop.go and docs/progress-modes.md).
+	Loop
 )
 
 // Options configure an Engine. The zero value is usable: blocking progress, delayed
@@ -135,6 +142,18 @@ type Engine struct {
 	stopping  bool
 	stopDone  chan error
 	stopBy    time.Time
+
+	// Loop mode (loop.go): the owner's thread id, the timer that wakes it for the next
+	// deadline and when that is, and whether the engine stopped.
+	owner    int32
+	timer    *time.Timer
+	timerAt  time.Time
+	loopDone bool
+	// inProgress: the owner is in Progress, whose caller drains the queue when it
+	// returns: completions pushed meanwhile need no wake-up (loop mode).
+	inProgress bool
+	timerMu    sync.Mutex // guards timerOff against the timer's callback
+	timerOff   bool       // the wake eventfd is closed: the timer must not kick it
 }
 
 // New creates the context and worker on a new progress thread and starts it.
@@ -207,12 +226,20 @@ func New(opts Options) (*Engine, error) {
 		ucxx.CaptureLog() // before the context: its own messages are captured too
 		ucxx.NotifyLog(q.LogFlag(), q.FD())
 	}
+	if opts.Mode == Loop {
+		if err := e.startLoop(); err != nil {
+			e.closeWake()
+			e.FreeQueue()
+			return nil, err
+		}
+		return e, nil
+	}
 	reserveP()
 	started := make(chan error, 1)
 	go e.run(started)
 	if err := <-started; err != nil {
 		<-e.done
-		e.pool.wakeFD.Close()
+		e.closeWake()
 		e.FreeQueue()
 		return nil, err
 	}
@@ -231,6 +258,10 @@ func (e *Engine) Mode() ProgressMode { return e.opts.Mode }
 func (e *Engine) submit(s submission) error {
 	if e.closing.Load() {
 		return ErrEngineClosed
+	}
+	if e.loopOwner() {
+		e.ownerSubmit(s)
+		return nil
 	}
 	if e.opts.NoDelayedSubmission && s.op != opCall {
 		s.posted = make(chan bool)
@@ -251,6 +282,13 @@ const onThreadPoll = 200 * time.Microsecond
 // onThread runs f on the progress thread and waits for it: for setup and teardown
 // calls that must touch UCX (listeners, queries), never for data transfers.
 func (e *Engine) onThread(f func()) error {
+	if e.loopOwner() {
+		if e.closing.Load() {
+			return ErrEngineClosed
+		}
+		e.ownerRun(f)
+		return nil
+	}
 	ran := make(chan struct{})
 	var done atomic.Bool
 	if err := e.submit(submission{op: opCall, call: func() { f(); done.Store(true); close(ran) }}); err != nil {
@@ -523,14 +561,17 @@ func (e *Engine) Shutdown(timeout time.Duration) error {
 	if !e.closing.CompareAndSwap(false, true) {
 		return ErrEngineClosed
 	}
+	if e.loopOwner() {
+		return e.ownerShutdown(timeout)
+	}
 	e.pool.push(submission{op: opCall, call: func() { e.beginStop(time.Now().Add(timeout), stopped) }})
 	select {
 	case err := <-stopped:
 		<-e.done
-		e.pool.wakeFD.Close()
+		e.closeWake()
 		return err
 	case <-time.After(timeout + time.Second):
-		go func() { <-e.done; e.pool.wakeFD.Close() }()
+		go func() { <-e.done; e.closeWake() }()
 		return ErrShutdownTimeout
 	}
 }

@@ -88,6 +88,12 @@ func (s *inlineSlots) wait(n uint8, id uint64, limit time.Duration) (st ucxx.Sta
 	return st, length, ok
 }
 
+// done reports whether request id in slot n was completed (loop mode's owner, which
+// progresses while it waits).
+func (s *inlineSlots) done(n uint8, id uint64) bool {
+	return s.slots[n-1].state.Load() == id|inlineDone
+}
+
 // complete hands request id's outcome to the call waiting in slot n, if it still
 // waits. Progress thread only.
 func (s *inlineSlots) complete(n uint8, id uint64, st ucxx.Status, length uint64) bool {
@@ -158,6 +164,9 @@ func (b *inlineBudget) update(hit bool) {
 // submitTransfer queues s (a transfer with id s.id) and waits for it to end inline
 // for as long as budget says; a nil budget: no wait, the completion is queued.
 func (e *Engine) submitTransfer(s submission, budget *inlineBudget) (Ticket, error) {
+	if e.loopOwner() {
+		return e.ownerTransfer(s, budget)
+	}
 	t := Ticket{ID: s.id}
 	limit := e.opts.InlineWait
 	if budget == nil || limit <= 0 || e.opts.NoDelayedSubmission {

@@ -76,7 +76,8 @@ func current() (*core.Engine, error) {
 }
 
 // Start creates the engine. options is a JSON object of UCX settings without the UCX_
-// prefix; mode is "blocking" or "polling"; limits is a JSON object with any of
+// prefix; mode is "blocking" or "polling" (a progress thread), or "loop" (the calling
+// thread owns the worker and its event loop calls Progress when PollFD is readable); limits is a JSON object with any of
 // max_frames, max_frame_bytes, max_message_bytes, max_outstanding_bytes,
 // max_endpoint_outstanding_bytes, max_unexpected_bytes and keepalive_timeout_ms (0 or
 // absent: the default; a negative keepalive_timeout_ms turns keepalive off); warmUp,
@@ -122,6 +123,8 @@ func Start(options string, mode string, delayedSubmission bool, limits string, w
 		opts.Mode = core.Blocking
 	case "polling":
 		opts.Mode = core.Polling
+	case "loop":
+		opts.Mode = core.Loop
 	default:
 		return "", fmt.Errorf("Start: unknown progress mode %q: %w", mode, ucxx.StatusInvalidParam)
 	}
@@ -207,8 +210,11 @@ func Settings() (s string, err error) {
 		return "", err
 	}
 	mode := "blocking"
-	if e.Mode() == core.Polling {
+	switch e.Mode() {
+	case core.Polling:
 		mode = "polling"
+	case core.Loop:
+		mode = "loop"
 	}
 	return fmt.Sprintf("%s %t", mode, e.DelayedSubmission()), nil
 }

@@ -144,3 +144,25 @@ func NotifierWait(timeoutMs int64) (r int, err error) {
 	res, err := e.Queue().Wait(time.Duration(timeoutMs) * time.Millisecond)
 	return int(res), err
 }
+
+// PollFD is the file descriptor the owner's event loop watches in loop progress mode
+// (readable: call Progress), or -1 in the thread modes.
+func PollFD() (fd int, err error) {
+	defer guard(&err)
+	e, err := current()
+	if err != nil {
+		return -1, err
+	}
+	return e.PollFD(), nil
+}
+
+// Progress is the owner's pass in loop progress mode (core.Engine.Progress), called
+// by its event loop when PollFD is readable. It reports whether the engine stopped.
+func Progress() (stopped bool, err error) {
+	defer guard(&err)
+	e, err := current()
+	if err != nil {
+		return true, err
+	}
+	return e.Progress()
+}

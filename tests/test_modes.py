@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import ucxx_go
+from ucxx_go import _context
 from _support import TIMEOUT
 
 MODES = [
@@ -16,6 +17,8 @@ MODES = [
     dict(progress_mode="blocking"),
     dict(completion_mode="reader"),
     dict(completion_mode="reader", enable_delayed_submission=False),
+    dict(engine_progress="loop"),
+    dict(engine_progress="loop", enable_delayed_submission=False),
 ]
 
 
@@ -29,6 +32,9 @@ async def test_mode_echo(kwargs):
         assert info["completion_mode"] == kwargs["completion_mode"]
     if "polling" in kwargs.get("progress_mode", ""):
         assert info["engine_wait"] == "polling"
+    if kwargs.get("engine_progress") == "loop":
+        assert info["engine_wait"] == "loop" and info["engine_progress"] == "loop"
+        assert info["completion_mode"] == "reader"
 
     async def handler(ep):
         buf = np.empty(1 << 16, dtype="u1")
@@ -61,12 +67,57 @@ def test_environment_selects_modes(monkeypatch):
     assert ucxx_go.progress_mode() == "thread-polling"
 
 
+@pytest.mark.parametrize("value", ["thread", "loop", "auto"])
+def test_environment_selects_engine_progress(monkeypatch, value):
+    monkeypatch.setenv("UCXGO_PROGRESS_MODE", value)
+    ucxx_go.init()
+    info = ucxx_go.info()
+    want = _context.choose_engine_progress() if value == "auto" else value
+    assert info["engine_progress"] == want
+    assert (info["engine_wait"] == "loop") == (want == "loop")
+
+
+async def test_loop_progress_serves_other_threads():
+    """In loop mode a call from another thread (here: a thread pool's) is dispatched by
+    the owner's event loop, through the submission pool."""
+    ucxx_go.init(engine_progress="loop")
+
+    async def handler(ep):
+        buf = bytearray(5)
+        await ep.recv(buf)
+        await ep.send(buf)
+        await ep.close()
+
+    listener = ucxx_go.create_listener(handler)
+    loop = asyncio.get_running_loop()
+    # Listen's twin off the owner thread: an onThread call the owner's loop serves.
+    address = await asyncio.wait_for(loop.run_in_executor(None, ucxx_go.get_worker_address), TIMEOUT)
+    assert address is not None
+    ep = await ucxx_go.create_endpoint("127.0.0.1", listener.port)
+    await asyncio.wait_for(ep.send(bytearray(b"hello")), TIMEOUT)
+    out = bytearray(5)
+    await asyncio.wait_for(ep.recv(out), TIMEOUT)
+    assert out == b"hello"
+    await ep.close()
+    listener.close()
+
+
 def test_bad_modes_are_refused():
     with pytest.raises(ValueError):
         ucxx_go.init(progress_mode="warp-speed")
     with pytest.raises(ValueError):
         ucxx_go.init(completion_mode="carrier-pigeon")
     ucxx_go.init()  # a refused init left nothing behind
+
+
+def test_loop_progress_refuses_an_execution_context_with_transfers():
+    """The DAG's waits would block the thread that progresses its transfers in loop
+    mode: ExecutionContext(transfers=True) says so instead of hanging; without
+    transfers it needs no engine and works."""
+    ucxx_go.init(engine_progress="loop")
+    with pytest.raises(ucxx_go.exceptions.UCXUnsupportedError, match="engine_progress"):
+        ucxx_go.ExecutionContext(gpus=[], transfers=True)
+    ucxx_go.ExecutionContext(gpus=[], transfers=False).close()
 
 
 async def test_new_event_loop_after_reset_free_use():

@@ -194,7 +194,8 @@ def progress_mode():
 def info():
     """A dict describing the running context, the machine's GPUs and what is in use.
 
-    Keys: ``ucx_version``, ``progress_mode``, ``engine_wait``, ``delayed_submission``,
+    Keys: ``ucx_version``, ``progress_mode``, ``engine_wait`` ("blocking", "polling",
+    or "loop": no progress thread), ``engine_progress`` ("thread" or "loop"), ``delayed_submission``,
     ``completion_mode``; ``gpus`` (index, name, uuid, bus_id, memory_bytes, numa_node,
     cpu_affinity: NVML's, empty without an NVIDIA driver) and ``gpu_topology`` (the
     link between each pair of GPUs: "NVLINK", "PIX", "PHB", "SYS"..., "+p2p" when
@@ -216,6 +217,7 @@ def info():
         "ucx_version": call(ext.pybridge_Version),
         "progress_mode": ctx.progress_mode,
         "engine_wait": mode,
+        "engine_progress": ctx.engine_progress,
         "delayed_submission": delayed == "true",
         "completion_mode": ctx.completions.mode,
         "gpus": gpu["gpus"],

@@ -14,7 +14,7 @@ import os
 import threading
 import weakref
 
-from . import _completions, _ucx_log
+from . import _completions, _loop_progress, _ucx_log
 from ._constants import EVENT_ENDPOINT_ERROR, EVENT_LISTENER_ACCEPT
 from ._bridge import call, ext, translate
 from .exceptions import UCXError
@@ -49,11 +49,12 @@ class Context:
     """The running engine. Use the module functions rather than this class."""
 
     def __init__(self, options, progress_mode, delayed_submission, completion_mode, connect_timeout, limits,
-                 warm_up=""):
+                 warm_up="", engine_progress="thread"):
         self.progress_mode = progress_mode
+        self.engine_progress = engine_progress
         self.connect_timeout = connect_timeout
         self.limits = limits
-        engine_mode = PROGRESS_MODES[progress_mode]
+        engine_mode = "loop" if engine_progress == "loop" else PROGRESS_MODES[progress_mode]
         try:
             res = call(ext.pybridge_Start, json.dumps(options), engine_mode, delayed_submission, json.dumps(limits),
                        warm_up)
@@ -68,6 +69,13 @@ class Context:
             ext.pybridge_FreeQueue()
             raise
         self.pending = self.completions.pending  # request id -> Request
+        self.loop_progress = None
+        if engine_progress == "loop":
+            self.loop_progress = _loop_progress.LoopProgress(ext.pybridge_PollFD(), self.completions)
+            try:
+                self.loop_progress.bind(asyncio.get_running_loop())
+            except RuntimeError:
+                pass  # no loop runs yet: the first request's binds
         self.endpoints = weakref.WeakValueDictionary()  # handle -> Endpoint
         self.listeners = weakref.WeakValueDictionary()  # handle -> Listener
         self.closed = False
@@ -79,6 +87,8 @@ class Context:
         loop = asyncio.get_running_loop()
         if loop is not self.completions.loop:
             self.completions.bind(loop)
+            if self.loop_progress is not None:
+                self.loop_progress.bind(loop)
         return loop
 
     # -- events ------------------------------------------------------------------------
@@ -110,6 +120,8 @@ class Context:
         except RuntimeError as e:
             raise translate(e) from None
         finally:
+            if self.loop_progress is not None:
+                self.loop_progress.stop()
             self.completions.join(timeout)
             self.completions.stop()
             self.completions.release()
@@ -128,6 +140,7 @@ def init(
     multi_buffer_limits=None,
     keepalive_timeout=None,
     warm_up=None,
+    engine_progress=None,
 ):
     """Initialise ucxx_go's UCX context and progress engine.
 
@@ -177,6 +190,12 @@ def init(
         Warm up in the background as soon as the engine has started (see
         ``warm_up()``): True for loopback ("127.0.0.1"), or the local IP address to
         warm up through; default off. Also ``UCXGO_WARM_UP`` ("1" or an address).
+    engine_progress : str
+        Who progresses the UCP worker: "thread" (default: the engine's progress
+        thread), "loop" (no progress thread: the event loop of the thread that
+        initialised drives the worker, for processes with fewer cores than busy
+        threads) or "auto" (see ``choose_engine_progress``); also
+        ``UCXGO_PROGRESS_MODE``. Loop mode forces completion_mode "reader".
 
     Raises
     ------
@@ -198,8 +217,16 @@ def init(
             raise ValueError(f"progress_mode must be one of {sorted(PROGRESS_MODES)}, got {progress_mode!r}")
         if enable_delayed_submission is None:
             enable_delayed_submission = _env_flag("UCXPY_ENABLE_DELAYED_SUBMISSION", True)
+        if engine_progress is None:
+            engine_progress = os.environ.get("UCXGO_PROGRESS_MODE", "") or "thread"
+        if engine_progress not in _loop_progress.MODES:
+            raise ValueError(f"engine_progress must be one of {_loop_progress.MODES}, got {engine_progress!r}")
+        if engine_progress == "auto":
+            engine_progress = choose_engine_progress()
         if completion_mode is None:
             completion_mode = os.environ.get("UCXGO_COMPLETION_MODE", "reader")
+        if engine_progress == "loop":
+            completion_mode = "reader"  # the loop drains the ring itself
         if completion_mode not in _completions.MODES:
             raise ValueError(f"completion_mode must be one of {_completions.MODES}, got {completion_mode!r}")
         if connect_timeout is None:
@@ -222,12 +249,44 @@ def init(
         if warm_up is None:
             warm_up = os.environ.get("UCXGO_WARM_UP", "")
         _context = Context(options, progress_mode, bool(enable_delayed_submission), completion_mode, connect_timeout, limits,
-                           warm_up_address(warm_up))
+                           warm_up_address(warm_up), engine_progress)
         # As UCXX, say on its "ucx" logger how progress runs.
         logging.getLogger("ucx").info(
-            "Starting progress in '%s' mode (ucxx_go: the engine's progress thread, completions by %s)",
-            progress_mode, _context.completions.mode,
+            "Starting progress in '%s' mode (ucxx_go: %s, completions by %s)",
+            progress_mode,
+            "the event loop drives the worker" if engine_progress == "loop" else "the engine's progress thread",
+            _context.completions.mode,
         )
+
+
+def usable_cpus():
+    """The CPUs this process may run on: its affinity, bounded by a cgroup CPU quota."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            quota, period = f.read().split()
+        if quota != "max":
+            n = min(n, max(1, int(int(quota) // int(period))))
+    except (OSError, ValueError):
+        pass
+    return n
+
+
+def choose_engine_progress():
+    """``engine_progress="auto"``: "loop" where a progress thread would have no core of
+    its own, else "thread". A process cannot see how many busy threads the machine
+    will have; it takes the two signs it can read: it may use at most two CPUs (a
+    thread mode process alone keeps two threads busy), or the machine's runnable
+    threads (the one-minute load average) already fill its CPUs."""
+    cpus = usable_cpus()
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = 0.0
+    return "loop" if cpus <= 2 or load >= (os.cpu_count() or cpus) else "thread"
 
 
 def warm_up_address(value):

@@ -57,7 +57,7 @@ from . import _context, _kernels, _tags
 from ._bridge import ext, translate
 from ._buffers import buffer_info
 from ._onesided import RemoteRegion
-from .exceptions import UCXCloseError, UCXError, UCXForkError
+from .exceptions import UCXCloseError, UCXError, UCXForkError, UCXUnsupportedError
 
 __all__ = ["ExecutionContext", "DeviceArray", "Vertex", "Kernel", "ConfiguredKernel", "VertexFailedError"]
 
@@ -777,6 +777,11 @@ class ExecutionContext:
         self._dot = bool(export_dot)
         self._closed = True  # until made
         self._engine = _context.get() if transfers else None
+        if self._engine is not None and self._engine.engine_progress == "loop":
+            # Its vertices wait for transfers on threads that the loop mode's owner
+            # also blocks in (host waits, synchronize): nothing would progress them.
+            raise UCXUnsupportedError("ExecutionContext(transfers=True) needs the engine's progress thread; "
+                                      "ucxx_go runs with engine_progress='loop' (UCXGO_PROGRESS_MODE)")
         self._h = self._go(ext.pybridge_DagNew, json.dumps(options))
         self._lane = _HostLane(self._h)
         self._close_lock = threading.Lock()
