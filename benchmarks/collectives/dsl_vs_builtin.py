@@ -16,6 +16,7 @@ prints a table: the median per call of each (the slowest rank's), and DSL / buil
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import time
 
@@ -28,6 +29,7 @@ from ucxx_go.language.builtins_common import Options
 DIRECT_MAX = 64 << 10  # core/collective/registry.go: directMaxBytes
 ALLPAIRS_MAX = 256 << 10  # allPairsMaxBytes
 PIPELINE_MIN, PIPELINE_CHUNKS = 4 << 20, 4  # pipelineMinBytes, pipelineChunks
+LANES_MIN, MAX_LANES = 4 << 20, 4  # lanesMinBytes, maxLanes (where every rank has MAX_LANES cores)
 
 
 def size(s):
@@ -35,14 +37,18 @@ def size(s):
     return int(s[:-1]) * units[s[-1]] if s[-1] in units else int(s)
 
 
-def registry_plan(n, nbytes):
-    """The DSL's plan for the built-in the registry picks at nbytes (in place)."""
+def registry_plan(n, nbytes, cores_per_rank):
+    """The DSL's plan for the built-in the registry picks at nbytes (in place), with
+    cores_per_rank as the communicator counts them (the fewest CPUs a rank may use,
+    divided by the ranks)."""
     if nbytes <= DIRECT_MAX:
         key, o = "allreduce.direct", Options(inplace=True)
     elif nbytes <= ALLPAIRS_MAX:
         key, o = "allreduce.allpairs", Options(inplace=True)
     else:
-        key, o = "allreduce.ring", Options(inplace=True, chunks=PIPELINE_CHUNKS if nbytes >= PIPELINE_MIN else 1)
+        lanes = MAX_LANES if nbytes >= LANES_MIN and cores_per_rank >= MAX_LANES else 1
+        key, o = "allreduce.ring", Options(inplace=True, chunks=PIPELINE_CHUNKS if nbytes >= PIPELINE_MIN else 1,
+                                           lanes=lanes)
     return key, ucxx_go.ExecutionPlan.from_json(json.dumps(dsl.builtin_plan(key, n, o)))
 
 
@@ -67,12 +73,15 @@ async def main():
     a = ap.parse_args()
     comm = await ucxx_go.Communicator.init(timeout=120)
     n, r = comm.size, comm.rank
+    cpus = np.array([len(os.sched_getaffinity(0))], np.int64)
+    await comm.allreduce(cpus, op="min")  # as bootstrap agrees on it (Go's runtime.NumCPU)
+    cores_per_rank = max(int(cpus[0]) // n, 1)
     rows = []
     for nbytes in (size(s) for s in a.sizes.split(",")):
         count = max(1, nbytes // 4)
-        while count * 4 % (n * 4 * PIPELINE_CHUNKS):  # whole chunks: no padded tail on either path
+        while count * 4 % (n * 4 * PIPELINE_CHUNKS * MAX_LANES):  # whole chunks: no padded tail on either path
             count += 1
-        key, plan = registry_plan(n, count * 4)
+        key, plan = registry_plan(n, count * 4, cores_per_rank)
         x = np.ones(count, np.float32)
         iters = max(5, min(a.iters, (256 << 20) // (count * 4)))
         for call in (lambda: comm.execute(plan, x), lambda: comm.allreduce(x)):

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"strconv"
 	"time"
 	"unsafe"
@@ -14,22 +15,24 @@ import (
 )
 
 // Bootstrap: rank 0 listens at the root address; every other rank connects, sends a
-// hello (its rank, the world size and its engine's worker address); once all have,
-// rank 0 sends each the table of everyone's worker address, and every rank makes an
-// endpoint to every other from those addresses (no listener per rank). Records are
-// little-endian:
+// hello (its rank, the world size, the CPUs it may use and its engine's worker
+// address); once all have, rank 0 sends each the table of everyone's worker address
+// with the fewest CPUs any rank may use, and every rank makes an endpoint to every
+// other from those addresses (no listener per rank). Records are little-endian:
 //
-//	hello: magic u32, version u16, 0 u16, rank u32, size u32, address length u32, address
-//	table: magic u32, version u16, status u16, size u32, then per rank: length u32, address
+//	hello: magic u32, version u16, cpus u16, rank u32, size u32, address length u32, address
+//	table: magic u32, version u16, status u16, size u32, cpus u32, then per rank: length u32, address
 //
 // A table with status other than 0 tells the ranks that bootstrap failed (a duplicate
 // rank, sizes that disagree): every rank then fails with ErrBootstrap.
 
 const (
 	bootstrapMagic   = 0x54425855 // "UXBT"
-	bootstrapVersion = 1
+	bootstrapVersion = 2
 	helloHeader      = 20
-	tableHeader      = 12
+	tableHeader      = 16
+	// maxCPUs bounds the CPUs a rank announces.
+	maxCPUs = 1<<16 - 1
 	// MaxRanks bounds a communicator's size.
 	MaxRanks = 4096
 	// maxWorkerAddress bounds a worker address a peer announces.
@@ -54,15 +57,27 @@ const (
 	tableSizeMismatch  = 2
 )
 
-// peers is the result of bootstrap: an endpoint to every other rank (0 at rank).
+// peers is the result of bootstrap: an endpoint to every other rank (0 at rank),
+// and the fewest CPUs a rank may use.
 type peers struct {
-	eps []uint64
+	eps  []uint64
+	cpus int
 }
 
-func encodeHello(rank, size int, addr []byte) []byte {
+// hello is what a rank tells the root.
+type hello struct {
+	rank, size int
+	// cpus is how many CPUs the rank may use (runtime.NumCPU: its affinity), 1..maxCPUs.
+	cpus int
+	addr []byte
+}
+
+func encodeHello(h hello) []byte {
+	rank, size, addr := h.rank, h.size, h.addr
 	b := make([]byte, helloHeader+len(addr))
 	binary.LittleEndian.PutUint32(b, bootstrapMagic)
 	binary.LittleEndian.PutUint16(b[4:], bootstrapVersion)
+	binary.LittleEndian.PutUint16(b[6:], uint16(min(max(h.cpus, 1), maxCPUs)))
 	binary.LittleEndian.PutUint32(b[8:], uint32(rank))
 	binary.LittleEndian.PutUint32(b[12:], uint32(size))
 	binary.LittleEndian.PutUint32(b[16:], uint32(len(addr)))
@@ -71,18 +86,21 @@ func encodeHello(rank, size int, addr []byte) []byte {
 }
 
 // decodeHello reads a hello of n bytes; untrusted.
-func decodeHello(b []byte) (rank, size int, addr []byte, err error) {
+func decodeHello(b []byte) (hello, error) {
 	if len(b) < helloHeader || binary.LittleEndian.Uint32(b) != bootstrapMagic || binary.LittleEndian.Uint16(b[4:]) != bootstrapVersion {
-		return 0, 0, nil, fmt.Errorf("%w: not a hello", ErrBootstrap)
+		return hello{}, fmt.Errorf("%w: not a hello", ErrBootstrap)
 	}
 	r, s, n := binary.LittleEndian.Uint32(b[8:]), binary.LittleEndian.Uint32(b[12:]), binary.LittleEndian.Uint32(b[16:])
-	if s < 2 || s > MaxRanks || r == 0 || r >= s || n == 0 || n > maxWorkerAddress || int(n) != len(b)-helloHeader {
-		return 0, 0, nil, fmt.Errorf("%w: hello of rank %d of %d with a %d-byte address in %d bytes", ErrBootstrap, r, s, n, len(b))
+	cpus := binary.LittleEndian.Uint16(b[6:])
+	if s < 2 || s > MaxRanks || r == 0 || r >= s || n == 0 || n > maxWorkerAddress || int(n) != len(b)-helloHeader || cpus == 0 {
+		return hello{}, fmt.Errorf("%w: hello of rank %d of %d with %d CPUs and a %d-byte address in %d bytes", ErrBootstrap, r, s, cpus, n, len(b))
 	}
-	return int(r), int(s), b[helloHeader:], nil
+	return hello{rank: int(r), size: int(s), cpus: int(cpus), addr: b[helloHeader:]}, nil
 }
 
-func encodeTable(status int, addrs [][]byte) []byte {
+// encodeTable writes the table: status, the fewest CPUs a rank may use, every
+// rank's address.
+func encodeTable(status, cpus int, addrs [][]byte) []byte {
 	n := tableHeader
 	for _, a := range addrs {
 		n += 4 + len(a)
@@ -92,6 +110,7 @@ func encodeTable(status int, addrs [][]byte) []byte {
 	binary.LittleEndian.PutUint16(b[4:], bootstrapVersion)
 	binary.LittleEndian.PutUint16(b[6:], uint16(status))
 	binary.LittleEndian.PutUint32(b[8:], uint32(len(addrs)))
+	binary.LittleEndian.PutUint32(b[12:], uint32(min(max(cpus, 1), maxCPUs)))
 	off := tableHeader
 	for _, a := range addrs {
 		binary.LittleEndian.PutUint32(b[off:], uint32(len(a)))
@@ -101,40 +120,45 @@ func encodeTable(status int, addrs [][]byte) []byte {
 	return b
 }
 
-// decodeTable reads the table a rank of a world of size gets; untrusted.
-func decodeTable(b []byte, size int) ([][]byte, error) {
+// decodeTable reads the table a rank of a world of size gets (the addresses and the
+// fewest CPUs a rank may use); untrusted.
+func decodeTable(b []byte, size int) (addrs [][]byte, cpus int, err error) {
 	if len(b) < tableHeader || binary.LittleEndian.Uint32(b) != bootstrapMagic || binary.LittleEndian.Uint16(b[4:]) != bootstrapVersion {
-		return nil, fmt.Errorf("%w: not a table", ErrBootstrap)
+		return nil, 0, fmt.Errorf("%w: not a table", ErrBootstrap)
 	}
 	switch st := binary.LittleEndian.Uint16(b[6:]); st {
 	case tableOK:
 	case tableDuplicateRank:
-		return nil, fmt.Errorf("%w: two processes claimed one rank", ErrBootstrap)
+		return nil, 0, fmt.Errorf("%w: two processes claimed one rank", ErrBootstrap)
 	case tableSizeMismatch:
-		return nil, fmt.Errorf("%w: the ranks disagree on the world size", ErrBootstrap)
+		return nil, 0, fmt.Errorf("%w: the ranks disagree on the world size", ErrBootstrap)
 	default:
-		return nil, fmt.Errorf("%w: the root failed (status %d)", ErrBootstrap, st)
+		return nil, 0, fmt.Errorf("%w: the root failed (status %d)", ErrBootstrap, st)
 	}
 	if int(binary.LittleEndian.Uint32(b[8:])) != size {
-		return nil, fmt.Errorf("%w: a table of %d ranks for a world of %d", ErrBootstrap, binary.LittleEndian.Uint32(b[8:]), size)
+		return nil, 0, fmt.Errorf("%w: a table of %d ranks for a world of %d", ErrBootstrap, binary.LittleEndian.Uint32(b[8:]), size)
 	}
-	addrs := make([][]byte, size)
+	cpus = int(binary.LittleEndian.Uint32(b[12:]))
+	if cpus < 1 || cpus > maxCPUs {
+		return nil, 0, fmt.Errorf("%w: a table of %d CPUs", ErrBootstrap, cpus)
+	}
+	addrs = make([][]byte, size)
 	off := tableHeader
 	for i := range addrs {
 		if off+4 > len(b) {
-			return nil, fmt.Errorf("%w: the table ends at rank %d", ErrBootstrap, i)
+			return nil, 0, fmt.Errorf("%w: the table ends at rank %d", ErrBootstrap, i)
 		}
 		n := int(binary.LittleEndian.Uint32(b[off:]))
 		if n == 0 || n > maxWorkerAddress || off+4+n > len(b) {
-			return nil, fmt.Errorf("%w: rank %d's address of %d bytes", ErrBootstrap, i, n)
+			return nil, 0, fmt.Errorf("%w: rank %d's address of %d bytes", ErrBootstrap, i, n)
 		}
 		addrs[i] = b[off+4 : off+4+n]
 		off += 4 + n
 	}
 	if off != len(b) {
-		return nil, fmt.Errorf("%w: %d bytes after the table", ErrBootstrap, len(b)-off)
+		return nil, 0, fmt.Errorf("%w: %d bytes after the table", ErrBootstrap, len(b)-off)
 	}
-	return addrs, nil
+	return addrs, cpus, nil
 }
 
 // tableBytes bounds the table a rank receives for a world of size.
@@ -196,8 +220,9 @@ func bootstrap(e *core.Engine, r *completionReader, rank, size int, root string,
 	if err != nil {
 		return nil, err
 	}
+	cpus := min(runtime.NumCPU(), maxCPUs)
 	if size == 1 {
-		return &peers{eps: []uint64{0}}, nil
+		return &peers{eps: []uint64{0}, cpus: cpus}, nil
 	}
 	host, portText, err := net.SplitHostPort(root)
 	if err != nil {
@@ -209,15 +234,16 @@ func bootstrap(e *core.Engine, r *completionReader, rank, size int, root string,
 	}
 	deadline := time.Now().Add(timeout)
 	var addrs [][]byte
+	me := hello{rank: rank, size: size, cpus: cpus, addr: self}
 	if rank == 0 {
-		addrs, err = gather(e, r, host, port, size, self, deadline)
+		addrs, cpus, err = gather(e, r, host, port, me, deadline)
 	} else {
-		addrs, err = join(e, r, host, port, rank, size, self, deadline)
+		addrs, cpus, err = join(e, r, host, port, me, deadline)
 	}
 	if err != nil {
 		return nil, err
 	}
-	p := &peers{eps: make([]uint64, size)}
+	p := &peers{eps: make([]uint64, size), cpus: cpus}
 	for i, a := range addrs {
 		if i == rank {
 			continue
@@ -229,12 +255,13 @@ func bootstrap(e *core.Engine, r *completionReader, rank, size int, root string,
 	return p, nil
 }
 
-// gather is rank 0's part: accept size-1 ranks' hellos, answer with the table. A
-// connection whose hello is malformed is dropped, and does not count.
-func gather(e *core.Engine, r *completionReader, host string, port, size int, self []byte, deadline time.Time) ([][]byte, error) {
+// gather is rank 0's part (me): accept size-1 ranks' hellos, answer with the table.
+// A connection whose hello is malformed is dropped, and does not count.
+func gather(e *core.Engine, r *completionReader, host string, port int, me hello, deadline time.Time) ([][]byte, int, error) {
+	size, self, cpus := me.size, me.addr, me.cpus
 	lh, _, err := e.Listen(host, port)
 	if err != nil {
-		return nil, fmt.Errorf("collective: listen at the root %s:%d: %w", host, port, err)
+		return nil, 0, fmt.Errorf("collective: listen at the root %s:%d: %w", host, port, err)
 	}
 	defer e.CloseListener(lh)
 	addrs := make([][]byte, size)
@@ -246,14 +273,15 @@ func gather(e *core.Engine, r *completionReader, host string, port, size int, se
 	for have := 1; have < size && status == tableOK; {
 		c, err := r.wait(core.EventListenerAccept|lh, deadline)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		ep := c.Length
 		msg, err := recv(e, r, ep, tagHello, buf, deadline)
 		if errors.Is(err, ErrTimeout) {
-			return nil, err
+			return nil, 0, err
 		}
-		rk, sz, addr, herr := decodeHello(msg)
+		h, herr := decodeHello(msg)
+		rk, sz, addr := h.rank, h.size, h.addr
 		if err != nil || herr != nil {
 			e.AbortEndpoint(ep) // not one of ours: it does not count
 			continue
@@ -266,12 +294,13 @@ func gather(e *core.Engine, r *completionReader, host string, port, size int, se
 			status = tableDuplicateRank
 		default:
 			byRank[rk], addrs[rk] = ep, append([]byte(nil), addr...)
+			cpus = min(cpus, h.cpus)
 			have++
 		}
 	}
-	table := encodeTable(status, addrs)
+	table := encodeTable(status, cpus, addrs)
 	if status != tableOK {
-		table = encodeTable(status, nil)
+		table = encodeTable(status, cpus, nil)
 	}
 	var errs []error
 	for _, ep := range joined {
@@ -285,26 +314,27 @@ func gather(e *core.Engine, r *completionReader, host string, port, size int, se
 				r.wait(id, time.Now().Add(2*time.Second))
 			}
 		}
-		_, err := decodeTable(table, 0)
-		return nil, err
+		_, _, err := decodeTable(table, 0)
+		return nil, 0, err
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("collective: send the table: %w", err)
+		return nil, 0, fmt.Errorf("collective: send the table: %w", err)
 	}
-	return addrs, nil
+	return addrs, cpus, nil
 }
 
 // join is the part of every other rank: connect to the root, say hello, get the table.
-func join(e *core.Engine, r *completionReader, host string, port, rank, size int, self []byte, deadline time.Time) ([][]byte, error) {
+func join(e *core.Engine, r *completionReader, host string, port int, me hello, deadline time.Time) ([][]byte, int, error) {
+	rank, size, self := me.rank, me.size, me.addr
 	var ep uint64
 	for {
 		id, err := e.Connect(host, port, time.Until(deadline))
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		c, err := r.wait(id, deadline)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if c.Status == 0 {
 			ep = c.Length
@@ -312,29 +342,29 @@ func join(e *core.Engine, r *completionReader, host string, port, rank, size int
 		}
 		// The root may not listen yet: try again until the deadline.
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("collective: connect to the root %s:%d: %v: %w", host, port, ucxx.Status(c.Status), ErrTimeout)
+			return nil, 0, fmt.Errorf("collective: connect to the root %s:%d: %v: %w", host, port, ucxx.Status(c.Status), ErrTimeout)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	defer e.CloseEndpoint(ep, time.Second)
-	if err := send(e, r, ep, tagHello, encodeHello(rank, size, self), deadline); err != nil {
-		return nil, err
+	if err := send(e, r, ep, tagHello, encodeHello(me), deadline); err != nil {
+		return nil, 0, err
 	}
 	msg, err := recv(e, r, ep, tagTable, make([]byte, tableBytes(size)), deadline)
 	var ue *ucxx.Error
 	if errors.As(err, &ue) {
 		// The root went away without a table for us: it refused the world.
-		return nil, fmt.Errorf("%w: the root closed the connection before sending the table: %w", ErrBootstrap, err)
+		return nil, 0, fmt.Errorf("%w: the root closed the connection before sending the table: %w", ErrBootstrap, err)
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	addrs, err := decodeTable(msg, size)
+	addrs, cpus, err := decodeTable(msg, size)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if string(addrs[rank]) != string(self) {
-		return nil, fmt.Errorf("%w: the table gives rank %d another address", ErrBootstrap, rank)
+		return nil, 0, fmt.Errorf("%w: the table gives rank %d another address", ErrBootstrap, rank)
 	}
-	return addrs, nil
+	return addrs, cpus, nil
 }

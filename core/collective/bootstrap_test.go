@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -106,6 +107,11 @@ func TestBootstrapWorld(t *testing.T) {
 			if err := comms[0].Send(0, 1, nil); !errors.Is(err, ucxx.StatusInvalidParam) {
 				t.Errorf("a send to itself: %v", err)
 			}
+			for _, c := range comms { // every rank learns the world's fewest CPUs (here all alike)
+				if c.peers.cpus != runtime.NumCPU() || c.coresPerRank() != max(runtime.NumCPU()/size, 1) {
+					t.Errorf("rank %d: %d CPUs, %d a rank; this process may use %d", c.Rank(), c.peers.cpus, c.coresPerRank(), runtime.NumCPU())
+				}
+			}
 		})
 	}
 }
@@ -166,26 +172,37 @@ func TestBootstrapIgnoresStrangers(t *testing.T) {
 // TestBootstrapRecords: hellos and tables that are not what a rank sends are refused.
 func TestBootstrapRecords(t *testing.T) {
 	addr := []byte("worker-address")
-	good := encodeHello(1, 2, addr)
-	if r, s, a, err := decodeHello(good); err != nil || r != 1 || s != 2 || string(a) != string(addr) {
-		t.Fatalf("a good hello: %d %d %q %v", r, s, a, err)
+	h := func(rank, size, cpus int, addr []byte) []byte {
+		return encodeHello(hello{rank: rank, size: size, cpus: cpus, addr: addr})
 	}
+	good := h(1, 2, 12, addr)
+	if got, err := decodeHello(good); err != nil || got.rank != 1 || got.size != 2 || got.cpus != 12 || string(got.addr) != string(addr) {
+		t.Fatalf("a good hello: %+v %v", got, err)
+	}
+	noCPUs := append([]byte(nil), good...)
+	noCPUs[6], noCPUs[7] = 0, 0
+	oldVersion := append([]byte(nil), good...)
+	oldVersion[4] = 1
 	for name, b := range map[string][]byte{
 		"short":         good[:10],
 		"truncated":     good[:len(good)-1],
-		"rank 0":        encodeHello(0, 2, addr),
-		"rank >= size":  encodeHello(2, 2, addr),
-		"huge world":    encodeHello(1, MaxRanks+1, addr),
-		"empty address": encodeHello(1, 2, nil),
+		"rank 0":        h(0, 2, 1, addr),
+		"rank >= size":  h(2, 2, 1, addr),
+		"huge world":    h(1, MaxRanks+1, 1, addr),
+		"empty address": h(1, 2, 1, nil),
+		"no CPUs":       noCPUs,
+		"version 1":     oldVersion,
 	} {
-		if _, _, _, err := decodeHello(b); !errors.Is(err, ErrBootstrap) {
+		if _, err := decodeHello(b); !errors.Is(err, ErrBootstrap) {
 			t.Errorf("%s hello: %v", name, err)
 		}
 	}
-	table := encodeTable(tableOK, [][]byte{[]byte("a"), []byte("bb")})
-	if got, err := decodeTable(table, 2); err != nil || string(got[1]) != "bb" {
-		t.Fatalf("a good table: %q %v", got, err)
+	table := encodeTable(tableOK, 6, [][]byte{[]byte("a"), []byte("bb")})
+	if got, cpus, err := decodeTable(table, 2); err != nil || string(got[1]) != "bb" || cpus != 6 {
+		t.Fatalf("a good table: %q %d %v", got, cpus, err)
 	}
+	zeroCPUs := append([]byte(nil), table...)
+	clear(zeroCPUs[12:16])
 	for name, c := range map[string]struct {
 		b    []byte
 		size int
@@ -193,9 +210,10 @@ func TestBootstrapRecords(t *testing.T) {
 		"wrong size": {table, 3},
 		"truncated":  {table[:len(table)-1], 2},
 		"trailing":   {append(append([]byte(nil), table...), 0), 2},
-		"failed":     {encodeTable(tableDuplicateRank, nil), 2},
+		"failed":     {encodeTable(tableDuplicateRank, 1, nil), 2},
+		"no CPUs":    {zeroCPUs, 2},
 	} {
-		if _, err := decodeTable(c.b, c.size); !errors.Is(err, ErrBootstrap) {
+		if _, _, err := decodeTable(c.b, c.size); !errors.Is(err, ErrBootstrap) {
 			t.Errorf("%s table: %v", name, err)
 		}
 	}

@@ -74,6 +74,10 @@ func (c *Communicator) Rank() int { return c.rank }
 // Size is the number of ranks.
 func (c *Communicator) Size() int { return c.size }
 
+// coresPerRank is the fewest CPUs any rank may use divided by the rank count, at
+// least 1: the same on every rank.
+func (c *Communicator) coresPerRank() int { return max(c.peers.cpus/c.size, 1) }
+
 // Engine is the communicator's own engine.
 func (c *Communicator) Engine() *core.Engine { return c.e }
 

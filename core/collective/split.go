@@ -3,6 +3,7 @@ package collective
 import (
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"sort"
 	"unsafe"
 
@@ -88,6 +89,7 @@ func (c *Communicator) formSub(ranks []int, me int) (*Communicator, error) {
 		return fail(err)
 	}
 	var addrs [][]byte
+	cpus := min(runtime.NumCPU(), maxCPUs)
 	switch {
 	case len(ranks) == 1:
 		addrs = [][]byte{self}
@@ -100,20 +102,21 @@ func (c *Communicator) formSub(ranks []int, me int) (*Communicator, error) {
 			if err != nil {
 				return fail(err)
 			}
-			rank, size, a, err := decodeHello(buf[:n])
-			if err != nil || rank != i || size != len(ranks) {
+			h, err := decodeHello(buf[:n])
+			if err != nil || h.rank != i || h.size != len(ranks) {
 				return fail(fmt.Errorf("rank %d's hello as member %d of %d: %w", ranks[i], i, len(ranks), ErrBootstrap))
 			}
-			addrs[i] = append([]byte(nil), a...)
+			addrs[i] = append([]byte(nil), h.addr...)
+			cpus = min(cpus, h.cpus)
 		}
-		table := encodeTable(tableOK, addrs)
+		table := encodeTable(tableOK, cpus, addrs)
 		for i := 1; i < len(ranks); i++ {
 			if err := c.Send(ranks[i], tagSplitTable, table); err != nil {
 				return fail(err)
 			}
 		}
 	default:
-		if err := c.Send(ranks[0], tagSplitHello, encodeHello(me, len(ranks), self)); err != nil {
+		if err := c.Send(ranks[0], tagSplitHello, encodeHello(hello{rank: me, size: len(ranks), cpus: cpus, addr: self})); err != nil {
 			return fail(err)
 		}
 		buf := make([]byte, tableBytes(len(ranks)))
@@ -121,11 +124,11 @@ func (c *Communicator) formSub(ranks []int, me int) (*Communicator, error) {
 		if err != nil {
 			return fail(err)
 		}
-		if addrs, err = decodeTable(buf[:n], len(ranks)); err != nil {
+		if addrs, cpus, err = decodeTable(buf[:n], len(ranks)); err != nil {
 			return fail(err)
 		}
 	}
-	s.peers = &peers{eps: make([]uint64, len(ranks))}
+	s.peers = &peers{eps: make([]uint64, len(ranks)), cpus: cpus}
 	for i, a := range addrs {
 		if i == me {
 			continue

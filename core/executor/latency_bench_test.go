@@ -89,3 +89,59 @@ func BenchmarkAllReduceSmallRanks(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAllReduceLargeLanes: the ring allreduce from 1 to 16 MiB at 2, 4 and 8
+// in-process ranks with 1, 2 and 4 lanes (goroutines) per rank, and the chunks the
+// registry pipelines large messages with (4 from 4 MiB): whether the registry should
+// give large messages more lanes where the ranks have cores to spare. Bus bandwidth
+// (nccl-tests': 2(n-1)/n of the bytes a rank moves per call) is the MB/s column.
+//
+//	go test -run '^$' -bench AllReduceLargeLanes -benchtime 20x ./core/executor
+func BenchmarkAllReduceLargeLanes(b *testing.B) {
+	for _, n := range []int{2, 4, 8} {
+		for _, size := range []int{1 << 20, 4 << 20, 16 << 20} {
+			for _, lanes := range []int{1, 2, 4} {
+				b.Run(fmt.Sprintf("ranks=%d/bytes=%d/lanes=%d", n, size, lanes), func(b *testing.B) {
+					o := builtin.Options{InPlace: true, Lanes: lanes}
+					if size >= 4<<20 {
+						o.Chunks = 4
+					}
+					_, p, err := builtin.AllReduceRing(n, o)
+					if err != nil {
+						b.Fatal(err)
+					}
+					xs := newWorld(&testing.T{}, n, Options{Timeout: 60 * time.Second})
+					defer func() {
+						for _, x := range xs {
+							x.Close()
+						}
+					}()
+					bufs := make([][]byte, n)
+					for r := range bufs {
+						bufs[r] = cbytes(size)
+					}
+					b.SetBytes(int64(size) * int64(2*(n-1)) / int64(n))
+					calls := b.N
+					run := func(r int, x *Executor) error {
+						for range calls {
+							if err := x.Execute(Call{Plan: p, Send: Buffer{addr(bufs[r]), uint64(size)}, Recv: Buffer{addr(bufs[r]), uint64(size)},
+								DType: reduce.Float32, Op: reduce.Sum}); err != nil {
+								return err
+							}
+						}
+						return nil
+					}
+					calls = 2 // the first call makes the context
+					warm := onAll(xs, run)
+					calls = b.N
+					b.ResetTimer()
+					for _, err := range append(warm, onAll(xs, run)...) {
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		}
+	}
+}
