@@ -95,3 +95,18 @@ def test_subclasses_and_other_buffers_take_the_buffer_protocol():
     assert isinstance(keep, memoryview)
     with pytest.raises(TypeError, match="read-only"):
         buffer_info(b"abc", True)
+
+
+@pytest.mark.parametrize("writable", [False, True])
+def test_buffers_of_python_objects_are_refused(writable):
+    """An object array's buffer holds PyObject pointers: receiving into it would
+    corrupt the heap, sending it would hand out addresses. Refused, whether the array
+    is plain or structured, through the fast path or a memoryview."""
+    objects = np.array([1, "a", None], dtype=object)
+    record = np.zeros(2, dtype=[("Orange", "i4"), ("b", "O")])
+    for obj in (objects, record, memoryview(objects), objects[::-1].copy()):
+        for _ in range(2):  # the second look would take the fast path if it were allowed
+            with pytest.raises(TypeError, match="Python objects"):
+                buffer_info(obj, writable)
+    fine = np.zeros(2, dtype=[("Orange", "i4"), ("b", "f8")])  # an "O" in a field name only
+    assert buffer_info(fine, writable)[:2] == protocol_answer(fine, writable)

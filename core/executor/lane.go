@@ -56,12 +56,13 @@ func (lr *laneRun) free() {
 }
 
 // run runs the lane's ops from op from on, in order; with toWait it stops before
-// the first wait op and returns its index. It returns len(ops) once the lane
-// ended (or failed: the call's failure records why).
+// the first op that may wait for another lane or rank (a wait, a barrier, a
+// semaphore acquire, a pipeline) and returns its index. It returns len(ops) once
+// the lane ended (or failed: the call's failure records why).
 func (lr *laneRun) run(from int, toWait bool) int {
 	r, ops := lr.r, lr.lane.Ops
 	for oi := from; oi < len(ops); oi++ {
-		if toWait && (ops[oi].Code == plan.OpWait || ops[oi].Code == plan.OpRelaxedWait) {
+		if toWait && mayWait(ops[oi].Code) {
 			return oi
 		}
 		if r.scope.aborted.Load() {
@@ -73,6 +74,15 @@ func (lr *laneRun) run(from int, toWait bool) int {
 		}
 	}
 	return len(ops)
+}
+
+// mayWait reports whether an op of this code may wait for another lane or rank.
+func mayWait(c plan.OpCode) bool {
+	switch c {
+	case plan.OpWait, plan.OpRelaxedWait, plan.OpBarrier, plan.OpSemAcquire, plan.OpPipeline:
+		return true
+	}
+	return c.Packet()
 }
 
 // locate says where a failure happened: rank, lane, op index and name.
@@ -189,13 +199,22 @@ func (lr *laneRun) span(op *plan.Op, refs []plan.BufferRef, spans []plan.Span, i
 }
 
 // scratchHalf is where this launch's half of a double scratch buffer starts in a
-// rank's scratch (0.9: the upper half on launches with an even flag); contexts of
-// plans that run unannounced alternate halves the same way.
+// rank's scratch (0.9: the upper half on launches with an even flag). Contexts of
+// plans that run unannounced alternate the same way between halves of fixed place,
+// the context's two halves: calls of other sizes must not move the boundary, or a
+// call would write where the peer's previous call still reads.
 func (r *callRun) scratchHalf(rank int) uint64 {
-	if !(r.c.Plan.DoubleScratch || r.ctx.alternate) || r.flag%2 != 0 {
+	switch {
+	case r.flag%2 != 0:
 		return 0
+	case r.ctx.alternate && rank == r.me:
+		return r.ctx.capacity / 2
+	case r.ctx.alternate:
+		return r.ctx.peerCaps[rank] / 2
+	case r.c.Plan.DoubleScratch:
+		return r.l.BufferBytes(rank, plan.BufferScratch)
 	}
-	return r.l.BufferBytes(rank, plan.BufferScratch)
+	return 0
 }
 
 // local is the address of a span of one of this rank's buffers (Layout checked it
@@ -244,8 +263,11 @@ func (lr *laneRun) at(q int, b plan.BufferType, sp plan.Span) (peerRange, error)
 	}
 	switch b {
 	case plan.BufferScratch:
-		half := r.scratchHalf(q)
-		if r.ctx.peers[q] == nil || half+sp.End() > r.ctx.peerCaps[q] || sp.End() < sp.Offset {
+		half, limit := r.scratchHalf(q), r.ctx.peerCaps[q]
+		if r.ctx.alternate {
+			limit = half + r.ctx.peerCaps[q]/2 // the end of this call's half
+		}
+		if r.ctx.peers[q] == nil || half+sp.End() > limit || sp.End() < sp.Offset {
 			return pr, &RankError{Rank: q, Op: fmt.Sprintf("scratch bytes %d..%d", half+sp.Offset, half+sp.End()),
 				Err: fmt.Errorf("outside the %d bytes the rank announced: %w", r.ctx.peerCaps[q], ErrPeerProtocol)}
 		}

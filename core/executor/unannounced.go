@@ -13,23 +13,25 @@ import (
 // previous call (so writing into its scratch is safe). That wait is a round trip
 // among all ranks: for a small allreduce, half of the call.
 //
-// Some plans need neither answer up front. In a plan whose ranks write into
-// peers only through the peers' scratch, and where every rank that writes into a
-// peer's scratch also waits, in the same call, for a signal from that peer, a rank
-// can be at most one call ahead of any peer it writes to: finishing call k-1 took
-// the peer's signal of call k-1, so the peer had left call k-2. With the scratch
-// halves alternating between calls (the context's launch count picks the half, as
-// for MSCCL++'s double scratch buffer), the half call k writes was last read in
-// call k-2: free. Counters count signals, so a signal of call k+1 arriving early
-// satisfies no wait of call k that call k's own signal would not.
+// Some plans need neither answer up front. A call ends only once every peer has
+// announced it (the comparison below), and a rank announces a call only after its
+// previous one ended: so when a rank starts call k+1, every peer has left call k-1.
+// A peer still in call k reads the scratch half of call k; with the halves
+// alternating between calls (the context's launch count picks one of its two
+// halves, of fixed place, as MSCCL++'s double scratch buffer does), call k+1 writes
+// the other. Counters count signals, so a signal of call k+1 arriving early
+// satisfies no wait of call k that call k's own signal would not. The plans taken
+// (runsUnannounced) are those whose ranks write into peers only through the peers'
+// scratch; they must also wait, in every call, on every peer whose scratch they
+// write: not needed by the argument above, a margin kept on purpose.
 //
 // Such a call ("unannounced") announces itself as every call does and runs its
 // lanes at once, when its context exists with room for the call. The comparison
 // of the announcements moves to the end: once its lanes ended, the rank reads every
 // peer's announcement of the call (each made it before writing anything) and fails
-// with ErrMismatch if one differs; a wait that sleeps also looks at the announcement
-// of the rank it waits for, so a peer making another call fails this one within a
-// sleep slice instead of a timeout. Bytes may then have moved into contexts of the
+// with ErrMismatch if one differs; a wait that sleeps also looks at every rank's
+// announcement, so a peer making another call fails this one within a sleep slice
+// instead of a timeout. Bytes may then have moved into contexts of the
 // plans involved, so after a mismatch every rank forgets the contexts of the plans
 // that any rank ran unannounced (each announcement says so): every rank reads the
 // same announcements and forgets the same contexts, which later calls make again
@@ -177,7 +179,7 @@ func (x *Executor) unannouncedRun(st *callStart) *callRun {
 	ctx := st.ctx
 	x.touchContext(ctx)
 	ctx.execs++
-	st.scope.peer = func(r int) error { return x.announcedMismatch(st, r) }
+	st.scope.peer = func(int) error { return x.announcedMismatch(st) }
 	return &callRun{x: x, ctx: ctx, l: st.l, me: x.w.Rank(), c: st.c, scope: st.scope, flag: ctx.execs}
 }
 
@@ -198,13 +200,20 @@ func (x *Executor) endUnannounced(st *callStart, run *callRun) error {
 }
 
 // announcedMismatch reports, without waiting, a rank whose announcement of st's
-// call is there and differs from this rank's: a wait's look while it sleeps.
-func (x *Executor) announcedMismatch(st *callStart, r int) error {
-	s, off := x.board.segs[r], slotOff(st.seq)
-	if s.word(off).load() < st.seq {
-		return nil
+// call is there and differs from this rank's: a wait's look while it sleeps. It
+// looks at every rank, not only the one waited for: that one may itself wait on a
+// rank that made another call.
+func (x *Executor) announcedMismatch(st *callStart) error {
+	off := slotOff(st.seq)
+	for r, s := range x.board.segs {
+		if r == x.w.Rank() || s.word(off).load() < st.seq {
+			continue
+		}
+		if err := slotMismatch(s, off, st, r); err != nil {
+			return err
+		}
 	}
-	return slotMismatch(s, off, st, r)
+	return nil
 }
 
 // slotMismatch compares rank r's announcement of st's call (there) with this rank's.

@@ -165,3 +165,115 @@ func TestUnannouncedMismatchFailsEveryRankAndKeepsTheExecutor(t *testing.T) {
 	}
 	warm()
 }
+
+// TestUnannouncedCallsOfChangingSizes: matching calls whose sizes change from call to
+// call (every third one half as long) on one context stay right: the scratch halves
+// have fixed places, whatever each call's layout (they moved with the size once, and
+// a call overwrote scratch the peer's previous call still read).
+func TestUnannouncedCallsOfChangingSizes(t *testing.T) {
+	const n = 2
+	p := mustPlan(t, builtin.AllReduceDirect, n, builtin.Options{InPlace: true})
+	xs := newWorld(t, n, Options{Timeout: 20 * time.Second})
+	big, small := 1<<16, 1<<15 // elements
+	allreduceOn(t, xs, p, 4*big)
+	errs := onAll(xs, func(r int, x *Executor) error {
+		buf := cbytes(4 * big)
+		for k := range 300 {
+			elems := big
+			if k%3 == 1 {
+				elems = small
+			}
+			for i := range elems {
+				i32s(buf)[i] = int32(r*1000 + k + i)
+			}
+			if err := x.Execute(Call{Plan: p, Send: Buffer{addr(buf), uint64(4 * elems)}, Recv: Buffer{addr(buf), uint64(4 * elems)},
+				DType: reduce.Int32, Op: reduce.Sum}); err != nil {
+				return err
+			}
+			if !x.lastRanUnannounced() {
+				t.Errorf("rank %d call %d: announced", r, k)
+			}
+			for i, v := range i32s(buf)[:elems] {
+				if want := int32(1000*n*(n-1)/2 + n*(k+i)); v != want {
+					t.Errorf("rank %d call %d (%d elements) element %d: %d, want %d", r, k, elems, i, v, want)
+					return nil
+				}
+			}
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// TestStartOfAnUnannouncedCallNeverWaitsForALateRank: Start hands back the rest at
+// once when a rank has not come, also for a plan whose lanes wait on semaphores and
+// other lanes (MSCCL++'s alltoall ring), and the call is right once the rank comes.
+func TestStartOfAnUnannouncedCallNeverWaitsForALateRank(t *testing.T) {
+	p := loadFixture(t, "single_node__alltoall__alltoall_ring.json")
+	if !runsUnannounced(p) {
+		t.Fatal("the alltoall ring does not run unannounced")
+	}
+	const n, size = 4, 1024
+	xs := newWorld(t, n, Options{Timeout: 20 * time.Second})
+	bufs := make([][]byte, n)
+	fillAll := func() {
+		for r := range n {
+			for i := range bufs[r] {
+				bufs[r][i] = byte(r*n + i/(size/n))
+			}
+		}
+	}
+	call := func(r int) Call {
+		return Call{Plan: p, Send: Buffer{addr(bufs[r]), size}, Recv: Buffer{addr(bufs[r]), size}, DType: reduce.Uint8}
+	}
+	check := func() {
+		t.Helper()
+		for r := range n {
+			for i, v := range bufs[r] {
+				if want := byte((i/(size/n))*n + r); v != want {
+					t.Fatalf("rank %d byte %d: %d, want %d", r, i, v, want)
+				}
+			}
+		}
+	}
+	for r := range bufs {
+		bufs[r] = cbytes(size)
+	}
+	for range 2 { // the first call makes the context
+		fillAll()
+		for r, err := range onAll(xs, func(r int, x *Executor) error { return x.Execute(call(r)) }) {
+			if err != nil {
+				t.Fatalf("rank %d: %v", r, err)
+			}
+		}
+		check()
+	}
+	fillAll()
+	rests := make([]func() error, n-1)
+	for r := range n - 1 {
+		t0 := time.Now()
+		rest, err := xs[r].Start(call(r))
+		if err != nil || rest == nil {
+			t.Fatalf("rank %d's Start without rank %d: %v, rest %t", r, n-1, err, rest != nil)
+		}
+		if d := time.Since(t0); d > 5*time.Second {
+			t.Fatalf("rank %d's Start took %v", r, d)
+		}
+		rests[r] = rest
+	}
+	done := make(chan error, n)
+	for _, rest := range rests {
+		go func() { done <- rest() }()
+	}
+	go func() { done <- xs[n-1].Execute(call(n - 1)) }()
+	for range n {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	check()
+}

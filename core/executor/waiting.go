@@ -28,8 +28,8 @@ type waitScope struct {
 	aborted  *atomic.Bool
 	// alive reports whether rank r still runs; nil: always.
 	alive func(r int) bool
-	// peer, when set, is a look at rank r while a wait for it sleeps: an error from
-	// it ends the wait (an unannounced call's peer announced another call).
+	// peer, when set, is a look at the ranks while a wait for rank r sleeps: an error
+	// from it ends the wait (an unannounced call's peer announced another call).
 	peer func(r int) error
 }
 

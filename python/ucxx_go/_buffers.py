@@ -9,6 +9,7 @@ and the CUDA array owns its device memory.
 
 import ctypes
 import math
+import re
 
 from ._constants import UCS_MEMORY_TYPE_CUDA, UCS_MEMORY_TYPE_HOST
 
@@ -43,7 +44,7 @@ def buffer_info(obj, writable):
     if type(obj) is _numpy_array:
         fields = _array_fields(_id(obj))
         flags = fields.flags
-        if flags & _C_CONTIGUOUS and (flags & _WRITEABLE or not writable):
+        if flags & _C_CONTIGUOUS and (flags & _WRITEABLE or not writable) and fields.descr in _plain_dtypes:
             n = obj.nbytes
             return (fields.data if n else 0), n, obj, MEMORY_HOST, NO_STREAM
     try:
@@ -60,6 +61,8 @@ def buffer_info(obj, writable):
     addr, n, keep = _host(obj, mv, writable)
     if _numpy_array is None:
         _find_numpy_array(type(obj))
+    if type(obj) is _numpy_array and len(_plain_dtypes) < _PLAIN_DTYPES_MAX:
+        _plain_dtypes[_array_fields(id(obj)).descr] = obj.dtype  # _host refused Python objects
     return addr, n, keep, MEMORY_HOST, NO_STREAM
 
 
@@ -70,10 +73,15 @@ def buffer_info(obj, writable):
 # PyArray_FLAGS. The keep-alive is the array: while it is referenced NumPy refuses
 # to resize it in place (the refcheck), so its memory stays. _find_numpy_array checks
 # the layout against NumPy's own answers on first sight of an array and leaves the
-# fast path off if they differ. Only numpy.ndarray itself takes it, not subclasses.
+# fast path off if they differ. Only numpy.ndarray itself takes it, not subclasses,
+# and only for element types seen before through the buffer protocol (which refuses
+# Python objects): _plain_dtypes maps the address of each such dtype to the dtype,
+# kept alive so that the address stays its.
 _C_CONTIGUOUS = 0x0001  # NPY_ARRAY_C_CONTIGUOUS
 _WRITEABLE = 0x0400  # NPY_ARRAY_WRITEABLE
 _numpy_array = None  # numpy.ndarray once checked; _NoArray if the check failed
+_plain_dtypes = {}
+_PLAIN_DTYPES_MAX = 256
 _id = id
 
 
@@ -139,6 +147,9 @@ def host_buffer(obj, writable):
 
 
 def _host(obj, mv, writable):
+    if _holds_objects(mv.format):
+        raise TypeError(f"{type(obj).__name__} holds Python objects (format {mv.format!r}): only their "
+                        "pointers are in the buffer, which cannot be sent or received")
     if writable and mv.readonly:
         raise TypeError(f"cannot receive into a read-only buffer ({type(obj).__name__})")
     if not mv.contiguous:
@@ -182,6 +193,15 @@ def cuda_array_info(cai, writable, what="CUDA array"):
         # per-thread one.
         raise ValueError(f"__cuda_array_interface__ stream 0 is not allowed ({what})")
     return (int(ptr) if n else 0), n, int(stream)
+
+
+def _holds_objects(fmt):
+    """Whether a buffer format (struct syntax, PEP 3118) has Python objects ("O"),
+    field names aside."""
+    return "O" in (_FIELD_NAMES.sub("", fmt) if ":" in fmt else fmt)
+
+
+_FIELD_NAMES = re.compile(r":[^:]*:")
 
 
 def _c_contiguous(shape, strides, itemsize):
