@@ -75,8 +75,10 @@ func (c *Communicator) StartCollective(kind string, root int, call executor.Call
 		defer st.close()
 		return nil, st.copy(recv.Addr, send.Addr, min(send.Bytes, recv.Bytes))
 	}
-	req := Request{Collective: kind, Bytes: send.Bytes, InPlace: inPlace, Ranks: c.size, Root: root, ElementBytes: e,
-		CoresPerRank: c.coresPerRank()}
+	req := Request{Collective: kind, Bytes: send.Bytes, InPlace: inPlace, Ranks: c.size, Root: root, ElementBytes: e}
+	if call.Memory == executor.MemoryHost {
+		req.CoresPerRank = c.coresPerRank()
+	}
 	if kind == AllGather {
 		req.Bytes = recv.Bytes
 	}
@@ -294,7 +296,10 @@ func (c *Communicator) StartAllToAllV(call executor.Call, blocks *executor.Block
 		return nil, st.copy(call.Recv.Addr+uintptr(blocks.RecvOffsets[0]), call.Send.Addr+uintptr(blocks.SendOffsets[0]), blocks.SendLengths[0])
 	}
 	call.Describe, call.Blocks = describe(AllToAllV, -1), blocks
-	req := Request{Collective: AllToAllV, Ranks: c.size, ElementBytes: call.DType.Size(), CoresPerRank: c.coresPerRank()}
+	req := Request{Collective: AllToAllV, Ranks: c.size, ElementBytes: call.DType.Size()}
+	if call.Memory == executor.MemoryHost {
+		req.CoresPerRank = c.coresPerRank()
+	}
 	if call.Plan = c.registry.userPlan(req); call.Plan == nil {
 		if call.Plan, err = c.registry.alltoallv(c.size); err != nil {
 			return nil, err

@@ -28,8 +28,9 @@ type Request struct {
 	Root    int
 	// ElementBytes is the size of the call's elements.
 	ElementBytes uint64
-	// CoresPerRank is the fewest CPUs any rank may use divided by the rank count
-	// (at least 1): the same on every rank (bootstrap agrees on it).
+	// CoresPerRank is, for host memory, the fewest CPUs any rank may use divided by
+	// the rank count (at least 1): the same on every rank (bootstrap agrees on it).
+	// 0 for device memory, whose lanes are CUDA streams, not cores.
 	CoresPerRank int
 }
 
