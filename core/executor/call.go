@@ -199,8 +199,8 @@ func (x *Executor) finish(st *callStart) error {
 			x.broken = err
 			return err
 		}
-		for _, q := range setupPeers(c.Plan, me) {
-			if peers[q].device == st.dev.device {
+		for q := range peers { // any rank on this GPU, connected or not, takes turns on it
+			if q != me && peers[q].device == st.dev.device {
 				run.cuda.shared = true
 			}
 		}

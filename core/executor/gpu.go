@@ -365,10 +365,12 @@ func (g *gpuState) free(gc *gpuContext) {
 // cudaCall is a device call's view of the peers' buffers, opened.
 type cudaCall struct {
 	in, out []uintptr // per rank, 0 where not opened
-	// shared: a peer's process uses this GPU too. The lanes then wait for signals
-	// on the host, not on the device: a stream blocked in cuStreamWaitValue keeps
-	// its context on the GPU until the time slice ends (about 1 ms on the H100),
-	// while the peer's context, which would signal, waits for its turn.
+	// shared: another rank's process uses this GPU too, a peer of this rank's or
+	// not (4 ranks on 2 GPUs: a ring's neighbours are on the other GPU). The lanes
+	// then wait for signals on the host, not on the device: a stream blocked in
+	// cuStreamWaitValue keeps its context on the GPU until the time slice ends (about
+	// 1 ms on the H100), while the other context, whose work the call's progress may
+	// need, waits for its turn.
 	shared bool
 }
 
