@@ -1,3 +1,4 @@
+#include <stdlib.h>
 #include "cuda.h"
 
 #include <dlfcn.h>
@@ -163,7 +164,11 @@ CUresult ucxx_cuda_primary_retain(int ordinal, CUdevice *dev, CUcontext *ctx, co
     api.cuCtxGetCurrent(&was);
     if (api.cuCtxSetCurrent(*ctx) != CUDA_SUCCESS) return CUDA_SUCCESS;
     unsigned int flags = 0;
-    if (opt.cuCtxGetFlags(&flags) == CUDA_SUCCESS && (flags & CU_CTX_SYNC_MEMOPS) == 0) {
+    // UCXGO_NO_SYNC_MEMOPS (not "0") leaves the context as it is: to measure what the
+    // flag costs (cuCtxSetFlags replaces the context's flags).
+    const char *off = getenv("UCXGO_NO_SYNC_MEMOPS");
+    if ((off == NULL || off[0] == '\0' || off[0] == '0') &&
+        opt.cuCtxGetFlags(&flags) == CUDA_SUCCESS && (flags & CU_CTX_SYNC_MEMOPS) == 0) {
         opt.cuCtxSetFlags(CU_CTX_SYNC_MEMOPS); // best effort: UCX sets it otherwise
     }
     api.cuCtxSetCurrent(was);
