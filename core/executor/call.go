@@ -131,6 +131,10 @@ type callStart struct {
 	scope    *waitScope
 	// ctx is the plan's context when the call runs unannounced (unannounced.go).
 	ctx *planContext
+	// The scope and its abort flag live here: one callStart per executor serves
+	// every call (calls are serialized), so a call allocates none.
+	scopeState   waitScope
+	abortedState atomic.Bool
 }
 
 // begin readies a call and announces it; x.mu is held. A nil callStart with a nil
@@ -151,7 +155,8 @@ func (x *Executor) begin(c Call) (*callStart, error) {
 	if c.Memory == MemoryCUDA && c.Send.Bytes == 0 && c.Recv.Bytes == 0 {
 		c.Memory = MemoryHost // nothing to move: no device needed (every rank decides alike)
 	}
-	st := &callStart{c: c}
+	st := &x.call
+	*st = callStart{c: c}
 	st.l, st.localErr = x.check(c)
 	if st.localErr == nil && c.Memory == MemoryCUDA {
 		st.dev, st.localErr = x.deviceCall(c)
@@ -164,8 +169,9 @@ func (x *Executor) begin(c Call) (*callStart, error) {
 	}
 	x.seq++
 	st.seq = x.seq
-	st.scope = &waitScope{deadline: time.Now().Add(x.opts.Timeout), timeout: x.opts.Timeout, spin: x.opts.Spin,
-		aborted: new(atomic.Bool), alive: x.board.alive}
+	st.scopeState = waitScope{deadline: time.Now().Add(x.opts.Timeout), timeout: x.opts.Timeout, spin: x.opts.Spin,
+		aborted: &st.abortedState, alive: x.alive}
+	st.scope = &st.scopeState
 	if err := x.publish(st, c); err != nil {
 		x.broken = err
 		return nil, err
@@ -193,7 +199,8 @@ func (x *Executor) finish(st *callStart) error {
 		return err
 	}
 	ctx.execs++
-	run := &callRun{x: x, ctx: ctx, l: l, me: me, c: c, peers: peers, scope: st.scope, flag: ctx.execs}
+	run := &x.run
+	*run = callRun{x: x, ctx: ctx, l: l, me: me, c: c, peers: peers, scope: st.scope, flag: ctx.execs}
 	if c.Memory == MemoryCUDA {
 		if run.cuda, err = x.gpu.openPeers(c.Plan, me, peers); err != nil {
 			x.broken = err

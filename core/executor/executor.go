@@ -53,6 +53,13 @@ type Executor struct {
 	peerCalls []peerCall
 	// unannouncedPlans caches runsUnannounced per plan (unannounced.go).
 	unannouncedPlans map[*plan.Plan]bool
+	// call, run and lane0 are the state of the call in progress (one at a time),
+	// reused by every call; alive and peerLook are its scope's looks, made once.
+	call     callStart
+	run      callRun
+	lane0    laneRun
+	alive    func(r int) bool
+	peerLook func(int) error
 	// gpu is the CUDA side, made by the first call on device memory.
 	gpu *gpuState
 }
@@ -71,7 +78,10 @@ func New(w World, opts Options) *Executor {
 	if opts.MaxContexts <= 0 {
 		opts.MaxContexts = DefaultMaxContexts
 	}
-	return &Executor{w: w, opts: opts, hashes: make(map[*plan.Plan]uint64)}
+	x := &Executor{w: w, opts: opts, hashes: make(map[*plan.Plan]uint64)}
+	x.alive = func(r int) bool { return x.board.alive(r) }
+	x.peerLook = func(int) error { return x.announcedMismatch(&x.call) }
+	return x
 }
 
 // Close unmaps every segment; a call in progress finishes first. A second Close

@@ -29,6 +29,8 @@ type laneRun struct {
 	tmp, tmp2 unsafe.Pointer
 	// stream is a GPU lane's CUDA stream.
 	stream uintptr
+	// srcs is room for a reduction's source addresses (no allocation for up to 16).
+	srcs [16]uintptr
 }
 
 // tmpBytes is the block size of reductions over peer buffers read with
@@ -41,8 +43,15 @@ func (r *callRun) runLane(li int) {
 	lr.run(r.ctx.skip[li], false)
 }
 
+// newLane returns lane li's state: for lane 0, which runs on the calling goroutine,
+// the executor's own (one call at a time), so that a one-lane call allocates none.
 func (r *callRun) newLane(li int) *laneRun {
 	rk := &r.c.Plan.Ranks[r.me]
+	if li == 0 {
+		lr := &r.x.lane0
+		*lr = laneRun{r: r, id: li, lane: &rk.Lanes[li], rk: rk}
+		return lr
+	}
 	return &laneRun{r: r, id: li, lane: &rk.Lanes[li], rk: rk}
 }
 
@@ -427,7 +436,7 @@ func (lr *laneRun) reduce(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint
 	if !remoteSrc {
 		// Every source of an element read before its result is stored (dst may be
 		// any source, as in MSCCL++'s kernels): one fold over them all.
-		srcs := []uintptr{a}
+		srcs := append(lr.srcs[:0], a)
 		for k := 1; k < len(op.Src); k++ {
 			sp := lr.span(op, op.Src, ol.Src, k, pipe, it)
 			srcs = append(srcs, lr.local(op.Src[k].Buffer, sp))

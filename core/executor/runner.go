@@ -21,7 +21,13 @@ type laneRunner interface {
 // hostLanes runs host-memory lanes on goroutines, the first on the caller's.
 type hostLanes struct{}
 
-func (hostLanes) runLanes(r *callRun) { eachLane(r, r.runLane) }
+func (hostLanes) runLanes(r *callRun) {
+	if len(r.c.Plan.Ranks[r.me].Lanes) == 1 {
+		r.runLane(0) // no goroutine, no method value to allocate
+		return
+	}
+	eachLane(r, r.runLane)
+}
 
 // gpuLanes queues each lane on its CUDA stream (from a goroutine per lane, the first
 // on the caller's) and drains it.
@@ -38,6 +44,9 @@ func eachLane(r *callRun, run func(lane int)) {
 	}
 	wait()
 }
+
+// noLanes is goLanes's wait when there is nothing to wait for.
+func noLanes() {}
 
 // goLanes calls run for lanes from, from+1, ... of this rank, each on a goroutine
 // of its own, and returns a wait for them all.

@@ -149,29 +149,35 @@ func (x *Executor) runUnannounced(st *callStart) error {
 // hands back the rest, as Start does. x.mu is held until the call ends.
 func (x *Executor) startUnannounced(st *callStart) (rest func() error, err error) {
 	run := x.unannouncedRun(st)
-	wait := goLanes(run, run.runLane, 1)
+	wait := noLanes
+	if len(run.c.Plan.Ranks[run.me].Lanes) > 1 {
+		wait = goLanes(run, run.runLane, 1)
+	}
 	var lane0 *laneRun
 	next := 0
 	if len(run.c.Plan.Ranks[run.me].Lanes) > 0 {
 		lane0 = run.newLane(0)
 		next = lane0.run(run.ctx.skip[0], true)
 	}
-	finish := func() error {
-		if lane0 != nil {
-			lane0.run(next, false)
-			lane0.free()
-		}
-		wait()
-		return x.endUnannounced(st, run)
-	}
 	if !x.announcedWithin(st.seq, st.c.Patience) {
 		return func() error {
 			defer x.mu.Unlock()
-			return finish()
+			return x.finishUnannounced(st, run, lane0, next, wait)
 		}, nil
 	}
 	defer x.mu.Unlock()
-	return nil, finish()
+	return nil, x.finishUnannounced(st, run, lane0, next, wait)
+}
+
+// finishUnannounced runs the rest of lane 0 from op next, waits for the other lanes
+// and ends the call (startUnannounced's second half).
+func (x *Executor) finishUnannounced(st *callStart, run *callRun, lane0 *laneRun, next int, wait func()) error {
+	if lane0 != nil {
+		lane0.run(next, false)
+		lane0.free()
+	}
+	wait()
+	return x.endUnannounced(st, run)
 }
 
 // unannouncedRun readies st's call to run unannounced on its context.
@@ -179,8 +185,10 @@ func (x *Executor) unannouncedRun(st *callStart) *callRun {
 	ctx := st.ctx
 	x.touchContext(ctx)
 	ctx.execs++
-	st.scope.peer = func(int) error { return x.announcedMismatch(st) }
-	return &callRun{x: x, ctx: ctx, l: st.l, me: x.w.Rank(), c: st.c, scope: st.scope, flag: ctx.execs}
+	st.scope.peer = x.peerLook // looks at x.call, which st is
+	run := &x.run
+	*run = callRun{x: x, ctx: ctx, l: st.l, me: x.w.Rank(), c: st.c, scope: st.scope, flag: ctx.execs}
+	return run
 }
 
 // endUnannounced checks the ranks' announcements once the call's lanes ended, and
