@@ -20,7 +20,7 @@ import ctypes
 import os
 
 from ._buffers import buffer_info
-from ._bridge import call, ext
+from ._bridge import call, ext, translate
 from . import _constants as C
 from ._collective_args import dtype_code, op_code
 from .exceptions import UCXCloseError
@@ -305,13 +305,24 @@ class Communicator:
     def _start(self, kind, send, recv, root=0, op=None, dtype=None):
         """Start collective kind from the registry's plan: None when it ended in the
         crossing, else an awaitable for the rest (see _run). Not a coroutine: the
-        public methods await only what outlives the crossing."""
-        self._check()
-        (s_addr, s_n, s_keep, s_mem, s_stream), (r_addr, r_n, r_keep, r_mem, r_stream) = _send_recv_info(send, recv)
+        public methods await only what outlives the crossing. Written out flat (no
+        helper calls but the buffer and code lookups): it runs on every small call."""
+        h = self._h
+        if h is None:
+            raise UCXCloseError("Communicator: closed")
+        if send is recv:  # in place: one look at the buffer, writable
+            s_addr, s_n, s_keep, s_mem, s_stream = r_addr, r_n, r_keep, r_mem, r_stream = buffer_info(recv, True)
+        else:
+            s_addr, s_n, s_keep, s_mem, s_stream = buffer_info(send, False)
+            r_addr, r_n, r_keep, r_mem, r_stream = buffer_info(recv, True)
         code = dtype_code(send, dtype)
         opc = 0 if op is None else op_code(op)
-        return self._run((s_keep, r_keep), ext.pybridge_CommCollective, self._h, kind, int(root), s_addr, s_n, s_mem,
-                         s_stream, r_addr, r_n, r_mem, r_stream, code, opc)
+        try:
+            ticket = ext.pybridge_CommCollective(h, kind, root if type(root) is int else int(root), s_addr, s_n, s_mem,
+                                                 s_stream, r_addr, r_n, r_mem, r_stream, code, opc, SPIN_US)
+        except RuntimeError as e:
+            raise translate(e) from None
+        return _rest(ticket, (s_keep, r_keep)) if ticket else None
 
     def _run(self, keep, fn, *args):
         """One crossing into Go. None when the call ended within SPIN_US (its error
