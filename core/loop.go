@@ -140,7 +140,7 @@ func (e *Engine) rest() {
 // timeouts): deadlines, keepalives, polled states. Moved only when the new deadline is
 // earlier, or the old one passed: a timer that fires early costs one empty Progress.
 func (e *Engine) setTimer() {
-	d := e.nextTimeout()
+	d := e.sleepTimeout()
 	now := time.Now()
 	at := now.Add(d)
 	if now.Before(e.timerAt) && !at.Before(e.timerAt) {
@@ -148,26 +148,6 @@ func (e *Engine) setTimer() {
 	}
 	e.timer.Reset(d)
 	e.timerAt = at
-}
-
-// nextTimeout is how long the owner may go without a pass: sleep's choice.
-func (e *Engine) nextTimeout() time.Duration {
-	timeout := idleWake
-	switch {
-	case len(e.pending) > 0 || e.stopping || e.eps.ucxClosing > 0:
-		timeout = time.Millisecond
-	case len(e.rma.waits) > 0 || e.requests.cuda > 0 || e.cuda.waiting():
-		timeout = semaphorePoll
-	default:
-		next := e.eps.nextDeadline()
-		if e.ka.watched > 0 && (next.IsZero() || e.ka.next.Before(next)) {
-			next = e.ka.next
-		}
-		if d := time.Until(next); !next.IsZero() && d < timeout {
-			timeout = max(d, time.Millisecond)
-		}
-	}
-	return timeout
 }
 
 // ownerSubmit is submit on the owner in loop mode: the submission goes through the

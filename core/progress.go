@@ -299,6 +299,37 @@ func (e *Engine) drainEvents() {
 	}
 }
 
+// sleepTimeout is how long the worker may go without a progress pass when nothing
+// wakes it: the thread's sleep, and the owner's timer in loop mode.
+func (e *Engine) sleepTimeout() time.Duration {
+	timeout := idleWake
+	switch {
+	case len(e.pending) > 0 || e.stopping || e.eps.ucxClosing > 0:
+		// The queue is full, shutdown is waiting on requests, or an endpoint's close
+		// may end in any progress pass (nothing wakes the thread for it).
+		timeout = time.Millisecond
+	case len(e.rma.waits) > 0:
+		// A semaphore's counter changes with no event here (a peer's put into
+		// shared memory): look again soon.
+		timeout = semaphorePoll
+	case e.requests.cuda > 0 || e.cuda.waiting():
+		// A CUDA copy ends with no event (see cudaSpinFor): without a spin (Options.
+		// SpinBeforeSleep 0) a receive into device memory would advance once per
+		// idle wake-up. Submissions waiting for GPU streams likewise (the thread
+		// modes poll those without sleeping; loop mode's owner looks again soon).
+		timeout = semaphorePoll
+	default:
+		next := e.eps.nextDeadline()
+		if e.ka.watched > 0 && (next.IsZero() || e.ka.next.Before(next)) {
+			next = e.ka.next
+		}
+		if d := time.Until(next); !next.IsZero() && d < timeout {
+			timeout = max(d, time.Millisecond)
+		}
+	}
+	return timeout
+}
+
 // sleep arms the worker and waits in epoll for UCX, a submission or a deadline,
 // after polling for SpinBeforeSleep: on a busy connection the next message usually
 // comes sooner than a sleep and a wake-up would take.
@@ -317,30 +348,7 @@ func (e *Engine) sleep(evs []syscall.EpollEvent) {
 	if armed, err := e.worker.Arm(); err != nil || !armed {
 		return
 	}
-	timeout := idleWake
-	switch {
-	case len(e.pending) > 0 || e.stopping || e.eps.ucxClosing > 0:
-		// The queue is full, shutdown is waiting on requests, or an endpoint's close
-		// may end in any progress pass (nothing wakes the thread for it).
-		timeout = time.Millisecond
-	case len(e.rma.waits) > 0:
-		// A semaphore's counter changes with no event here (a peer's put into
-		// shared memory): look again soon.
-		timeout = semaphorePoll
-	case e.requests.cuda > 0:
-		// A CUDA copy ends with no event (see cudaSpinFor): without a spin (Options.
-		// SpinBeforeSleep 0) a receive into device memory would advance once per
-		// idle wake-up.
-		timeout = semaphorePoll
-	default:
-		next := e.eps.nextDeadline()
-		if e.ka.watched > 0 && (next.IsZero() || e.ka.next.Before(next)) {
-			next = e.ka.next
-		}
-		if d := time.Until(next); !next.IsZero() && d < timeout {
-			timeout = max(d, time.Millisecond)
-		}
-	}
+	timeout := e.sleepTimeout()
 	var n int
 	var err error
 	// The blocking wait only for a long sleep: the short ones (a full queue, shutdown,

@@ -77,18 +77,20 @@ def test_environment_selects_engine_progress(monkeypatch, value):
     assert (info["engine_wait"] == "loop") == (want == "loop")
 
 
+async def echo_five_bytes(ep):
+    """A listener's handler: echo one 5-byte message, then close."""
+    buf = bytearray(5)
+    await ep.recv(buf)
+    await ep.send(buf)
+    await ep.close()
+
+
 async def test_loop_progress_serves_other_threads():
     """In loop mode a call from another thread (here: a thread pool's) is dispatched by
     the owner's event loop, through the submission pool."""
     ucxx_go.init(engine_progress="loop")
 
-    async def handler(ep):
-        buf = bytearray(5)
-        await ep.recv(buf)
-        await ep.send(buf)
-        await ep.close()
-
-    listener = ucxx_go.create_listener(handler)
+    listener = ucxx_go.create_listener(echo_five_bytes)
     loop = asyncio.get_running_loop()
     # Listen's twin off the owner thread: an onThread call the owner's loop serves.
     address = await asyncio.wait_for(loop.run_in_executor(None, ucxx_go.get_worker_address), TIMEOUT)
@@ -122,13 +124,7 @@ def test_loop_progress_refuses_an_execution_context_with_transfers():
 
 async def test_new_event_loop_after_reset_free_use():
     """A context used from one asyncio.run and then another (pytest's loops) keeps working."""
-    async def handler(ep):
-        buf = bytearray(5)
-        await ep.recv(buf)
-        await ep.send(buf)
-        await ep.close()
-
-    listener = ucxx_go.create_listener(handler)
+    listener = ucxx_go.create_listener(echo_five_bytes)
     ep = await ucxx_go.create_endpoint("127.0.0.1", listener.port)
     await ep.send(b"hello")
     out = bytearray(5)

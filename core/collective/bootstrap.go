@@ -72,6 +72,9 @@ type hello struct {
 	addr []byte
 }
 
+// ownCPUs is how many CPUs this process may use (its affinity), as a hello says it.
+func ownCPUs() int { return min(runtime.NumCPU(), maxCPUs) }
+
 func encodeHello(h hello) []byte {
 	rank, size, addr := h.rank, h.size, h.addr
 	b := make([]byte, helloHeader+len(addr))
@@ -220,7 +223,7 @@ func bootstrap(e *core.Engine, r *completionReader, rank, size int, root string,
 	if err != nil {
 		return nil, err
 	}
-	cpus := min(runtime.NumCPU(), maxCPUs)
+	cpus := ownCPUs()
 	if size == 1 {
 		return &peers{eps: []uint64{0}, cpus: cpus}, nil
 	}

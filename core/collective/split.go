@@ -3,7 +3,6 @@ package collective
 import (
 	"encoding/binary"
 	"fmt"
-	"runtime"
 	"sort"
 	"unsafe"
 
@@ -89,7 +88,7 @@ func (c *Communicator) formSub(ranks []int, me int) (*Communicator, error) {
 		return fail(err)
 	}
 	var addrs [][]byte
-	cpus := min(runtime.NumCPU(), maxCPUs)
+	cpus := ownCPUs()
 	switch {
 	case len(ranks) == 1:
 		addrs = [][]byte{self}

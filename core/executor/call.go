@@ -231,17 +231,27 @@ func (x *Executor) matchCalls(st *callStart, peers []peerCall) error {
 		if r == me {
 			continue
 		}
-		if peers[r].status != slotOK {
-			return fmt.Errorf("executor: rank %d's call failed its own checks: %w", r, ErrMismatch)
-		}
-		if peers[r].fingerprint != st.h {
-			return fmt.Errorf("executor: rank %d called with %d and %d bytes, this rank with %d and %d, or another plan, type, operator or root: %w",
-				r, peers[r].in.Bytes, peers[r].out.Bytes, c.Send.Bytes, c.Recv.Bytes, ErrMismatch)
+		if err := callMismatch(st, r, peers[r].status, peers[r].fingerprint, peers[r].in.Bytes, peers[r].out.Bytes); err != nil {
+			return err
 		}
 	}
 	if c.Blocks != nil {
 		peers[me].blocks, peers[me].in, peers[me].out = c.Blocks, c.Send, c.Recv
 		return matchBlocks(peers)
+	}
+	return nil
+}
+
+// callMismatch compares what rank r announced of st's call (its status and
+// fingerprint; its buffer sizes name the difference) with this rank's call:
+// ErrMismatch if the call failed the rank's own checks or differs.
+func callMismatch(st *callStart, r int, status, fingerprint, inBytes, outBytes uint64) error {
+	if status != slotOK {
+		return fmt.Errorf("executor: rank %d's call failed its own checks: %w", r, ErrMismatch)
+	}
+	if fingerprint != st.h {
+		return fmt.Errorf("executor: rank %d called with %d and %d bytes, this rank with %d and %d, or another plan, type, operator or root: %w",
+			r, inBytes, outBytes, st.c.Send.Bytes, st.c.Recv.Bytes, ErrMismatch)
 	}
 	return nil
 }

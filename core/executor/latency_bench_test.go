@@ -17,23 +17,7 @@ func BenchmarkAllReduceSmall(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	t := &testing.T{}
-	xs := newWorld(t, 2, Options{Timeout: 20 * time.Second})
-	bufs := [2][]byte{cbytes(8), cbytes(8)}
-	b.ResetTimer()
-	errs := onAll(xs, func(r int, x *Executor) error {
-		for range b.N {
-			if err := x.Execute(Call{Plan: p, Send: Buffer{addr(bufs[r]), 8}, Recv: Buffer{addr(bufs[r]), 8}, DType: reduce.Float32, Op: reduce.Sum}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	for _, err := range errs {
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchAllReduce(b, p, 2, 8, 8, 20*time.Second)
 }
 
 // BenchmarkAllReduceSmallRanks: small allreduces at 2, 4 and 8 in-process ranks (one
@@ -58,32 +42,7 @@ func BenchmarkAllReduceSmallRanks(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					xs := newWorld(&testing.T{}, n, Options{Timeout: 20 * time.Second})
-					defer func() {
-						for _, x := range xs {
-							x.Close()
-						}
-					}()
-					bufs := make([][]byte, n)
-					for r := range bufs {
-						bufs[r] = cbytes(size)
-					}
-					b.SetBytes(int64(size))
-					b.ResetTimer()
-					errs := onAll(xs, func(r int, x *Executor) error {
-						for range b.N {
-							if err := x.Execute(Call{Plan: p, Send: Buffer{addr(bufs[r]), uint64(size)}, Recv: Buffer{addr(bufs[r]), uint64(size)},
-								DType: reduce.Float32, Op: reduce.Sum}); err != nil {
-								return err
-							}
-						}
-						return nil
-					})
-					for _, err := range errs {
-						if err != nil {
-							b.Fatal(err)
-						}
-					}
+					benchAllReduce(b, p, n, size, int64(size), 20*time.Second)
 				})
 			}
 		}
@@ -110,38 +69,44 @@ func BenchmarkAllReduceLargeLanes(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					xs := newWorld(&testing.T{}, n, Options{Timeout: 60 * time.Second})
-					defer func() {
-						for _, x := range xs {
-							x.Close()
-						}
-					}()
-					bufs := make([][]byte, n)
-					for r := range bufs {
-						bufs[r] = cbytes(size)
-					}
-					b.SetBytes(int64(size) * int64(2*(n-1)) / int64(n))
-					calls := b.N
-					run := func(r int, x *Executor) error {
-						for range calls {
-							if err := x.Execute(Call{Plan: p, Send: Buffer{addr(bufs[r]), uint64(size)}, Recv: Buffer{addr(bufs[r]), uint64(size)},
-								DType: reduce.Float32, Op: reduce.Sum}); err != nil {
-								return err
-							}
-						}
-						return nil
-					}
-					calls = 2 // the first call makes the context
-					warm := onAll(xs, run)
-					calls = b.N
-					b.ResetTimer()
-					for _, err := range append(warm, onAll(xs, run)...) {
-						if err != nil {
-							b.Fatal(err)
-						}
-					}
+					benchAllReduce(b, p, n, size, int64(size)*int64(2*(n-1))/int64(n), 60*time.Second)
 				})
 			}
+		}
+	}
+}
+
+// benchAllReduce times in-place float32 sum allreduces of size bytes with plan p on n
+// in-process ranks (one goroutine each), after two untimed calls (the first makes the
+// plan's context), reporting setBytes a call.
+func benchAllReduce(b *testing.B, p *plan.Plan, n, size int, setBytes int64, timeout time.Duration) {
+	xs := newWorld(&testing.T{}, n, Options{Timeout: timeout})
+	defer func() {
+		for _, x := range xs {
+			x.Close()
+		}
+	}()
+	bufs := make([][]byte, n)
+	for r := range bufs {
+		bufs[r] = cbytes(size)
+	}
+	b.SetBytes(setBytes)
+	calls := 2
+	run := func(r int, x *Executor) error {
+		for range calls {
+			if err := x.Execute(Call{Plan: p, Send: Buffer{addr(bufs[r]), uint64(size)}, Recv: Buffer{addr(bufs[r]), uint64(size)},
+				DType: reduce.Float32, Op: reduce.Sum}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	warm := onAll(xs, run)
+	calls = b.N
+	b.ResetTimer()
+	for _, err := range append(warm, onAll(xs, run)...) {
+		if err != nil {
+			b.Fatal(err)
 		}
 	}
 }

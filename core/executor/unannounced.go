@@ -226,14 +226,8 @@ func (x *Executor) announcedMismatch(st *callStart) error {
 
 // slotMismatch compares rank r's announcement of st's call (there) with this rank's.
 func slotMismatch(s *segment, off uint64, st *callStart, r int) error {
-	if *s.u64(off + slotStatus) != slotOK {
-		return fmt.Errorf("executor: rank %d's call failed its own checks: %w", r, ErrMismatch)
-	}
-	if *s.u64(off + slotFingerprint) != st.h {
-		return fmt.Errorf("executor: rank %d called with %d and %d bytes, this rank with %d and %d, or another plan, type, operator or root: %w",
-			r, *s.u64(off + slotInBytes), *s.u64(off + slotOutBytes), st.c.Send.Bytes, st.c.Recv.Bytes, ErrMismatch)
-	}
-	return nil
+	return callMismatch(st, r, *s.u64(off + slotStatus), *s.u64(off + slotFingerprint), *s.u64(off + slotInBytes),
+		*s.u64(off + slotOutBytes))
 }
 
 // checkAnnouncements waits, once the lanes ended, for every peer's announcement of
