@@ -321,3 +321,43 @@ def test_element_types_come_from_the_buffer_and_byte_swapped_ones_are_refused():
         for _ in range(2):
             with pytest.raises(TypeError):
                 dtype_code(bad)
+
+
+def test_a_cancelled_collective_keeps_its_buffer_until_the_call_ends(tmp_path):
+    """A rank's await is cancelled while the call waits for a late rank: the call goes
+    on in Go, so its buffer must stay alive (referenced) until the call ends, and the
+    communicator works after."""
+    out = run_ranks(tmp_path, 2, """
+        import asyncio, gc, os, weakref, numpy as np, ucxx_go
+        async def main():
+            comm = await ucxx_go.Communicator.init(timeout=30)
+            if comm.rank == 0:
+                x = np.ones(1 << 20, np.float32)  # 4 MiB: outlives the crossing's spin
+                alive = weakref.ref(x)
+                task = asyncio.ensure_future(comm.allreduce(x))
+                await asyncio.sleep(0.3)  # rank 1 comes at 1 s
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+                del x, task
+                gc.collect()
+                assert alive() is not None, "freed while the call ran"
+                for _ in range(300):  # the call ends once rank 1 comes
+                    gc.collect()
+                    if alive() is None:
+                        break
+                    await asyncio.sleep(0.02)
+                assert alive() is None, "never released"
+            else:
+                await asyncio.sleep(1.0)
+                await comm.allreduce(np.ones(1 << 20, np.float32))
+            y = np.full(4, comm.rank + 1, np.float32)
+            await comm.allreduce(y)
+            assert (y == 3).all()
+            print("ok", comm.rank, flush=True)
+            comm.close()
+        asyncio.run(main())
+    """)
+    assert out.count("ok") == 2

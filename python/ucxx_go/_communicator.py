@@ -74,10 +74,15 @@ def _send_recv_info(send, recv):
 
 
 async def _rest(ticket, keep):
-    """The rest of a call that outlived its crossing, waited for on a worker thread;
-    keep (the buffers' keep-alives) stays referenced until it ends."""
-    await asyncio.get_running_loop().run_in_executor(None, call, ext.pybridge_CommWait, ticket)
-    del keep
+    """The rest of a call that outlived its crossing, waited for on a worker thread."""
+    await asyncio.get_running_loop().run_in_executor(None, _wait, ticket, keep)
+
+
+def _wait(ticket, keep):
+    """CommWait, on a worker thread. keep (the buffers' keep-alives) is referenced
+    here until the call ends: a cancelled await must not free a buffer the other
+    ranks still write into."""
+    return call(ext.pybridge_CommWait, ticket)
 
 
 class Communicator:
