@@ -7,6 +7,8 @@ import json
 import pathlib
 import subprocess
 
+import pytest
+
 from _support import LAUNCH, rank_script
 
 FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "core" / "plan" / "testdata" / "mscclpp-v0.9.0"
@@ -112,26 +114,37 @@ def test_malformed_plans_raise_before_any_rank_runs():
     assert (plan.name, plan.collective, plan.ranks, plan.in_place) == ("allreduce_2r_example", "allreduce", 2, False)
 
 
-def test_a_dead_rank_fails_the_others_promptly_naming_it(tmp_path):
+# The call: a loaded plan (announced calls), or the registry's small allreduce, whose
+# calls run unannounced once its context exists.
+DEAD_RANK_CALLS = {
+    "plan": "comm.execute(plan, x, np.empty_like(x))",
+    "unannounced": "comm.allreduce(x)",
+}
+
+
+@pytest.mark.parametrize("how", sorted(DEAD_RANK_CALLS))
+def test_a_dead_rank_fails_the_others_promptly_naming_it(tmp_path, how):
+    call = DEAD_RANK_CALLS[how]
     out = run_ranks(tmp_path, 2, f"""
         import asyncio, os, time, numpy as np, ucxx_go
         async def main():
             comm = await ucxx_go.Communicator.init(timeout=60)
             plan = ucxx_go.ExecutionPlan.load({str(FIXTURES / "allreduce_2r_example.json")!r})
             x = np.ones(1024, np.float32)
-            await comm.execute(plan, x, np.empty_like(x))
+            await {call}
+            await {call}
             if comm.rank == 1:
                 os._exit(0)  # dies without a word
             t = time.monotonic()
             try:
-                await comm.execute(plan, x, np.empty_like(x))
+                await {call}
                 raise SystemExit("the call ran without rank 1")
             except ucxx_go.RankFailedError as e:
                 took = time.monotonic() - t
                 assert e.rank == 1 and took < 10, (e.rank, took)
                 print("failed", e.rank, f"{{took:.3f}}", e, flush=True)
             try:
-                await comm.execute(plan, x, np.empty_like(x))
+                await {call}
             except ucxx_go.CommunicatorBrokenError:
                 print("broken", flush=True)
             comm.close()
