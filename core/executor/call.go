@@ -206,9 +206,10 @@ func (x *Executor) finish(st *callStart) error {
 			x.broken = err
 			return err
 		}
+		run.cuda.hostWaits = len(c.Plan.Ranks[me].Lanes) > deviceWaitLanes
 		for q := range peers { // any rank on this GPU, connected or not, takes turns on it
 			if q != me && peers[q].device == st.dev.device {
-				run.cuda.shared = true
+				run.cuda.hostWaits = true
 			}
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -365,14 +367,35 @@ func (g *gpuState) free(gc *gpuContext) {
 // cudaCall is a device call's view of the peers' buffers, opened.
 type cudaCall struct {
 	in, out []uintptr // per rank, 0 where not opened
-	// shared: another rank's process uses this GPU too, a peer of this rank's or
-	// not (4 ranks on 2 GPUs: a ring's neighbours are on the other GPU). The lanes
-	// then wait for signals on the host, not on the device: a stream blocked in
-	// cuStreamWaitValue keeps its context on the GPU until the time slice ends (about
-	// 1 ms on the H100), while the other context, whose work the call's progress may
-	// need, waits for its turn.
-	shared bool
+	// hostWaits: the lanes wait for signals on the host, not on the device, because
+	// a stream blocked in cuStreamWaitValue would hold up work the call needs:
+	//   - another rank's process uses this GPU too, a peer of this rank's or not (4
+	//     ranks on 2 GPUs: a ring's neighbours are on the other GPU): the blocked
+	//     stream keeps its context on the GPU until the time slice ends (about 1 ms
+	//     on the H100), while the other context, whose work the call's progress may
+	//     need, waits for its turn;
+	//   - the plan gives this rank more lanes than deviceWaitLanes: the driver
+	//     multiplexes streams onto a fixed number of hardware queues
+	//     (CUDA_DEVICE_MAX_CONNECTIONS, 8 by default), so two lanes may share one, and
+	//     a lane's signal queued behind another lane's wait is never sent while the
+	//     wait needs a peer whose own wait needs that signal (MSCCL++'s 8-block
+	//     allreduce on 4 GPUs, one rank each, hung so; with 32 connections it ran).
+	hostWaits bool
 }
+
+// deviceWaitLanes is the most lanes a rank's device call may give streams that
+// wait on the device: half the hardware queues the driver multiplexes streams onto
+// (CUDA_DEVICE_MAX_CONNECTIONS as this process started; 8 when unset). A context's
+// lane streams are made one after another, but which queue a stream gets is the
+// driver's choice (8 lanes on 8 queues hung), so the half is a margin, not a proof;
+// with more lanes a call waits on the host, which is always safe.
+var deviceWaitLanes = func() int {
+	n, err := strconv.Atoi(os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS"))
+	if err != nil || n < 1 {
+		n = 8
+	}
+	return max(1, n/2)
+}()
 
 // deviceBuffers returns the IPC handle, offset and buffer id of a buffer (zeros
 // when empty); handles are made once per allocation.
@@ -544,7 +567,7 @@ func (lr *laneRun) gpuOp(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint6
 			idx, _ := lr.channel(op.Channel, id)
 			k := counterIndex(r.c.Plan, r.me, op.Channel, idx)
 			want := atomic.AddUint64(&r.ctx.expected[k], 1)
-			if r.cuda.shared {
+			if r.cuda.hostWaits {
 				_, ch := lr.channel(op.Channel, id)
 				if err := r.scope.polled(r.ctx.counter(r.me, k, r.me), func(v uint64) bool { return v >= want }, ch.Peer,
 					func() string { return fmt.Sprintf("waiting for signal %d on %s channel %d", want, op.Channel, idx) }); err != nil {
