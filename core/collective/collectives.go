@@ -75,7 +75,8 @@ func (c *Communicator) StartCollective(kind string, root int, call executor.Call
 		defer st.close()
 		return nil, st.copy(recv.Addr, send.Addr, min(send.Bytes, recv.Bytes))
 	}
-	req := Request{Collective: kind, Bytes: send.Bytes, InPlace: inPlace, Ranks: c.size, Root: root, ElementBytes: e}
+	req := Request{Collective: kind, Bytes: send.Bytes, InPlace: inPlace, Ranks: c.size, Root: root, ElementBytes: e,
+		Memory: call.Memory}
 	if call.Memory == executor.MemoryHost {
 		req.CoresPerRank = c.coresPerRank()
 	}
@@ -296,7 +297,7 @@ func (c *Communicator) StartAllToAllV(call executor.Call, blocks *executor.Block
 		return nil, st.copy(call.Recv.Addr+uintptr(blocks.RecvOffsets[0]), call.Send.Addr+uintptr(blocks.SendOffsets[0]), blocks.SendLengths[0])
 	}
 	call.Describe, call.Blocks = describe(AllToAllV, -1), blocks
-	req := Request{Collective: AllToAllV, Ranks: c.size, ElementBytes: call.DType.Size()}
+	req := Request{Collective: AllToAllV, Ranks: c.size, ElementBytes: call.DType.Size(), Memory: call.Memory}
 	if call.Memory == executor.MemoryHost {
 		req.CoresPerRank = c.coresPerRank()
 	}

@@ -32,6 +32,9 @@ type Request struct {
 	// the rank count (at least 1): the same on every rank (bootstrap agrees on it).
 	// 0 for device memory, whose lanes are CUDA streams, not cores.
 	CoresPerRank int
+	// Memory is where the call's buffers are (every rank's the same kind: the
+	// executor refuses a call whose ranks differ).
+	Memory executor.Memory
 }
 
 // Selector picks a plan for a request, or returns nil to leave it to the rest.
@@ -155,6 +158,16 @@ const (
 	// ranks; nothing at 1 MiB; fewer than 4 cores a rank (8 ranks on 16) lose.
 	lanesMinBytes = 4 << 20
 	maxLanes      = 4
+	// deviceDirectMaxBytes: on device memory, allreduce messages up to this size
+	// take direct, larger ones all-pairs; neither is pipelined nor given lanes.
+	// Measured on 4 x H100, one rank a GPU, per call with a synchronize
+	// (benchmarks/results/session15/device_plans/): direct 114-162 µs to 4 MiB
+	// against all-pairs' 133-165 and the ring's 156-177; at 16 MiB-256 MiB
+	// all-pairs 246 / 478 / 1,462 µs against direct's 306 / 892 / 3,120 and the
+	// host rule's pipelined ring 491 / 744 / 1,773 (each pipeline chunk is a copy,
+	// a signal and a wait the host queues); more lanes lost at every size but
+	// 256 MiB (within 5%).
+	deviceDirectMaxBytes = 4 << 20
 )
 
 // choice is a built-in algorithm with its options.
@@ -169,6 +182,12 @@ func builtinChoice(r Request) choice {
 	o := builtin.Options{InPlace: r.InPlace, Root: r.Root}
 	switch r.Collective {
 	case "allreduce":
+		if r.Memory == executor.MemoryCUDA {
+			if r.Bytes <= deviceDirectMaxBytes {
+				return choice{"direct", o}
+			}
+			return choice{"allpairs", o}
+		}
 		if r.Bytes <= directMaxBytes {
 			return choice{"direct", o}
 		}
