@@ -1,6 +1,7 @@
 #include "cudaexec.h"
 
 #include <dlfcn.h>
+#include <string.h>
 
 // The entry points, resolved once by ucxx_cudaexec_load and read-only after.
 static struct {
@@ -24,6 +25,21 @@ static struct {
 // Optional: NULL where the driver lacks it.
 static CUresult (*cuStreamWriteValue64)(CUstream s, CUdeviceptr addr, uint64_t value, unsigned int flags);
 
+// CUstreamBatchMemOpParams as cuda.h lays it out (a 48-byte union; the wait and write
+// forms share this head), and its operation codes.
+typedef struct {
+    unsigned int operation;
+    CUdeviceptr address;
+    uint64_t value64;
+    unsigned int flags;
+    CUdeviceptr alias;
+    uint64_t pad;
+} ucxx_stream_mem_op;
+_Static_assert(sizeof(ucxx_stream_mem_op) == 48, "CUstreamBatchMemOpParams is 48 bytes");
+#define UCXX_MEM_OP_WAIT_VALUE_64 4
+#define UCXX_MEM_OP_WRITE_VALUE_64 5
+static CUresult (*cuStreamBatchMemOp)(CUstream s, unsigned int count, ucxx_stream_mem_op *ops, unsigned int flags);
+
 int ucxx_cudaexec_load(char *err, size_t errlen) {
     const ucxx_cuda_sym syms[] = {
         {"cuStreamCreate", (void **)&exec_api.cuStreamCreate},
@@ -45,6 +61,8 @@ int ucxx_cudaexec_load(char *err, size_t errlen) {
     if (rc != 0) return rc;
     cuStreamWriteValue64 = dlsym(lib, "cuStreamWriteValue64_v2");
     if (cuStreamWriteValue64 == NULL) cuStreamWriteValue64 = dlsym(lib, "cuStreamWriteValue64");
+    cuStreamBatchMemOp = dlsym(lib, "cuStreamBatchMemOp_v2");
+    if (cuStreamBatchMemOp == NULL) cuStreamBatchMemOp = dlsym(lib, "cuStreamBatchMemOp");
     return 0;
 }
 
@@ -102,4 +120,18 @@ CUresult ucxx_cudaexec_copy_async(CUdeviceptr dst, CUdeviceptr src, size_t n, ui
 CUresult ucxx_cudaexec_stream_write(uintptr_t s, CUdeviceptr addr, uint64_t value) {
     if (cuStreamWriteValue64 == NULL) return CUDA_ERROR_NOT_SUPPORTED;
     return cuStreamWriteValue64((CUstream)s, addr, value, 0);
+}
+
+CUresult ucxx_cudaexec_stream_mem_ops(uintptr_t s, const uint64_t *triples, int n) {
+    if (cuStreamBatchMemOp == NULL) return CUDA_ERROR_NOT_SUPPORTED;
+    if (n <= 0 || n > UCXX_MAX_STREAM_MEM_OPS) return CUDA_ERROR_INVALID_VALUE;
+    ucxx_stream_mem_op ops[UCXX_MAX_STREAM_MEM_OPS];
+    memset(ops, 0, sizeof(ops[0]) * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        ops[i].operation = triples[3 * i] ? UCXX_MEM_OP_WAIT_VALUE_64 : UCXX_MEM_OP_WRITE_VALUE_64;
+        ops[i].address = (CUdeviceptr)triples[3 * i + 1];
+        ops[i].value64 = triples[3 * i + 2];
+        ops[i].flags = 0; // waits: CU_STREAM_WAIT_VALUE_GEQ; writes: default ordering
+    }
+    return cuStreamBatchMemOp((CUstream)s, (unsigned int)n, ops, 0);
 }

@@ -234,3 +234,50 @@ func (d *CUDADriver) StreamWriteWord(stream uintptr, dev uintptr, value uint64) 
 	d.check()
 	return cudaErr("cuStreamWriteValue64", C.ucxx_cudaexec_stream_write(C.uintptr_t(stream), C.CUdeviceptr(dev), C.uint64_t(value)))
 }
+
+// StreamWordOp is one operation on a 64-bit word (host memory mapped by MapHost, or
+// device memory) that StreamWordOps queues: with Wait, a wait on the device until the
+// word is at least Value (StreamWaitAtLeast's); else a store of Value
+// (StreamWriteWord's).
+type StreamWordOp struct {
+	Wait  bool
+	Addr  uintptr
+	Value uint64
+}
+
+// MaxStreamWordOps is the most operations one driver call of StreamWordOps queues.
+const MaxStreamWordOps = C.UCXX_MAX_STREAM_MEM_OPS
+
+// StreamWordOps queues ops on stream, in order, as StreamWaitAtLeast and StreamWriteWord
+// would one by one, in one driver call per MaxStreamWordOps (cuStreamBatchMemOp).
+// scratch is reused for the call's arguments (3 words an op; nil: allocated). The
+// stream's context must be current on the calling thread.
+//
+// Errors: a *CUDAError (CUDA_ERROR_NOT_SUPPORTED where the driver lacks the entry
+// point: queue them one by one then).
+func (d *CUDADriver) StreamWordOps(stream uintptr, ops []StreamWordOp, scratch *[]uint64) error {
+	d.check()
+	var local []uint64
+	if scratch == nil {
+		scratch = &local
+	}
+	for len(ops) > 0 {
+		k := min(len(ops), MaxStreamWordOps)
+		words := (*scratch)[:0]
+		for _, op := range ops[:k] {
+			w := uint64(0)
+			if op.Wait {
+				w = 1
+			}
+			words = append(words, w, uint64(op.Addr), op.Value)
+		}
+		*scratch = words
+		r := C.ucxx_cudaexec_stream_mem_ops(C.uintptr_t(stream), (*C.uint64_t)(unsafe.Pointer(&words[0])), C.int(k))
+		runtime.KeepAlive(words)
+		if err := cudaErr("cuStreamBatchMemOp", r); err != nil {
+			return err
+		}
+		ops = ops[k:]
+	}
+	return nil
+}

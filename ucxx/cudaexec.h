@@ -50,5 +50,13 @@ CUresult ucxx_cudaexec_copy_async(CUdeviceptr dst, CUdeviceptr src, size_t n, ui
 // ucxx_cudaexec_stream_write queues on s a store of value into the 64-bit word at the
 // device address addr (CUDA_ERROR_NOT_SUPPORTED where the driver lacks it).
 CUresult ucxx_cudaexec_stream_write(uintptr_t s, CUdeviceptr addr, uint64_t value);
+// The most operations one ucxx_cudaexec_stream_mem_ops call queues (the driver's
+// limit for cuStreamBatchMemOp is 256).
+#define UCXX_MAX_STREAM_MEM_OPS 64
+// ucxx_cudaexec_stream_mem_ops queues on s, in one driver call (cuStreamBatchMemOp),
+// n operations on 64-bit words given as triples (wait, address, value): a wait until
+// the word is at least value where wait is not 0, else a store of value.
+// CUDA_ERROR_NOT_SUPPORTED where the driver lacks the entry point.
+CUresult ucxx_cudaexec_stream_mem_ops(uintptr_t s, const uint64_t *triples, int n);
 
 #endif

@@ -5,6 +5,7 @@ import (
 	"os"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 )
 
 // addOnePTX is testdata/add_one.ptx: a kernel, in PTX, that adds 1 to each of n
@@ -127,6 +128,63 @@ func TestCUDAExec(t *testing.T) {
 		}
 		if err := fn.Launch(shape, b.Handle(), make([]uint64, MaxKernelArgs+1)); err == nil {
 			t.Error("a launch with too many arguments was taken")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStreamWordOps: one batch of waits and stores holds its stream until every awaited
+// word has reached its value, then stores in order; more ops than one driver call
+// takes go in several; the host sees the stores only after the last gate opens.
+func TestStreamWordOps(t *testing.T) {
+	d := needCUDA(t)
+	c, err := d.RetainPrimary(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	const words = MaxStreamWordOps + 6 // two gates, the rest stores: two driver calls
+	mem := CAllocPage(8 * words)
+	defer CFree(mem)
+	w := func(i int) *uint64 { return (*uint64)(unsafe.Add(mem, 8*i)) }
+	err = c.Use(func() error {
+		dev, err := d.MapHost(uintptr(mem), 8*words)
+		if err != nil {
+			return err
+		}
+		defer d.UnmapHost(uintptr(mem))
+		s, err := d.NewStream()
+		if err != nil {
+			return err
+		}
+		defer s.Destroy()
+		ops := []StreamWordOp{{Wait: true, Addr: dev, Value: 3}, {Wait: true, Addr: dev + 8, Value: 1}}
+		for i := 2; i < words; i++ {
+			ops = append(ops, StreamWordOp{Addr: dev + uintptr(8*i), Value: uint64(100 + i)})
+		}
+		var scratch []uint64
+		if err := d.StreamWordOps(s.Handle(), ops, &scratch); err != nil {
+			return err
+		}
+		atomic.StoreUint64(w(0), 2) // below the wait's value: still held
+		atomic.StoreUint64(w(1), 1)
+		if done, err := s.Done(); err != nil || done {
+			t.Errorf("stream done %v (%v) while a wait's word is below its value", done, err)
+		}
+		if v := atomic.LoadUint64(w(2)); v != 0 {
+			t.Errorf("a store ran before the waits: word 2 is %d", v)
+		}
+		atomic.StoreUint64(w(0), 5) // at least the value: released
+		if err := s.Sync(); err != nil {
+			return err
+		}
+		for i := 2; i < words; i++ {
+			if v := atomic.LoadUint64(w(i)); v != uint64(100+i) {
+				t.Errorf("word %d: %d, want %d", i, v, 100+i)
+			}
 		}
 		return nil
 	})

@@ -546,7 +546,6 @@ const (
 // gpuOp queues one op on the lane's stream.
 func (lr *laneRun) gpuOp(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint64) error {
 	r := lr.r
-	g := r.x.gpu
 	switch op.Code {
 	case plan.OpNop, plan.OpFlush:
 		return nil
@@ -556,13 +555,13 @@ func (lr *laneRun) gpuOp(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint6
 		}
 		return lr.op(op, ol, pipe, it)
 	case plan.OpSignal, plan.OpRelaxedSignal:
+		lr.wordOps = lr.wordOps[:0]
 		for _, id := range op.ChannelIDs {
-			if err := lr.gpuSignal(op.Channel, id); err != nil {
-				return err
-			}
+			lr.wordOps = append(lr.wordOps, lr.gpuSignal(op.Channel, id))
 		}
-		return nil
+		return lr.gpuWordOps()
 	case plan.OpWait, plan.OpRelaxedWait:
+		lr.wordOps = lr.wordOps[:0]
 		for _, id := range op.ChannelIDs {
 			idx, _ := lr.channel(op.Channel, id)
 			k := counterIndex(r.c.Plan, r.me, op.Channel, idx)
@@ -575,11 +574,9 @@ func (lr *laneRun) gpuOp(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint6
 				}
 				continue
 			}
-			if err := g.d.StreamWaitAtLeast(lr.stream, r.ctx.gpu.counters+uintptr(k*slotBytes), want); err != nil {
-				return err
-			}
+			lr.wordOps = append(lr.wordOps, ucxx.StreamWordOp{Wait: true, Addr: r.ctx.gpu.counters + uintptr(k*slotBytes), Value: want})
 		}
-		return nil
+		return lr.gpuWordOps()
 	case plan.OpPut, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush:
 		for i := range op.Dst {
 			src := lr.span(op, op.Src, ol.Src, i, pipe, it)
@@ -593,11 +590,11 @@ func (lr *laneRun) gpuOp(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint6
 			}
 		}
 		if op.Code != plan.OpPut {
+			lr.wordOps = lr.wordOps[:0]
 			for _, id := range op.ChannelIDs {
-				if err := lr.gpuSignal(op.Channel, id); err != nil {
-					return err
-				}
+				lr.wordOps = append(lr.wordOps, lr.gpuSignal(op.Channel, id))
 			}
+			return lr.gpuWordOps()
 		}
 		return nil
 	case plan.OpGet:
@@ -641,13 +638,46 @@ func (lr *laneRun) copyAsync(dst, src uintptr, n uint64) error {
 	return lr.r.x.gpu.d.CopyAsync(dst, src, n, lr.stream)
 }
 
-// gpuSignal queues the write of the channel's next total into the peer's counter.
-func (lr *laneRun) gpuSignal(t plan.ChannelType, id int) error {
+// gpuSignal returns the write of the channel's next total into the peer's counter,
+// for gpuWordOps to queue.
+func (lr *laneRun) gpuSignal(t plan.ChannelType, id int) ucxx.StreamWordOp {
 	r := lr.r
 	_, ch := lr.channel(t, id)
 	k := counterIndex(r.c.Plan, ch.Peer, t, ch.Reverse)
 	total := atomic.AddUint64(&r.ctx.gpu.sent[ch.Peer][k], 1)
-	return r.x.gpu.d.StreamWriteWord(lr.stream, r.ctx.gpu.peerCounters[ch.Peer]+uintptr(k*slotBytes), total)
+	return ucxx.StreamWordOp{Addr: r.ctx.gpu.peerCounters[ch.Peer] + uintptr(k*slotBytes), Value: total}
+}
+
+// gpuWordOps queues the lane's collected signals and device waits (wordOps) on its
+// stream: in one driver call where the driver batches stream memory operations, one
+// by one where it does not.
+func (lr *laneRun) gpuWordOps() error {
+	switch d := lr.r.x.gpu.d; len(lr.wordOps) {
+	case 0:
+		return nil
+	case 1:
+		return lr.gpuWordOp(lr.wordOps[0])
+	default:
+		err := d.StreamWordOps(lr.stream, lr.wordOps, &lr.wordArgs)
+		var ce *ucxx.CUDAError
+		if !errors.As(err, &ce) || ce.Code != ucxx.CUDAErrorNotSupported {
+			return err
+		}
+		for _, op := range lr.wordOps {
+			if err := lr.gpuWordOp(op); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+func (lr *laneRun) gpuWordOp(op ucxx.StreamWordOp) error {
+	d := lr.r.x.gpu.d
+	if op.Wait {
+		return d.StreamWaitAtLeast(lr.stream, op.Addr, op.Value)
+	}
+	return d.StreamWriteWord(lr.stream, op.Addr, op.Value)
 }
 
 // launchReduce queues dst = a op b over n elements.

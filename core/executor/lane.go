@@ -31,6 +31,10 @@ type laneRun struct {
 	stream uintptr
 	// srcs is room for a reduction's source addresses (no allocation for up to 16).
 	srcs [16]uintptr
+	// wordOps is room for a GPU lane's signals and waits of one op, queued in one
+	// driver call (gpuWordOps), and wordArgs for that call's arguments.
+	wordOps  []ucxx.StreamWordOp
+	wordArgs []uint64
 }
 
 // tmpBytes is the block size of reductions over peer buffers read with
