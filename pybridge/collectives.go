@@ -286,6 +286,33 @@ func CommCollective(h uint64, kind string, root int, send uintptr, sendBytes uin
 	return startFinish(spinUs, func() (func() error, error) { return c.StartCollective(kind, root, call) })
 }
 
+// CommBuiltinChoice returns, as JSON {"algorithm", "lanes", "chunks"}, the built-in
+// plan communicator h's collective kind takes for a message of nbytes (allgather: the
+// receive buffer's) of elemBytes elements, in place or not, on device memory or host
+// (collective.Communicator.BuiltinChoice): what the registry decides, for tools and
+// benchmarks that must not copy its thresholds.
+func CommBuiltinChoice(h uint64, kind string, nbytes uint64, inPlace, device bool, elemBytes, root int) (choice string, err error) {
+	defer collectiveGuard(&err)
+	c, err := comm(h)
+	if err != nil {
+		return "", err
+	}
+	mem := executor.MemoryHost
+	if device {
+		mem = executor.MemoryCUDA
+	}
+	name, o, err := c.BuiltinChoice(kind, nbytes, inPlace, mem, uint64(max(elemBytes, 1)), root)
+	if err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(struct {
+		Algorithm string `json:"algorithm"`
+		Lanes     int    `json:"lanes"`
+		Chunks    int    `json:"chunks"`
+	}{name, max(o.Lanes, 1), max(o.Chunks, 1)})
+	return string(b), err
+}
+
 // CommRegisterPlan adds plan planH to communicator h's registry: calls whose
 // collective, rank count, in-place form and size fit it run it.
 func CommRegisterPlan(h, planH uint64) (ok bool, err error) {

@@ -46,3 +46,33 @@ def test_a_dead_rank_fails_the_barrier(tmp_path):
     r = subprocess.run(LAUNCH + ["-n", "3", "--timeout", "90", s], timeout=120, capture_output=True, text=True)
     assert r.returncode == 7, (r.returncode, r.stdout, r.stderr)
     assert "barrier" in r.stdout
+
+
+def test_builtin_choice_names_the_registrys_plan(tmp_path):
+    """builtin_choice answers from the registry: direct, then all-pairs, then the
+    ring for host allreduces (pipelined only where the message has the pieces),
+    direct then all-pairs on device memory; an unknown collective is an error."""
+    s = rank_script(tmp_path, """
+        import asyncio, ucxx_go
+        async def main():
+            comm = await ucxx_go.Communicator.init(timeout=30)
+            pick = lambda *a, **k: comm.builtin_choice(*a, **k)["algorithm"]
+            assert pick("allreduce", 8, in_place=True) == "direct"
+            assert pick("allreduce", 256 << 10) == "allpairs"
+            ring = comm.builtin_choice("allreduce", 16 << 20, in_place=True)
+            assert ring["algorithm"] == "ring" and ring["chunks"] == 4, ring
+            assert comm.builtin_choice("allreduce", (16 << 20) + 4)["chunks"] == 1
+            assert pick("allreduce", 4 << 20, device=True) == "direct"
+            assert pick("allreduce", 16 << 20, device=True) == "allpairs"
+            assert pick("alltoall", 64) == "pairwise"
+            try:
+                comm.builtin_choice("allscatter", 8)
+                raise SystemExit("an unknown collective was named")
+            except ucxx_go.UCXError:
+                pass
+            await comm.barrier()
+            comm.close()
+        asyncio.run(main())
+    """)
+    r = subprocess.run(LAUNCH + ["-n", "2", "--timeout", "60", s], timeout=90)
+    assert r.returncode == 0

@@ -3,9 +3,8 @@
     python -m ucxx_go.launch -n N benchmarks/collectives/dsl_vs_builtin.py [--sizes 8,64K,1M,16M] [--iters 500]
 
 For each size each rank builds, with the DSL (ucxx_go.language.builtins), the plan the
-registry picks for an in-place float32 allreduce of that size (direct up to 64 KiB,
-all-pairs up to 256 KiB, then the ring, pipelined in 4 from 4 MiB:
-core/collective/registry.go), loads it with ExecutionPlan.from_json and times
+registry picks for an in-place float32 allreduce of that size (`comm.builtin_choice`
+names it: the algorithm, its lanes and pipeline depth), loads it with ExecutionPlan.from_json and times
 `await comm.execute(plan, x)` against `await comm.allreduce(x)` call by call,
 interleaved (DSL, built-in, built-in, DSL, ...), so that both see the same moments of
 the machine, --iters calls of each in each of --rounds rounds after a warm-up. Rank 0
@@ -16,7 +15,6 @@ prints a table: the median per call of each (the slowest rank's), and DSL / buil
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import time
 
@@ -26,10 +24,7 @@ import ucxx_go
 from ucxx_go.language import builtins as dsl
 from ucxx_go.language.builtins_common import Options
 
-DIRECT_MAX = 64 << 10  # core/collective/registry.go: directMaxBytes
-ALLPAIRS_MAX = 256 << 10  # allPairsMaxBytes
-PIPELINE_MIN, PIPELINE_CHUNKS = 4 << 20, 4  # pipelineMinBytes, pipelineChunks
-LANES_MIN, MAX_LANES = 4 << 20, 4  # lanesMinBytes, maxLanes (where every rank has MAX_LANES cores)
+PIPELINE_CHUNKS, MAX_LANES = 4, 4  # the most pieces a block is cut into (sizes are rounded to them)
 
 
 def size(s):
@@ -37,19 +32,13 @@ def size(s):
     return int(s[:-1]) * units[s[-1]] if s[-1] in units else int(s)
 
 
-def registry_plan(n, nbytes, cores_per_rank):
-    """The DSL's plan for the built-in the registry picks at nbytes (in place), with
-    cores_per_rank as the communicator counts them (the fewest CPUs a rank may use,
-    divided by the ranks)."""
-    if nbytes <= DIRECT_MAX:
-        key, o = "allreduce.direct", Options(inplace=True)
-    elif nbytes <= ALLPAIRS_MAX:
-        key, o = "allreduce.allpairs", Options(inplace=True)
-    else:
-        lanes = MAX_LANES if nbytes >= LANES_MIN and cores_per_rank >= MAX_LANES else 1
-        key, o = "allreduce.ring", Options(inplace=True, chunks=PIPELINE_CHUNKS if nbytes >= PIPELINE_MIN else 1,
-                                           lanes=lanes)
-    return key, ucxx_go.ExecutionPlan.from_json(json.dumps(dsl.builtin_plan(key, n, o)))
+def registry_plan(comm, nbytes):
+    """The DSL's plan for the built-in the registry picks at nbytes (in place, float32),
+    as the communicator names it (Communicator.builtin_choice): no copy of its rules."""
+    c = comm.builtin_choice("allreduce", nbytes, in_place=True)
+    key = "allreduce." + c["algorithm"]
+    o = Options(inplace=True, chunks=c["chunks"], lanes=c["lanes"])
+    return key, ucxx_go.ExecutionPlan.from_json(json.dumps(dsl.builtin_plan(key, comm.size, o)))
 
 
 async def interleaved(comm, calls, iters):
@@ -73,15 +62,12 @@ async def main():
     a = ap.parse_args()
     comm = await ucxx_go.Communicator.init(timeout=120)
     n, r = comm.size, comm.rank
-    cpus = np.array([len(os.sched_getaffinity(0))], np.int64)
-    await comm.allreduce(cpus, op="min")  # as bootstrap agrees on it (Go's runtime.NumCPU)
-    cores_per_rank = max(int(cpus[0]) // n, 1)
     rows = []
     for nbytes in (size(s) for s in a.sizes.split(",")):
         count = max(1, nbytes // 4)
         while count * 4 % (n * 4 * PIPELINE_CHUNKS * MAX_LANES):  # whole chunks: no padded tail on either path
             count += 1
-        key, plan = registry_plan(n, count * 4, cores_per_rank)
+        key, plan = registry_plan(comm, count * 4)
         x = np.ones(count, np.float32)
         iters = max(5, min(a.iters, (256 << 20) // (count * 4)))
         for call in (lambda: comm.execute(plan, x), lambda: comm.allreduce(x)):

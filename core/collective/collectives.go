@@ -88,11 +88,7 @@ func (c *Communicator) StartCollective(kind string, root int, call executor.Call
 		call.Plan = p
 		return c.x.Start(call)
 	}
-	ch := builtinChoice(req)
-	if !divides(kind, ch, c.size, send.Bytes, e) {
-		// Pipelining needs more pieces than the message has: no pipelining.
-		ch.o.Chunks, ch.o.Lanes = 1, 1
-	}
+	ch := c.fitChoice(req, send.Bytes)
 	if kind == AllReduce && !divides(kind, ch, c.size, send.Bytes, e) {
 		return c.startAllReduceUneven(ch, call, e)
 	}
@@ -100,6 +96,45 @@ func (c *Communicator) StartCollective(kind string, root int, call executor.Call
 		return nil, err
 	}
 	return c.x.Start(call)
+}
+
+// fitChoice is builtinChoice for a call whose send buffer holds sendBytes: without
+// pipelining or extra lanes where the message has fewer pieces than they need.
+func (c *Communicator) fitChoice(req Request, sendBytes uint64) choice {
+	ch := builtinChoice(req)
+	if !divides(req.Collective, ch, c.size, sendBytes, req.ElementBytes) {
+		ch.o.Chunks, ch.o.Lanes = 1, 1
+	}
+	return ch
+}
+
+// BuiltinChoice names the built-in plan a collective call of kind on this
+// communicator takes when no registered plan fits it (Collective's choice): the
+// algorithm ("direct", "allpairs", "ring", "chain", "tree", "pairwise") and its
+// options. bytes is the send buffer's size (allgather: the receive buffer's, as
+// MSCCL++ selects); elementBytes the element size; mem where the buffers are. It
+// answers what the registry decides, so that benchmarks and tools need no copy of
+// its thresholds.
+//
+// Errors: ErrClosed; executor.ErrUnsupported for an unknown collective.
+func (c *Communicator) BuiltinChoice(kind string, bytes uint64, inPlace bool, mem executor.Memory, elementBytes uint64, root int) (name string, o builtin.Options, err error) {
+	if err := c.open(); err != nil {
+		return "", o, err
+	}
+	if _, ok := builtin.Lookup(kind, builtinChoice(Request{Collective: kind}).name); !ok {
+		return "", o, fmt.Errorf("collective: no built-in %q: %w", kind, executor.ErrUnsupported)
+	}
+	req := Request{Collective: kind, Bytes: bytes, InPlace: inPlace, Ranks: c.size, Root: root,
+		ElementBytes: max(elementBytes, 1), Memory: mem}
+	if mem == executor.MemoryHost {
+		req.CoresPerRank = c.coresPerRank()
+	}
+	send := bytes
+	if kind == AllGather {
+		send = bytes / uint64(c.size)
+	}
+	ch := c.fitChoice(req, send)
+	return ch.name, ch.o, nil
 }
 
 // divides reports whether a message of bytes divides into the plan's input chunks,

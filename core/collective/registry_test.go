@@ -1,6 +1,7 @@
 package collective
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/ucxx-go/ucxx-go/core/executor"
@@ -54,5 +55,59 @@ func TestBuiltinChoiceDevice(t *testing.T) {
 	}
 	if ch := builtinChoice(Request{Collective: AllReduce, Bytes: 1 << 30, Ranks: 4, CoresPerRank: 16}); ch.name != "ring" {
 		t.Errorf("1 GiB on host: %s, want the ring", ch.name)
+	}
+}
+
+// TestCommunicatorBuiltinChoice: the communicator names the built-in its calls take,
+// as StartCollective picks it: by size and memory, unpipelined where the message
+// has fewer pieces than the pipeline needs; an unknown collective is refused.
+func TestCommunicatorBuiltinChoice(t *testing.T) {
+	comms, errs := world(t, 2, nil, freeRoot(t))
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	}()
+	c := comms[0]
+	for _, tc := range []struct {
+		kind          string
+		bytes         uint64
+		mem           executor.Memory
+		name          string
+		chunks, lanes int
+	}{
+		{AllReduce, 8, executor.MemoryHost, "direct", 0, 0},
+		{AllReduce, allPairsMaxBytes, executor.MemoryHost, "allpairs", 0, 0},
+		{AllReduce, 16 << 20, executor.MemoryHost, "ring", pipelineChunks, -1},
+		{AllReduce, 16<<20 + 4, executor.MemoryHost, "ring", 1, 1},
+		{AllReduce, 16 << 20, executor.MemoryCUDA, "allpairs", 0, 0},
+		{AllReduce, deviceDirectMaxBytes, executor.MemoryCUDA, "direct", 0, 0},
+		{Broadcast, 64, executor.MemoryHost, "chain", 0, 0},
+		{AllToAll, 64, executor.MemoryHost, "pairwise", 0, 0},
+	} {
+		name, o, err := c.BuiltinChoice(tc.kind, tc.bytes, true, tc.mem, 4, 0)
+		if err != nil {
+			t.Fatalf("%s %d: %v", tc.kind, tc.bytes, err)
+		}
+		want := builtinChoice(Request{Collective: tc.kind, Bytes: tc.bytes, InPlace: true, Ranks: 2, ElementBytes: 4,
+			Memory: tc.mem, CoresPerRank: c.coresPerRank()})
+		if tc.mem == executor.MemoryCUDA {
+			want = builtinChoice(Request{Collective: tc.kind, Bytes: tc.bytes, InPlace: true, Ranks: 2, ElementBytes: 4, Memory: tc.mem})
+		}
+		if tc.lanes >= 0 {
+			want.o.Lanes = tc.lanes
+		}
+		if name != tc.name || o.Chunks != tc.chunks || o.Lanes != want.o.Lanes {
+			t.Errorf("%s of %d bytes in %v: %s, %d chunks, %d lanes; want %s, %d, %d", tc.kind, tc.bytes, tc.mem, name,
+				o.Chunks, o.Lanes, tc.name, tc.chunks, want.o.Lanes)
+		}
+	}
+	if _, _, err := c.BuiltinChoice("allscatter", 8, true, executor.MemoryHost, 4, 0); !errors.Is(err, executor.ErrUnsupported) {
+		t.Errorf("an unknown collective: %v, want ErrUnsupported", err)
 	}
 }

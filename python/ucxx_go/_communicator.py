@@ -17,6 +17,7 @@ Collectives (allreduce, allgather, reduce_scatter, broadcast, reduce, alltoall) 
 
 import asyncio
 import ctypes
+import json
 import os
 
 from ._buffers import buffer_info
@@ -299,6 +300,18 @@ class Communicator:
                                                                int(key))
         h, rank, size = (int(v) for v in res.split())
         return Communicator(h, rank, size) if h else None
+
+    def builtin_choice(self, collective, nbytes, in_place=False, device=False, item_bytes=4, root=0):
+        """The built-in plan this communicator's `collective` ("allreduce",
+        "allgather", "reducescatter", "broadcast", "reduce", "alltoall") takes for a
+        message of `nbytes` (allgather: the output's size) of `item_bytes` elements, in
+        place or not, on device memory or host, when no registered plan fits: a dict
+        ``{"algorithm": "ring", "lanes": 4, "chunks": 4}`` (algorithms: direct,
+        allpairs, ring, chain, tree, pairwise). The registry's own answer: nothing
+        here copies its thresholds."""
+        self._check()
+        return json.loads(call(ext.pybridge_CommBuiltinChoice, self._h, str(collective), int(nbytes), bool(in_place),
+                               bool(device), int(item_bytes), int(root)))
 
     def register_plan(self, plan):
         """Use `plan` (an ExecutionPlan) for the calls it fits: its collective, rank
