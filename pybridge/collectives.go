@@ -286,7 +286,7 @@ func CommCollective(h uint64, kind string, root int, send uintptr, sendBytes uin
 	return startFinish(spinUs, func() (func() error, error) { return c.StartCollective(kind, root, call) })
 }
 
-// CommBuiltinChoice returns, as JSON {"algorithm", "lanes", "chunks"}, the built-in
+// CommBuiltinChoice returns, as JSON {"algorithm", "lanes", "chunks", "uneven"}, the built-in
 // plan communicator h's collective kind takes for a message of nbytes (allgather: the
 // receive buffer's) of elemBytes elements, in place or not, on device memory or host
 // (collective.Communicator.BuiltinChoice): what the registry decides, for tools and
@@ -301,7 +301,7 @@ func CommBuiltinChoice(h uint64, kind string, nbytes uint64, inPlace, device boo
 	if device {
 		mem = executor.MemoryCUDA
 	}
-	name, o, err := c.BuiltinChoice(kind, nbytes, inPlace, mem, uint64(max(elemBytes, 1)), root)
+	name, o, uneven, err := c.BuiltinChoice(kind, nbytes, inPlace, mem, uint64(max(elemBytes, 1)), root)
 	if err != nil {
 		return "", err
 	}
@@ -309,7 +309,8 @@ func CommBuiltinChoice(h uint64, kind string, nbytes uint64, inPlace, device boo
 		Algorithm string `json:"algorithm"`
 		Lanes     int    `json:"lanes"`
 		Chunks    int    `json:"chunks"`
-	}{name, max(o.Lanes, 1), max(o.Chunks, 1)})
+		Uneven    string `json:"uneven"`
+	}{name, max(o.Lanes, 1), max(o.Chunks, 1), uneven})
 	return string(b), err
 }
 

@@ -61,7 +61,11 @@ def test_builtin_choice_names_the_registrys_plan(tmp_path):
             assert pick("allreduce", 256 << 10) == "allpairs"
             ring = comm.builtin_choice("allreduce", 16 << 20, in_place=True)
             assert ring["algorithm"] == "ring" and ring["chunks"] == 4, ring
-            assert comm.builtin_choice("allreduce", (16 << 20) + 4)["chunks"] == 1
+            tail = comm.builtin_choice("allreduce", (16 << 20) + 4)
+            assert tail["chunks"] == 1 and tail["uneven"] == "tail", tail
+            padded = comm.builtin_choice("allreduce", 100004)  # 25,001 float32: all-pairs needs an even count
+            assert padded == {"algorithm": "allpairs", "lanes": 1, "chunks": 1, "uneven": "padded"}, padded
+            assert ring["uneven"] == ""
             assert pick("allreduce", 4 << 20, device=True) == "direct"
             assert pick("allreduce", 16 << 20, device=True) == "allpairs"
             assert pick("alltoall", 64) == "pairwise"

@@ -1,6 +1,7 @@
 #include "cudaexec.h"
 
 #include <dlfcn.h>
+#include <stddef.h>
 #include <string.h>
 
 // The entry points, resolved once by ucxx_cudaexec_load and read-only after.
@@ -36,6 +37,9 @@ typedef struct {
     uint64_t pad;
 } ucxx_stream_mem_op;
 _Static_assert(sizeof(ucxx_stream_mem_op) == 48, "CUstreamBatchMemOpParams is 48 bytes");
+_Static_assert(offsetof(ucxx_stream_mem_op, address) == 8 && offsetof(ucxx_stream_mem_op, value64) == 16 &&
+                   offsetof(ucxx_stream_mem_op, flags) == 24 && offsetof(ucxx_stream_mem_op, alias) == 32,
+               "CUstreamMemOpWaitValueParams' field offsets");
 #define UCXX_MEM_OP_WAIT_VALUE_64 4
 #define UCXX_MEM_OP_WRITE_VALUE_64 5
 static CUresult (*cuStreamBatchMemOp)(CUstream s, unsigned int count, ucxx_stream_mem_op *ops, unsigned int flags);

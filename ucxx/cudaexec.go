@@ -249,13 +249,14 @@ type StreamWordOp struct {
 const MaxStreamWordOps = C.UCXX_MAX_STREAM_MEM_OPS
 
 // StreamWordOps queues ops on stream, in order, as StreamWaitAtLeast and StreamWriteWord
-// would one by one, in one driver call per MaxStreamWordOps (cuStreamBatchMemOp).
-// scratch is reused for the call's arguments (3 words an op; nil: allocated). The
-// stream's context must be current on the calling thread.
+// would one by one, in one driver call per MaxStreamWordOps (cuStreamBatchMemOp),
+// and returns how many it queued (all of them unless it failed). scratch is reused
+// for the call's arguments (3 words an op; nil: allocated). The stream's context must
+// be current on the calling thread.
 //
 // Errors: a *CUDAError (CUDA_ERROR_NOT_SUPPORTED where the driver lacks the entry
-// point: queue them one by one then).
-func (d *CUDADriver) StreamWordOps(stream uintptr, ops []StreamWordOp, scratch *[]uint64) error {
+// point: queue the rest one by one then).
+func (d *CUDADriver) StreamWordOps(stream uintptr, ops []StreamWordOp, scratch *[]uint64) (queued int, err error) {
 	d.check()
 	var local []uint64
 	if scratch == nil {
@@ -273,11 +274,10 @@ func (d *CUDADriver) StreamWordOps(stream uintptr, ops []StreamWordOp, scratch *
 		}
 		*scratch = words
 		r := C.ucxx_cudaexec_stream_mem_ops(C.uintptr_t(stream), (*C.uint64_t)(unsafe.Pointer(&words[0])), C.int(k))
-		runtime.KeepAlive(words)
 		if err := cudaErr("cuStreamBatchMemOp", r); err != nil {
-			return err
+			return queued, err
 		}
-		ops = ops[k:]
+		ops, queued = ops[k:], queued+k
 	}
-	return nil
+	return queued, nil
 }

@@ -50,8 +50,8 @@ CUresult ucxx_cudaexec_copy_async(CUdeviceptr dst, CUdeviceptr src, size_t n, ui
 // ucxx_cudaexec_stream_write queues on s a store of value into the 64-bit word at the
 // device address addr (CUDA_ERROR_NOT_SUPPORTED where the driver lacks it).
 CUresult ucxx_cudaexec_stream_write(uintptr_t s, CUdeviceptr addr, uint64_t value);
-// The most operations one ucxx_cudaexec_stream_mem_ops call queues (the driver's
-// limit for cuStreamBatchMemOp is 256).
+// The most operations one ucxx_cudaexec_stream_mem_ops call queues (the driver takes
+// fewer than 256 in one cuStreamBatchMemOp).
 #define UCXX_MAX_STREAM_MEM_OPS 64
 // ucxx_cudaexec_stream_mem_ops queues on s, in one driver call (cuStreamBatchMemOp),
 // n operations on 64-bit words given as triples (wait, address, value): a wait until

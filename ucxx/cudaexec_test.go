@@ -2,6 +2,7 @@ package ucxx
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -166,8 +167,8 @@ func TestStreamWordOps(t *testing.T) {
 			ops = append(ops, StreamWordOp{Addr: dev + uintptr(8*i), Value: uint64(100 + i)})
 		}
 		var scratch []uint64
-		if err := d.StreamWordOps(s.Handle(), ops, &scratch); err != nil {
-			return err
+		if n, err := d.StreamWordOps(s.Handle(), ops, &scratch); err != nil || n != len(ops) {
+			return fmt.Errorf("StreamWordOps queued %d of %d: %v", n, len(ops), err)
 		}
 		atomic.StoreUint64(w(0), 2) // below the wait's value: still held
 		atomic.StoreUint64(w(1), 1)

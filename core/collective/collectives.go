@@ -88,9 +88,9 @@ func (c *Communicator) StartCollective(kind string, root int, call executor.Call
 		call.Plan = p
 		return c.x.Start(call)
 	}
-	ch := c.fitChoice(req, send.Bytes)
-	if kind == AllReduce && !divides(kind, ch, c.size, send.Bytes, e) {
-		return c.startAllReduceUneven(ch, call, e)
+	ch, form := c.planFor(req, send.Bytes)
+	if form != wholeRun {
+		return c.startAllReduceUneven(ch, form, call, e)
 	}
 	if call.Plan, err = c.registry.builtin(kind, ch.name, c.size, ch.o); err != nil {
 		return nil, err
@@ -98,31 +98,65 @@ func (c *Communicator) StartCollective(kind string, root int, call executor.Call
 	return c.x.Start(call)
 }
 
-// fitChoice is builtinChoice for a call whose send buffer holds sendBytes: without
-// pipelining or extra lanes where the message has fewer pieces than they need.
-func (c *Communicator) fitChoice(req Request, sendBytes uint64) choice {
+// runForm is how a built-in plan covers a call's message.
+type runForm uint8
+
+const (
+	// wholeRun: the plan runs over the whole message.
+	wholeRun runForm = iota
+	// paddedRun: a small allreduce the plan's chunks do not divide, copied into a
+	// buffer padded to whole all-pairs units and run there in place.
+	paddedRun
+	// headAndTail: a large such allreduce: the plan over its largest whole part, the
+	// rest as paddedRun.
+	headAndTail
+)
+
+// planFor is the built-in a call whose send buffer holds sendBytes takes, and how:
+// builtinChoice, without pipelining or extra lanes where the message has fewer pieces
+// than they need, and the padded forms for an allreduce the plan still does not
+// divide. StartCollective runs what it says; BuiltinChoice reports it.
+func (c *Communicator) planFor(req Request, sendBytes uint64) (choice, runForm) {
 	ch := builtinChoice(req)
-	if !divides(req.Collective, ch, c.size, sendBytes, req.ElementBytes) {
-		ch.o.Chunks, ch.o.Lanes = 1, 1
+	if divides(req.Collective, ch, c.size, sendBytes, req.ElementBytes) {
+		return ch, wholeRun
 	}
-	return ch
+	ch.o.Chunks, ch.o.Lanes = 1, 1
+	switch {
+	case req.Collective != AllReduce || divides(req.Collective, ch, c.size, sendBytes, req.ElementBytes):
+		return ch, wholeRun
+	case sendBytes > allPairsMaxBytes:
+		return ch, headAndTail
+	}
+	return ch, paddedRun
 }
 
 // BuiltinChoice names the built-in plan a collective call of kind on this
 // communicator takes when no registered plan fits it (Collective's choice): the
 // algorithm ("direct", "allpairs", "ring", "chain", "tree", "pairwise") and its
-// options. bytes is the send buffer's size (allgather: the receive buffer's, as
+// options, and uneven: "" when the plan runs over the whole message; for an
+// allreduce whose element count its chunks do not divide, "padded" (the message
+// copied into a buffer padded to whole all-pairs units and run there: the algorithm
+// named is then "allpairs") or "tail" (the plan over the largest whole part, the rest
+// so padded). With one rank nothing moves between ranks: "copy" out of place, "none"
+// in place. bytes is the send buffer's size (allgather: the receive buffer's, as
 // MSCCL++ selects); elementBytes the element size; mem where the buffers are. It
-// answers what the registry decides, so that benchmarks and tools need no copy of
-// its thresholds.
+// answers what StartCollective runs, so that benchmarks and tools need no copy of
+// the registry's thresholds.
 //
 // Errors: ErrClosed; executor.ErrUnsupported for an unknown collective.
-func (c *Communicator) BuiltinChoice(kind string, bytes uint64, inPlace bool, mem executor.Memory, elementBytes uint64, root int) (name string, o builtin.Options, err error) {
+func (c *Communicator) BuiltinChoice(kind string, bytes uint64, inPlace bool, mem executor.Memory, elementBytes uint64, root int) (name string, o builtin.Options, uneven string, err error) {
 	if err := c.open(); err != nil {
-		return "", o, err
+		return "", o, "", err
 	}
 	if _, ok := builtin.Lookup(kind, builtinChoice(Request{Collective: kind}).name); !ok {
-		return "", o, fmt.Errorf("collective: no built-in %q: %w", kind, executor.ErrUnsupported)
+		return "", o, "", fmt.Errorf("collective: no built-in %q: %w", kind, executor.ErrUnsupported)
+	}
+	if c.size == 1 {
+		if inPlace {
+			return "none", o, "", nil
+		}
+		return "copy", o, "", nil
 	}
 	req := Request{Collective: kind, Bytes: bytes, InPlace: inPlace, Ranks: c.size, Root: root,
 		ElementBytes: max(elementBytes, 1), Memory: mem}
@@ -133,8 +167,14 @@ func (c *Communicator) BuiltinChoice(kind string, bytes uint64, inPlace bool, me
 	if kind == AllGather {
 		send = bytes / uint64(c.size)
 	}
-	ch := c.fitChoice(req, send)
-	return ch.name, ch.o, nil
+	switch ch, form := c.planFor(req, send); form {
+	case paddedRun:
+		return "allpairs", builtin.Options{InPlace: true}, "padded", nil
+	case headAndTail:
+		return ch.name, ch.o, "tail", nil
+	default:
+		return ch.name, ch.o, "", nil
+	}
 }
 
 // divides reports whether a message of bytes divides into the plan's input chunks,
@@ -152,8 +192,8 @@ func divides(kind string, ch choice, n int, bytes, e uint64) bool {
 // not divide, as StartCollective starts others. A small message is padded whole (two
 // small copies around one run, which may run here); a large one runs elsewhere
 // (allReduceUneven).
-func (c *Communicator) startAllReduceUneven(ch choice, call executor.Call, e uint64) (rest func() error, err error) {
-	if call.Send.Bytes > allPairsMaxBytes {
+func (c *Communicator) startAllReduceUneven(ch choice, form runForm, call executor.Call, e uint64) (rest func() error, err error) {
+	if form == headAndTail {
 		return func() error { return c.allReduceUneven(ch, call, e) }, nil
 	}
 	tail, finish, err := c.paddedTail(call, 0, e)

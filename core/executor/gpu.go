@@ -389,13 +389,21 @@ type cudaCall struct {
 // lane streams are made one after another, but which queue a stream gets is the
 // driver's choice (8 lanes on 8 queues hung), so the half is a margin, not a proof;
 // with more lanes a call waits on the host, which is always safe.
+// The driver reads the variable when it makes a context; this reads it when the
+// process starts, so a value set later (from Python, before CUDA starts) is missed,
+// and streams of other communicators, staging copies and the application share the
+// same queues unseen. With one queue (CUDA_DEVICE_MAX_CONNECTIONS=1) every stream
+// shares it: 0, every device call waits on the host.
 var deviceWaitLanes = func() int {
 	n, err := strconv.Atoi(os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS"))
 	if err != nil || n < 1 {
 		n = 8
 	}
-	return max(1, n/2)
+	return min(n, maxDeviceConnections) / 2
 }()
+
+// maxDeviceConnections is the most hardware queues CUDA_DEVICE_MAX_CONNECTIONS gives.
+const maxDeviceConnections = 32
 
 // deviceBuffers returns the IPC handle, offset and buffer id of a buffer (zeros
 // when empty); handles are made once per allocation.
@@ -658,12 +666,17 @@ func (lr *laneRun) gpuWordOps() error {
 	case 1:
 		return lr.gpuWordOp(lr.wordOps[0])
 	default:
-		err := d.StreamWordOps(lr.stream, lr.wordOps, &lr.wordArgs)
-		var ce *ucxx.CUDAError
-		if !errors.As(err, &ce) || ce.Code != ucxx.CUDAErrorNotSupported {
-			return err
+		queued := 0
+		if !noWordBatches.Load() {
+			var err error
+			queued, err = d.StreamWordOps(lr.stream, lr.wordOps, &lr.wordArgs)
+			var ce *ucxx.CUDAError
+			if !errors.As(err, &ce) || ce.Code != ucxx.CUDAErrorNotSupported {
+				return err
+			}
+			noWordBatches.Store(true)
 		}
-		for _, op := range lr.wordOps {
+		for _, op := range lr.wordOps[queued:] {
 			if err := lr.gpuWordOp(op); err != nil {
 				return err
 			}
@@ -671,6 +684,10 @@ func (lr *laneRun) gpuWordOps() error {
 		return nil
 	}
 }
+
+// noWordBatches: the driver lacks cuStreamBatchMemOp (learnt at the first try);
+// gpuWordOps then queues one op a call.
+var noWordBatches atomic.Bool
 
 func (lr *laneRun) gpuWordOp(op ucxx.StreamWordOp) error {
 	d := lr.r.x.gpu.d

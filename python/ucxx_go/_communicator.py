@@ -304,9 +304,13 @@ class Communicator:
         "allgather", "reducescatter", "broadcast", "reduce", "alltoall") takes for a
         message of `nbytes` (allgather: the output's size) of `item_bytes` elements, in
         place or not, on device memory or host, when no registered plan fits: a dict
-        ``{"algorithm": "ring", "lanes": 4, "chunks": 4}`` (algorithms: direct,
-        allpairs, ring, chain, tree, pairwise). The registry's own answer: nothing
-        here copies its thresholds."""
+        ``{"algorithm": "ring", "lanes": 4, "chunks": 4, "uneven": ""}`` (algorithms:
+        direct, allpairs, ring, chain, tree, pairwise; with one rank "copy" or "none").
+        ``uneven`` is "" when the plan covers the whole message; for an allreduce whose
+        element count its chunks do not divide, "padded" (the message runs padded
+        through all-pairs) or "tail" (the plan over the largest whole part, the rest
+        padded). The answer is what the call runs: nothing here copies the registry's
+        thresholds."""
         self._check()
         return json.loads(call(ext.pybridge_CommBuiltinChoice, self._h, str(collective), int(nbytes), bool(in_place),
                                bool(device), int(item_bytes), int(root)))
