@@ -381,20 +381,8 @@ func (x *Executor) deviceCall(c Call) (devBuffers, error) {
 	if err != nil {
 		return d, err
 	}
-	for _, s := range c.Streams {
-		if s == 0 {
-			continue
-		}
-		if err := g.cctx.Use(func() error {
-			ev, err := g.cctx.RecordEvent(s)
-			if err != nil {
-				return err
-			}
-			defer ev.Destroy()
-			return ev.Wait()
-		}); err != nil {
-			return d, fmt.Errorf("executor: wait for stream %#x: %w", s, err)
-		}
+	if err := g.awaitCaller(c.Plan, c.Streams); err != nil {
+		return d, err
 	}
 	if d.inHandle, d.inOffset, d.inID, err = g.deviceBuffers(c.Send); err != nil {
 		return d, err

@@ -62,6 +62,14 @@ type gpuState struct {
 	order  []ipcKey // opened, oldest first
 	// exported caches this process's allocations' handles by buffer id.
 	exported map[uint64]exportedBuffer
+
+	// callerEvents[:callerReady] are recorded, at the current call's start, on the
+	// streams its caller queued work on its buffers; the call's lanes wait for them on
+	// the device before their first op (a fenced plan's calls: callerWorkFenced).
+	// Reused call after call (calls are serialized); fenced caches callerWorkFenced.
+	callerEvents []ucxx.CUDAEvent
+	callerReady  int
+	fenced       map[*plan.Plan]bool
 }
 
 // ipcKey names a peer allocation: the rank and the allocation's buffer id in its
@@ -134,11 +142,63 @@ func (g *gpuState) close() {
 		for _, e := range g.opened {
 			g.d.CloseIPC(e.p)
 		}
+		for _, ev := range g.callerEvents {
+			ev.Destroy()
+		}
 		g.mod.Unload()
 		return nil
 	})
 	g.cctx.Release()
 }
+
+// awaitCaller makes the current call wait for the work its caller queued on streams
+// (0: none): recorded for its lanes to wait on the device where the plan is fenced
+// against peers reaching buffers still in use (callerWorkFenced), else waited for
+// here, on the host, before the call is announced.
+func (g *gpuState) awaitCaller(p *plan.Plan, streams []uintptr) error {
+	g.callerReady = 0
+	fenced, ok := g.fenced[p]
+	if !ok {
+		if g.fenced == nil || len(g.fenced) >= maxFencedPlans {
+			g.fenced = make(map[*plan.Plan]bool)
+		}
+		fenced = callerWorkFenced(p)
+		g.fenced[p] = fenced
+	}
+	for _, s := range streams {
+		if s == 0 {
+			continue
+		}
+		if err := g.cctx.Use(func() error {
+			if !fenced {
+				ev, err := g.cctx.RecordEvent(s)
+				if err != nil {
+					return err
+				}
+				defer ev.Destroy()
+				return ev.Wait()
+			}
+			if g.callerReady == len(g.callerEvents) {
+				ev, err := g.d.NewEvent(false)
+				if err != nil {
+					return err
+				}
+				g.callerEvents = append(g.callerEvents, ev)
+			}
+			if err := g.callerEvents[g.callerReady].Record(s); err != nil {
+				return err
+			}
+			g.callerReady++
+			return nil
+		}); err != nil {
+			return fmt.Errorf("executor: wait for stream %#x: %w", s, err)
+		}
+	}
+	return nil
+}
+
+// maxFencedPlans bounds the fenced cache (cleared when full).
+const maxFencedPlans = 256
 
 // deviceOf returns the GPU holding addr.
 func deviceOf(addr uintptr) (int, error) {
@@ -473,6 +533,11 @@ func (r *callRun) runGPULane(li int) {
 	lr := &laneRun{r: r, id: li, lane: &rk.Lanes[li], rk: rk, stream: r.ctx.gpu.streams[li].Handle()}
 	aborted := false
 	err := g.cctx.Use(func() error {
+		for _, ev := range g.callerEvents[:g.callerReady] {
+			if err := g.d.StreamWaitEvent(lr.stream, ev); err != nil {
+				return err
+			}
+		}
 		ops := lr.lane.Ops
 		for oi := r.ctx.skip[li]; oi < len(ops); oi++ {
 			if r.scope.aborted.Load() {

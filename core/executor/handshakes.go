@@ -56,3 +56,64 @@ func handshakeSkip(p *plan.Plan, me int) []int {
 	}
 	return skips[me]
 }
+
+// callerWorkFenced reports whether a device call of plan p may let its lanes wait on
+// the device for the work its callers queued on their buffers, instead of the host
+// waiting for it before the call is announced. A lane's stream then starts with that
+// wait, so its own ops and its signals come after the caller's work; what remains is
+// a peer reaching this rank's buffers before then. That cannot happen when every lane
+// of every rank reaches a peer's buffers (puts, gets, remote reductions) only after a
+// wait, earlier in the lane, on a channel from that peer: the peer's signal comes from
+// one of its lanes, after its own device wait. Switch (NVLS) refs reach every rank:
+// a lane with one needs a wait on each peer first. Barriers pass nothing on here (a
+// conservative reading). Every rank computes it from the same plan alike.
+func callerWorkFenced(p *plan.Plan) bool {
+	for r := range p.Ranks {
+		rk := &p.Ranks[r]
+		for li := range rk.Lanes {
+			lane := &rk.Lanes[li]
+			waited := map[int]bool{}
+			if !laneFenced(p, rk, r, lane, lane.Ops, waited) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// laneFenced walks ops of lane (rank me) in order, adding the peers each wait hears
+// from to waited, and reports whether every peer buffer an op reaches was waited on
+// before it.
+func laneFenced(p *plan.Plan, rk *plan.Rank, me int, lane *plan.Lane, ops []plan.Op, waited map[int]bool) bool {
+	for i := range ops {
+		op := &ops[i]
+		if op.Code == plan.OpPipeline {
+			if !laneFenced(p, rk, me, lane, op.Ops, waited) {
+				return false
+			}
+			continue
+		}
+		for _, refs := range [][]plan.BufferRef{op.Src, op.Dst} {
+			for _, ref := range refs {
+				switch {
+				case ref.Kind == plan.RefSwitch:
+					for q := range p.Ranks {
+						if q != me && !waited[q] {
+							return false
+						}
+					}
+				case ref.Kind == plan.RefRemote && ref.Rank != me && !waited[ref.Rank]:
+					return false
+				}
+			}
+		}
+		if op.Code == plan.OpWait || op.Code == plan.OpRelaxedWait {
+			chans := rk.Channels(op.Channel)
+			list := lane.ChannelList(op.Channel)
+			for _, id := range op.ChannelIDs {
+				waited[chans[list[id]].Peer] = true
+			}
+		}
+	}
+	return true
+}

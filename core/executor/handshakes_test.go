@@ -85,3 +85,50 @@ func TestUnbalancedHandshakesAreKept(t *testing.T) {
 		}
 	}
 }
+
+// TestCallerWorkFenced: the built-ins (every lane opens with its handshake) let lanes
+// wait for the caller's work on the device; so do MSCCL++'s plans that open with one;
+// a plan whose lane puts into a peer before any wait on it, or reaches all ranks
+// through NVLS without waiting, keeps the host's wait.
+func TestCallerWorkFenced(t *testing.T) {
+	for _, key := range builtin.Names() {
+		c, name, _ := strings.Cut(key, ".")
+		for _, n := range []int{2, 3, 5, 10} {
+			for _, o := range []builtin.Options{{}, {InPlace: true}, {Lanes: 2}, {Chunks: 2}} {
+				_, p, err := builtin.Generate(c, name, n, o)
+				if err != nil {
+					continue // an option the algorithm does not take
+				}
+				if !callerWorkFenced(p) {
+					t.Errorf("%s n=%d %+v: not fenced", key, n, o)
+				}
+			}
+		}
+	}
+	for name, want := range map[string]bool{
+		"single_node__allreduce.json":                true,
+		"single_node__allgather.json":                true,
+		"single_node__allreduce_nvls_zero_copy.json": true,
+	} {
+		if got := callerWorkFenced(loadFixture(t, name)); got != want {
+			t.Errorf("%s: fenced %v, want %v", name, got, want)
+		}
+	}
+	// The built-in direct allreduce without its opening handshake: its first put
+	// reaches the peer before any wait on it.
+	_, p, err := builtin.Generate("allreduce", "direct", 2, builtin.Options{InPlace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := range p.Ranks {
+		for li := range p.Ranks[r].Lanes {
+			lane := &p.Ranks[r].Lanes[li]
+			lane.Ops = slices.DeleteFunc(lane.Ops, func(op plan.Op) bool {
+				return op.Code == plan.OpRelaxedSignal || op.Code == plan.OpRelaxedWait
+			})
+		}
+	}
+	if callerWorkFenced(p) {
+		t.Error("a plan whose puts come before any wait is fenced")
+	}
+}
