@@ -454,13 +454,17 @@ type cudaCall struct {
 // and streams of other communicators, staging copies and the application share the
 // same queues unseen. With one queue (CUDA_DEVICE_MAX_CONNECTIONS=1) every stream
 // shares it: 0, every device call waits on the host.
-var deviceWaitLanes = func() int {
-	n, err := strconv.Atoi(os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS"))
+var deviceWaitLanes = deviceWaitLanesFor(os.Getenv("CUDA_DEVICE_MAX_CONNECTIONS"))
+
+// deviceWaitLanesFor is deviceWaitLanes for a CUDA_DEVICE_MAX_CONNECTIONS value
+// ("" or not a positive number: the driver's default, 8).
+func deviceWaitLanesFor(connections string) int {
+	n, err := strconv.Atoi(connections)
 	if err != nil || n < 1 {
 		n = 8
 	}
 	return min(n, maxDeviceConnections) / 2
-}()
+}
 
 // maxDeviceConnections is the most hardware queues CUDA_DEVICE_MAX_CONNECTIONS gives.
 const maxDeviceConnections = 32
