@@ -401,6 +401,7 @@ class FakeMultiRT:
         self.emu, self.devs = emu, list(devs)
         self.streams, self.events = [], []
         self.launches = self.cross_waits = self.records = self.copies = self.peer_copies = self.uploads = 0
+        self.prefetches = 0
         self.per_device = {d: 0 for d in self.devs}
 
     def _dev(self, d):
@@ -480,6 +481,30 @@ class FakeMultiRT:
         """Device memory of GPU d (here a host array, poisoned)."""
         self._dev(d)
         return np.full(n, np.nan, dtype) if np.dtype(dtype).kind == "f" else np.full(n, -1, dtype)
+
+    def empty_managed(self, n, dtype):
+        """Managed memory (here a host array, poisoned)."""
+        return self.empty(self.devs[0], n, dtype)
+
+    def copy_default(self, dst, src):
+        """A synchronous copy of managed or device memory (setup, reading results)."""
+        dst[...] = src
+
+    def prefetch_async(self, x, d, s):
+        """A prefetch of managed x to GPU d on stream s, issued with the stream's device
+        current: race-checked as a rewrite of x on its lane (the lanes that read x must
+        wait for it, as for an upload)."""
+        if d != s.dev:
+            raise AssertionError(f"prefetch issued on a stream of GPU {s.dev} with GPU {d} current")
+        self.prefetches += 1
+        self.emu.copy(x, x.copy(), lane=s.lane)
+
+    def prefetch_sync(self, x, d):
+        self._dev(d)
+
+    def host_write(self, x, src):
+        """A write through the host (a reset, the fake GPUs idle)."""
+        x[...] = src
 
     def copy_sync(self, dst, dst_dev, src, src_dev):
         """A synchronous copy outside the timed program (setup, resets, reading results)."""

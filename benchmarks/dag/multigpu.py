@@ -4,7 +4,8 @@ into P partitions (shapes_multi.py, after GrCUDA's multi-GPU benchmarks B1M, B5M
 B9M), on ``ExecutionContext(device_policy=P, gpus=[0..G-1])`` for each of the five
 device selection policies, against the same partitioned program on one GPU and
 against hand-optimized multi-GPU CuPy code (GrCUDA reports 80-90% of hand-optimized
-code; goal: the best policy >= 0.95x cupy-multi). See README.md beside this file.
+code; goal: the best policy >= 0.95x hand-optimized, GrCUDA's kind (cupy-managed) and
+the stronger device-memory kind (cupy-multi)). See README.md beside this file.
 
     python benchmarks/dag/run.py --multi-gpu                 # default: every GPU
     python benchmarks/dag/run.py --multi-gpu --quick         # smoke test, small sizes
@@ -22,13 +23,17 @@ partition, marks/waits, copies for the data the partitions exchange):
                device memory (Replicated inputs copied to every GPU), its lanes
                streams there, events across GPUs, each exchange a cudaMemcpyPeerAsync
                (peer access enabled where possible)
+  cupy-managed hand-optimized as GrCUDA's own multi-GPU programs are (b1.cu, b5, b6,
+               b9, b11 in necst/grcuda): cupy-multi with every piece managed memory,
+               reset through the host, prefetched to its GPU where cupy-multi uploads
 
 Every repetition starts from host memory, as GrCUDA's multi-GPU benchmarks: each
 shape's host_reset arrays (shapes_multi.py) are put back on the host untimed (dag-<P>:
 a host vertex prefetching their managed pages to the CPU and rewriting the state;
 the others keep pinned host copies), and every backend's timed region includes
-bringing them to the GPUs (dag-<P>: the DAG's prefetches; the others: copies from
-the pinned host copies first). See README.md, "Reset and timing".
+bringing them to the GPUs (dag-<P>: the DAG's prefetches; cupy-managed: its own
+prefetches; the others: copies from the pinned host copies first). See README.md,
+"Reset and timing".
 
 Exit status as run.py's: 0 all ran and agreed; 1 a failure; 2 preflight; 3 watchdog.
 """
@@ -55,8 +60,8 @@ import run  # noqa: E402  (its results, log, watchdog and preflight helpers; it 
 from run import log  # noqa: E402
 
 POLICIES = ("round-robin", "stream-aware", "min-transfer-size", "minmin-transfer-time", "minmax-transfer-time")
-BACKENDS = ("dag-1gpu", "cupy-1gpu") + tuple(f"dag-{p}" for p in POLICIES) + ("cupy-multi",)
-GOAL = 0.95  # best policy >= 0.95x cupy-multi (geometric mean over the shapes)
+BACKENDS = ("dag-1gpu", "cupy-1gpu") + tuple(f"dag-{p}" for p in POLICIES) + ("cupy-multi", "cupy-managed")
+GOAL = 0.95  # best policy >= 0.95x hand-optimized: cupy-managed (GrCUDA's kind) and cupy-multi (geometric means)
 
 # Default size multipliers over the one-GPU suite's full sizes (shapes.FULL), chosen for
 # one repetition of about 2-5 ms (vec, bs, ml: memory-bound, capped by memory and the
@@ -246,6 +251,36 @@ class CupyRT:
         with self.dev(d):
             return self.cp.empty(n, dtype)
 
+    def empty_managed(self, n, dtype):
+        """n elements of managed memory (cudaMallocManaged), as a CuPy array."""
+        dtype = np.dtype(dtype)
+        return self.cp.ndarray(n, dtype, memptr=self.cp.cuda.malloc_managed(max(n * dtype.itemsize, 1)))
+
+    def copy_default(self, dst, src):
+        """A synchronous cudaMemcpy of the kind the addresses say (managed memory too)."""
+        if dst.nbytes != src.nbytes:
+            raise BenchError(f"copy of {src.nbytes} bytes into {dst.nbytes}")
+        if src.nbytes:
+            self.cp.cuda.runtime.memcpy(dst.data.ptr, src.data.ptr, src.nbytes, self.cp.cuda.runtime.memcpyDefault)
+
+    def prefetch_async(self, x, d, stream):
+        """cudaMemPrefetchAsync of managed x to GPU d on `stream` (of GPU d)."""
+        with self.dev(d):
+            self.cp.cuda.runtime.memPrefetchAsync(x.data.ptr, x.nbytes, d, stream.ptr)
+
+    def prefetch_sync(self, x, d):
+        """Managed x to GPU d now (setup)."""
+        with self.dev(d):
+            self.cp.cuda.runtime.memPrefetchAsync(x.data.ptr, x.nbytes, d, 0)
+            self.dev(d).synchronize()
+
+    def host_write(self, x, src):
+        """src into managed x through its host address (the GPUs idle): its pages move to
+        host memory, as GrCUDA's reset() writes its arrays."""
+        if x.nbytes:
+            view = np.ctypeslib.as_array((ctypes.c_ubyte * x.nbytes).from_address(x.data.ptr))
+            view[...] = np.ascontiguousarray(src).reshape(-1).view(np.uint8)
+
     def copy_sync(self, dst, dst_dev, src, src_dev):
         if dst.nbytes != src.nbytes:
             raise BenchError(f"copy of {src.nbytes} bytes into {dst.nbytes}")
@@ -294,7 +329,8 @@ class MultiCupy(Program):
 
     name = "cupy-multi"
 
-    def __init__(self, rt, inst, devs):
+    def __init__(self, rt, inst, devs, name="cupy-multi"):
+        self.name = name
         self.rt = rt
         self.devs = list(devs)
         self.lane_dev = lane_devices(inst, self.devs)
@@ -345,6 +381,11 @@ class MultiCupy(Program):
         """Host memory src into dst (device memory of the lane's GPU) on the lane's stream."""
         s, d = self._lane(lane)
         self.rt.upload_async(dst, src, s, d)
+
+    def prefetch(self, lane, x):
+        """Managed x to the lane's GPU on the lane's stream (cupy-managed's upload)."""
+        s, d = self._lane(lane)
+        self.rt.prefetch_async(x, d, s)
 
     def mark(self, lane):
         s, d = self._lane(lane)
@@ -446,9 +487,7 @@ class PlacedArrays:
                 spans = [(0, src.size, d) for d in self.devs]
             pieces = []
             for lo, hi, d in spans:
-                x = rt.empty(d, hi - lo, src.dtype)
-                rt.copy_sync(x, d, src[lo:hi], pristine_dev)
-                pieces.append((lo, hi, d, x))
+                pieces.append((lo, hi, d, self._piece(d, src[lo:hi], pristine_dev)))
             self.arrays[k] = PlacedArray(k, src.size, src.dtype, pieces, lay.kind == "replicated")
         rt.synchronize([], self.devs)
         self.handles = types.SimpleNamespace(**self.arrays)
@@ -472,14 +511,27 @@ class PlacedArrays:
         self.waits = [(lane, up) for up in up_lanes for lane in range(len(lane_dev))
                       if lane != up and lane_dev[lane] == lane_dev[up]]
 
+    def _piece(self, d, src, src_dev):
+        """A piece on GPU d holding src (of GPU src_dev): device memory."""
+        x = self.rt.empty(d, len(src), src.dtype)
+        self.rt.copy_sync(x, d, src, src_dev)
+        return x
+
+    def _copy_out(self, dst, dst_dev, x, d):
+        self.rt.copy_sync(dst, dst_dev, x, d)
+
     def reset(self):
         """Nothing on the GPUs: upload brings the host's copies back."""
         self.rt.synchronize([], self.devs)
 
+    def _bring(self, p, lane, x, src):
+        """A host_reset piece to its GPU, on lane of the MultiCupy p (timed)."""
+        p.upload(lane, x, src)
+
     def upload(self, p):
         """Every host_reset piece from host memory, on the MultiCupy p (timed)."""
         for lane, x, src in self.uploads:
-            p.upload(lane, x, src)
+            self._bring(p, lane, x, src)
         marks = {up: p.mark(up) for up in sorted({u[0] for u in self.uploads})}
         for lane, up in self.waits:
             p.wait(lane, marks[up])
@@ -490,9 +542,36 @@ class PlacedArrays:
         a = self.arrays[k]
         out = self.rt.empty(self.pristine_dev, a.size, a.dtype)
         for lo, hi, d, x in (a.pieces[:1] if a.replicated else a.pieces):
-            self.rt.copy_sync(out[lo:hi], self.pristine_dev, x, d)
+            self._copy_out(out[lo:hi], self.pristine_dev, x, d)
         self.rt.synchronize([], self.devs)
         return out
+
+
+class ManagedPlacedArrays(PlacedArrays):
+    """cupy-managed's arrays, as GrCUDA's hand-optimized multi-GPU programs keep theirs
+    (necst/grcuda, projects/resources/cuda/multi_gpu/b1.cu and b5, b6, b9, b11): every
+    piece managed memory (cudaMallocManaged) placed as cupy-multi's, prefetched to its
+    GPU at setup; a reset writes the host_reset pieces through their host addresses
+    (their pages go to host memory, as GrCUDA's reset()), and each timed repetition
+    starts with cudaMemPrefetchAsync of those pieces to their GPUs on the lanes
+    cupy-multi uploads on (GrCUDA's execute_async), the GPU's other lanes waiting."""
+
+    def _piece(self, d, src, src_dev):
+        x = self.rt.empty_managed(len(src), src.dtype)
+        self.rt.copy_default(x, src)
+        self.rt.prefetch_sync(x, d)
+        return x
+
+    def _copy_out(self, dst, dst_dev, x, d):
+        self.rt.copy_default(dst, x)
+
+    def reset(self):
+        self.rt.synchronize([], self.devs)
+        for _lane, x, src in self.uploads:
+            self.rt.host_write(x, src)
+
+    def _bring(self, p, lane, x, src):
+        p.prefetch(lane, x)
 
 
 class PolicyContext(DagContext):
@@ -817,11 +896,12 @@ def run_shape(name, args, env):
                     be = CupyStreams(env.modules, inst.lanes)
                 be.name = "cupy-1gpu"
                 be.arrays = OneGpuArrays(pristine, host, d0)
-            elif bname == "cupy-multi":
+            elif bname in ("cupy-multi", "cupy-managed"):
                 for kname in rec.kernels:
                     env.modules.get(kname)
-                be = MultiCupy(env.rt, inst, devs)
-                be.arrays = PlacedArrays(env.rt, inst, pristine, d0, devs, host)
+                be = MultiCupy(env.rt, inst, devs, name=bname)
+                placed = PlacedArrays if bname == "cupy-multi" else ManagedPlacedArrays
+                be.arrays = placed(env.rt, inst, pristine, d0, devs, host)
             else:
                 raise BenchError(f"unknown backend {bname}")
             b["setup_s"] = time.perf_counter() - t
@@ -919,7 +999,18 @@ class Results(run.Results):
             c1 = b.get("cupy-1gpu", {}).get("median_ms")
             if c1 and hand:
                 r["cupy_multi_speedup_vs_1gpu"] = c1 / hand
+        grcuda = {p: {} for p in POLICIES}  # against cupy-managed, GrCUDA's own kind of hand-optimized code
+        for name, r in d["shapes"].items():
+            b = r.get("backends", {})
+            ref = b.get("cupy-managed", {}).get("median_ms")
+            r["managed_over_dag"] = {}
+            if r.get("ok") and ref:
+                for p in POLICIES:
+                    t = b.get(f"dag-{p}", {}).get("median_ms")
+                    if t:
+                        r["managed_over_dag"][p] = grcuda[p][name] = ref / t
         s = {"geomean_hand_over_dag": {p: _geo(list(v.values())) for p, v in per_policy.items()},
+             "geomean_managed_over_dag": {p: _geo(list(v.values())) for p, v in grcuda.items()},
              "shapes_per_policy": {p: sorted(v) for p, v in per_policy.items()},
              "geomean_best_per_shape": _geo(list(best.values()))}
         g = {p: v for p, v in s["geomean_hand_over_dag"].items() if v}
@@ -930,6 +1021,13 @@ class Results(run.Results):
         v = s["best_policy_geomean"]
         s["goal"] = ("not measured" if v is None else ("met" if v >= GOAL else "NOT met")
                      + ("" if full else " (partial suite)"))
+        gg = {p: v for p, v in s["geomean_managed_over_dag"].items() if v}
+        s["best_policy_managed"] = max(gg, key=gg.get) if gg else None
+        vm = gg.get(s["best_policy_managed"]) if gg else None
+        s["best_policy_managed_geomean"] = vm
+        fullm = s["best_policy_managed"] is not None and requested <= set(grcuda[s["best_policy_managed"]])
+        s["goal_managed"] = ("not measured" if vm is None else ("met" if vm >= GOAL else "NOT met")
+                             + ("" if fullm else " (partial suite)"))
         d["summary"] = s
         return s
 
@@ -983,8 +1081,19 @@ class Results(run.Results):
                              f"{r.get('copies_per_rep', '?')} copies per repetition")
         for name, why in m.get("excluded", {}).items():
             lines.append(f"- {name}: not measured here ({why})")
+        gmm = s.get("geomean_managed_over_dag", {})
+        if any(gmm.values()):
+            lines.append("- against cupy-managed (GrCUDA's kind of hand-optimized code: managed memory prefetched to each "
+                         "partition's GPU), geometric mean of t(cupy-managed) / t(dag-P): "
+                         + ", ".join(f"{p} {gmm[p]:.2f}x" for p in POLICIES if gmm.get(p)))
         lines += ["", "Goal:", "",
-                  f"- best policy >= {GOAL}x cupy-multi (geometric mean over the shapes, best single policy"
+                  f"- best policy >= {GOAL}x cupy-managed, GrCUDA's hand-optimized kind (geometric mean over the shapes, "
+                  "best single policy"
+                  + (f": {s['best_policy_managed']} {s['best_policy_managed_geomean']:.2f}x"
+                     if s.get("best_policy_managed_geomean") else "")
+                  + f"): **{s.get('goal_managed', 'not measured')}**",
+                  f"- best policy >= {GOAL}x cupy-multi, the stronger device-memory line (geometric mean over the shapes, "
+                  "best single policy"
                   + (f": {s['best_policy']} {s['best_policy_geomean']:.2f}x" if s.get("best_policy_geomean") else "")
                   + f"): **{s.get('goal', 'not measured')}**"]
         lines += run.failure_lines(d)
@@ -1319,6 +1428,23 @@ def dry_checks(shapes, seed, out=print):
         if rt.uploads != 2 * pieces:
             raise AssertionError(f"{name}: {rt.uploads} uploads in two repetitions, {pieces} pieces of "
                                  f"{inst.host_reset} per repetition")
+        # cupy-managed: the same program over managed pieces, prefetched where cupy-multi uploads.
+        gemu = Emulator(inst.lanes)
+        grt = FakeMultiRT(gemu, devs)
+        gm = MultiCupy(grt, inst, devs, name="cupy-managed")
+        gm.checking = True
+        gm.arrays = ManagedPlacedArrays(grt, inst, inst.arrays, devs[0], devs, host_copies(inst))
+        for _rep in range(2):
+            gm.arrays.reset()
+            gm.run(from_host(gm.arrays, inst))
+            if gemu.races:
+                raise AssertionError(f"{name}, {P} partitions on {G} GPUs, managed: races:\n  " + "\n  ".join(gemu.races[:10]))
+            gots = {k: np.array(gm.arrays.read(k)) for k in inst.outputs}
+            if any(not np.array_equal(first[k], gots[k]) for k in gots):
+                raise AssertionError(f"{name}: cupy-managed's outputs differ from cupy-multi's")
+        if grt.prefetches != 2 * pieces or grt.uploads:
+            raise AssertionError(f"{name}: cupy-managed made {grt.prefetches} prefetches and {grt.uploads} uploads in "
+                                 f"two repetitions, {pieces} pieces of {inst.host_reset} per repetition")
         nw = Emulator(inst.lanes)
         A2 = nw.alloc(inst.arrays, inst.state)
 
@@ -1343,8 +1469,8 @@ def dry_checks(shapes, seed, out=print):
         out(f"  {name:5s} tile {tile}, {P} partitions on {G} GPUs ok: {rec.launches} launches, {rec.copies} copies "
             f"({rec.peer_copies} between partitions, {rec.peer_bytes} B) per repetition; cupy-multi {rt.per_device} "
             f"launches per GPU, {rt.peer_copies} peer copies, {rt.cross_waits} cross-GPU waits, {rt.uploads} uploads "
-            f"of {','.join(inst.host_reset) or 'nothing'}; max error "
-            f"{max(errs.values()):.1e} (one GPU), {max(merrs.values()):.1e} (cupy-multi); no-wait variant: "
+            f"of {','.join(inst.host_reset) or 'nothing'} (cupy-managed: {grt.prefetches} prefetches, outputs equal); "
+            f"max error {max(errs.values()):.1e} (one GPU), {max(merrs.values()):.1e} (cupy-multi); no-wait variant: "
             f"{len(nw.races)} races")
 
     step("policies", policies)
