@@ -414,6 +414,20 @@ func (c CUDAContext) RecordEvent(stream uintptr) (CUDAEvent, error) {
 	return recordEvent(c.ctx, stream)
 }
 
+// AwaitStream blocks the calling thread until the work queued on stream so far (in
+// context c, as RecordEvent) is done: an event recorded there, waited for, destroyed.
+// Not for the progress thread.
+//
+// Errors: RecordEvent's, or a *CUDAError from cuEventSynchronize (work that failed).
+func (c CUDAContext) AwaitStream(stream uintptr) error {
+	ev, err := c.RecordEvent(stream)
+	if err != nil {
+		return err
+	}
+	defer ev.Destroy()
+	return ev.Wait()
+}
+
 func recordEvent(ctx C.CUcontext, stream uintptr) (CUDAEvent, error) {
 	var e CUDAEvent
 	var op *C.char

@@ -39,14 +39,7 @@ func stagingFor(mem executor.Memory, addr uintptr, streams []uintptr) (*staging,
 		if s == 0 {
 			continue
 		}
-		if err := cctx.Use(func() error {
-			ev, err := cctx.RecordEvent(s)
-			if err != nil {
-				return err
-			}
-			defer ev.Destroy()
-			return ev.Wait()
-		}); err != nil {
+		if err := cctx.AwaitStream(s); err != nil {
 			cctx.Release()
 			return nil, fmt.Errorf("collective: wait for stream %#x: %w", s, err)
 		}

@@ -169,15 +169,13 @@ func (g *gpuState) awaitCaller(p *plan.Plan, streams []uintptr) error {
 		if s == 0 {
 			continue
 		}
-		if err := g.cctx.Use(func() error {
-			if !fenced {
-				ev, err := g.cctx.RecordEvent(s)
-				if err != nil {
-					return err
-				}
-				defer ev.Destroy()
-				return ev.Wait()
+		if !fenced {
+			if err := g.cctx.AwaitStream(s); err != nil {
+				return fmt.Errorf("executor: wait for stream %#x: %w", s, err)
 			}
+			continue
+		}
+		if err := g.cctx.Use(func() error {
 			if g.callerReady == len(g.callerEvents) {
 				ev, err := g.d.NewEvent(false)
 				if err != nil {
@@ -449,6 +447,7 @@ type cudaCall struct {
 // lane streams are made one after another, but which queue a stream gets is the
 // driver's choice (8 lanes on 8 queues hung), so the half is a margin, not a proof;
 // with more lanes a call waits on the host, which is always safe.
+//
 // The driver reads the variable when it makes a context; this reads it when the
 // process starts, so a value set later (from Python, before CUDA starts) is missed,
 // and streams of other communicators, staging copies and the application share the
@@ -632,11 +631,7 @@ func (lr *laneRun) gpuOp(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint6
 		}
 		return lr.op(op, ol, pipe, it)
 	case plan.OpSignal, plan.OpRelaxedSignal:
-		lr.wordOps = lr.wordOps[:0]
-		for _, id := range op.ChannelIDs {
-			lr.wordOps = append(lr.wordOps, lr.gpuSignal(op.Channel, id))
-		}
-		return lr.gpuWordOps()
+		return lr.gpuSignals(op)
 	case plan.OpWait, plan.OpRelaxedWait:
 		lr.wordOps = lr.wordOps[:0]
 		for _, id := range op.ChannelIDs {
@@ -667,11 +662,7 @@ func (lr *laneRun) gpuOp(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint6
 			}
 		}
 		if op.Code != plan.OpPut {
-			lr.wordOps = lr.wordOps[:0]
-			for _, id := range op.ChannelIDs {
-				lr.wordOps = append(lr.wordOps, lr.gpuSignal(op.Channel, id))
-			}
-			return lr.gpuWordOps()
+			return lr.gpuSignals(op)
 		}
 		return nil
 	case plan.OpGet:
@@ -715,14 +706,18 @@ func (lr *laneRun) copyAsync(dst, src uintptr, n uint64) error {
 	return lr.r.x.gpu.d.CopyAsync(dst, src, n, lr.stream)
 }
 
-// gpuSignal returns the write of the channel's next total into the peer's counter,
-// for gpuWordOps to queue.
-func (lr *laneRun) gpuSignal(t plan.ChannelType, id int) ucxx.StreamWordOp {
+// gpuSignals queues op's signals, one per channel: each the write of the channel's
+// next total into the peer's counter, all in one gpuWordOps.
+func (lr *laneRun) gpuSignals(op *plan.Op) error {
 	r := lr.r
-	_, ch := lr.channel(t, id)
-	k := counterIndex(r.c.Plan, ch.Peer, t, ch.Reverse)
-	total := atomic.AddUint64(&r.ctx.gpu.sent[ch.Peer][k], 1)
-	return ucxx.StreamWordOp{Addr: r.ctx.gpu.peerCounters[ch.Peer] + uintptr(k*slotBytes), Value: total}
+	lr.wordOps = lr.wordOps[:0]
+	for _, id := range op.ChannelIDs {
+		_, ch := lr.channel(op.Channel, id)
+		k := counterIndex(r.c.Plan, ch.Peer, op.Channel, ch.Reverse)
+		total := atomic.AddUint64(&r.ctx.gpu.sent[ch.Peer][k], 1)
+		lr.wordOps = append(lr.wordOps, ucxx.StreamWordOp{Addr: r.ctx.gpu.peerCounters[ch.Peer] + uintptr(k*slotBytes), Value: total})
+	}
+	return lr.gpuWordOps()
 }
 
 // gpuWordOps queues the lane's collected signals and device waits (wordOps) on its
