@@ -75,14 +75,7 @@ func (c *Communicator) StartCollective(kind string, root int, call executor.Call
 		defer st.close()
 		return nil, st.copy(recv.Addr, send.Addr, min(send.Bytes, recv.Bytes))
 	}
-	req := Request{Collective: kind, Bytes: send.Bytes, InPlace: inPlace, Ranks: c.size, Root: root, ElementBytes: e,
-		Memory: call.Memory}
-	if call.Memory == executor.MemoryHost {
-		req.CoresPerRank = c.coresPerRank()
-	}
-	if kind == AllGather {
-		req.Bytes = recv.Bytes
-	}
+	req := c.request(kind, root, send.Bytes, recv.Bytes, inPlace, e, call.Memory)
 	call.Describe = describe(kind, root)
 	if p := c.registry.userPlan(req); p != nil {
 		call.Plan = p
@@ -96,6 +89,20 @@ func (c *Communicator) StartCollective(kind string, root int, call executor.Call
 		return nil, err
 	}
 	return c.x.Start(call)
+}
+
+// request is what the registry chooses a plan of kind by, for a call whose buffers
+// hold sendBytes and recvBytes: MSCCL++'s message size (allgather's the receive
+// buffer's, the others' the send buffer's), and for host memory the cores a rank has.
+func (c *Communicator) request(kind string, root int, sendBytes, recvBytes uint64, inPlace bool, e uint64, mem executor.Memory) Request {
+	req := Request{Collective: kind, Bytes: sendBytes, InPlace: inPlace, Ranks: c.size, Root: root, ElementBytes: e, Memory: mem}
+	if kind == AllGather {
+		req.Bytes = recvBytes
+	}
+	if mem == executor.MemoryHost {
+		req.CoresPerRank = c.coresPerRank()
+	}
+	return req
 }
 
 // runForm is how a built-in plan covers a call's message.
@@ -158,15 +165,11 @@ func (c *Communicator) BuiltinChoice(kind string, bytes uint64, inPlace bool, me
 		}
 		return "copy", o, "", nil
 	}
-	req := Request{Collective: kind, Bytes: bytes, InPlace: inPlace, Ranks: c.size, Root: root,
-		ElementBytes: max(elementBytes, 1), Memory: mem}
-	if mem == executor.MemoryHost {
-		req.CoresPerRank = c.coresPerRank()
-	}
 	send := bytes
 	if kind == AllGather {
 		send = bytes / uint64(c.size)
 	}
+	req := c.request(kind, root, send, bytes, inPlace, max(elementBytes, 1), mem)
 	switch ch, form := c.planFor(req, send); form {
 	case paddedRun:
 		return "allpairs", builtin.Options{InPlace: true}, "padded", nil
@@ -372,10 +375,7 @@ func (c *Communicator) StartAllToAllV(call executor.Call, blocks *executor.Block
 		return nil, st.copy(call.Recv.Addr+uintptr(blocks.RecvOffsets[0]), call.Send.Addr+uintptr(blocks.SendOffsets[0]), blocks.SendLengths[0])
 	}
 	call.Describe, call.Blocks = describe(AllToAllV, -1), blocks
-	req := Request{Collective: AllToAllV, Ranks: c.size, ElementBytes: call.DType.Size(), Memory: call.Memory}
-	if call.Memory == executor.MemoryHost {
-		req.CoresPerRank = c.coresPerRank()
-	}
+	req := c.request(AllToAllV, 0, 0, 0, false, call.DType.Size(), call.Memory)
 	if call.Plan = c.registry.userPlan(req); call.Plan == nil {
 		if call.Plan, err = c.registry.alltoallv(c.size); err != nil {
 			return nil, err
