@@ -139,8 +139,10 @@ func (x *Executor) makeContext(p *plan.Plan, capacity, id uint64, mem Memory) (*
 		peers: make([]*segment, n), peerCaps: make([]uint64, n), expected: make([]uint64, counterCount(p, me)),
 		skip: make([]int, len(p.Ranks[me].Lanes)), alternate: mem == MemoryHost && x.unannounced(p)}
 	if mem == MemoryHost {
-		// Device lanes keep their handshakes until the skip is tested across GPUs (a
-		// 4-rank device allreduce on 2 GPUs went wrong with it and is not explained).
+		// Device lanes keep their handshakes: the announcement says a peer's host left
+		// its previous call, not that its streams did, and callerWorkFenced counts on
+		// the handshake's waits to keep peers out of buffers the caller's queued work
+		// still uses.
 		c.skip = handshakeSkip(p, me)
 	}
 	rk := &p.Ranks[me]
