@@ -975,20 +975,40 @@ class Results(run.Results):
         super().__init__(json_path, md_path, meta)
         self.data = {"meta": meta, "shapes": {}, "failures": [], "skipped": [], "summary": {}}
 
-    def summarize(self):
-        d = self.data
+    @staticmethod
+    def _ratios(shapes, ref, key):
+        """t(ref) / t(dag-P) for every shape that ran whole and policy P that ran, kept in
+        each shape's r[key]; returns {P: {shape: ratio}}."""
         per_policy = {p: {} for p in POLICIES}
-        best = {}
-        for name, r in d["shapes"].items():
+        for name, r in shapes.items():
             b = r.get("backends", {})
-            hand = b.get("cupy-multi", {}).get("median_ms")
-            r["hand_over_dag"] = {}
+            hand = b.get(ref, {}).get("median_ms")
+            r[key] = {}
             if r.get("ok") and hand:
                 for p in POLICIES:
                     t = b.get(f"dag-{p}", {}).get("median_ms")
                     if t:
-                        r["hand_over_dag"][p] = hand / t
-                        per_policy[p][name] = hand / t
+                        r[key][p] = per_policy[p][name] = hand / t
+        return per_policy
+
+    @staticmethod
+    def _goal(per_policy, requested):
+        """(best single policy by geometric mean, that mean, the goal's verdict)."""
+        g = {p: v for p, v in ((p, _geo(list(x.values()))) for p, x in per_policy.items()) if v}
+        best = max(g, key=g.get) if g else None
+        v = g.get(best) if g else None
+        full = best is not None and requested <= set(per_policy[best])
+        verdict = ("not measured" if v is None else ("met" if v >= GOAL else "NOT met")
+                   + ("" if full else " (partial suite)"))
+        return best, v, verdict
+
+    def summarize(self):
+        d = self.data
+        per_policy = self._ratios(d["shapes"], "cupy-multi", "hand_over_dag")
+        grcuda = self._ratios(d["shapes"], "cupy-managed", "managed_over_dag")  # GrCUDA's own kind of hand code
+        best = {}
+        for name, r in d["shapes"].items():
+            b = r.get("backends", {})
             if r["hand_over_dag"]:
                 bp = max(r["hand_over_dag"], key=r["hand_over_dag"].get)
                 r["best_policy"], r["best_ratio"] = bp, r["hand_over_dag"][bp]
@@ -996,38 +1016,16 @@ class Results(run.Results):
             one = b.get("dag-1gpu", {}).get("median_ms")
             if one and r.get("best_policy"):
                 r["best_dag_speedup_vs_1gpu"] = one / b[f"dag-{r['best_policy']}"]["median_ms"]
-            c1 = b.get("cupy-1gpu", {}).get("median_ms")
+            c1, hand = b.get("cupy-1gpu", {}).get("median_ms"), b.get("cupy-multi", {}).get("median_ms")
             if c1 and hand:
                 r["cupy_multi_speedup_vs_1gpu"] = c1 / hand
-        grcuda = {p: {} for p in POLICIES}  # against cupy-managed, GrCUDA's own kind of hand-optimized code
-        for name, r in d["shapes"].items():
-            b = r.get("backends", {})
-            ref = b.get("cupy-managed", {}).get("median_ms")
-            r["managed_over_dag"] = {}
-            if r.get("ok") and ref:
-                for p in POLICIES:
-                    t = b.get(f"dag-{p}", {}).get("median_ms")
-                    if t:
-                        r["managed_over_dag"][p] = grcuda[p][name] = ref / t
         s = {"geomean_hand_over_dag": {p: _geo(list(v.values())) for p, v in per_policy.items()},
              "geomean_managed_over_dag": {p: _geo(list(v.values())) for p, v in grcuda.items()},
              "shapes_per_policy": {p: sorted(v) for p, v in per_policy.items()},
              "geomean_best_per_shape": _geo(list(best.values()))}
-        g = {p: v for p, v in s["geomean_hand_over_dag"].items() if v}
-        s["best_policy"] = max(g, key=g.get) if g else None
-        s["best_policy_geomean"] = g.get(s["best_policy"]) if g else None
         requested = set(d["meta"]["shapes_requested"])
-        full = s["best_policy"] is not None and requested <= set(per_policy[s["best_policy"]])
-        v = s["best_policy_geomean"]
-        s["goal"] = ("not measured" if v is None else ("met" if v >= GOAL else "NOT met")
-                     + ("" if full else " (partial suite)"))
-        gg = {p: v for p, v in s["geomean_managed_over_dag"].items() if v}
-        s["best_policy_managed"] = max(gg, key=gg.get) if gg else None
-        vm = gg.get(s["best_policy_managed"]) if gg else None
-        s["best_policy_managed_geomean"] = vm
-        fullm = s["best_policy_managed"] is not None and requested <= set(grcuda[s["best_policy_managed"]])
-        s["goal_managed"] = ("not measured" if vm is None else ("met" if vm >= GOAL else "NOT met")
-                             + ("" if fullm else " (partial suite)"))
+        s["best_policy"], s["best_policy_geomean"], s["goal"] = self._goal(per_policy, requested)
+        s["best_policy_managed"], s["best_policy_managed_geomean"], s["goal_managed"] = self._goal(grcuda, requested)
         d["summary"] = s
         return s
 
