@@ -167,6 +167,8 @@ func decodeTable(b []byte, size int) (addrs [][]byte, cpus int, err error) {
 // tableBytes bounds the table a rank receives for a world of size.
 func tableBytes(size int) uint64 { return uint64(tableHeader + size*(4+maxWorkerAddress)) }
 
+// ptr is b's address for the engine. The address does not keep b alive: a request
+// given it must hold b (completionReader.hold) until its completion.
 func ptr(b []byte) uintptr {
 	if len(b) == 0 {
 		return 0
@@ -184,6 +186,7 @@ func send(e *core.Engine, r *completionReader, ep uint64, tag uint64, b []byte, 
 	if err != nil {
 		return err
 	}
+	r.hold(id, b)
 	c, err := r.wait(id, deadline)
 	if err != nil {
 		return err
@@ -201,6 +204,7 @@ func recv(e *core.Engine, r *completionReader, ep uint64, tag uint64, b []byte, 
 	if err != nil {
 		return nil, err
 	}
+	r.hold(id, b)
 	c, err := r.wait(id, deadline)
 	if err != nil {
 		e.Cancel(id)

@@ -98,6 +98,7 @@ func (c *Communicator) Send(dst int, tag uint16, b []byte) error {
 	if err != nil {
 		return err
 	}
+	c.r.hold(id, b)
 	_, err = c.complete(id, fmt.Sprintf("Send to rank %d", dst))
 	return err
 }
@@ -113,6 +114,7 @@ func (c *Communicator) Recv(src int, tag uint16, b []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	c.r.hold(id, b)
 	n, err := c.complete(id, fmt.Sprintf("Recv from rank %d", src))
 	return int(n), err
 }

@@ -18,13 +18,14 @@ type completionReader struct {
 
 	mu      sync.Mutex
 	got     map[uint64][]notifier.Completion
-	arrived chan struct{} // closed and replaced when completions arrive
+	held    map[uint64][]byte // Go memory lent to UCX, by request id (see hold)
+	arrived chan struct{}     // closed and replaced when completions arrive
 	closed  bool
 	done    chan struct{}
 }
 
 func newCompletionReader(e *core.Engine) *completionReader {
-	r := &completionReader{e: e, got: make(map[uint64][]notifier.Completion), arrived: make(chan struct{}), done: make(chan struct{})}
+	r := &completionReader{e: e, got: make(map[uint64][]notifier.Completion), held: make(map[uint64][]byte), arrived: make(chan struct{}), done: make(chan struct{})}
 	go r.read()
 	return r
 }
@@ -40,6 +41,7 @@ func (r *completionReader) read() {
 			if res, err := q.Wait(100 * time.Millisecond); err != nil || res == notifier.Closed {
 				r.mu.Lock()
 				r.closed = true
+				clear(r.held) // the worker is gone: UCX holds nothing any more
 				close(r.arrived)
 				r.mu.Unlock()
 				return
@@ -49,11 +51,29 @@ func (r *completionReader) read() {
 		r.mu.Lock()
 		for _, c := range buf[:n] {
 			r.got[c.ID] = append(r.got[c.ID], c)
+			delete(r.held, c.ID)
 		}
 		close(r.arrived)
 		r.arrived = make(chan struct{})
 		r.mu.Unlock()
 	}
+}
+
+// hold keeps b reachable until request id's completion arrives or the engine stops.
+// The engine takes buffers as addresses, which the garbage collector does not see:
+// Go memory lent to a request must stay referenced for as long as UCX may read or
+// write it, which is past the waiter's return when the waiter gives up (a timeout
+// whose cancellation is not confirmed in time). Call it right after submitting id.
+func (r *completionReader) hold(id uint64, b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed || len(r.got[id]) > 0 {
+		return // already ended
+	}
+	r.held[id] = b
 }
 
 // errEngineGone: the communicator's engine stopped while a completion was awaited.
