@@ -40,12 +40,18 @@ func TestOneSided(t *testing.T) {
 	}
 	// A message first, so that the connection's wireup is done before a remote key is
 	// unpacked on it (see UnpackRKey).
+	// Pinned: UCX writes pong and reads target after the calls that take their
+	// addresses, and neither may move (stack) or go (heap) before the test ends.
+	var pin runtime.Pinner
+	defer pin.Unpin()
 	ping, pong := []byte("ping"), make([]byte, 8)
+	pin.Pin(&pong[0])
 	w.TagRecv(uintptr(unsafe.Pointer(&pong[0])), 8, 9, ^uint64(0), MemoryHost, 50)
 	client.TagSend(uintptr(unsafe.Pointer(&ping[0])), 4, 9, MemoryHost, 51)
 	progressUntil(t, w, 5*time.Second, func(ev Event) bool { return ev.Kind == EventCompletion && ev.ID == 50 })
 
 	target := make([]byte, 4096) // the "peer's" memory: 8-aligned (Go's allocator)
+	pin.Pin(&target[0])
 	mh, err := ctx.MemMap(uintptr(unsafe.Pointer(&target[0])), uint64(len(target)), MemoryHost)
 	if err != nil {
 		t.Fatal(err)

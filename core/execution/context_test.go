@@ -6,7 +6,6 @@ import (
 	"errors"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/ucxx-go/ucxx-go/core"
 	"github.com/ucxx-go/ucxx-go/core/dag"
@@ -110,8 +109,6 @@ func TestReductionsIntoOneRange(t *testing.T) {
 		t.Fatal("a reduction of an unknown type was taken")
 	}
 }
-
-func f64addr(b []float64) uintptr { return uintptr(unsafe.Pointer(&b[0])) }
 
 // TestTransfersAreVertices: a put waits for the host work that writes its source and
 // reads nothing else; a receive's reader waits for the receive; the data arrive.

@@ -192,13 +192,14 @@ func (r *gpuOracleRun) add(i int, op *gpuOracleOp) error {
 // echo sends back, in order, what the context's sends bring (tag | 1<<40).
 func (r *gpuOracleRun) echo() {
 	buf := make([]byte, 4*gpuOracleWords)
+	base := addr(buf) // held past a completion that never came (the engine may still write it)
 	for e := range r.echoes {
-		id, err := r.server.TagRecv(r.sep, uintptr(unsafe.Pointer(&buf[0])), e.size, e.tag, ^uint64(0), ucxx.MemoryHost)
+		id, err := r.server.TagRecv(r.sep, base, e.size, e.tag, ^uint64(0), ucxx.MemoryHost)
 		if err == nil {
 			err = r.completion(id, "echo receive")
 		}
 		if err == nil {
-			id, err = r.server.TagSend(r.sep, uintptr(unsafe.Pointer(&buf[0])), e.size, e.tag|1<<40, ucxx.MemoryHost)
+			id, err = r.server.TagSend(r.sep, base, e.size, e.tag|1<<40, ucxx.MemoryHost)
 			if err == nil {
 				err = r.completion(id, "echo send")
 			}

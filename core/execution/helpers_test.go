@@ -2,6 +2,7 @@ package execution
 
 import (
 	"os"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -79,9 +80,35 @@ func enginePair(t *testing.T) (client, server *core.Engine, cep, sep uint64) {
 	return client, server, c.Length, queueWait(t, server, core.EventListenerAccept|lh).Length
 }
 
+// addr is b's address for the engine and the DAG's workers, and keeps b referenced
+// for the rest of the test binary (lend). An address is no reference: the garbage
+// collector may free a buffer whose only user is a vertex or a UCX request in flight,
+// and a small make([]byte, n) that does not escape lives on the goroutine's stack,
+// which moves when the stack grows. Keeping b in a global makes it escape and live.
 func addr(b []byte) uintptr {
 	if len(b) == 0 {
 		return 0
 	}
+	lend(b)
 	return uintptr(unsafe.Pointer(&b[0]))
+}
+
+// f64addr is addr for float64 elements.
+func f64addr(b []float64) uintptr {
+	lend(b)
+	return uintptr(unsafe.Pointer(&b[0]))
+}
+
+// lent holds every buffer addr and f64addr gave out, until the test binary exits:
+// tests may end with operations still in flight on their buffers (a cancelled receive,
+// a reduction a failed test never awaited).
+var lent struct {
+	sync.Mutex
+	bufs []any
+}
+
+func lend(b any) {
+	lent.Lock()
+	lent.bufs = append(lent.bufs, b)
+	lent.Unlock()
 }
