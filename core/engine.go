@@ -145,7 +145,7 @@ type Engine struct {
 
 	// Loop mode (loop.go): the owner's thread id, the timer that wakes it for the next
 	// deadline and when that is, and whether the engine stopped.
-	owner    int32
+	owner    atomic.Int32
 	timer    *time.Timer
 	timerAt  time.Time
 	loopDone bool
@@ -563,6 +563,9 @@ func (e *Engine) Shutdown(timeout time.Duration) error {
 	}
 	if e.loopOwner() {
 		return e.ownerShutdown(timeout)
+	}
+	if e.opts.Mode == Loop && e.ownerGone() {
+		return e.orphanShutdown(timeout)
 	}
 	e.pool.push(submission{op: opCall, call: func() { e.beginStop(time.Now().Add(timeout), stopped) }})
 	select {

@@ -3,6 +3,10 @@ package core
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"runtime"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -39,7 +43,7 @@ const loopPasses = 16
 
 // startLoop creates the worker on the calling thread, which becomes its owner.
 func (e *Engine) startLoop() error {
-	e.owner = int32(syscall.Gettid())
+	e.owner.Store(int32(syscall.Gettid()))
 	e.requests.thread.claim()
 	e.eps.thread.claim()
 	if err := e.setup(); err != nil {
@@ -58,7 +62,28 @@ func (e *Engine) startLoop() error {
 // loopOwner reports whether the engine runs in loop mode and the caller is its owner:
 // then the caller makes the ucp_* calls itself.
 func (e *Engine) loopOwner() bool {
-	return e.opts.Mode == Loop && int32(syscall.Gettid()) == e.owner
+	return e.opts.Mode == Loop && int32(syscall.Gettid()) == e.owner.Load()
+}
+
+// ownerGone reports whether the loop-mode owner's thread has ended: its entry under
+// /proc/self/task is gone. A later thread may reuse the id; that reads as alive.
+func (e *Engine) ownerGone() bool {
+	_, err := os.Stat("/proc/self/task/" + strconv.Itoa(int(e.owner.Load())))
+	return errors.Is(err, fs.ErrNotExist)
+}
+
+// orphanShutdown is Shutdown in loop mode after the owner's thread ended (a Python
+// event loop's thread that finished, with the interpreter's exit handler calling
+// from another thread): nothing can be in the engine on the owner's behalf any more,
+// so the caller becomes the owner for the stop and runs it inline. Waiting for the
+// owner's loop instead would wait out the whole timeout and stop nothing.
+func (e *Engine) orphanShutdown(timeout time.Duration) error {
+	runtime.LockOSThread() // the stop's ucp_* calls stay on this thread
+	defer runtime.UnlockOSThread()
+	e.owner.Store(int32(syscall.Gettid()))
+	e.requests.thread.claim()
+	e.eps.thread.claim()
+	return e.ownerShutdown(timeout)
 }
 
 // PollFD is the file descriptor a loop-mode owner watches (readable: call Progress);

@@ -190,3 +190,43 @@ func TestLoopModeShutdownOffOwner(t *testing.T) {
 		t.Fatal("Shutdown returned before the engine stopped")
 	}
 }
+
+// TestShutdownAfterOwnerThreadEnded: a loop-mode engine whose owner's thread has ended
+// (a Python event loop's thread that finished before the interpreter's exit handler
+// runs) stops from another thread, inline, instead of waiting out its timeout for a
+// loop that is gone (ErrShutdownTimeout, with nothing stopped).
+func TestShutdownAfterOwnerThreadEnded(t *testing.T) {
+	made := make(chan *Engine, 1)
+	failed := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		e, err := New(Options{Mode: Loop})
+		if err != nil {
+			failed <- err
+			return
+		}
+		made <- e
+	}()
+	var e *Engine
+	select {
+	case e = <-made:
+	case err := <-failed:
+		t.Fatalf("New (loop mode): %v", err)
+	}
+	engineOpened()
+	defer engineShut()
+	// The thread's end has no event to wait on: look for it, within a bound.
+	for deadline := time.Now().Add(10 * time.Second); !e.ownerGone(); {
+		if time.Now().After(deadline) {
+			t.Fatal("the owner's thread did not end")
+		}
+		runtime.Gosched()
+	}
+	if err := e.Shutdown(5 * time.Second); err != nil {
+		t.Fatalf("Shutdown after the owner's thread ended: %v", err)
+	}
+	if e.ownerGone() {
+		t.Fatal("the stop did not run on the calling thread")
+	}
+	e.FreeQueue()
+}
