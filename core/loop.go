@@ -147,6 +147,7 @@ func (e *Engine) rest() {
 		if e.stopping || e.cuda.waiting() {
 			break // polled: the timer's short deadline brings the next pass
 		}
+		e.drainUnexpected() // as the progress thread before it sleeps: held and bounded now
 		armed, err := e.worker.Arm()
 		if err != nil || armed {
 			e.setTimer()

@@ -230,3 +230,35 @@ func TestShutdownAfterOwnerThreadEnded(t *testing.T) {
 	}
 	e.FreeQueue()
 }
+
+// TestLoopModeHoldsUnexpectedWhenIdle: in loop mode too, a message nobody receives
+// leaves UCX's unbounded unexpected queue for the engine's bounded store while the
+// owner is idle (unexpected.go).
+func TestLoopModeHoldsUnexpectedWhenIdle(t *testing.T) {
+	server, client := newLoopEngine(t, Options{}), newLoopEngine(t, Options{})
+	cep, _, _, _ := pair(t, client.e, server.e)
+	sendTag := endpointInfo(t, client.e, cep).SendTag
+	msg := []byte("unasked!")
+	var st Ticket
+	var err error
+	client.do(func() { st, err = client.e.TagSendInline(cep, addr(msg), 8, sendTag, 0, 0) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Done {
+		st = Ticket{Done: true, Status: ucxx.Status(newCollector(t, client.e).wait(st.ID, 5*time.Second).Status)}
+	}
+	if st.Status != ucxx.StatusOK {
+		t.Fatalf("send: %v", st.Status)
+	}
+	held := func() (n int) {
+		server.do(func() { n = len(server.e.unexpected.held) })
+		return n
+	}
+	for deadline := time.Now().Add(5 * time.Second); held() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the unasked message stayed in UCX's queue")
+		}
+		runtime.Gosched()
+	}
+}

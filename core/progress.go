@@ -420,6 +420,9 @@ func (e *Engine) beginStop(deadline time.Time, done chan error) {
 // finishStop ends the loop once nothing is in flight or the deadline passed: the
 // worker and context are destroyed and the queue is closed.
 func (e *Engine) finishStop() bool {
+	// What came unasked since the last drain is dropped now (each drop a receive in
+	// flight until it ends), not left in UCX's queue for it to warn of at the end.
+	e.drainUnexpected()
 	// Completions waiting for room in the queue count as in flight: their consumer
 	// has not seen them yet.
 	if (e.requests.len() > 0 || len(e.pending) > 0) && time.Now().Before(e.stopBy) {

@@ -941,6 +941,34 @@ async def test_local_cluster_processes():
         assert total == 16_000_000
 
 
+async def test_worker_processes_take_the_configured_engine_progress(monkeypatch):
+    """distributed.comm.ucxgo.engine-progress reaches nanny-spawned workers: with
+    "loop", their event loops drive their workers (no progress thread)."""
+    monkeypatch.delenv("UCXGO_PROGRESS_MODE", raising=False)
+
+    def engine_progress():
+        from ucxx_go import _context
+
+        return _context._context.engine_progress
+
+    with dask.config.set({"distributed.comm.ucxgo.engine-progress": "loop"}):
+        async with running(local_cluster()) as cluster, running(Client(cluster, asynchronous=True)) as c:
+            await wait(c.wait_for_workers(2), CLUSTER_STARTUP)
+            assert set((await wait(c.run(engine_progress), COMPUTE)).values()) == {"loop"}
+            assert await wait(c.submit(lambda x: x + 1, 1), COMPUTE) == 2
+
+
+def test_engine_progress_choice(monkeypatch):
+    """A Dask process's engine progress: the environment, else the config, else auto."""
+    from ucxx_go.distributed_backend import _engine_progress
+
+    monkeypatch.delenv("UCXGO_PROGRESS_MODE", raising=False)
+    assert _engine_progress({}) == "auto"
+    assert _engine_progress({"engine-progress": "thread"}) == "thread"
+    monkeypatch.setenv("UCXGO_PROGRESS_MODE", "loop")
+    assert _engine_progress({"engine-progress": "thread"}) == "loop"
+
+
 async def test_worker_killed_mid_computation():
     """SIGKILL one of two worker processes while tasks run: its nanny starts a new one,
     the scheduler reruns what was lost, the result is right."""

@@ -14,6 +14,7 @@ UCX errors become CommClosedError where distributed expects it.
 """
 
 import logging
+import os
 
 import dask
 from distributed.comm.addressing import parse_host_port, unparse_host_port
@@ -99,9 +100,19 @@ def _init_from_config(host=""):
             progress_mode=cfg.get("progress-mode"),
             completion_mode=cfg.get("completion-mode"),
             multi_buffer_limits=limits or None,
+            engine_progress=_engine_progress(cfg),
         )
     except RuntimeError:
         pass  # initialised meanwhile
+
+
+def _engine_progress(cfg):
+    """Who progresses the worker in a Dask process: UCXGO_PROGRESS_MODE, else
+    distributed.comm.ucxgo.engine-progress, else "auto". Unlike a plain ucxx_go process
+    (thread mode unless told), Dask's processes choose by default: a worker per core
+    leaves a progress thread no core of its own, and there the event loop driving the
+    worker does better (benchmarks/RESULTS.md, "Dask and the progress modes")."""
+    return os.environ.get("UCXGO_PROGRESS_MODE") or cfg.get("engine-progress") or "auto"
 
 
 def _endpoint_error_handling():
