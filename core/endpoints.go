@@ -17,7 +17,7 @@ type endpointTable struct {
 	// dead remembers endpoints their peer broke, after UCX closed them, until the
 	// application closes or aborts them: a receive may still drain what the peer sent
 	// before it went away (UCXX's semantics).
-	dead  map[uint64]ucxx.Status
+	dead  map[uint64]deadEndpoint
 	timed []*endpoint // endpoints with a handshake or close deadline
 	// ucxClosing counts endpoints whose UCX close is in flight: a forced close ends
 	// in some pass of ucp_worker_progress with no event to wake the thread for it.
@@ -39,7 +39,7 @@ func newEndpointTable() endpointTable {
 	return endpointTable{
 		byHandle:  make(map[uint64]*endpoint),
 		byRecvTag: make(map[uint64]*endpoint),
-		dead:      make(map[uint64]ucxx.Status),
+		dead:      make(map[uint64]deadEndpoint),
 		byTagID:   make(map[uint32]*endpoint),
 		published: make(map[uint64]*endpoint),
 	}
@@ -130,8 +130,16 @@ func (t *endpointTable) remove(ep *endpoint) {
 	delete(t.published, ep.handle)
 	t.mu.Unlock()
 	if st := ucxx.Status(ep.failed.Load()); ep.known && st != ucxx.StatusCanceled && st != ucxx.StatusOK {
-		t.dead[ep.handle] = st
+		t.dead[ep.handle] = deadEndpoint{status: st, sendTag: ep.sendTag, recvTag: ep.recvTag}
 	}
+}
+
+// deadEndpoint is what the table remembers of an endpoint its peer broke: why, and
+// its tags, which the application may still ask for (EndpointInfo) to receive what
+// the peer sent before it went away.
+type deadEndpoint struct {
+	status           ucxx.Status
+	sendTag, recvTag uint64
 }
 
 // maxRetiredTagIDs bounds the closed endpoints byTagID remembers.
@@ -139,9 +147,15 @@ const maxRetiredTagIDs = 1024
 
 // deadStatus is the status a dead endpoint's peer broke it with.
 func (t *endpointTable) deadStatus(h uint64) (ucxx.Status, bool) {
+	d, ok := t.deadInfo(h)
+	return d.status, ok
+}
+
+// deadInfo is what is remembered of the dead endpoint h.
+func (t *endpointTable) deadInfo(h uint64) (deadEndpoint, bool) {
 	t.thread.check("endpoint table")
-	st, ok := t.dead[h]
-	return st, ok
+	d, ok := t.dead[h]
+	return d, ok
 }
 
 // forget drops what is remembered of a dead endpoint the application closed.

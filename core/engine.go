@@ -464,12 +464,22 @@ func (e *Engine) AbortEndpoint(ep uint64) error {
 func (e *Engine) EndpointStatus(h uint64) ucxx.Status { return e.eps.status(h) }
 
 // EndpointInfo describes a connected endpoint: the tag its messages are sent with, the
-// tag it receives on, and the local and remote socket addresses.
+// tag it receives on, and the local and remote socket addresses. An endpoint its peer
+// broke before the application asked (all of a connection can end before the
+// connecting coroutine resumes) still has its tags, for receives that drain what the
+// peer sent; its addresses and UCX handle are gone.
+//
+// Errors: ErrEndpointClosed for an unknown handle or one the application closed.
 func (e *Engine) EndpointInfo(h uint64) (info EndpointInfo, err error) {
-	err = e.onThread(func() {
+	if cerr := e.onThread(func() {
 		ep := e.eps.get(h)
 		if ep == nil {
-			err = ErrEndpointClosed
+			d, dead := e.eps.deadInfo(h)
+			if !dead {
+				err = ErrEndpointClosed
+				return
+			}
+			info = EndpointInfo{SendTag: d.sendTag, RecvTag: d.recvTag}
 			return
 		}
 		info = EndpointInfo{SendTag: ep.sendTag, RecvTag: ep.recvTag}
@@ -477,7 +487,9 @@ func (e *Engine) EndpointInfo(h uint64) (info EndpointInfo, err error) {
 			info.Local, info.Remote, _ = ep.u.Sockaddrs()
 			info.UCPHandle = ep.u.Handle()
 		}
-	})
+	}); cerr != nil {
+		return EndpointInfo{}, cerr
+	}
 	return info, err
 }
 

@@ -465,3 +465,42 @@ func TestReleaseEndpointDeliversWhatWasSent(t *testing.T) {
 	}
 	runtime.KeepAlive(bufs)
 }
+
+// TestEndpointInfoAfterThePeerBrokeIt: an endpoint whose peer broke it before the
+// application asked for its tags (in loop mode a whole connection can end before the
+// connecting coroutine resumes) still reports them, so receives can drain what the
+// peer sent; an unknown handle, or one the application closed, is ErrEndpointClosed
+// (EndpointInfo once returned empty tags and no error for it).
+func TestEndpointInfoAfterThePeerBrokeIt(t *testing.T) {
+	client, server := newTestEngine(t, Options{}), newTestEngine(t, Options{})
+	cep, sep, cc, _ := pair(t, client, server)
+	want := endpointInfo(t, client, cep)
+	if err := server.AbortEndpoint(sep); err != nil {
+		t.Fatal(err)
+	}
+	if c := cc.wait(EventEndpointError|cep, 10*time.Second); c.Status == 0 {
+		t.Fatal("the client's endpoint did not fail")
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; { // UCX's close of it has no event
+		info := endpointInfo(t, client, cep)
+		if info.SendTag != want.SendTag || info.RecvTag != want.RecvTag {
+			t.Fatalf("tags %#x/%#x after the peer broke it, want %#x/%#x", info.SendTag, info.RecvTag, want.SendTag, want.RecvTag)
+		}
+		if info.UCPHandle == 0 {
+			break // closed by UCX, remembered as dead
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("UCX did not close the broken endpoint")
+		}
+		runtime.Gosched()
+	}
+	if err := client.AbortEndpoint(cep); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, client)
+	for _, h := range []uint64{cep, 1 << 40} {
+		if info, err := client.EndpointInfo(h); !errors.Is(err, ErrEndpointClosed) {
+			t.Errorf("EndpointInfo(%#x) of a closed or unknown endpoint: %+v, %v; want ErrEndpointClosed", h, info, err)
+		}
+	}
+}
