@@ -7,6 +7,7 @@ import weakref
 
 from ._bridge import call, ext
 from ._endpoint import Endpoint
+from .exceptions import UCXError
 
 logger = logging.getLogger("ucxx_go")
 ucx_logger = logging.getLogger("ucx")  # UCXX's logger, which its users watch
@@ -100,7 +101,10 @@ class Listener:
         self._on_accept_here(handle)
 
     def _on_accept_here(self, handle):
-        ep = Endpoint._from_handle(self._ctx, handle)
+        try:
+            ep = Endpoint._from_handle(self._ctx, handle)
+        except UCXError:  # closed before it could be handed on (the engine stopping)
+            return
         if self._closed:
             ep.abort()
             return
