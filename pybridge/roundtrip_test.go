@@ -9,7 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -138,14 +138,21 @@ func (c *completions) transfer(res uint64, what string) uint64 {
 	return c.ok(res, what)
 }
 
-// bufAddr lends b to the engine for an operation that outlives the call; b escapes to
-// the heap, where it does not move (core's tests explain why).
+// bufAddr lends b to the engine for an operation that outlives the call, and keeps it
+// referenced until the test binary exits: an address is no reference, so a buffer whose
+// only user is a request in flight could be collected (and a small one that does not
+// escape would live on the goroutine's stack, which moves). core's tests explain more.
 func bufAddr(b []byte) uintptr {
-	lentBuf.Store(&b)
+	lentBufs.Lock()
+	lentBufs.bufs = append(lentBufs.bufs, b)
+	lentBufs.Unlock()
 	return uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 }
 
-var lentBuf atomic.Pointer[[]byte]
+var lentBufs struct {
+	sync.Mutex
+	bufs [][]byte
+}
 
 // bridgePair is a connection from the bridge's engine to its own listener.
 type bridgePair struct {
