@@ -58,17 +58,25 @@ func world(t *testing.T, size int, claims []int, root string) ([]*Communicator, 
 	return comms, errs
 }
 
+// formed is world for size ranks that must all form it: it fails the test with the
+// first rank's error.
+func formed(t *testing.T, size int) []*Communicator {
+	t.Helper()
+	comms, errs := world(t, size, nil, freeRoot(t))
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	return comms
+}
+
 // TestBootstrapWorld: 2 and 4 ranks form a world in which every rank reaches every
 // other through the endpoints made from worker addresses.
 func TestBootstrapWorld(t *testing.T) {
 	for _, size := range []int{2, 4} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
-			comms, errs := world(t, size, nil, freeRoot(t))
-			for r, err := range errs {
-				if err != nil {
-					t.Fatalf("rank %d: %v", r, err)
-				}
-			}
+			comms := formed(t, size)
 			var wg sync.WaitGroup
 			fail := make(chan error, size*size)
 			for _, c := range comms {
@@ -224,12 +232,7 @@ func TestBootstrapRecords(t *testing.T) {
 func TestBarrier(t *testing.T) {
 	for _, size := range []int{3, 5} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
-			comms, errs := world(t, size, nil, freeRoot(t))
-			for r, err := range errs {
-				if err != nil {
-					t.Fatalf("rank %d: %v", r, err)
-				}
-			}
+			comms := formed(t, size)
 			var arrived sync.WaitGroup
 			arrived.Add(size - 1)
 			last := make(chan struct{})

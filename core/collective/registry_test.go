@@ -63,13 +63,7 @@ func TestBuiltinChoiceDevice(t *testing.T) {
 // fewer pieces than the pipeline needs, padded through all-pairs or with a padded
 // tail where the plan does not divide an allreduce; an unknown collective is refused.
 func TestCommunicatorBuiltinChoice(t *testing.T) {
-	comms, errs := world(t, 2, nil, freeRoot(t))
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	c := comms[0] // world closes them
+	c := formed(t, 2)[0] // world closes them
 	for _, tc := range []struct {
 		kind          string
 		bytes         uint64

@@ -14,12 +14,7 @@ import (
 // the ranks in key order (rank 4 passes color -1 and gets none); allreduces run on
 // both halves and on the parent at once.
 func TestSplit(t *testing.T) {
-	comms, errs := world(t, 5, nil, freeRoot(t))
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
+	comms := formed(t, 5)
 	subs := make([]*Communicator, 5)
 	var wg sync.WaitGroup
 	serrs := make([]error, 5)
