@@ -59,7 +59,7 @@ type dagOptions struct {
 	Execution       string `json:"execution"`        // async | sync
 	Dependency      string `json:"dependency"`       // with-const | no-const
 	NewStream       string `json:"new_stream"`       // fifo | always-new
-	ParentStream    string `json:"parent_stream"`    // same-as-parent | disjoint
+	ParentStream    string `json:"parent_stream"`    // same-as-parent | disjoint | multigpu-early-disjoint | multigpu-disjoint
 	DeviceSelection string `json:"device_selection"` // round-robin | stream-aware | min-transfer-size | minmin-transfer-time | minmax-transfer-time
 	Devices         []int  `json:"devices"`
 	MaxStreams      int    `json:"max_streams"`

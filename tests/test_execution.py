@@ -525,6 +525,17 @@ def test_bad_options(kwargs, monkeypatch):
         ExecutionContext(transfers=False, **kwargs)
 
 
+@pytest.mark.parametrize("parent_stream", ["same-as-parent", "disjoint", "multigpu-early-disjoint",
+                                           "multigpu-disjoint", None])
+@pytest.mark.parametrize("device_policy", ["round-robin", "minmin-transfer-time"])
+def test_policies_the_go_core_takes(parent_stream, device_policy):
+    """Every parent-stream name the context accepts, and its default, is one the Go core
+    parses (a name only Python knew would fail here, in DagNew)."""
+    with ExecutionContext(transfers=False, gpus=[], parent_stream=parent_stream, device_policy=device_policy) as ctx:
+        a, b = ctx.array(8, "int8", device="cpu"), ctx.array(8, "int8", device="cpu")
+        ctx.copy(b, a).wait(timeout=TIMEOUT)
+
+
 def test_dot_and_times():
     with ExecutionContext(transfers=False, gpus=[], timings=True, export_dot=True, dependency="no-const",
                           new_stream="always-new", parent_stream="disjoint", device_policy="stream-aware",

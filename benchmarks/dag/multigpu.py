@@ -578,16 +578,17 @@ class PolicyContext(DagContext):
     """An ExecutionContext with a device policy and GPUs; kernels bound from PTX compiled
     once for every context (the same code: outputs comparable bit for bit)."""
 
-    def __init__(self, label, gpus, device_policy, ptx):
+    def __init__(self, label, gpus, device_policy, ptx, parent_stream=None):
         super().__init__("async", ())
         self.label, self.gpus, self.device_policy, self.ptx = label, list(gpus), device_policy, ptx
+        self.parent_stream = parent_stream  # None: the context's default
 
     def get(self):
         if self.ctx is None:
             import ucxx_go
 
             self.ctx = ucxx_go.ExecutionContext(policy="async", device_policy=self.device_policy, gpus=self.gpus,
-                                                transfers=False)
+                                                parent_stream=self.parent_stream, transfers=False)
             if list(self.ctx.gpus) != self.gpus:
                 raise BenchError(f"{self.label}: ExecutionContext.gpus = {self.ctx.gpus}, asked {self.gpus}")
             self.kernels = {}
@@ -1034,7 +1035,8 @@ class Results(run.Results):
         cols = m["backends"]
         lines = [f"# DAG on several GPUs ({m['mode']})", "",
                  f"{len(m.get('gpus', []))} GPUs: {m.get('gpu_names', '?')}; {m.get('topology', '')}; "
-                 f"{m.get('versions', '')}; grid {m['blocks']} x 256 threads per bulk kernel; medians of {m['reps']} "
+                 f"{m.get('versions', '')}; parent_stream {m.get('parent_stream', 'default')}; "
+                 f"grid {m['blocks']} x 256 threads per bulk kernel; medians of {m['reps']} "
                  f"repetitions after {m['warmup']} warm-up (wall clock, first launch to every GPU synchronized). "
                  f"{m['started']}.", "",
                  "| shape | sizes | " + " | ".join(f"{c} ms" for c in cols) + " | "
@@ -1104,10 +1106,10 @@ class Results(run.Results):
 class Env:
     """What the shapes share: the GPUs, the compiled PTX, CuPy's modules, the contexts."""
 
-    def __init__(self, devs, arch_options):
+    def __init__(self, devs, arch_options, parent_stream=None):
         from backends import CupyModules
 
-        self.devs = devs
+        self.devs, self.parent_stream = devs, parent_stream
         self.ptx = Ptx(arch_options)
         self.modules = CupyModules()
         self.rt = CupyRT(self.modules)
@@ -1119,7 +1121,7 @@ class Env:
             if bname == "dag-1gpu":
                 c = PolicyContext(bname, self.devs[:1], "round-robin", self.ptx)
             else:
-                c = PolicyContext(bname, self.devs, bname[4:], self.ptx)
+                c = PolicyContext(bname, self.devs, bname[4:], self.ptx, self.parent_stream)
             self.ctxs[bname] = c
         return c
 
@@ -1211,6 +1213,8 @@ def parse_args(argv=None):
     p.add_argument("--md", help="Markdown table (default: beside --out, .md)")
     p.add_argument("--gpus", help="comma-separated CUDA ordinals (default: every visible GPU)")
     p.add_argument("--allow-one-gpu", action="store_true", help="run with one GPU (a harness test, not a measurement)")
+    p.add_argument("--parent-stream", help="the dag-<P> contexts' parent_stream (default: ExecutionContext's, "
+                                           "multigpu-early-disjoint on several GPUs)")
     p.add_argument("--shapes", default=",".join(PARTITIONED),
                    help=f"comma-separated subset of {','.join(PARTITIONED)} (the partitioned shapes; "
                         f"{','.join(NOT_PARTITIONED)} are reported as excluded)")
@@ -1283,7 +1287,7 @@ def main(argv=None):
             "argv": list(argv if argv is not None else sys.argv[1:]), "shapes_requested": args.shapes,
             "backends": args.backends, "reps": args.reps, "warmup": args.warmup, "blocks": args.blocks,
             "scale": args.scale, "tile": args.tile, "budget_s": args.budget_s, "seed": args.seed,
-            "excluded": args.excluded,
+            "excluded": args.excluded, "parent_stream": args.parent_stream or "default",
             "env": {k: v for k, v in os.environ.items() if k.startswith(("UCX_", "CUDA_", "CUPY_"))}}
     results = Results(args.out, args.md, meta)
     wd = run.Watchdog(results)
@@ -1306,7 +1310,7 @@ def main(argv=None):
     for name, why in args.excluded.items():
         log(f"excluded: {name} ({why})")
     results.write()
-    env = Env(devs, args.arch_options)
+    env = Env(devs, args.arch_options, args.parent_stream)
     failed = False
     for name in args.shapes:
         label = f"shape {name}"

@@ -57,6 +57,8 @@ type Graph struct {
 	parents []*Vertex     // scratch of Add
 	dot     *dotRecord    // with Options.DOT
 	pollers []Poller      // the GPU and transfer lanes that are Pollers (host waits poll them)
+	placing *Vertex       // the GPU vertex Add is placing, for pick
+	pick    DevicePicker  // asks the policy about placing; made once
 }
 
 // New returns an empty graph configured by opts.
@@ -74,6 +76,7 @@ func New(opts Options) (*Graph, error) {
 			return nil, err
 		}
 		g.policy = p
+		g.pick = func(among []int) int { return g.policy.SelectDevice(g.placing.accesses, among, g.streams, g.locs) }
 		g.streams = NewStreamManager(opts.GPUs, opts.StreamPool, opts.NewStream, opts.ParentStream, opts.MaxStreamsPerDevice)
 		g.locs = NewLocationTracker()
 	}
@@ -147,14 +150,15 @@ func (g *Graph) Add(t Task) (*Vertex, error) {
 	// Placement: device, copies, stream, locations.
 	var failure error
 	if v.kind == KindGPU {
-		dev := g.policy.SelectDevice(v.accesses, g.streams, g.locs)
+		g.placing = v
+		if _, err := g.streams.Place(v, parents, g.pick); err != nil {
+			failure = err
+		}
+		g.placing = nil
 		if v.lane == nil {
-			v.lane = g.opts.GPULanes[dev]
+			v.lane = g.opts.GPULanes[v.device]
 		}
-		v.moves = g.locs.Missing(v.accesses, dev, g.opts.Bandwidth)
-		if _, err := g.streams.Assign(v, dev, parents); err != nil {
-			v.device, failure = dev, err
-		}
+		v.moves = g.locs.Missing(v.accesses, v.device, g.opts.Bandwidth)
 	}
 	if g.locs != nil && v.kind != KindTransfer {
 		g.locs.Record(v.accesses, v.device)

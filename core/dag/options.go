@@ -35,9 +35,10 @@ func ParseExecutionPolicy(s string) (ExecutionPolicy, error) {
 	return 0, fmt.Errorf("dag: unknown execution policy %q", s)
 }
 
-// Options configures a Graph. The zero value is a host-only graph with GrCUDA's
-// recommended policies: async, with-const, FIFO stream reuse, same-as-parent streams,
-// round-robin devices.
+// Options configures a Graph. The zero value is a host-only graph with async
+// execution, with-const dependencies, FIFO stream reuse, same-as-parent streams and
+// round-robin devices (GrCUDA's defaults but with-const, where GrCUDA's is no-const,
+// and round-robin, where GrCUDA runs on one GPU unless told).
 type Options struct {
 	Execution       ExecutionPolicy
 	Dependency      DependencyPolicy

@@ -198,7 +198,7 @@ func TestOracleAsyncMatchesSync(t *testing.T) {
 		opts := Options{
 			Dependency:          DependencyPolicy(rng.IntN(2)),
 			NewStream:           NewStreamPolicy(rng.IntN(2)),
-			ParentStream:        ParentStreamPolicy(rng.IntN(2)),
+			ParentStream:        ParentStreamPolicy(rng.IntN(4)),
 			DeviceSelection:     DevicePolicy(rng.IntN(3)), // the transfer-time ones need a matrix
 			GPUs:                gpus,
 			MaxStreamsPerDevice: 1 + rng.IntN(4),

@@ -84,14 +84,37 @@ const DefaultDataThreshold = 0.1
 type DeviceLoad interface {
 	Devices() int
 	BusyStreams(dev int) int
+	PendingBytes(dev int) uint64
 }
 
-// DeviceSelectionPolicy chooses the GPU a KindGPU vertex runs on, from its accesses,
-// the GPUs' load and where the bytes are. Implementations keep state (the round-robin
-// position) and are not safe for concurrent use: the Graph calls them under its lock.
+// DeviceSelectionPolicy chooses the GPU a KindGPU vertex runs on, among the sorted
+// devices among (nil: every device), from its accesses, the GPUs' load and where the
+// bytes are. The parent-stream policy decides when it is asked (StreamManager.Place).
+// Implementations keep state (the round-robin position) and are not safe for
+// concurrent use: the Graph calls them under its lock.
 type DeviceSelectionPolicy interface {
-	SelectDevice(accesses []Access, load DeviceLoad, loc *LocationTracker) int
+	SelectDevice(accesses []Access, among []int, load DeviceLoad, loc *LocationTracker) int
 }
+
+// candidates returns among, or every device of load when among is nil.
+func candidates(among []int, load DeviceLoad, scratch *[]int) []int {
+	if among != nil {
+		return among
+	}
+	*scratch = (*scratch)[:0]
+	for d := range load.Devices() {
+		*scratch = append(*scratch, d)
+	}
+	return *scratch
+}
+
+// lighter reports whether device a wins a tie against device b: fewer bytes pending
+// on it. Where GrCUDA keeps the lowest-numbered device on ties, which piles the work
+// of a program whose inputs start on the host onto the first GPUs (the roots' round-
+// robin puts each partition's inputs on two devices, the join then goes to the lower
+// one, and from the next repetition on both inputs are there), the data-aware
+// policies here break ties by load, and by number only between equal loads.
+func lighter(load DeviceLoad, a, b int) bool { return load.PendingBytes(a) < load.PendingBytes(b) }
 
 // NewDeviceSelectionPolicy returns the policy p. The transfer-time policies need bw,
 // which must cover at least the GPUs the policy will be asked about. threshold is the
@@ -107,7 +130,7 @@ func NewDeviceSelectionPolicy(p DevicePolicy, bw *BandwidthMatrix, threshold flo
 	case RoundRobin:
 		return &roundRobin{}, nil
 	case StreamAware:
-		return streamAware{}, nil
+		return &streamAware{}, nil
 	case MinTransferSize:
 		return &minTransferSize{threshold: threshold}, nil
 	case MinMinTransferTime, MinMaxTransferTime:
@@ -120,22 +143,29 @@ func NewDeviceSelectionPolicy(p DevicePolicy, bw *BandwidthMatrix, threshold flo
 }
 
 // roundRobin rotates over the devices: GrCUDA's ROUND_ROBIN, and the fallback of the
-// data-aware policies.
+// data-aware policies. As GrCUDA's, asked to choose among some devices it takes the
+// one its position indexes modulo their number, and the position still counts over
+// all devices.
 type roundRobin struct{ next int }
 
-func (r *roundRobin) SelectDevice(_ []Access, load DeviceLoad, _ *LocationTracker) int {
+func (r *roundRobin) SelectDevice(_ []Access, among []int, load DeviceLoad, _ *LocationTracker) int {
 	n := load.Devices()
 	d := r.next % n
 	r.next = (d + 1) % n
+	if among != nil {
+		return among[d%len(among)]
+	}
 	return d
 }
 
-// streamAware is GrCUDA's STREAM_AWARE: the device with the fewest busy streams.
-type streamAware struct{}
+// streamAware is GrCUDA's STREAM_AWARE: the device with the fewest busy streams (the
+// lowest-numbered on ties).
+type streamAware struct{ all []int }
 
-func (streamAware) SelectDevice(_ []Access, load DeviceLoad, _ *LocationTracker) int {
-	best := 0
-	for d := 1; d < load.Devices(); d++ {
+func (s *streamAware) SelectDevice(_ []Access, among []int, load DeviceLoad, _ *LocationTracker) int {
+	among = candidates(among, load, &s.all)
+	best := among[0]
+	for _, d := range among[1:] {
 		if load.BusyStreams(d) < load.BusyStreams(best) {
 			best = d
 		}
@@ -145,25 +175,26 @@ func (streamAware) SelectDevice(_ []Access, load DeviceLoad, _ *LocationTracker)
 
 // minTransferSize is GrCUDA's MIN_TRANSFER_SIZE over byte ranges. As GrCUDA's
 // MinimizeTransferSizeDeviceSelectionPolicy.retrieveImpl: the GPU holding the most
-// bytes read, the lowest-numbered on ties, if it holds more than the threshold of
-// them; else (every byte on the host, or too few on any one GPU) the policy's own
-// round-robin, whose position moves only when it is used.
+// bytes read, if it holds more than the threshold of them; else (every byte on the
+// host, or too few on any one GPU) the policy's own round-robin, whose position moves
+// only when it is used. Ties go to the lighter device (lighter), then the lowest.
 type minTransferSize struct {
 	rr        roundRobin
 	threshold float64
+	all       []int
 }
 
-func (m *minTransferSize) SelectDevice(acc []Access, load DeviceLoad, loc *LocationTracker) int {
-	n := load.Devices()
-	present, total := loc.Present(acc, n)
-	best := 0
-	for d := 1; d < n; d++ {
-		if present[d+1] > present[best+1] {
+func (m *minTransferSize) SelectDevice(acc []Access, among []int, load DeviceLoad, loc *LocationTracker) int {
+	present, total := loc.Present(acc, load.Devices())
+	cands := candidates(among, load, &m.all)
+	best := cands[0]
+	for _, d := range cands[1:] {
+		if present[d+1] > present[best+1] || present[d+1] == present[best+1] && lighter(load, d, best) {
 			best = d
 		}
 	}
 	if total == 0 || float64(present[best+1]) <= m.threshold*float64(total) {
-		return m.rr.SelectDevice(acc, load, loc)
+		return m.rr.SelectDevice(acc, among, load, loc)
 	}
 	return best
 }
@@ -173,22 +204,23 @@ func (m *minTransferSize) SelectDevice(acc []Access, load DeviceLoad, loc *Locat
 // every range read to a device is the sum of its bytes over the bandwidth of the best
 // (or worst) link from a holder of its newest copy, zero when the device holds it.
 // As GrCUDA's TransferTimeDeviceSelectionPolicy.retrieveImpl: only devices holding
-// more than the threshold are candidates, the lowest-numbered wins ties (equal times,
-// infinite ones included), and with no candidate (no GPU holds enough, e.g. every
-// byte on the host) the choice is the policy's own round-robin.
+// more than the threshold are candidates, and with no candidate (no GPU holds enough,
+// e.g. every byte on the host) the choice is the policy's own round-robin. Equal
+// times (infinite ones included) go to the lighter device (lighter), then the lowest.
 type transferTime struct {
 	rr        roundRobin
 	threshold float64
 	bw        *BandwidthMatrix
 	worst     bool
 	cost      []float64 // scratch, per device
+	all       []int
 }
 
-func (t *transferTime) SelectDevice(acc []Access, load DeviceLoad, loc *LocationTracker) int {
+func (t *transferTime) SelectDevice(acc []Access, among []int, load DeviceLoad, loc *LocationTracker) int {
 	n := load.Devices()
 	present, total := loc.Present(acc, n)
 	if total == 0 {
-		return t.rr.SelectDevice(acc, load, loc)
+		return t.rr.SelectDevice(acc, among, load, loc)
 	}
 	t.cost = append(t.cost[:0], make([]float64, n)...)
 	for _, a := range acc {
@@ -205,16 +237,16 @@ func (t *transferTime) SelectDevice(acc []Access, load DeviceLoad, loc *Location
 		})
 	}
 	best := -1
-	for d := range n {
+	for _, d := range candidates(among, load, &t.all) {
 		if float64(present[d+1]) <= t.threshold*float64(total) {
 			continue // GrCUDA considers only devices with enough of the data
 		}
-		if best < 0 || t.cost[d] < t.cost[best] {
+		if best < 0 || t.cost[d] < t.cost[best] || t.cost[d] == t.cost[best] && lighter(load, d, best) {
 			best = d
 		}
 	}
 	if best < 0 {
-		return t.rr.SelectDevice(acc, load, loc)
+		return t.rr.SelectDevice(acc, among, load, loc)
 	}
 	return best
 }

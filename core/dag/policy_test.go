@@ -36,6 +36,7 @@ type fixedLoad []int
 
 func (l fixedLoad) Devices() int            { return len(l) }
 func (l fixedLoad) BusyStreams(dev int) int { return l[dev] }
+func (l fixedLoad) PendingBytes(int) uint64 { return 0 }
 
 func policyFor(t *testing.T, p DevicePolicy, gpus int) DeviceSelectionPolicy {
 	t.Helper()
@@ -52,7 +53,7 @@ func TestRoundRobin(t *testing.T) {
 	for _, n := range topologies {
 		pol := policyFor(t, RoundRobin, n)
 		for i := range 3 * n {
-			if d := pol.SelectDevice(nil, make(fixedLoad, n), NewLocationTracker()); d != i%n {
+			if d := pol.SelectDevice(nil, nil, make(fixedLoad, n), NewLocationTracker()); d != i%n {
 				t.Errorf("%d GPUs, call %d: device %d", n, i, d)
 			}
 		}
@@ -69,7 +70,7 @@ func TestStreamAware(t *testing.T) {
 		{fixedLoad{2, 2, 0, 0}, 2}, // lowest on ties
 		{fixedLoad{0, 0, 0, 0}, 0},
 	} {
-		if d := pol.SelectDevice(nil, c.load, nil); d != c.want {
+		if d := pol.SelectDevice(nil, nil, c.load, nil); d != c.want {
 			t.Errorf("load %v: device %d, want %d", c.load, d, c.want)
 		}
 	}
@@ -86,17 +87,17 @@ func TestMinTransferSizeByteRanges(t *testing.T) {
 			loc.Place(1, 0, size/2, n-1)
 			loc.Place(1, size/2, size/4, 0)
 			load := make(fixedLoad, n)
-			if d := pol.SelectDevice([]Access{acc(1, 0, size/2, Read), acc(2, 0, 1000, Write)}, load, loc); d != n-1 {
+			if d := pol.SelectDevice([]Access{acc(1, 0, size/2, Read), acc(2, 0, 1000, Write)}, nil, load, loc); d != n-1 {
 				t.Errorf("reader of the first half: device %d, want %d", d, n-1)
 			}
-			if d := pol.SelectDevice([]Access{acc(1, size/2, size/4, ReadWrite)}, load, loc); d != 0 {
+			if d := pol.SelectDevice([]Access{acc(1, size/2, size/4, ReadWrite)}, nil, load, loc); d != 0 {
 				t.Errorf("reader of the third quarter: device %d, want 0", d)
 			}
 			// 5% of the bytes read are on a GPU, under the 10% threshold: round-robin.
 			loc.Place(3, 0, 50, 1)
 			seq := []int{}
 			for range n {
-				seq = append(seq, pol.SelectDevice([]Access{acc(3, 0, 1000, Read)}, load, loc))
+				seq = append(seq, pol.SelectDevice([]Access{acc(3, 0, 1000, Read)}, nil, load, loc))
 			}
 			if want := rrSeq(n); !slices.Equal(seq, want) {
 				t.Errorf("below the data threshold: %v, want round-robin %v", seq, want)
@@ -134,13 +135,13 @@ func TestTransferTimePolicies(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d := pol.SelectDevice(accs, fixedLoad{0, 0}, loc); d != want {
+		if d := pol.SelectDevice(accs, nil, fixedLoad{0, 0}, loc); d != want {
 			t.Errorf("%v: device %d, want %d", p, d, want)
 		}
 	}
 	// Nothing read: round-robin.
 	pol, _ := NewDeviceSelectionPolicy(MinMinTransferTime, bw, 0)
-	if a, b := pol.SelectDevice(nil, fixedLoad{0, 0}, loc), pol.SelectDevice(nil, fixedLoad{0, 0}, loc); a != 0 || b != 1 {
+	if a, b := pol.SelectDevice(nil, nil, fixedLoad{0, 0}, loc), pol.SelectDevice(nil, nil, fixedLoad{0, 0}, loc); a != 0 || b != 1 {
 		t.Errorf("write-only vertices: %d %d, want round-robin", a, b)
 	}
 	if _, err := NewDeviceSelectionPolicy(MinMaxTransferTime, nil, 0); err == nil {
@@ -201,52 +202,59 @@ func partitionedProgram(n int) [][]Access {
 }
 
 // TestDevicePoliciesOnTopologies runs the partitioned program through graphs of 1, 2,
-// 4 and 8 simulated GPUs: the data-aware policies put each reader where its partition
-// is (no moves), round-robin does not (when there is more than one GPU).
+// 4 and 8 simulated GPUs. Each reader has one parent, its partition's writer: the
+// parent-stream policies that inherit keep it on the writer's device whatever the
+// device policy (no moves); where the device policy chooses first
+// (multigpu-early-disjoint), the data-aware policies put each reader where its
+// partition is, and round-robin does not (when there is more than one GPU).
 func TestDevicePoliciesOnTopologies(t *testing.T) {
 	for _, n := range topologies {
-		for p := RoundRobin; p <= MinMaxTransferTime; p++ {
-			t.Run(fmt.Sprintf("%dgpu/%v", n, p), func(t *testing.T) {
-				lanes := make([]Lane, n)
-				for i := range lanes {
-					lanes[i] = &manualLane{name: fmt.Sprint("gpu", i)}
-				}
-				g := newGraph(t, Options{GPUs: n, GPULanes: lanes, DeviceSelection: p, Bandwidth: dgxMatrix(n)})
-				var vs []*Vertex
-				for _, a := range partitionedProgram(n) {
-					v, err := g.Add(Task{Kind: KindGPU, Accesses: a})
-					if err != nil {
-						t.Fatal(err)
+		for ps := SameAsParent; ps <= MultiGPUDisjoint; ps++ {
+			for p := RoundRobin; p <= MinMaxTransferTime; p++ {
+				t.Run(fmt.Sprintf("%dgpu/%v/%v", n, ps, p), func(t *testing.T) {
+					lanes := make([]Lane, n)
+					for i := range lanes {
+						lanes[i] = &manualLane{name: fmt.Sprint("gpu", i)}
 					}
-					vs = append(vs, v)
-				}
-				moved := 0
-				for i, v := range vs[n:] {
-					writer := vs[n-1-i]
-					if len(v.Moves()) > 0 {
-						moved++
-						if m := v.Moves()[0]; m.From != writer.Device() || m.To != v.Device() || m.Len != 1<<16 {
-							t.Errorf("reader %d moves %+v, writer on %d", v.ID(), v.Moves(), writer.Device())
+					g := newGraph(t, Options{GPUs: n, GPULanes: lanes, DeviceSelection: p, ParentStream: ps, Bandwidth: dgxMatrix(n)})
+					var vs []*Vertex
+					for _, a := range partitionedProgram(n) {
+						v, err := g.Add(Task{Kind: KindGPU, Accesses: a})
+						if err != nil {
+							t.Fatal(err)
 						}
-					} else if v.Device() != writer.Device() {
-						t.Errorf("reader %d on %d without a move, data on %d", v.ID(), v.Device(), writer.Device())
+						vs = append(vs, v)
 					}
-				}
-				switch {
-				case p == StreamAware:
-					// Placement follows load, not data: nothing to check beyond moves.
-				case p != RoundRobin && moved != 0:
-					t.Errorf("%v moved %d partitions", p, moved)
-				case p == RoundRobin && n > 1 && moved == 0:
-					t.Errorf("round-robin moved nothing: the test does not tell policies apart")
-				}
-				for _, l := range lanes {
-					l.(*manualLane).endAll()
-				}
-				for _, l := range lanes {
-					l.(*manualLane).endAll()
-				}
-			})
+					moved := 0
+					for i, v := range vs[n:] {
+						writer := vs[n-1-i]
+						if len(v.Moves()) > 0 {
+							moved++
+							if m := v.Moves()[0]; m.From != writer.Device() || m.To != v.Device() || m.Len != 1<<16 {
+								t.Errorf("reader %d moves %+v, writer on %d", v.ID(), v.Moves(), writer.Device())
+							}
+						} else if v.Device() != writer.Device() {
+							t.Errorf("reader %d on %d without a move, data on %d", v.ID(), v.Device(), writer.Device())
+						}
+					}
+					switch {
+					case ps != MultiGPUEarlyDisjoint && moved != 0:
+						t.Errorf("%v moved %d partitions: a reader left its writer's device", ps, moved)
+					case ps != MultiGPUEarlyDisjoint || p == StreamAware:
+						// Placement follows load, not data: nothing to check beyond moves.
+					case p != RoundRobin && moved != 0:
+						t.Errorf("%v moved %d partitions", p, moved)
+					case p == RoundRobin && n > 1 && moved == 0:
+						t.Errorf("round-robin moved nothing: the test does not tell policies apart")
+					}
+					for _, l := range lanes {
+						l.(*manualLane).endAll()
+					}
+					for _, l := range lanes {
+						l.(*manualLane).endAll()
+					}
+				})
+			}
 		}
 	}
 }
@@ -329,30 +337,30 @@ func TestDataAwarePoliciesTiesAndFallback(t *testing.T) {
 			onHost := []Access{acc(1, 0, 1000, Read), acc(2, 0, 50, Write)}
 			var seq []int
 			for range gpus + 1 {
-				seq = append(seq, pol.SelectDevice(onHost, load, loc))
+				seq = append(seq, pol.SelectDevice(onHost, nil, load, loc))
 			}
 			if want := []int{0, 1, 2, 3, 0}; !slices.Equal(seq, want) {
 				t.Errorf("every byte on the host: %v, want round-robin %v", seq, want)
 			}
 			// Array 3 wholly on GPU 2: a data pick, not a turn of the rotation.
 			loc.Place(3, 0, 1000, 2)
-			if d := pol.SelectDevice([]Access{acc(3, 0, 1000, Read)}, load, loc); d != 2 {
+			if d := pol.SelectDevice([]Access{acc(3, 0, 1000, Read)}, nil, load, loc); d != 2 {
 				t.Errorf("data on GPU 2: device %d", d)
 			}
-			if d := pol.SelectDevice(onHost, load, loc); d != 1 {
+			if d := pol.SelectDevice(onHost, nil, load, loc); d != 1 {
 				t.Errorf("on the host after a data pick: device %d, want 1 (the rotation goes on)", d)
 			}
 			// Equal halves on GPUs 3 and 1: the lower.
 			loc.Place(4, 0, 500, 3)
 			loc.Place(4, 500, 500, 1)
-			if d := pol.SelectDevice([]Access{acc(4, 0, 1000, Read)}, load, loc); d != 1 {
+			if d := pol.SelectDevice([]Access{acc(4, 0, 1000, Read)}, nil, load, loc); d != 1 {
 				t.Errorf("equal bytes on GPUs 1 and 3: device %d, want 1", d)
 			}
 			// Equal halves on GPUs 2 and 0, both also on the host: still the lower.
 			loc.Place(5, 0, 500, 2)
 			loc.Place(5, 500, 500, 0)
 			loc.Record([]Access{acc(5, 0, 1000, Read)}, Host)
-			if d := pol.SelectDevice([]Access{acc(5, 0, 1000, Read)}, load, loc); d != 0 {
+			if d := pol.SelectDevice([]Access{acc(5, 0, 1000, Read)}, nil, load, loc); d != 0 {
 				t.Errorf("equal bytes on GPUs 0 and 2 and the host: device %d, want 0", d)
 			}
 		})
@@ -380,13 +388,56 @@ func TestTransferTimeMissingLink(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d := pol.SelectDevice(accs, fixedLoad{0, 0}, loc); d != want {
+		if d := pol.SelectDevice(accs, nil, fixedLoad{0, 0}, loc); d != want {
 			t.Errorf("%v: device %d, want %d", p, d, want)
 		}
 	}
 	bw.Set(0, 1, 0)
 	pol, _ := NewDeviceSelectionPolicy(MinMaxTransferTime, bw, 0)
-	if d := pol.SelectDevice(accs, fixedLoad{0, 0}, loc); d != 0 {
+	if d := pol.SelectDevice(accs, nil, fixedLoad{0, 0}, loc); d != 0 {
 		t.Errorf("both times infinite: device %d, want 0", d)
+	}
+}
+
+// pendingLoad is a DeviceLoad with given pending bytes and no busy streams.
+type pendingLoad []uint64
+
+func (l pendingLoad) Devices() int                { return len(l) }
+func (l pendingLoad) BusyStreams(int) int         { return 0 }
+func (l pendingLoad) PendingBytes(dev int) uint64 { return l[dev] }
+
+// TestDataAwareTiesGoToTheLighterDevice: two GPUs holding the same bytes tie; the one
+// with fewer bytes pending wins, the lower-numbered between equal loads (GrCUDA keeps
+// the lowest always).
+func TestDataAwareTiesGoToTheLighterDevice(t *testing.T) {
+	loc := NewLocationTracker()
+	loc.Record([]Access{acc(1, 0, 1000, Write)}, 1)
+	loc.Record([]Access{acc(1, 0, 1000, Read)}, 2) // gpu1 and gpu2 hold it
+	reads := []Access{acc(1, 0, 1000, Read)}
+	for p := MinTransferSize; p <= MinMaxTransferTime; p++ {
+		pol := policyFor(t, p, 4)
+		if d := pol.SelectDevice(reads, nil, pendingLoad{0, 500, 100, 0}, loc); d != 2 {
+			t.Errorf("%v: tie between gpu1 (500 pending) and gpu2 (100) went to %d", p, d)
+		}
+		if d := pol.SelectDevice(reads, nil, pendingLoad{0, 100, 100, 0}, loc); d != 1 {
+			t.Errorf("%v: tie at equal loads went to %d, want the lower, 1", p, d)
+		}
+		if d := pol.SelectDevice(reads, []int{0, 2, 3}, pendingLoad{0, 0, 900, 0}, loc); d != 2 {
+			t.Errorf("%v: among 0, 2, 3 with the data on 2 went to %d", p, d)
+		}
+	}
+}
+
+// TestRoundRobinAmongDevices: asked among some devices, round-robin takes the one its
+// position indexes modulo their number, and its position counts over every device, as
+// GrCUDA's does.
+func TestRoundRobinAmongDevices(t *testing.T) {
+	pol := policyFor(t, RoundRobin, 4)
+	var got []int
+	for _, among := range [][]int{{1, 3}, {1, 3}, nil, {1, 3}, {2}, nil} {
+		got = append(got, pol.SelectDevice(nil, among, make(fixedLoad, 4), nil))
+	}
+	if want := []int{1, 3, 2, 3, 2, 1}; !slices.Equal(got, want) {
+		t.Errorf("round-robin chose %v, want %v", got, want)
 	}
 }

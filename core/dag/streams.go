@@ -66,39 +66,54 @@ func ParseNewStreamPolicy(s string) (NewStreamPolicy, error) {
 	return 0, fmt.Errorf("dag: unknown new-stream policy %q", s)
 }
 
-// ParentStreamPolicy says when a vertex inherits a parent's stream, which orders it
-// after that parent for free.
+// ParentStreamPolicy says which device and stream a GPU vertex with GPU parents gets,
+// as GrCUDA's parent-stream policies do: inheriting a parent's stream orders the vertex
+// after that parent for free, and keeps it on the parent's device, beside the data the
+// parent touched. A vertex with no active GPU parent (GrCUDA's start vertex), or none
+// the policy lets it inherit from, has its device chosen by the device selection
+// policy and a stream by the new-stream policy.
 type ParentStreamPolicy uint8
 
 const (
-	// SameAsParent: the vertex goes on the stream of its first parent (in parent
-	// order; for one parent, that parent) that is on the same device, still active,
-	// and the last vertex queued on its stream. A parent followed by other work on its
-	// stream is not inherited, since the vertex would wait for that work too. The
+	// SameAsParent: the vertex stays on the device of its first active GPU parent (in
+	// parent order), on the stream of its first parent there that is still the last
+	// vertex queued on its stream, else on a new stream of that device. A parent
+	// followed by other work on its stream is not inherited, since the vertex would
+	// wait for that work too (GrCUDA inherits the first parent's stream regardless).
+	// The device selection policy chooses only for vertices with no GPU parent. The
 	// default.
 	SameAsParent ParentStreamPolicy = iota
-	// Disjoint: the vertex goes on the stream of its first parent on the same device
-	// that is still active and that no other child has inherited from yet: siblings
-	// spread over streams (GrCUDA's "disjoint").
+	// Disjoint: the vertex takes the stream, and device, of its first active parent
+	// that no other child has inherited from yet, so siblings spread over streams;
+	// with none, the device selection policy chooses (GrCUDA's "disjoint").
 	Disjoint
+	// MultiGPUEarlyDisjoint: the device selection policy chooses the device first;
+	// the vertex then takes the stream of its first active parent there that no other
+	// child has inherited from yet, else a new stream there (GrCUDA's
+	// "multigpu-early-disjoint").
+	MultiGPUEarlyDisjoint
+	// MultiGPUDisjoint: the device selection policy chooses among the devices of the
+	// active parents no other child has inherited from yet, and the vertex takes the
+	// first such parent's stream there; with none, it chooses among all devices and
+	// the vertex gets a new stream (GrCUDA's "multigpu-disjoint").
+	MultiGPUDisjoint
 )
 
-// String returns "same-as-parent" or "disjoint".
+var parentStreamPolicyNames = [...]string{"same-as-parent", "disjoint", "multigpu-early-disjoint", "multigpu-disjoint"}
+
+// String returns GrCUDA's name of the policy, e.g. "same-as-parent".
 func (p ParentStreamPolicy) String() string {
-	switch p {
-	case SameAsParent:
-		return "same-as-parent"
-	case Disjoint:
-		return "disjoint"
+	if int(p) < len(parentStreamPolicyNames) {
+		return parentStreamPolicyNames[p]
 	}
 	return fmt.Sprintf("ParentStreamPolicy(%d)", uint8(p))
 }
 
 // ParseParentStreamPolicy parses the names String returns.
 func ParseParentStreamPolicy(s string) (ParentStreamPolicy, error) {
-	for p := SameAsParent; p <= Disjoint; p++ {
-		if p.String() == s {
-			return p, nil
+	for i, n := range parentStreamPolicyNames {
+		if n == s {
+			return ParentStreamPolicy(i), nil
 		}
 	}
 	return 0, fmt.Errorf("dag: unknown parent-stream policy %q", s)
@@ -125,6 +140,7 @@ type StreamManager struct {
 	parent ParentStreamPolicy
 	max    int
 	devs   []deviceStreams
+	among  []int // Place's scratch
 }
 
 // deviceStreams is one device's streams.
@@ -132,6 +148,7 @@ type deviceStreams struct {
 	streams []streamState
 	free    []int // indexes of free streams, longest free first
 	busy    int
+	pending uint64 // bytes the unfinished vertices on the device access
 }
 
 // streamState is what the manager knows of one stream.
@@ -159,9 +176,64 @@ type logicalStreams struct{}
 
 func (logicalStreams) NewStream(int) (uintptr, error) { return 0, nil }
 
-// Assign places v, a vertex of device dev with parents (in order), on a stream, and
-// marks the stream busy until Release(v). It fails only when the device has no stream
-// yet and the pool cannot make one.
+// DevicePicker chooses a device among the sorted devices among (nil: every device):
+// the graph's device selection policy, applied to the vertex being placed.
+type DevicePicker func(among []int) int
+
+// Place chooses the device of v, a GPU vertex with parents (in order), under the
+// parent-stream policy, asking pick where the policy leaves the choice to the device
+// selection policy, then assigns it a stream as Assign does. v's device is set even
+// when Place fails.
+func (m *StreamManager) Place(v *Vertex, parents []*Vertex, pick DevicePicker) (Stream, error) {
+	dev := -1
+	switch m.parent {
+	case SameAsParent:
+		if p := firstActive(parents, false); p != nil {
+			dev = p.stream.Device
+		}
+	case Disjoint:
+		if p := firstActive(parents, true); p != nil {
+			dev = p.stream.Device
+		}
+	case MultiGPUDisjoint:
+		m.among = m.among[:0]
+		for _, p := range parents {
+			if active(p, true) && !slices.Contains(m.among, p.stream.Device) {
+				m.among = append(m.among, p.stream.Device)
+			}
+		}
+		if len(m.among) > 0 {
+			slices.Sort(m.among)
+			dev = pick(m.among)
+		}
+	}
+	if dev < 0 {
+		dev = pick(nil)
+	}
+	v.device = dev
+	return m.Assign(v, dev, parents)
+}
+
+// active reports whether v's stream may be inherited: v is an unfinished GPU vertex
+// and, under the disjoint policies (unreused), no child has taken its stream yet.
+func active(v *Vertex, unreused bool) bool {
+	return v.hasStream && !v.finished && !(unreused && v.streamReused)
+}
+
+// firstActive returns the first parent active reports, or nil.
+func firstActive(parents []*Vertex, unreused bool) *Vertex {
+	for _, p := range parents {
+		if active(p, unreused) {
+			return p
+		}
+	}
+	return nil
+}
+
+// Assign places v, a vertex of device dev with parents (in order), on a stream of dev
+// (a parent's, as the parent-stream policy allows, else a new one), and marks the
+// stream busy until Release(v). It fails only when the device has no stream yet and
+// the pool cannot make one.
 func (m *StreamManager) Assign(v *Vertex, dev int, parents []*Vertex) (Stream, error) {
 	d := &m.devs[dev]
 	idx := m.inherit(dev, parents)
@@ -181,6 +253,11 @@ func (m *StreamManager) Assign(v *Vertex, dev int, parents []*Vertex) (Stream, e
 	st.active++
 	st.tail = v
 	v.stream, v.hasStream, v.device = st.s, true, dev
+	v.pending = 0
+	for _, a := range v.accesses {
+		v.pending += a.Len
+	}
+	d.pending += v.pending
 	return st.s, nil
 }
 
@@ -191,16 +268,13 @@ func (m *StreamManager) inherit(dev int, parents []*Vertex) int {
 		if !p.hasStream || p.stream.Device != dev || p.finished {
 			continue
 		}
-		switch m.parent {
-		case SameAsParent:
+		if m.parent == SameAsParent {
 			if m.devs[dev].streams[p.stream.Index].tail == p {
 				return p.stream.Index
 			}
-		case Disjoint:
-			if !p.streamReused {
-				p.streamReused = true
-				return p.stream.Index
-			}
+		} else if !p.streamReused {
+			p.streamReused = true
+			return p.stream.Index
 		}
 	}
 	return -1
@@ -241,6 +315,7 @@ func (m *StreamManager) Release(v *Vertex) {
 	if st.tail == v {
 		st.tail = nil
 	}
+	d.pending -= v.pending
 	if st.active == 0 {
 		d.busy--
 		d.free = append(d.free, v.stream.Index)
@@ -253,6 +328,10 @@ func (m *StreamManager) Devices() int { return len(m.devs) }
 // BusyStreams returns the number of dev's streams holding unfinished vertices: the
 // load STREAM_AWARE compares.
 func (m *StreamManager) BusyStreams(dev int) int { return m.devs[dev].busy }
+
+// PendingBytes returns the bytes the unfinished vertices placed on dev access: the
+// load the data-aware policies break ties with.
+func (m *StreamManager) PendingBytes(dev int) uint64 { return m.devs[dev].pending }
 
 // Streams returns the number of streams created on dev.
 func (m *StreamManager) Streams(dev int) int { return len(m.devs[dev].streams) }

@@ -2,6 +2,7 @@ package dag
 
 import (
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -140,6 +141,105 @@ func TestStreamsDisjoint(t *testing.T) {
 	wantStream(t, j, 0, 1)
 }
 
+// place places a new vertex with parents under the manager's parent-stream policy;
+// the device picker records the candidates it was offered and answers next (or, given
+// candidates, the last of them).
+func (s *streamTest) place(offered *[]int, next int, parents ...*Vertex) *Vertex {
+	s.t.Helper()
+	s.next++
+	v := &Vertex{id: s.next}
+	pick := func(among []int) int {
+		if among == nil {
+			*offered = nil
+			return next
+		}
+		*offered = append((*offered)[:0], among...)
+		return among[len(among)-1]
+	}
+	if _, err := s.m.Place(v, parents, pick); err != nil {
+		s.t.Fatal(err)
+	}
+	return v
+}
+
+// TestPlaceFollowsGrCUDAsParentStreamPolicies: only a vertex with no GPU parent it may
+// inherit from has its device chosen by the device policy (GrCUDA's start vertices);
+// same-as-parent and disjoint keep a child on its parent's device, the early
+// disjoint policy asks first, multigpu-disjoint asks among the parents' devices.
+func TestPlaceFollowsGrCUDAsParentStreamPolicies(t *testing.T) {
+	var offered []int
+	asked := func(want []int) { // nil: every device
+		t.Helper()
+		if !slices.Equal(offered, want) {
+			t.Errorf("picker offered %v, want %v", offered, want)
+		}
+	}
+	t.Run("same-as-parent", func(t *testing.T) {
+		s := newStreamTest(t, 4, FIFOReuse, SameAsParent, 8)
+		root := s.place(&offered, 2)
+		wantStream(t, root, 2, 0) // a root: the policy's choice
+		offered = []int{-1}
+		a := s.place(&offered, 3, root)
+		wantStream(t, a, 2, 0) // the parent's device and stream, the policy not asked
+		asked([]int{-1})       // untouched: not asked
+		b := s.place(&offered, 3, root)
+		wantStream(t, b, 2, 1) // root is followed by a: a new stream, on root's device
+		s.finish(a)
+		s.finish(b)
+		s.finish(root)
+		late := s.place(&offered, 1, a)
+		wantStream(t, late, 1, 0) // a finished parent holds nothing: the policy chooses
+	})
+	t.Run("disjoint", func(t *testing.T) {
+		s := newStreamTest(t, 4, FIFOReuse, Disjoint, 8)
+		root := s.place(&offered, 1)
+		a := s.place(&offered, 3, root)
+		wantStream(t, a, 1, 0) // the first child inherits
+		b := s.place(&offered, 3, root)
+		wantStream(t, b, 3, 0) // the second: the policy's device, a new stream
+		asked(nil)
+	})
+	t.Run("multigpu-early-disjoint", func(t *testing.T) {
+		s := newStreamTest(t, 4, FIFOReuse, MultiGPUEarlyDisjoint, 8)
+		root := s.place(&offered, 1)
+		a := s.place(&offered, 3, root)
+		wantStream(t, a, 3, 0) // asked first: another device, so a new stream there
+		b := s.place(&offered, 1, root)
+		wantStream(t, b, 1, 0) // asked first: root's device, whose stream is not yet taken
+	})
+	t.Run("multigpu-disjoint", func(t *testing.T) {
+		s := newStreamTest(t, 4, FIFOReuse, MultiGPUDisjoint, 8)
+		x := s.place(&offered, 3)
+		y := s.place(&offered, 1)
+		j := s.place(&offered, 0, x, y)
+		asked([]int{1, 3})     // among the parents' devices, sorted
+		wantStream(t, j, 3, 0) // the picker took the last: x's device and stream
+		k := s.place(&offered, 0, x, y)
+		asked([]int{1}) // x's stream is taken: only y's device is left
+		wantStream(t, k, 1, 0)
+		l := s.place(&offered, 2, x, y)
+		asked(nil) // nothing left to inherit: every device, a new stream
+		wantStream(t, l, 2, 0)
+	})
+}
+
+// TestPendingBytesFollowPlacement: a device's pending bytes are what its unfinished
+// vertices access, counted at Assign and given back at Release.
+func TestPendingBytesFollowPlacement(t *testing.T) {
+	s := newStreamTest(t, 2, FIFOReuse, SameAsParent, 8)
+	v := &Vertex{id: 1, accesses: []Access{acc(1, 0, 100, Read), acc(2, 0, 28, Write)}}
+	if _, err := s.m.Assign(v, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s.m.PendingBytes(1) != 128 || s.m.PendingBytes(0) != 0 {
+		t.Errorf("pending %d, %d after Assign; want 0, 128", s.m.PendingBytes(0), s.m.PendingBytes(1))
+	}
+	s.finish(v)
+	if s.m.PendingBytes(1) != 0 {
+		t.Errorf("pending %d after Release", s.m.PendingBytes(1))
+	}
+}
+
 func TestStreamsPoolFailure(t *testing.T) {
 	s := newStreamTest(t, 1, FIFOReuse, SameAsParent, 4)
 	s.pool.fail = true
@@ -160,7 +260,7 @@ func TestPolicyNames(t *testing.T) {
 			t.Errorf("%v: %v %v", p, q, err)
 		}
 	}
-	for p := SameAsParent; p <= Disjoint; p++ {
+	for p := SameAsParent; p <= MultiGPUDisjoint; p++ {
 		if q, err := ParseParentStreamPolicy(p.String()); err != nil || q != p {
 			t.Errorf("%v: %v %v", p, q, err)
 		}

@@ -303,7 +303,7 @@ func TestGPUOracleAsyncMatchesProgramOrder(t *testing.T) {
 		graph := dag.Options{
 			Dependency:          dag.DependencyPolicy(rng.IntN(2)),
 			NewStream:           dag.NewStreamPolicy(rng.IntN(2)),
-			ParentStream:        dag.ParentStreamPolicy(rng.IntN(2)),
+			ParentStream:        dag.ParentStreamPolicy(rng.IntN(4)),
 			MaxStreamsPerDevice: 1 + rng.IntN(6),
 		}
 		ops := randomGPUProgram(rng, 30+rng.IntN(70))

@@ -77,7 +77,8 @@ _POLICIES = {
     "policy": ("execution", ("async", "sync")),
     "dependency": ("dependency", ("with-const", "no-const")),
     "new_stream": ("new_stream", ("fifo", "always-new")),
-    "parent_stream": ("parent_stream", ("same-as-parent", "disjoint")),
+    "parent_stream": ("parent_stream", ("same-as-parent", "disjoint", "multigpu-early-disjoint",
+                                        "multigpu-disjoint")),
     "device_policy": ("device_selection", ("round-robin", "stream-aware", "min-transfer-size",
                                            "minmin-transfer-time", "minmax-transfer-time")),
 }
@@ -714,11 +715,19 @@ class ExecutionContext:
     new_stream : {"fifo", "always-new"}
         How a vertex with no parent on a stream gets one: a free stream in FIFO order,
         or a new one.
-    parent_stream : {"same-as-parent", "disjoint"}
-        Whether a vertex reuses its parent's stream.
+    parent_stream : {"same-as-parent", "disjoint", "multigpu-early-disjoint", "multigpu-disjoint"}
+        GrCUDA's parent-stream policies: which parent's stream, and so device, a GPU
+        vertex inherits; a vertex inheriting none has its device chosen by
+        ``device_policy``. "same-as-parent" and "disjoint" keep a child on its
+        parent's device; "multigpu-early-disjoint" asks ``device_policy`` first, then
+        inherits a parent's stream there; "multigpu-disjoint" asks it among the
+        parents' devices. Default: "same-as-parent" on one GPU,
+        "multigpu-early-disjoint" on several.
     device_policy : str
-        GrCUDA's device selection: "round-robin" (default), "stream-aware",
-        "min-transfer-size", "minmin-transfer-time", "minmax-transfer-time".
+        GrCUDA's device selection: "round-robin", "stream-aware",
+        "min-transfer-size", "minmin-transfer-time" (default), "minmax-transfer-time".
+        The data-aware ones break ties by the bytes pending on each GPU (GrCUDA: the
+        lowest-numbered GPU).
     gpus : list of int, optional
         CUDA ordinals to run GPU work on; default [0] when the CUDA driver sees a
         device, else none (a host-only context).
@@ -746,14 +755,14 @@ class ExecutionContext:
     """
 
     def __init__(self, policy="async", *, dependency="with-const", new_stream="fifo",
-                 parent_stream="same-as-parent", device_policy="round-robin", gpus=None, max_streams=0,
+                 parent_stream=None, device_policy="minmin-transfer-time", gpus=None, max_streams=0,
                  host_workers=0, python_workers=2, timings=False, export_dot=False, transfers=True):
         given = {"policy": policy, "dependency": dependency, "new_stream": new_stream,
                  "parent_stream": parent_stream, "device_policy": device_policy}
         options = {}
         for key, value in given.items():
             go_key, allowed = _POLICIES[key]
-            if value not in allowed:
+            if value not in allowed and not (key == "parent_stream" and value is None):
                 raise ValueError(f"ExecutionContext: {key} must be one of {allowed}, got {value!r}")
             options[go_key] = value
         if gpus is None:
@@ -770,6 +779,8 @@ class ExecutionContext:
                 raise ValueError(f"ExecutionContext: {key} must be a non-negative int, got {value!r}")
         if not isinstance(python_workers, int) or isinstance(python_workers, bool) or python_workers < 1:
             raise ValueError(f"ExecutionContext: python_workers must be at least 1, got {python_workers!r}")
+        if parent_stream is None:
+            options["parent_stream"] = "same-as-parent" if len(gpus) <= 1 else "multigpu-early-disjoint"
         options.update(devices=gpus, max_streams=max_streams, host_workers=host_workers, timings=bool(timings),
                        dot=bool(export_dot), transfers=bool(transfers))
         self._gpus = tuple(gpus)
