@@ -84,7 +84,6 @@ const DefaultDataThreshold = 0.1
 type DeviceLoad interface {
 	Devices() int
 	BusyStreams(dev int) int
-	PendingBytes(dev int) uint64
 }
 
 // DeviceSelectionPolicy chooses the GPU a KindGPU vertex runs on, among the sorted
@@ -107,14 +106,6 @@ func candidates(among []int, load DeviceLoad, scratch *[]int) []int {
 	}
 	return *scratch
 }
-
-// lighter reports whether device a wins a tie against device b: fewer bytes pending
-// on it. Where GrCUDA keeps the lowest-numbered device on ties, which piles the work
-// of a program whose inputs start on the host onto the first GPUs (the roots' round-
-// robin puts each partition's inputs on two devices, the join then goes to the lower
-// one, and from the next repetition on both inputs are there), the data-aware
-// policies here break ties by load, and by number only between equal loads.
-func lighter(load DeviceLoad, a, b int) bool { return load.PendingBytes(a) < load.PendingBytes(b) }
 
 // NewDeviceSelectionPolicy returns the policy p. The transfer-time policies need bw,
 // which must cover at least the GPUs the policy will be asked about. threshold is the
@@ -175,9 +166,9 @@ func (s *streamAware) SelectDevice(_ []Access, among []int, load DeviceLoad, _ *
 
 // minTransferSize is GrCUDA's MIN_TRANSFER_SIZE over byte ranges. As GrCUDA's
 // MinimizeTransferSizeDeviceSelectionPolicy.retrieveImpl: the GPU holding the most
-// bytes read, if it holds more than the threshold of them; else (every byte on the
-// host, or too few on any one GPU) the policy's own round-robin, whose position moves
-// only when it is used. Ties go to the lighter device (lighter), then the lowest.
+// bytes read, the lowest-numbered on ties, if it holds more than the threshold of
+// them; else (every byte on the host, or too few on any one GPU) the policy's own
+// round-robin, whose position moves only when it is used.
 type minTransferSize struct {
 	rr        roundRobin
 	threshold float64
@@ -189,7 +180,7 @@ func (m *minTransferSize) SelectDevice(acc []Access, among []int, load DeviceLoa
 	cands := candidates(among, load, &m.all)
 	best := cands[0]
 	for _, d := range cands[1:] {
-		if present[d+1] > present[best+1] || present[d+1] == present[best+1] && lighter(load, d, best) {
+		if present[d+1] > present[best+1] {
 			best = d
 		}
 	}
@@ -204,9 +195,9 @@ func (m *minTransferSize) SelectDevice(acc []Access, among []int, load DeviceLoa
 // every range read to a device is the sum of its bytes over the bandwidth of the best
 // (or worst) link from a holder of its newest copy, zero when the device holds it.
 // As GrCUDA's TransferTimeDeviceSelectionPolicy.retrieveImpl: only devices holding
-// more than the threshold are candidates, and with no candidate (no GPU holds enough,
-// e.g. every byte on the host) the choice is the policy's own round-robin. Equal
-// times (infinite ones included) go to the lighter device (lighter), then the lowest.
+// more than the threshold are candidates, the lowest-numbered wins ties (equal times,
+// infinite ones included), and with no candidate (no GPU holds enough, e.g. every
+// byte on the host) the choice is the policy's own round-robin.
 type transferTime struct {
 	rr        roundRobin
 	threshold float64
@@ -241,7 +232,7 @@ func (t *transferTime) SelectDevice(acc []Access, among []int, load DeviceLoad, 
 		if float64(present[d+1]) <= t.threshold*float64(total) {
 			continue // GrCUDA considers only devices with enough of the data
 		}
-		if best < 0 || t.cost[d] < t.cost[best] || t.cost[d] == t.cost[best] && lighter(load, d, best) {
+		if best < 0 || t.cost[d] < t.cost[best] {
 			best = d
 		}
 	}

@@ -399,35 +399,6 @@ func TestTransferTimeMissingLink(t *testing.T) {
 	}
 }
 
-// pendingLoad is a DeviceLoad with given pending bytes and no busy streams.
-type pendingLoad []uint64
-
-func (l pendingLoad) Devices() int                { return len(l) }
-func (l pendingLoad) BusyStreams(int) int         { return 0 }
-func (l pendingLoad) PendingBytes(dev int) uint64 { return l[dev] }
-
-// TestDataAwareTiesGoToTheLighterDevice: two GPUs holding the same bytes tie; the one
-// with fewer bytes pending wins, the lower-numbered between equal loads (GrCUDA keeps
-// the lowest always).
-func TestDataAwareTiesGoToTheLighterDevice(t *testing.T) {
-	loc := NewLocationTracker()
-	loc.Record([]Access{acc(1, 0, 1000, Write)}, 1)
-	loc.Record([]Access{acc(1, 0, 1000, Read)}, 2) // gpu1 and gpu2 hold it
-	reads := []Access{acc(1, 0, 1000, Read)}
-	for p := MinTransferSize; p <= MinMaxTransferTime; p++ {
-		pol := policyFor(t, p, 4)
-		if d := pol.SelectDevice(reads, nil, pendingLoad{0, 500, 100, 0}, loc); d != 2 {
-			t.Errorf("%v: tie between gpu1 (500 pending) and gpu2 (100) went to %d", p, d)
-		}
-		if d := pol.SelectDevice(reads, nil, pendingLoad{0, 100, 100, 0}, loc); d != 1 {
-			t.Errorf("%v: tie at equal loads went to %d, want the lower, 1", p, d)
-		}
-		if d := pol.SelectDevice(reads, []int{0, 2, 3}, pendingLoad{0, 0, 900, 0}, loc); d != 2 {
-			t.Errorf("%v: among 0, 2, 3 with the data on 2 went to %d", p, d)
-		}
-	}
-}
-
 // TestRoundRobinAmongDevices: asked among some devices, round-robin takes the one its
 // position indexes modulo their number, and its position counts over every device, as
 // GrCUDA's does.

@@ -148,7 +148,6 @@ type deviceStreams struct {
 	streams []streamState
 	free    []int // indexes of free streams, longest free first
 	busy    int
-	pending uint64 // bytes the unfinished vertices on the device access
 }
 
 // streamState is what the manager knows of one stream.
@@ -253,11 +252,6 @@ func (m *StreamManager) Assign(v *Vertex, dev int, parents []*Vertex) (Stream, e
 	st.active++
 	st.tail = v
 	v.stream, v.hasStream, v.device = st.s, true, dev
-	v.pending = 0
-	for _, a := range v.accesses {
-		v.pending += a.Len
-	}
-	d.pending += v.pending
 	return st.s, nil
 }
 
@@ -315,7 +309,6 @@ func (m *StreamManager) Release(v *Vertex) {
 	if st.tail == v {
 		st.tail = nil
 	}
-	d.pending -= v.pending
 	if st.active == 0 {
 		d.busy--
 		d.free = append(d.free, v.stream.Index)
@@ -328,10 +321,6 @@ func (m *StreamManager) Devices() int { return len(m.devs) }
 // BusyStreams returns the number of dev's streams holding unfinished vertices: the
 // load STREAM_AWARE compares.
 func (m *StreamManager) BusyStreams(dev int) int { return m.devs[dev].busy }
-
-// PendingBytes returns the bytes the unfinished vertices placed on dev access: the
-// load the data-aware policies break ties with.
-func (m *StreamManager) PendingBytes(dev int) uint64 { return m.devs[dev].pending }
 
 // Streams returns the number of streams created on dev.
 func (m *StreamManager) Streams(dev int) int { return len(m.devs[dev].streams) }

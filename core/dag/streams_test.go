@@ -223,23 +223,6 @@ func TestPlaceFollowsGrCUDAsParentStreamPolicies(t *testing.T) {
 	})
 }
 
-// TestPendingBytesFollowPlacement: a device's pending bytes are what its unfinished
-// vertices access, counted at Assign and given back at Release.
-func TestPendingBytesFollowPlacement(t *testing.T) {
-	s := newStreamTest(t, 2, FIFOReuse, SameAsParent, 8)
-	v := &Vertex{id: 1, accesses: []Access{acc(1, 0, 100, Read), acc(2, 0, 28, Write)}}
-	if _, err := s.m.Assign(v, 1, nil); err != nil {
-		t.Fatal(err)
-	}
-	if s.m.PendingBytes(1) != 128 || s.m.PendingBytes(0) != 0 {
-		t.Errorf("pending %d, %d after Assign; want 0, 128", s.m.PendingBytes(0), s.m.PendingBytes(1))
-	}
-	s.finish(v)
-	if s.m.PendingBytes(1) != 0 {
-		t.Errorf("pending %d after Release", s.m.PendingBytes(1))
-	}
-}
-
 func TestStreamsPoolFailure(t *testing.T) {
 	s := newStreamTest(t, 1, FIFOReuse, SameAsParent, 4)
 	s.pool.fail = true

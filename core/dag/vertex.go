@@ -114,8 +114,7 @@ type Vertex struct {
 	endErr       error      // what End reported
 	cause        *VertexError
 	finished     bool
-	streamReused bool   // a child took this vertex's stream (the disjoint parent-stream policies)
-	pending      uint64 // bytes its accesses cover, counted in its device's load while unfinished
+	streamReused bool // a child took this vertex's stream (the disjoint parent-stream policies)
 	done         chan struct{}
 	prevActive   *Vertex
 	nextActive   *Vertex

@@ -726,8 +726,6 @@ class ExecutionContext:
     device_policy : str
         GrCUDA's device selection: "round-robin", "stream-aware",
         "min-transfer-size", "minmin-transfer-time" (default), "minmax-transfer-time".
-        The data-aware ones break ties by the bytes pending on each GPU (GrCUDA: the
-        lowest-numbered GPU).
     gpus : list of int, optional
         CUDA ordinals to run GPU work on; default [0] when the CUDA driver sees a
         device, else none (a host-only context).
