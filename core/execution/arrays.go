@@ -98,16 +98,6 @@ func (c *Context) laneIndex(ordinal int) int {
 // ForgetArray drops what DescribeArray recorded of id (its memory is going away).
 func (c *Context) ForgetArray(id dag.ArrayID) { c.arrays.forget(id) }
 
-// prefetches reports whether prefetchMoves would queue anything for moves.
-func (l *gpuLane) prefetches(moves []dag.Move) bool {
-	for _, m := range moves {
-		if info, ok := l.arrays.get(m.Array); ok && info.managed && m.Len > 0 && m.Off+m.Len <= info.size {
-			return true
-		}
-	}
-	return false
-}
-
 // prefetchMoves queues on stream, in the lane's context, a prefetch to the lane's
 // device of every range of moves that lies in managed memory.
 func (l *gpuLane) prefetchMoves(moves []dag.Move, stream uintptr) error {

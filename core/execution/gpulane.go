@@ -89,10 +89,6 @@ type gpuLane struct {
 	closed   bool
 	done     chan struct{} // the poller has returned
 
-	deferred  []*dag.Vertex  // started, waiting for the launcher (StartOrDefer)
-	launching bool           // a launcher goroutine runs
-	launcher  sync.WaitGroup // the launcher goroutine, for close
-
 	sweepMu  sync.Mutex // one sweep at a time, the poller's or a host wait's (Poll); before dag.Graph's
 	sweeping sweepState
 
@@ -182,64 +178,14 @@ func (l *gpuLane) event() (ucxx.CUDAEvent, error) {
 	return ev, err
 }
 
-// Start queues v on its stream in the caller's thread (dag.Lane; the graph calls
-// StartOrDefer).
-func (l *gpuLane) Start(v *dag.Vertex) { l.queue(v) }
-
-// StartOrDefer queues v in the caller's thread, as Start does, unless that would block
-// it: a vertex that prefetches managed memory (cuMemPrefetchAsync from the host moves
-// the host's pages before it returns: on 2 x H100 the thread adding vertices spent
-// 25-40 ms of a 35-85 ms repetition there, one GPU's uploads after the other's) goes
-// to the lane's launcher goroutine, and so does every vertex while the launcher has
-// work, so that the lane queues its vertices in the order the graph started them
-// (dag.DeferringLane).
-func (l *gpuLane) StartOrDefer(v *dag.Vertex) bool {
-	l.mu.Lock()
-	if !l.launching && !l.prefetches(v.Moves()) {
-		l.mu.Unlock()
-		l.queue(v)
-		return true
-	}
-	l.deferred = append(l.deferred, v)
-	if !l.launching {
-		l.launching = true
-		l.launcher.Add(1)
-		go l.launch()
-	}
-	l.mu.Unlock()
-	return false
-}
-
-// launch queues the deferred vertices in order, telling the graph as each is
-// launched, and returns when none is left.
-func (l *gpuLane) launch() {
-	defer l.launcher.Done()
-	for {
-		l.mu.Lock()
-		if len(l.deferred) == 0 {
-			l.launching = false
-			l.mu.Unlock()
-			return
-		}
-		v := l.deferred[0]
-		l.deferred[0] = nil
-		l.deferred = l.deferred[1:]
-		l.mu.Unlock()
-		if l.queue(v) {
-			v.Launched()
-		}
-	}
-}
-
-// queue queues v on its stream: the waits for its chained parents on other streams,
-// its work, its stop event; the poller ends it. It reports false when it ended v
-// instead, failing to queue it.
-func (l *gpuLane) queue(v *dag.Vertex) bool {
+// Start queues v on its stream: the waits for its chained parents on other streams,
+// its work, its stop event; the poller ends it.
+func (l *gpuLane) Start(v *dag.Vertex) {
 	st, _ := v.Stream()
 	work, ok := v.Payload().(GPUWork)
 	if !ok {
 		v.End(fmt.Errorf("execution: GPU vertex %q has no GPU work (%T)", v.Name(), v.Payload()))
-		return false
+		return
 	}
 	// v.Moves is the DAG's location model (GrCUDA's): it steers the device policies,
 	// and its managed ranges are prefetched here (arrays.go).
@@ -277,7 +223,7 @@ func (l *gpuLane) queue(v *dag.Vertex) bool {
 	if err != nil {
 		l.recycle(state)
 		v.End(err)
-		return false
+		return
 	}
 	v.SetLaneData(state)
 	l.mu.Lock()
@@ -287,7 +233,6 @@ func (l *gpuLane) queue(v *dag.Vertex) bool {
 	case l.wake <- struct{}{}:
 	default:
 	}
-	return true
 }
 
 // Release takes back v's events once no child will wait on them any more.
@@ -467,7 +412,6 @@ func (l *gpuLane) sweep() (ended int, inflight bool) {
 // close stops the poller once nothing is in flight (the caller waited for the graph)
 // and destroys the lane's streams and events.
 func (l *gpuLane) close() error {
-	l.launcher.Wait() // the graph has finished: it has nothing left to launch
 	l.mu.Lock()
 	l.closed = true
 	l.mu.Unlock()
