@@ -119,7 +119,9 @@ func TestMovesBetweenGPUs(t *testing.T) {
 	if n, err := d.DeviceCount(); err != nil || n < 2 {
 		t.Skipf("needs two GPUs (%d, %v)", n, err)
 	}
-	c := newContext(t, Options{Devices: []int{0, 1}, Graph: dag.Options{DeviceSelection: dag.RoundRobin}})
+	// Multigpu-early-disjoint: round-robin chooses for every kernel, the second one's
+	// parent included (same-as-parent would keep it on its parent's GPU).
+	c := newContext(t, Options{Devices: []int{0, 1}, Graph: dag.Options{DeviceSelection: dag.RoundRobin, ParentStream: dag.MultiGPUEarlyDisjoint}})
 	k := addOne(t, c)
 	const n = 1 << 18
 	m := managedWords(t, d, n)
