@@ -19,3 +19,10 @@ def test_go_trace_writes_a_trace_and_refuses_a_second(tmp_path):
     assert not (tmp_path / "second.trace").exists()
     with ucxx_go.debug.go_trace(tmp_path / "again.trace"):  # the first one stopped
         pass
+
+
+def test_go_stacks_names_the_engines_goroutines():
+    ucxx_go.init()  # an engine: its goroutines show in the dump
+    stacks = ucxx_go.debug.go_stacks()
+    assert stacks.startswith("goroutine ") and "GoStacks" in stacks
+    assert stacks.count("\ngoroutine ") >= 1  # more than the calling one

@@ -258,6 +258,12 @@ class Watchdog:
                 except Exception:  # noqa: BLE001
                     traceback.print_exc()
                 faulthandler.dump_traceback(all_threads=True)
+                try:  # the Go side of the hang: what the lanes and the poller wait on
+                    import ucxx_go.debug
+
+                    print(ucxx_go.debug.go_stacks(), file=sys.stderr)
+                except Exception:  # noqa: BLE001
+                    traceback.print_exc()
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(3)

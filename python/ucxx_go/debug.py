@@ -7,13 +7,15 @@
 calls, garbage collection) of what runs inside it: where the time of a DAG's
 vertices or a collective call goes between the caller's thread, the progress thread
 and the DAG's lanes. One trace at a time per process.
+
+``go_stacks()`` returns every goroutine's stack, for a hang's post-mortem.
 """
 
 import contextlib
 
 from ._bridge import call, ext
 
-__all__ = ["go_trace"]
+__all__ = ["go_stacks", "go_trace"]
 
 
 @contextlib.contextmanager
@@ -30,3 +32,9 @@ def go_trace(path):
         yield path
     finally:
         call(ext.pybridge_GoTrace, "")
+
+
+def go_stacks():
+    """Return the stacks of every goroutine of the Go core as text (what Go prints on
+    SIGQUIT): where the DAG's lanes, the progress thread and the executor wait."""
+    return call(ext.pybridge_GoStacks)
