@@ -492,6 +492,32 @@ func (g *Graph) Place(array ArrayID, off, n uint64, loc int) {
 	}
 }
 
+// Describe records where array's size bytes are (a GPU, or Host) and whether they
+// migrate with the work on them (managed memory) or stay there (pinned: device or
+// host memory), replacing what was known. Without GPUs it does nothing.
+func (g *Graph) Describe(array ArrayID, size uint64, loc int, migrates bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.locs == nil {
+		return
+	}
+	if migrates {
+		g.locs.Forget(array)
+		g.locs.Place(array, 0, size, loc)
+		return
+	}
+	g.locs.Pin(array, size, loc)
+}
+
+// Forget drops what the graph knows of where array is (its memory is going away).
+func (g *Graph) Forget(array ArrayID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.locs != nil {
+		g.locs.Forget(array)
+	}
+}
+
 // activeList is the intrusive list of active vertices: O(1) insert and remove, no
 // allocation.
 type activeList struct {

@@ -70,11 +70,14 @@ type Move struct {
 // A LocationTracker is not safe for concurrent use; the Graph uses it under its lock.
 type LocationTracker struct {
 	arrays map[ArrayID]*spanList[LocationSet]
+	// pinned: arrays whose bytes never move (device memory, which other GPUs reach
+	// through peer access, and host memory): work on them records nothing.
+	pinned map[ArrayID]bool
 }
 
 // NewLocationTracker returns a tracker with every byte on the host.
 func NewLocationTracker() *LocationTracker {
-	return &LocationTracker{arrays: make(map[ArrayID]*spanList[LocationSet])}
+	return &LocationTracker{arrays: make(map[ArrayID]*spanList[LocationSet]), pinned: make(map[ArrayID]bool)}
 }
 
 func sameSet(a, b *LocationSet) bool { return *a == *b }
@@ -88,10 +91,27 @@ func (t *LocationTracker) Place(array ArrayID, off, n uint64, loc int) {
 	t.set(array, off, n, func(LocationSet) LocationSet { return Locations(loc) })
 }
 
+// Pin records that the size bytes of array are at loc and stay there whatever work
+// reads or writes them (memory that does not migrate: a GPU's device memory, which
+// the others reach through peer access, or host memory). Forget, or a Place after
+// Unpin, undoes it.
+func (t *LocationTracker) Pin(array ArrayID, size uint64, loc int) {
+	delete(t.arrays, array)
+	t.Place(array, 0, size, loc)
+	t.pinned[array] = true
+}
+
+// Unpin lets array's bytes move again with the work recorded on them.
+func (t *LocationTracker) Unpin(array ArrayID) { delete(t.pinned, array) }
+
 // Record updates the locations for work at loc with these accesses: a Write,
-// ReadWrite or Reduce leaves its range only at loc, a Read adds loc.
+// ReadWrite or Reduce leaves its range only at loc, a Read adds loc. Pinned arrays
+// stay where they are.
 func (t *LocationTracker) Record(accesses []Access, loc int) {
 	for _, a := range accesses {
+		if t.pinned[a.Array] {
+			continue
+		}
 		if a.Mode == Read {
 			t.set(a.Array, a.Off, a.Len, func(s LocationSet) LocationSet { return s.With(loc) })
 		} else {
@@ -201,5 +221,9 @@ func bestSource(s LocationSet, loc int, bw *BandwidthMatrix) int {
 	return best
 }
 
-// Forget drops what the tracker knows of array: its bytes are on the host again.
-func (t *LocationTracker) Forget(array ArrayID) { delete(t.arrays, array) }
+// Forget drops what the tracker knows of array: its bytes are on the host again, and
+// free to move.
+func (t *LocationTracker) Forget(array ArrayID) {
+	delete(t.arrays, array)
+	delete(t.pinned, array)
+}

@@ -412,3 +412,37 @@ func TestRoundRobinAmongDevices(t *testing.T) {
 		t.Errorf("round-robin chose %v, want %v", got, want)
 	}
 }
+
+// TestPinnedArraysStayWhereTheyAre: device memory written or read from another GPU
+// stays on its GPU for the data-aware policies (before, a kernel on GPU 1 writing GPU
+// 0's device memory through peer access moved it to GPU 1 in the tracker, and the
+// next reader followed the phantom copy); managed memory still moves with the work.
+func TestPinnedArraysStayWhereTheyAre(t *testing.T) {
+	lanes := []Lane{&manualLane{name: "gpu0"}, &manualLane{name: "gpu1"}, &manualLane{name: "gpu2"}}
+	g := newGraph(t, Options{GPUs: 3, GPULanes: lanes, DeviceSelection: MinTransferSize, ParentStream: MultiGPUEarlyDisjoint})
+	const size = 1 << 20
+	g.Describe(1, size, 0, false) // device memory of GPU 0
+	g.Describe(2, size, 2, true)  // managed, now on GPU 2
+	// A kernel placed by its other input (array 2, on GPU 2) writes array 1 there.
+	w, err := g.Add(Task{Kind: KindGPU, Accesses: []Access{acc(2, 0, size, Read), acc(2, 0, size, Write), acc(1, 0, size, Write)}})
+	if err != nil || w.Device() != 2 {
+		t.Fatalf("writer on %d (%v), want 2, where array 2 is", w.Device(), err)
+	}
+	r, _ := g.Add(Task{Kind: KindGPU, Accesses: []Access{acc(1, 0, size, Read), acc(3, 0, 8, Write)}})
+	if r.Device() != 0 {
+		t.Errorf("reader of GPU 0's device memory on %d, want 0 (the write from GPU 2 left it there)", r.Device())
+	}
+	m, _ := g.Add(Task{Kind: KindGPU, Accesses: []Access{acc(2, 0, size, Read), acc(4, 0, 8, Write)}})
+	if m.Device() != 2 {
+		t.Errorf("reader of the managed array on %d, want 2 (where the writer left it)", m.Device())
+	}
+	g.Forget(1)
+	g.Describe(1, size, 1, true) // the id reused for managed memory on GPU 1: it moves again
+	x, _ := g.Add(Task{Kind: KindGPU, Accesses: []Access{acc(1, 0, size, Read), acc(5, 0, 8, Write)}})
+	if x.Device() != 1 {
+		t.Errorf("reader after the id was described again on %d, want 1", x.Device())
+	}
+	for _, l := range lanes {
+		l.(*manualLane).endAll()
+	}
+}

@@ -60,7 +60,9 @@ func (t *arrayTable) forget(id dag.ArrayID) {
 // newest copy is now on device ordinal (one of the context's GPUs), or on the host
 // when ordinal is negative. Device and managed memory are told apart by asking the
 // driver. Vertices added after see the array there; a GPU vertex that runs on another
-// device prefetches the ranges it needs of a managed array. Describing an id again
+// device prefetches the ranges it needs of a managed array. Only managed memory
+// moves: device and host memory stay where they are for the device policies whatever
+// runs on them (a kernel on another GPU reaches device memory through peer access). Describing an id again
 // replaces what was known; ForgetArray drops it.
 //
 // Errors: an ordinal that is not one of the context's GPUs; the driver's.
@@ -80,7 +82,7 @@ func (c *Context) DescribeArray(id dag.ArrayID, base uintptr, size uint64, ordin
 		info.managed = p.Managed
 	}
 	c.arrays.set(id, info)
-	c.graph.Place(id, 0, size, loc)
+	c.graph.Describe(id, size, loc, info.managed)
 	return nil
 }
 
@@ -96,7 +98,10 @@ func (c *Context) laneIndex(ordinal int) int {
 }
 
 // ForgetArray drops what DescribeArray recorded of id (its memory is going away).
-func (c *Context) ForgetArray(id dag.ArrayID) { c.arrays.forget(id) }
+func (c *Context) ForgetArray(id dag.ArrayID) {
+	c.arrays.forget(id)
+	c.graph.Forget(id)
+}
 
 // prefetchMoves queues on stream, in the lane's context, a prefetch to the lane's
 // device of every range of moves that lies in managed memory.
