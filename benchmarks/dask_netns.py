@@ -10,7 +10,8 @@ machine, and UCX would otherwise take shared memory between them), as between re
 
 Workloads, each timed by the client on host 0:
   - transpose-sum: `(x + x.T).sum()` on a 4000 x 4000 float64 array in 1000 x 1000
-    chunks, persisted first (its tasks fetch chunks across the hosts);
+    chunks, persisted first (its tasks fetch chunks across the hosts): the first run, in
+    which the workers also connect to each other, and a second, over those connections;
   - small tasks: 2,000 independent tasks (`client.map` of a trivial function, gathered);
   - network: `client.benchmark_hardware()["network"]` (echoes between the two workers).
 
@@ -53,6 +54,9 @@ def client_main(address, n_workers):
         total = (x + x.T).sum().compute()
         out["transpose_s"] = time.perf_counter() - t0
         assert total > 0
+        t0 = time.perf_counter()
+        assert (x + x.T).sum().compute() == total
+        out["transpose_again_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         results = client.gather(client.map(inc, range(2000), pure=False))
         out["small_tasks_s"] = time.perf_counter() - t0
@@ -99,8 +103,8 @@ def run_once(hosts, protocol, python, dask_exe, logdir):
 
 def report(results, args):
     protocols = list(results)
-    med = {p: {"transpose_s": statistics.median(r["transpose_s"] for r in results[p]),
-               "small_tasks_s": statistics.median(r["small_tasks_s"] for r in results[p])}
+    med = {p: {k: statistics.median(r[k] for r in results[p])
+               for k in ("transpose_s", "transpose_again_s", "small_tasks_s")}
            for p in protocols}
     sizes = list(results[protocols[0]][0]["network_MBps"])
     for p in protocols:
@@ -113,6 +117,7 @@ def report(results, args):
     lines.append("| | " + " | ".join(protocols) + (f" | {ratio} |" if ratio else " |"))
     lines.append("| --- |" + " ---: |" * (len(protocols) + (1 if ratio else 0)))
     rows = [("(x + x.T).sum(), 4000 x 4000 (s)", "transpose_s", "{:.2f}"),
+            ("the same again, workers connected (s)", "transpose_again_s", "{:.2f}"),
             ("2,000 small tasks (s)", "small_tasks_s", "{:.2f}")]
     rows += [(f"network {s} (MB/s)", s, "{:,.0f}") for s in sizes]
     for label, key, fmt in rows:
