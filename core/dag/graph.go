@@ -481,17 +481,6 @@ func (g *Graph) ActiveVertices() []*Vertex {
 	return out
 }
 
-// Place records that the newest copy of [off, off+n) of array is at loc only (a GPU,
-// or Host): where it was allocated or written outside the graph. Without GPUs it does
-// nothing.
-func (g *Graph) Place(array ArrayID, off, n uint64, loc int) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.locs != nil {
-		g.locs.Place(array, off, n, loc)
-	}
-}
-
 // Describe records where array's size bytes are (a GPU, or Host) and whether they
 // migrate with the work on them (managed memory) or stay there (pinned: device or
 // host memory), replacing what was known. Without GPUs it does nothing.
@@ -501,12 +490,11 @@ func (g *Graph) Describe(array ArrayID, size uint64, loc int, migrates bool) {
 	if g.locs == nil {
 		return
 	}
-	if migrates {
-		g.locs.Forget(array)
-		g.locs.Place(array, 0, size, loc)
-		return
+	g.locs.Forget(array)
+	g.locs.Place(array, 0, size, loc)
+	if !migrates {
+		g.locs.Pin(array)
 	}
-	g.locs.Pin(array, size, loc)
 }
 
 // Forget drops what the graph knows of where array is (its memory is going away).

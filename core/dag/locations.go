@@ -91,18 +91,10 @@ func (t *LocationTracker) Place(array ArrayID, off, n uint64, loc int) {
 	t.set(array, off, n, func(LocationSet) LocationSet { return Locations(loc) })
 }
 
-// Pin records that the size bytes of array are at loc and stay there whatever work
-// reads or writes them (memory that does not migrate: a GPU's device memory, which
-// the others reach through peer access, or host memory). Forget, or a Place after
-// Unpin, undoes it.
-func (t *LocationTracker) Pin(array ArrayID, size uint64, loc int) {
-	delete(t.arrays, array)
-	t.Place(array, 0, size, loc)
-	t.pinned[array] = true
-}
-
-// Unpin lets array's bytes move again with the work recorded on them.
-func (t *LocationTracker) Unpin(array ArrayID) { delete(t.pinned, array) }
+// Pin records that array's bytes stay where they are placed whatever work reads or
+// writes them (memory that does not migrate: a GPU's device memory, which the others
+// reach through peer access, or host memory). Forget undoes it.
+func (t *LocationTracker) Pin(array ArrayID) { t.pinned[array] = true }
 
 // Record updates the locations for work at loc with these accesses: a Write,
 // ReadWrite or Reduce leaves its range only at loc, a Read adds loc. Pinned arrays

@@ -62,8 +62,8 @@ func (t *arrayTable) forget(id dag.ArrayID) {
 // driver. Vertices added after see the array there; a GPU vertex that runs on another
 // device prefetches the ranges it needs of a managed array. Only managed memory
 // moves: device and host memory stay where they are for the device policies whatever
-// runs on them (a kernel on another GPU reaches device memory through peer access). Describing an id again
-// replaces what was known; ForgetArray drops it.
+// runs on them (a kernel on another GPU reaches device memory through peer access).
+// Describing an id again replaces what was known; ForgetArray drops it.
 //
 // Errors: an ordinal that is not one of the context's GPUs; the driver's.
 func (c *Context) DescribeArray(id dag.ArrayID, base uintptr, size uint64, ordinal int) error {
