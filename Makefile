@@ -13,7 +13,7 @@ FUZZ_DECODER_EXECS ?= 100000x
 FUZZ_PATH_EXECS ?= 500x
 FUZZ_PLAN_EXECS ?= 20000x
 
-.PHONY: test test-go test-asan test-py fuzz ucx demo clean
+.PHONY: test test-go test-asan test-py fuzz ucx demo clean executor-ptx
 
 test: test-go test-asan fuzz test-py
 
@@ -41,6 +41,14 @@ fuzz: ucx
 
 test-py:
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests
+
+# The executor's kernels as PTX, checked in (nothing compiles CUDA at build or run
+# time). NVCC must be CUDA 13.0's, whose PTX ISA (9.0) every CUDA 13 driver loads:
+# pip's nvidia-cuda-nvcc, nvidia-nvvm, nvidia-cuda-crt, nvidia-cuda-runtime and
+# nvidia-cuda-cccl wheels at 13.0.x, unpacked into one tree, give it without CUDA.
+NVCC ?= nvcc
+executor-ptx:
+	cd core/executor/kernels && for k in reduce program; do $(NVCC) -ptx -arch=compute_80 -O3 -o $$k.ptx $$k.cu || exit 1; done
 
 demo:
 	$(PYTHON) benchmarks/demo.py

@@ -117,6 +117,15 @@ CUresult ucxx_cudaexec_launch(CUfunction f, unsigned gx, unsigned gy, unsigned g
     return exec_api.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, (CUstream)s, params, NULL);
 }
 
+CUresult ucxx_cudaexec_launch_packed(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                     unsigned by, unsigned bz, unsigned shared, uintptr_t s,
+                                     void *params, size_t size) {
+    // cuLaunchKernel's "extra": CU_LAUNCH_PARAM_BUFFER_POINTER (1), the buffer,
+    // CU_LAUNCH_PARAM_BUFFER_SIZE (2), its size, CU_LAUNCH_PARAM_END (0).
+    void *extra[] = {(void *)1, params, (void *)2, &size, (void *)0};
+    return exec_api.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, (CUstream)s, NULL, extra);
+}
+
 CUresult ucxx_cudaexec_copy_async(CUdeviceptr dst, CUdeviceptr src, size_t n, uintptr_t s) {
     return exec_api.cuMemcpyAsync(dst, src, n, (CUstream)s);
 }

@@ -216,6 +216,27 @@ func (f CUDAFunction) Launch(shape LaunchShape, stream uintptr, args []uint64) e
 	return cudaErr("cuLaunchKernel", r)
 }
 
+// MaxPackedParams is the most parameter bytes LaunchPacked passes: the driver's
+// limit on a kernel's parameters on every device.
+const MaxPackedParams = 4096
+
+// LaunchPacked queues the kernel on stream with its parameters packed in params,
+// laid out as the kernel declares them (C's struct layout), read during the call: a
+// kernel taking one struct by value receives params as that struct.
+//
+// Errors: a *CUDAError from cuLaunchKernel (CUDA_ERROR_INVALID_VALUE for an empty or
+// larger than MaxPackedParams buffer, or one the kernel's parameters do not fit).
+func (f CUDAFunction) LaunchPacked(shape LaunchShape, stream uintptr, params []byte) error {
+	if len(params) == 0 || len(params) > MaxPackedParams {
+		return cudaErr("cuLaunchKernel", C.CUDA_ERROR_INVALID_VALUE)
+	}
+	g, b := shape.Grid, shape.Block
+	r := C.ucxx_cudaexec_launch_packed(f.f, C.uint(g[0]), C.uint(g[1]), C.uint(g[2]), C.uint(b[0]), C.uint(b[1]), C.uint(b[2]),
+		C.uint(shape.SharedBytes), C.uintptr_t(stream), unsafe.Pointer(&params[0]), C.size_t(len(params)))
+	runtime.KeepAlive(params)
+	return cudaErr("cuLaunchKernel", r)
+}
+
 // CopyAsync queues on stream a copy of n bytes from src to dst, each host or device
 // memory of any device (unified addressing). Host memory that is not pinned is copied
 // synchronously with respect to the host.

@@ -44,6 +44,11 @@ CUresult ucxx_cudaexec_module_unload(CUmodule m);
 CUresult ucxx_cudaexec_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                               unsigned by, unsigned bz, unsigned shared, uintptr_t s,
                               uint64_t *args, int nargs);
+// ucxx_cudaexec_launch_packed launches f on s with its parameters packed in one
+// buffer of size bytes, laid out as the kernel declares them (the driver copies it).
+CUresult ucxx_cudaexec_launch_packed(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                     unsigned by, unsigned bz, unsigned shared, uintptr_t s,
+                                     void *params, size_t size);
 // ucxx_cudaexec_copy_async copies n bytes from src to dst on s (unified addressing:
 // host, device or peer, either way).
 CUresult ucxx_cudaexec_copy_async(CUdeviceptr dst, CUdeviceptr src, size_t n, uintptr_t s);

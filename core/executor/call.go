@@ -212,6 +212,7 @@ func (x *Executor) finish(st *callStart) error {
 				run.cuda.hostWaits = true
 			}
 		}
+		run.cuda.programs = devicePrograms && max(c.Send.Bytes, c.Recv.Bytes) <= programMaxBytes
 	}
 	if err := run.lanes(); err != nil {
 		x.broken = err

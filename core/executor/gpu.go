@@ -46,6 +46,9 @@ const (
 //go:embed kernels/reduce.ptx
 var reducePTX []byte
 
+//go:embed kernels/program.ptx
+var programPTX []byte
+
 // gpuState is the executor's CUDA side: the device's primary context, the reduction
 // kernels, and the peer allocations opened through IPC.
 type gpuState struct {
@@ -56,10 +59,14 @@ type gpuState struct {
 	// busHash identifies the GPU across processes (FNV of its PCI bus id).
 	busHash uint64
 
-	mu     sync.Mutex
-	fns    map[[2]uint8]ucxx.CUDAFunction
-	opened map[ipcKey]*ipcEntry
-	order  []ipcKey // opened, oldest first
+	mu  sync.Mutex
+	fns map[[2]uint8]ucxx.CUDAFunction
+	// programMod holds the program kernels (program.go), loaded at the first
+	// program; programFns caches them by type and operator ({0, 0}: program_copy).
+	programMod ucxx.CUDAModule
+	programFns map[[2]uint8]ucxx.CUDAFunction
+	opened     map[ipcKey]*ipcEntry
+	order      []ipcKey // opened, oldest first
 	// exported caches this process's allocations' handles by buffer id.
 	exported map[uint64]exportedBuffer
 
@@ -116,7 +123,8 @@ func (x *Executor) useGPU(dev int) (*gpuState, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &gpuState{d: d, dev: dev, cctx: cctx, fns: make(map[[2]uint8]ucxx.CUDAFunction), opened: make(map[ipcKey]*ipcEntry),
+	g := &gpuState{d: d, dev: dev, cctx: cctx, fns: make(map[[2]uint8]ucxx.CUDAFunction), programFns: make(map[[2]uint8]ucxx.CUDAFunction),
+		opened:   make(map[ipcKey]*ipcEntry),
 		exported: make(map[uint64]exportedBuffer)}
 	if err := cctx.Use(func() (err error) { g.mod, err = d.LoadModule(reducePTX); return err }); err != nil {
 		cctx.Release()
@@ -146,6 +154,9 @@ func (g *gpuState) close() {
 			ev.Destroy()
 		}
 		g.mod.Unload()
+		if g.programMod != (ucxx.CUDAModule{}) {
+			g.programMod.Unload()
+		}
 		return nil
 	})
 	g.cctx.Release()
@@ -328,7 +339,8 @@ type gpuContext struct {
 	scratchID     uint64    // the scratch's buffer id
 	registered    []uintptr // host ranges registered with the device
 	streams       []ucxx.CUDAStream
-	tmp           []uintptr // per lane: a tmpBytes device buffer (glres), or 0
+	tmp           []uintptr        // per lane: a tmpBytes device buffer (glres), or 0
+	programs      []*deviceProgram // per lane: its program (program.go), made at first use
 	// sent[q][k] is the running total this rank wrote into peer q's counter k.
 	sent [][]uint64
 }
@@ -438,6 +450,8 @@ func (g *gpuState) free(gc *gpuContext) {
 // cudaCall is a device call's view of the peers' buffers, opened.
 type cudaCall struct {
 	in, out []uintptr // per rank, 0 where not opened
+	// programs: the lanes record their ops into device programs (program.go).
+	programs bool
 	// hostWaits: the lanes wait for signals on the host, not on the device, because
 	// a stream blocked in cuStreamWaitValue would hold up work the call needs:
 	//   - another rank's process uses this GPU too, a peer of this rank's or not (4
@@ -547,6 +561,10 @@ func (r *callRun) runGPULane(li int) {
 	g := r.x.gpu
 	rk := &r.c.Plan.Ranks[r.me]
 	lr := &laneRun{r: r, id: li, lane: &rk.Lanes[li], rk: rk, stream: r.ctx.gpu.streams[li].Handle()}
+	if r.cuda.programs {
+		lr.prog = r.ctx.gpu.program(li)
+		lr.prog.reset()
+	}
 	aborted := false
 	err := g.cctx.Use(func() error {
 		for _, ev := range g.callerEvents[:g.callerReady] {
@@ -578,6 +596,17 @@ func (r *callRun) runGPULane(li int) {
 	}
 }
 
+// program returns lane li's device program, made at its first use.
+func (gc *gpuContext) program(li int) *deviceProgram {
+	if gc.programs == nil {
+		gc.programs = make([]*deviceProgram, len(gc.streams))
+	}
+	if gc.programs[li] == nil {
+		gc.programs[li] = new(deviceProgram)
+	}
+	return gc.programs[li]
+}
+
 // releaseCounters lets every stream wait on this rank's counters through (a failed
 // call: nothing must stay blocked on the device). The executor is broken after.
 func (r *callRun) releaseCounters() {
@@ -591,6 +620,9 @@ func (r *callRun) releaseCounters() {
 // abort and the connected ranks' lives: polled (cuStreamQuery) without sleeping for
 // the first drainSpin, then every drainPause, the other checks once a millisecond.
 func (lr *laneRun) drain() error {
+	if err := lr.launchProgram(); err != nil {
+		return err
+	}
 	r := lr.r
 	s := r.ctx.gpu.streams[lr.id]
 	peers := setupPeers(r.c.Plan, r.me)
@@ -646,6 +678,12 @@ func (lr *laneRun) gpuOp(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint6
 	case plan.OpSignal, plan.OpRelaxedSignal:
 		return lr.gpuSignals(op)
 	case plan.OpWait, plan.OpRelaxedWait:
+		if r.cuda.hostWaits {
+			// The host waits for a peer that may wait for what this lane recorded.
+			if err := lr.launchProgram(); err != nil {
+				return err
+			}
+		}
 		lr.wordOps = lr.wordOps[:0]
 		for _, id := range op.ChannelIDs {
 			idx, _ := lr.channel(op.Channel, id)
@@ -716,6 +754,9 @@ func (lr *laneRun) copyAsync(dst, src uintptr, n uint64) error {
 	if n == 0 || dst == src {
 		return nil
 	}
+	if lr.prog != nil {
+		return lr.recordCopy(dst, src, n)
+	}
 	return lr.r.x.gpu.d.CopyAsync(dst, src, n, lr.stream)
 }
 
@@ -737,6 +778,14 @@ func (lr *laneRun) gpuSignals(op *plan.Op) error {
 // stream: in one driver call where the driver batches stream memory operations, one
 // by one where it does not.
 func (lr *laneRun) gpuWordOps() error {
+	if lr.prog != nil {
+		for _, op := range lr.wordOps {
+			if err := lr.recordWordOp(op); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	switch d := lr.r.x.gpu.d; len(lr.wordOps) {
 	case 0:
 		return nil
@@ -778,6 +827,11 @@ func (lr *laneRun) gpuWordOp(op ucxx.StreamWordOp) error {
 func (lr *laneRun) launchReduce(dst, a, b uintptr, n uint64, t reduce.DType, op reduce.Op) error {
 	if n == 0 {
 		return nil
+	}
+	if lr.prog != nil {
+		if recorded, err := lr.recordReduce(dst, a, b, n, t, op); recorded || err != nil {
+			return err
+		}
 	}
 	f, err := lr.r.x.gpu.kernel(t, op)
 	if err != nil {

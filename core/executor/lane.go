@@ -35,6 +35,9 @@ type laneRun struct {
 	// driver call (gpuWordOps), and wordArgs for that call's arguments.
 	wordOps  []ucxx.StreamWordOp
 	wordArgs []uint64
+	// prog, when not nil, records the GPU lane's copies, reductions, signals and
+	// device waits for one kernel launch instead of queueing them (program.go).
+	prog *deviceProgram
 }
 
 // tmpBytes is the block size of reductions over peer buffers read with

@@ -1,8 +1,11 @@
 """Collectives on device memory: ranks as processes sharing the GPU (or one GPU each
 where there are several) run every built-in collective on CuPy arrays and MSCCL++'s
-own plans, against numpy; LL plans are refused on device memory. Skipped where cupy
-or a GPU is missing."""
+own plans, against numpy; LL plans are refused on device memory. Each runs with the
+lanes' ops as device programs (one kernel a lane, the default for calls to 1 MiB) and
+as driver calls one by one (UCXGO_DEVICE_PROGRAMS=0). Skipped where cupy or a GPU is
+missing."""
 
+import os
 import pathlib
 import subprocess
 
@@ -17,10 +20,10 @@ from _support import LAUNCH, rank_script  # noqa: E402
 FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "core" / "plan" / "testdata" / "mscclpp-v0.9.0"
 
 
-def run_ranks(tmp_path, n, body, timeout=300):
+def run_ranks(tmp_path, n, body, timeout=300, env=None):
     s = rank_script(tmp_path, body)
     r = subprocess.run(LAUNCH + ["-n", str(n), "--timeout", str(timeout - 20), s], timeout=timeout,
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, env=None if env is None else {**os.environ, **env})
     assert r.returncode == 0, (r.returncode, r.stdout[-3000:], r.stderr[:6000])
     return r.stdout
 
@@ -105,7 +108,9 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.parametrize("programs", ["1", "0"])
 @pytest.mark.parametrize("n", [2, 4])
-def test_collectives_on_device_memory(tmp_path, n):
-    out = run_ranks(tmp_path, n, BODY.replace("@FIX@", repr(str(FIXTURES))), timeout=600)
+def test_collectives_on_device_memory(tmp_path, n, programs):
+    out = run_ranks(tmp_path, n, BODY.replace("@FIX@", repr(str(FIXTURES))), timeout=600,
+                    env={"UCXGO_DEVICE_PROGRAMS": programs})
     assert out.count(" ok") == n, out

@@ -1,0 +1,249 @@
+package executor
+
+//go:generate go test -run TestProgramFormatHeader -update .
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"unsafe"
+
+	"github.com/ucxx-go/ucxx-go/core/reduce"
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// Device programs: a GPU lane's ops run by one kernel launch. Queued one driver call
+// each, a call's copies, reductions, signals and waits cost 3-5 µs of host time
+// apiece, which set a small call's time (RESULTS.md, "Where a 2-GPU small
+// allreduce's host time goes"). A lane records them instead, in the same order and
+// with the same addresses, into a program, and launches it as one kernel when it
+// must (before the host waits, when the lane ends, when the program is full), for
+// calls of at most programMaxBytes: one thread block runs the ops in order
+// (kernels/program.cu) with the stream's semantics: each op starts after the one before it ended; a write of a word (a
+// signal) comes after every earlier op's stores are visible to every device and the
+// host; an op after a wait sees what was written before the word reached its value.
+// Copies and reductions larger than programOpMaxBytes are queued between programs as
+// before, at a copy engine's or the multi-block kernel's rate.
+//
+// Device waits spin in the block, as cuStreamWaitValue64 holds its stream: where
+// ranks share a GPU the lanes wait on the host instead (hostWaits), and programs
+// hold no waits.
+//
+// The layout is defined here and nowhere else: kernels/program_format.h is generated
+// from these constants (go generate ./core/executor), and TestProgramFormatHeader
+// fails when it is stale. A program is programWords 64-bit words: the first holds
+// the count of words used after it; then ops, each a first word holding its code in
+// the low 32 bits, and its operands, one word each, in the order programOperands
+// gives.
+
+// Program op codes.
+const (
+	programCopy   = 1 // dst, src, bytes: copy bytes from src to dst (local or peer memory)
+	programReduce = 2 // dst, a, b, elements: dst[i] = a[i] op b[i] in the kernel's type and operator
+	programWrite  = 3 // address, value: store value into the 64-bit word (a signal)
+	programWait   = 4 // address, value: wait until the 64-bit word is at least value
+)
+
+// programOperands is each op's operand count.
+var programOperands = [...]int{programCopy: 3, programReduce: 4, programWrite: 2, programWait: 2}
+
+const (
+	// programWords is a program's size in words, its count's included: 3,584 bytes,
+	// passed by value as the kernel's parameter (inside ucxx.MaxPackedParams).
+	programWords = 448
+	// programThreads is the block a program runs on.
+	programThreads = 512
+	// programMaxBytes: calls whose send and receive buffers are both at most this
+	// size run their GPU lanes as programs. Measured on 2 x H100, per call (3
+	// interleaved rounds, RESULTS.md, session 18): programs 10-40 µs faster than one
+	// driver call an op for every collective to 32 KiB; from 128 KiB one block's
+	// copies (a few GB/s) cost more than the driver calls they save.
+	programMaxBytes = 64 << 10
+	// programOpMaxBytes: a copy or reduction larger than this is queued as before
+	// (a copy engine's copy, the multi-block reduction kernel) between programs, in
+	// case a plan moves more than its call's buffers hold.
+	programOpMaxBytes = programMaxBytes
+)
+
+// devicePrograms turns device programs on (UCXGO_DEVICE_PROGRAMS=0 turns them off:
+// every op is then a driver call of its own, as before them).
+var devicePrograms = os.Getenv("UCXGO_DEVICE_PROGRAMS") != "0"
+
+// deviceProgram is one launch's worth of a lane's recorded ops.
+type deviceProgram struct {
+	words [programWords]uint64
+	// reduces: the program holds a reduction of type t and operator op, which pick
+	// its kernel; a program without one runs program_copy.
+	reduces bool
+	t       reduce.DType
+	op      reduce.Op
+}
+
+// used returns the words the program's ops take.
+func (p *deviceProgram) used() int { return int(p.words[0]) }
+
+func (p *deviceProgram) reset() {
+	p.words[0] = 0
+	p.reduces = false
+}
+
+// add appends an op; false when the program has no room for it.
+func (p *deviceProgram) add(code uint64, operands ...uint64) bool {
+	n := p.used()
+	if 1+n+1+len(operands) > programWords {
+		return false
+	}
+	p.words[1+n] = code
+	copy(p.words[2+n:], operands)
+	p.words[0] = uint64(n + 1 + len(operands))
+	return true
+}
+
+// addReduce appends a reduction; false when the program has no room for it, or holds
+// one of another type or operator.
+func (p *deviceProgram) addReduce(dst, a, b uintptr, elements uint64, t reduce.DType, op reduce.Op) bool {
+	if p.reduces && (p.t != t || p.op != op) {
+		return false
+	}
+	if !p.add(programReduce, uint64(dst), uint64(a), uint64(b), elements) {
+		return false
+	}
+	p.reduces, p.t, p.op = true, t, op
+	return true
+}
+
+// params is the program as the kernel's parameter.
+func (p *deviceProgram) params() []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(&p.words[0])), programWords*8)
+}
+
+// recordCopy records a copy into the lane's program, launching what it holds first
+// when it is full; a large copy is queued on the stream after the program.
+func (lr *laneRun) recordCopy(dst, src uintptr, n uint64) error {
+	if n > programOpMaxBytes {
+		if err := lr.launchProgram(); err != nil {
+			return err
+		}
+		return lr.r.x.gpu.d.CopyAsync(dst, src, n, lr.stream)
+	}
+	if lr.prog.add(programCopy, uint64(dst), uint64(src), n) {
+		return nil
+	}
+	if err := lr.launchProgram(); err != nil {
+		return err
+	}
+	lr.prog.add(programCopy, uint64(dst), uint64(src), n)
+	return nil
+}
+
+// recordWordOp records a signal or a device wait into the lane's program.
+func (lr *laneRun) recordWordOp(op ucxx.StreamWordOp) error {
+	code := uint64(programWrite)
+	if op.Wait {
+		code = programWait
+	}
+	if lr.prog.add(code, uint64(op.Addr), op.Value) {
+		return nil
+	}
+	if err := lr.launchProgram(); err != nil {
+		return err
+	}
+	lr.prog.add(code, uint64(op.Addr), op.Value)
+	return nil
+}
+
+// recordReduce records dst = a op b over n elements into the lane's program; it
+// reports false, having launched what the program held, for a reduction too large
+// for one (the caller launches the reduction kernel).
+func (lr *laneRun) recordReduce(dst, a, b uintptr, n uint64, t reduce.DType, op reduce.Op) (bool, error) {
+	if n*t.Size() > programOpMaxBytes {
+		return false, lr.launchProgram()
+	}
+	if _, err := lr.r.x.gpu.programKernel(t, op, true); err != nil {
+		return true, err
+	}
+	if lr.prog.addReduce(dst, a, b, n, t, op) {
+		return true, nil
+	}
+	if err := lr.launchProgram(); err != nil {
+		return true, err
+	}
+	lr.prog.addReduce(dst, a, b, n, t, op)
+	return true, nil
+}
+
+// launchProgram queues what the lane's program holds on its stream, as one kernel,
+// and empties it.
+func (lr *laneRun) launchProgram() error {
+	p := lr.prog
+	if p == nil || p.used() == 0 {
+		return nil
+	}
+	f, err := lr.r.x.gpu.programKernel(p.t, p.op, p.reduces)
+	if err != nil {
+		return err
+	}
+	err = f.LaunchPacked(ucxx.LaunchShape{Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{programThreads, 1, 1}}, lr.stream, p.params())
+	p.reset()
+	return err
+}
+
+// programKernel returns the program kernel of a type and operator, or, without
+// reduces, the one that runs programs without reductions.
+func (g *gpuState) programKernel(t reduce.DType, op reduce.Op, reduces bool) (ucxx.CUDAFunction, error) {
+	k := [2]uint8{uint8(t), uint8(op)}
+	if !reduces {
+		k = [2]uint8{}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if f, ok := g.programFns[k]; ok {
+		return f, nil
+	}
+	name := "program_copy"
+	if reduces {
+		tn, ok := typeNames[t]
+		if !ok || op < reduce.Sum || op > reduce.Max {
+			return ucxx.CUDAFunction{}, fmt.Errorf("executor: reduce %v over %v on a GPU: %w", op, t, ErrUnsupported)
+		}
+		name = fmt.Sprintf("program_%s_%s", op, tn)
+	}
+	if g.programMod == (ucxx.CUDAModule{}) {
+		if err := g.cctx.Use(func() (err error) { g.programMod, err = g.d.LoadModule(programPTX); return err }); err != nil {
+			return ucxx.CUDAFunction{}, fmt.Errorf("executor: load the program kernels: %w", err)
+		}
+	}
+	f, err := g.programMod.Function(name)
+	if err != nil {
+		return ucxx.CUDAFunction{}, err
+	}
+	g.programFns[k] = f
+	return f, nil
+}
+
+// programFormatHeader renders kernels/program_format.h from the constants above.
+func programFormatHeader() string {
+	var b strings.Builder
+	b.WriteString("// Code generated by core/executor's TestProgramFormatHeader from program.go; DO NOT EDIT.\n")
+	b.WriteString("// The device program's layout (go generate ./core/executor rewrites this file).\n")
+	b.WriteString("#ifndef UCXX_PROGRAM_FORMAT_H\n#define UCXX_PROGRAM_FORMAT_H\n\n")
+	for _, c := range []struct {
+		name  string
+		value int
+	}{
+		{"PROGRAM_WORDS", programWords},
+		{"PROGRAM_THREADS", programThreads},
+		{"PROGRAM_COPY", programCopy},
+		{"PROGRAM_REDUCE", programReduce},
+		{"PROGRAM_WRITE", programWrite},
+		{"PROGRAM_WAIT", programWait},
+		{"PROGRAM_COPY_OPERANDS", programOperands[programCopy]},
+		{"PROGRAM_REDUCE_OPERANDS", programOperands[programReduce]},
+		{"PROGRAM_WRITE_OPERANDS", programOperands[programWrite]},
+		{"PROGRAM_WAIT_OPERANDS", programOperands[programWait]},
+	} {
+		fmt.Fprintf(&b, "#define %s %d\n", c.name, c.value)
+	}
+	b.WriteString("\n#endif\n")
+	return b.String()
+}
