@@ -238,3 +238,24 @@ def test_info_shows_gpus():
     assert len(info["gpus"]) >= 1
     g = info["gpus"][0]
     assert g["name"] and g["memory_bytes"] > 0
+
+
+def test_cupy_arrays_read_as_their_interface_says():
+    """buffer_info reads CuPy arrays from the array itself (a fast path): the address,
+    size and stream it gives equal __cuda_array_interface__'s, on the null stream and
+    on another; a strided array is still refused through the interface."""
+    from ucxx_go._buffers import MEMORY_CUDA, buffer_info, cuda_array_info
+
+    base = cp.arange(64, dtype=cp.float32)
+    buffer_info(base, True)  # the first CuPy array seen turns the fast path on
+    import ucxx_go._buffers as buffers
+
+    assert buffers._cupy_array is cp.ndarray, "the CuPy fast path stayed off"
+    for stream in (cp.cuda.Stream.null, cp.cuda.Stream(non_blocking=True)):
+        with stream:
+            for a in (base, base[3:17], cp.zeros((4, 5), cp.int8), cp.empty(0, cp.float64)):
+                addr, n, keep, mem, s = buffer_info(a, True)
+                assert (addr, n, s) == cuda_array_info(a.__cuda_array_interface__, True), (a.shape, stream)
+                assert keep is a and mem == MEMORY_CUDA
+            with pytest.raises(ValueError, match="C-contiguous"):
+                buffer_info(base[::2], False)
