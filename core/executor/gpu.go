@@ -460,11 +460,6 @@ func (g *gpuState) free(gc *gpuContext) {
 	if gc.scratch != 0 {
 		g.d.MemFree(gc.scratch)
 	}
-	for _, p := range gc.programs {
-		if p != nil && p.barrierWord != 0 {
-			g.d.MemFree(p.barrierWord)
-		}
-	}
 }
 
 // cudaCall is a device call's view of the peers' buffers, opened.
@@ -584,7 +579,6 @@ func (r *callRun) runGPULane(li int) {
 	if r.cuda.programs {
 		lr.prog = r.ctx.gpu.program(li)
 		lr.prog.reset()
-		lr.blocks = programBlocks(max(r.c.Send.Bytes, r.c.Recv.Bytes))
 	}
 	aborted := false
 	err := g.cctx.Use(func() error {

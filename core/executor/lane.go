@@ -38,8 +38,6 @@ type laneRun struct {
 	// prog, when not nil, records the GPU lane's copies, reductions, signals and
 	// device waits for one kernel launch instead of queueing them (program.go).
 	prog *deviceProgram
-	// blocks is how many blocks the lane's programs run on (programBlocks).
-	blocks uint32
 }
 
 // tmpBytes is the block size of reductions over peer buffers read with

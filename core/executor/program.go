@@ -31,20 +31,10 @@ import (
 //
 // The layout is defined here and nowhere else: kernels/program_format.h is generated
 // from these constants (go generate ./core/executor), and TestProgramFormatHeader
-// fails when it is stale. A program is programWords 64-bit words: a header of
-// programHeaderWords (the count of words the ops use; the address of the lane's
-// barrier word; the value it holds when the program starts), then ops, each a first
-// word holding its code in the low 32 bits, and its operands, one word each, in the
-// order programOperands gives.
-//
-// A program runs on one block, or for larger calls on several (programBlocks): every
-// block runs every op, a copy's or reduction's share of the bytes its own (contiguous
-// slices in block order); after each copy or reduction the blocks meet at a barrier
-// (each adds one to the lane's barrier word, in device memory, and waits until all
-// have), so that the next op sees all of it; block 0 alone writes the words of
-// signals, every block waits on the words of waits. The barrier word only grows: the
-// host adds blocks × barriers of each launch of several blocks to the value it passes
-// the next (one block's barriers are its threads' alone).
+// fails when it is stale. A program is programWords 64-bit words: the first holds
+// the count of words used after it; then ops, each a first word holding its code in
+// the low 32 bits, and its operands, one word each, in the order programOperands
+// gives.
 
 // Program op codes.
 const (
@@ -58,25 +48,17 @@ const (
 var programOperands = [...]int{programCopy: 3, programReduce: 4, programWrite: 2, programWait: 2}
 
 const (
-	// programWords is a program's size in words, its header's included: 3,584 bytes,
-	// passed by value as the kernel's parameter (inside ucxx.MaxPackedParams; a
-	// launch cost the same 3.4-4.2 µs with 64 B to 4 KiB of parameters on an H100).
+	// programWords is a program's size in words, its count's included: 3,584 bytes,
+	// passed by value as the kernel's parameter (inside ucxx.MaxPackedParams).
 	programWords = 448
-	// programHeaderWords: used words, barrier word address, barrier word's start.
-	programHeaderWords = 3
 	// programThreads is the block a program runs on.
 	programThreads = 512
-	// programBlockBytes: a program gets a block per this many bytes of its call's
-	// larger buffer, at most programMaxBlocks (a block copies a few GB/s; the blocks
-	// of one program must all be resident at once for its barriers).
-	programBlockBytes = 64 << 10
-	programMaxBlocks  = 16
 	// programMaxBytes: calls whose send and receive buffers are both at most this
 	// size run their GPU lanes as programs. Measured on 2 x H100, per call (3
 	// interleaved rounds, RESULTS.md, session 18): programs 10-40 µs faster than one
 	// driver call an op for every collective to 32 KiB; from 128 KiB one block's
 	// copies (a few GB/s) cost more than the driver calls they save.
-	programMaxBytes = 1 << 20
+	programMaxBytes = 64 << 10
 	// programOpMaxBytes: a copy or reduction larger than this is queued as before
 	// (a copy engine's copy, the multi-block reduction kernel) between programs, in
 	// case a plan moves more than its call's buffers hold.
@@ -87,13 +69,7 @@ const (
 // every op is then a driver call of its own, as before them).
 var devicePrograms = os.Getenv("UCXGO_DEVICE_PROGRAMS") != "0"
 
-// programBlocks returns how many blocks a call's programs run on.
-func programBlocks(callBytes uint64) uint32 {
-	return uint32(min(max((callBytes+programBlockBytes-1)/programBlockBytes, 1), programMaxBlocks))
-}
-
-// deviceProgram is one launch's worth of a lane's recorded ops, and the lane's
-// barrier word.
+// deviceProgram is one launch's worth of a lane's recorded ops.
 type deviceProgram struct {
 	words [programWords]uint64
 	// reduces: the program holds a reduction of type t and operator op, which pick
@@ -101,12 +77,6 @@ type deviceProgram struct {
 	reduces bool
 	t       reduce.DType
 	op      reduce.Op
-	// barriers: the program's copies and reductions, each a barrier of its blocks.
-	barriers uint64
-	// barrierWord is the lane's barrier word (device memory; 0 until the first
-	// program), barrierAt the value it will hold when the next program starts.
-	barrierWord uintptr
-	barrierAt   uint64
 }
 
 // used returns the words the program's ops take.
@@ -115,21 +85,17 @@ func (p *deviceProgram) used() int { return int(p.words[0]) }
 func (p *deviceProgram) reset() {
 	p.words[0] = 0
 	p.reduces = false
-	p.barriers = 0
 }
 
 // add appends an op; false when the program has no room for it.
 func (p *deviceProgram) add(code uint64, operands ...uint64) bool {
 	n := p.used()
-	if programHeaderWords+n+1+len(operands) > programWords {
+	if 1+n+1+len(operands) > programWords {
 		return false
 	}
-	p.words[programHeaderWords+n] = code
-	copy(p.words[programHeaderWords+n+1:], operands)
+	p.words[1+n] = code
+	copy(p.words[2+n:], operands)
 	p.words[0] = uint64(n + 1 + len(operands))
-	if code == programCopy || code == programReduce {
-		p.barriers++
-	}
 	return true
 }
 
@@ -206,33 +172,18 @@ func (lr *laneRun) recordReduce(dst, a, b uintptr, n uint64, t reduce.DType, op 
 	return true, nil
 }
 
-// launchProgram queues what the lane's program holds on its stream, as one kernel of
-// lr.blocks blocks, and empties it.
+// launchProgram queues what the lane's program holds on its stream, as one kernel,
+// and empties it.
 func (lr *laneRun) launchProgram() error {
 	p := lr.prog
 	if p == nil || p.used() == 0 {
 		return nil
 	}
-	g := lr.r.x.gpu
-	f, err := g.programKernel(p.t, p.op, p.reduces)
+	f, err := lr.r.x.gpu.programKernel(p.t, p.op, p.reduces)
 	if err != nil {
 		return err
 	}
-	if p.barrierWord == 0 && lr.blocks > 1 {
-		// Made at the lane's first program of several blocks, set to 0 in stream
-		// order before it runs.
-		if p.barrierWord, err = g.d.MemAlloc(8); err != nil {
-			return err
-		}
-		if err := g.d.StreamWriteWord(lr.stream, p.barrierWord, 0); err != nil {
-			return err
-		}
-	}
-	p.words[1], p.words[2] = uint64(p.barrierWord), p.barrierAt
-	err = f.LaunchPacked(ucxx.LaunchShape{Grid: [3]uint32{lr.blocks, 1, 1}, Block: [3]uint32{programThreads, 1, 1}}, lr.stream, p.params())
-	if err == nil && lr.blocks > 1 {
-		p.barrierAt += uint64(lr.blocks) * p.barriers
-	}
+	err = f.LaunchPacked(ucxx.LaunchShape{Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{programThreads, 1, 1}}, lr.stream, p.params())
 	p.reset()
 	return err
 }
@@ -281,7 +232,6 @@ func programFormatHeader() string {
 		value int
 	}{
 		{"PROGRAM_WORDS", programWords},
-		{"PROGRAM_HEADER_WORDS", programHeaderWords},
 		{"PROGRAM_THREADS", programThreads},
 		{"PROGRAM_COPY", programCopy},
 		{"PROGRAM_REDUCE", programReduce},

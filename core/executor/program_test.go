@@ -60,8 +60,8 @@ func TestProgramPTXHasEveryKernel(t *testing.T) {
 func decodeProgram(t *testing.T, p *deviceProgram) [][]uint64 {
 	t.Helper()
 	var ops [][]uint64
-	end := programHeaderWords + int(p.words[0])
-	for i := programHeaderWords; i < end; {
+	end := 1 + int(p.words[0])
+	for i := 1; i < end; {
 		code := p.words[i] & 0xffffffff
 		if code == 0 || int(code) >= len(programOperands) || programOperands[code] == 0 {
 			t.Fatalf("word %d: op code %d", i, code)
@@ -94,9 +94,6 @@ func TestDeviceProgramRecordsInOrder(t *testing.T) {
 	if !p.reduces || p.t != reduce.Float32 || p.op != reduce.Sum {
 		t.Fatalf("the program's reduction: %v %v %v", p.reduces, p.t, p.op)
 	}
-	if p.barriers != 2 {
-		t.Fatalf("%d barriers counted for a copy and a reduction", p.barriers)
-	}
 	// A reduction of another operator goes to the next program.
 	if p.addReduce(0x3000, 0x3000, 0x4000, 16, reduce.Float32, reduce.Max) {
 		t.Fatal("a program took reductions of two operators")
@@ -105,19 +102,8 @@ func TestDeviceProgramRecordsInOrder(t *testing.T) {
 		t.Fatalf("a program's parameter is %d bytes (limit %d)", len(p.params()), ucxx.MaxPackedParams)
 	}
 	p.reset()
-	if p.used() != 0 || p.reduces || p.barriers != 0 {
+	if p.used() != 0 || p.reduces {
 		t.Fatal("reset left ops")
-	}
-}
-
-// A program gets a block per programBlockBytes of its call, at least one, at most
-// programMaxBlocks.
-func TestProgramBlocks(t *testing.T) {
-	for bytes, want := range map[uint64]uint32{0: 1, 8: 1, programBlockBytes: 1, programBlockBytes + 1: 2,
-		4 * programBlockBytes: 4, programMaxBytes: min(programMaxBytes/programBlockBytes, programMaxBlocks), 1 << 40: programMaxBlocks} {
-		if got := programBlocks(bytes); got != want {
-			t.Errorf("a %d-byte call: %d blocks, want %d", bytes, got, want)
-		}
 	}
 }
 
@@ -127,7 +113,7 @@ func TestDeviceProgramFillsUp(t *testing.T) {
 	for p.add(programWrite, uint64(n), uint64(n)) {
 		n++
 	}
-	if want := (programWords - programHeaderWords) / (1 + programOperands[programWrite]); n != want {
+	if want := (programWords - 1) / (1 + programOperands[programWrite]); n != want {
 		t.Fatalf("%d writes fit, want %d", n, want)
 	}
 	ops := decodeProgram(t, &p)

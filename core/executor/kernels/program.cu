@@ -1,6 +1,5 @@
-// Device programs: a GPU lane's recorded ops, run in order by one or more thread
-// blocks (core/executor/program.go says why, what the stream semantics are and how
-// the blocks share the work).
+// Device programs: a GPU lane's recorded ops, run in order by one thread block
+// (core/executor/program.go says why and what the stream semantics are).
 // program.ptx is this file compiled for compute_80 (make executor-ptx).
 //
 // Kernel names: program_<op>_<type> (op in sum prod min max, type as reduce.cu's),
@@ -8,11 +7,10 @@
 // without reductions. The one parameter is the program, by value (PROGRAM_WORDS
 // 64-bit words; program_format.h, generated from program.go, gives the layout).
 //
-// Memory model: every copy or reduction ends at a barrier of all blocks, each block's
-// stores made visible at system scope before it arrives; a write of a word (a signal)
-// is then a release at system scope by block 0, so every store before it (to this
-// GPU, a peer's over NVLink, or host memory) is visible first; a wait is an acquire at
-// system scope by each block before its threads go on. Reads of data bypass L1 (ld.global.cg): a peer may have
+// Memory model: a write of a word (a signal) is a release at system scope after the
+// block's barrier, so every store the block made before it (to this GPU, a peer's
+// over NVLink, or host memory) is visible first; a wait is an acquire at system scope
+// before the block's barrier. Reads of data bypass L1 (ld.global.cg): a peer may have
 // rewritten an address this block read earlier in the launch.
 #include "arith.cuh"
 #include "program_format.h"
@@ -24,12 +22,6 @@ struct Program {
 __device__ __forceinline__ unsigned long long load_acquire_sys(const unsigned long long *p) {
   unsigned long long v;
   asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-
-__device__ __forceinline__ unsigned long long load_acquire_gpu(const unsigned long long *p) {
-  unsigned long long v;
-  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
 
@@ -60,24 +52,8 @@ template <typename U> __device__ __forceinline__ void copy_units(U *dst, const U
   for (unsigned long long i = threadIdx.x; i < n; i += blockDim.x) dst[i] = __ldcg(src + i);
 }
 
-// share returns this block's slice [lo, hi) of n items, slices of whole units of
-// `unit` items in block order.
-__device__ __forceinline__ void share(unsigned long long n, unsigned long long unit, unsigned long long &lo,
-                                      unsigned long long &hi) {
-  unsigned long long units = (n + unit - 1) / unit;
-  unsigned long long per = (units + gridDim.x - 1) / gridDim.x;
-  lo = min(n, blockIdx.x * per * unit);
-  hi = min(n, lo + per * unit);
-}
-
-// copy_bytes copies this block's share of n bytes, in the widest units the addresses
-// and size allow (slices start at multiples of 16 bytes: each keeps the alignment).
+// copy_bytes copies n bytes in the widest units the addresses and size allow.
 __device__ void copy_bytes(char *dst, const char *src, unsigned long long n) {
-  unsigned long long lo, hi;
-  share(n, 16, lo, hi);
-  dst += lo;
-  src += lo;
-  n = hi - lo;
   unsigned long long a = (unsigned long long)dst | (unsigned long long)src | n;
   if ((a & 15) == 0)
     copy_units((uint4 *)dst, (const uint4 *)src, n / 16);
@@ -87,20 +63,6 @@ __device__ void copy_bytes(char *dst, const char *src, unsigned long long n) {
     copy_units((unsigned int *)dst, (const unsigned int *)src, n / 4);
   else
     copy_units((unsigned char *)dst, (const unsigned char *)src, n);
-}
-
-// barrier: every block arrives (its stores visible at system scope first) and waits
-// until all have; the word counts arrivals, reaching `target` at this barrier. One
-// block only syncs its threads (the host counts no arrivals for one block either).
-__device__ __forceinline__ void barrier(unsigned long long *word, unsigned long long target) {
-  __syncthreads();
-  if (gridDim.x > 1 && threadIdx.x == 0) {
-    __threadfence_system();
-    atomicAdd(word, 1ULL);
-    while (load_acquire_gpu(word) < target) {
-    }
-  }
-  __syncthreads();
 }
 
 template <typename T, int OP> __device__ __forceinline__ T apply(T x, T y) {
@@ -113,36 +75,26 @@ template <typename T, int OP> __device__ __forceinline__ T apply(T x, T y) {
 // run executes the program; OP < 0: it has no reductions (one found traps).
 template <typename T, int OP> __device__ void run(const Program &p) {
   const unsigned long long *w = p.w;
-  const unsigned long long end = PROGRAM_HEADER_WORDS + w[0];
-  unsigned long long *bar = (unsigned long long *)w[1];
-  unsigned long long arrived = w[2];
-  for (unsigned long long i = PROGRAM_HEADER_WORDS; i < end;) {
+  const unsigned long long end = 1 + w[0];
+  for (unsigned long long i = 1; i < end;) {
     const unsigned code = (unsigned)w[i];
     switch (code) {
     case PROGRAM_COPY:
       copy_bytes((char *)w[i + 1], (const char *)w[i + 2], w[i + 3]);
       i += 1 + PROGRAM_COPY_OPERANDS;
-      arrived += gridDim.x;
-      barrier(bar, arrived);
       break;
     case PROGRAM_REDUCE:
       if constexpr (OP >= 0) {
         T *dst = (T *)w[i + 1];
         const T *a = (const T *)w[i + 2], *b = (const T *)w[i + 3];
-        unsigned long long lo, hi;
-        share(w[i + 4], 1, lo, hi);
-        for (unsigned long long k = lo + threadIdx.x; k < hi; k += blockDim.x) dst[k] = apply<T, OP>(ldcg(a + k), ldcg(b + k));
+        for (unsigned long long k = threadIdx.x; k < w[i + 4]; k += blockDim.x) dst[k] = apply<T, OP>(ldcg(a + k), ldcg(b + k));
       } else {
         __trap();
       }
       i += 1 + PROGRAM_REDUCE_OPERANDS;
-      arrived += gridDim.x;
-      barrier(bar, arrived);
       break;
     case PROGRAM_WRITE:
-      // After a barrier (or the block's own wait or write): block 0's fence orders
-      // the stores of every block before the word.
-      if (blockIdx.x == 0 && threadIdx.x == 0) {
+      if (threadIdx.x == 0) {
         __threadfence_system();
         store_release_sys((unsigned long long *)w[i + 1], w[i + 2]);
       }
@@ -154,12 +106,12 @@ template <typename T, int OP> __device__ void run(const Program &p) {
         while (load_acquire_sys(word) < w[i + 2]) {
         }
       }
-      __syncthreads();
       i += 1 + PROGRAM_WAIT_OPERANDS;
       break;
     default:
       __trap();
     }
+    __syncthreads();
   }
 }
 
