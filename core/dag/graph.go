@@ -362,8 +362,8 @@ func (g *Graph) unhold(v *Vertex, ob *outbox) {
 	v.chained = nil
 }
 
-// markLaunched records that v's Start has returned: children chained after v may
-// start now.
+// markLaunched records that v's work is queued (its Start has returned, or its
+// DeferringLane said so): children chained after v may start now.
 func (g *Graph) markLaunched(v *Vertex, ob *outbox) {
 	if v.launched {
 		return
@@ -400,10 +400,17 @@ func (g *Graph) deliver(ob *outbox) {
 		if g.opts.Timings {
 			v.start = time.Now()
 		}
-		v.lane.Start(v)
-		g.mu.Lock()
-		g.markLaunched(v, ob)
-		g.mu.Unlock()
+		launched := true
+		if dl, ok := v.lane.(DeferringLane); ok {
+			launched = dl.StartOrDefer(v)
+		} else {
+			v.lane.Start(v)
+		}
+		if launched {
+			g.mu.Lock()
+			g.markLaunched(v, ob)
+			g.mu.Unlock()
+		}
 	}
 }
 

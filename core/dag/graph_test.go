@@ -399,3 +399,54 @@ func TestMemoryFreedAsVerticesFinish(t *testing.T) {
 		t.Errorf("active %v", ids(vs))
 	}
 }
+
+// deferringManual is a chaining manual lane that defers the vertices defer says to:
+// their children chained after them wait for Launched.
+type deferringManual struct {
+	chainingManual
+	deferIt func(v *Vertex) bool
+}
+
+func (l deferringManual) StartOrDefer(v *Vertex) bool {
+	l.Start(v)
+	return !l.deferIt(v)
+}
+
+// TestDeferredLaunchHoldsChainedChildren: a child chained after a vertex its lane
+// deferred starts only once the lane says the vertex launched; a deferred vertex that
+// fails to launch (End without Launched) lets its children fail instead of hang.
+func TestDeferredLaunchHoldsChainedChildren(t *testing.T) {
+	gpu := deferringManual{chainingManual: chainingManual{&manualLane{name: "gpu0"}}}
+	gpu.chain = func(p, v *Vertex) bool { return true }
+	gpu.deferIt = func(v *Vertex) bool { return v.Name() == "p" || v.Name() == "q" }
+	g := newGraph(t, Options{GPUs: 1, GPULanes: []Lane{gpu}})
+	p, _ := g.Add(Task{Name: "p", Kind: KindGPU, Accesses: []Access{acc(1, 0, 8, Write)}})
+	c, _ := g.Add(Task{Name: "c", Kind: KindGPU, Accesses: []Access{acc(1, 0, 8, Read), acc(2, 0, 8, Write)}})
+	if got := ids(gpu.take()); !slices.Equal(got, []VertexID{p.ID()}) {
+		t.Fatalf("started %v before p launched, want only p", got)
+	}
+	p.Launched()
+	if got := ids(gpu.take()); !slices.Equal(got, []VertexID{c.ID()}) {
+		t.Fatalf("started %v after p launched, want c", got)
+	}
+	p.Launched() // a second call changes nothing
+	c.End(nil)
+	p.End(nil)
+	if p.State() != Done || c.State() != Done {
+		t.Fatalf("p %v, c %v", p.State(), c.State())
+	}
+
+	q, _ := g.Add(Task{Name: "q", Kind: KindGPU, Accesses: []Access{acc(3, 0, 8, Write)}})
+	d, _ := g.Add(Task{Name: "d", Kind: KindGPU, Accesses: []Access{acc(3, 0, 8, Read)}})
+	if got := ids(gpu.take()); !slices.Equal(got, []VertexID{q.ID()}) {
+		t.Fatalf("started %v, want only q", got)
+	}
+	q.End(errBoom) // failed to launch: never Launched
+	if d.State() != Failed || !errors.Is(d.Err(), errBoom) {
+		t.Errorf("d after q failed to launch: %v %v", d.State(), d.Err())
+	}
+	q.Launched() // after its End: nothing
+	if s := g.Stats(); s.Active != 0 {
+		t.Errorf("%+v", s)
+	}
+}

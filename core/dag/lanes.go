@@ -44,6 +44,18 @@ type ChainingLane interface {
 	Chains(parent, v *Vertex) bool
 }
 
+// DeferringLane is a ChainingLane that may hand a vertex to a launcher of its own
+// rather than queue its work in the caller's thread: a GPU lane whose queueing can
+// block (a managed-memory prefetch blocks its caller while the driver moves the host's
+// pages) keeps that off the thread adding vertices, and off the other GPUs'.
+type DeferringLane interface {
+	ChainingLane
+	// StartOrDefer begins v's work as Start does, and reports whether the work is
+	// queued when it returns. If not, the lane calls v.Launched once it is (or v.End,
+	// failing to launch it); until then the children chained after v wait.
+	StartOrDefer(v *Vertex) (launched bool)
+}
+
 // Releaser is a Lane that keeps something per vertex after the vertex ends, such as
 // a GPU lane's stop event, which children started later still wait on. The graph calls
 // Release, without its lock held, once v has finished and no child that chains after

@@ -137,7 +137,10 @@ func initialMem(seed uint64) *oracleMem {
 
 // runOnGraph runs the program through a graph configured by opts (lanes filled in
 // here) and returns the final memory.
-func runOnGraph(t *testing.T, seed uint64, ops []oracleOp, opts Options, hostLanes int) *oracleMem {
+//
+// With deferring, the simulated GPU lanes defer every third vertex (by id) to a
+// launcher goroutine, as core/execution's lanes do with vertices that prefetch.
+func runOnGraph(t *testing.T, seed uint64, ops []oracleOp, opts Options, hostLanes int, deferring bool) *oracleMem {
 	t.Helper()
 	m := initialMem(seed)
 	lanes := make([]*HostLane, hostLanes)
@@ -145,9 +148,13 @@ func runOnGraph(t *testing.T, seed uint64, ops []oracleOp, opts Options, hostLan
 		lanes[i] = NewHostLane(fmt.Sprintf("host%d", i), 1+i%2)
 	}
 	var sim *simGPUs
+	var launch *simLauncher
 	if opts.GPUs > 0 {
 		sim = newSimGPUs(opts.GPUs)
 		opts.GPULanes = sim.Lanes()
+		if deferring {
+			opts.GPULanes, launch = deferringLanes(sim, func(v *Vertex) bool { return v.ID()%3 == 0 })
+		}
 		opts.StreamPool = sim
 	}
 	g := newGraph(t, opts)
@@ -166,6 +173,18 @@ func runOnGraph(t *testing.T, seed uint64, ops []oracleOp, opts Options, hostLan
 		}
 	}
 	waitIdle(t, g)
+	if launch != nil {
+		launch.wait()
+		gpuOps := 0
+		for i := range ops {
+			if ops[i].gpu {
+				gpuOps++
+			}
+		}
+		if gpuOps >= 3 && launch.launched == 0 {
+			t.Errorf("%d GPU vertices, none deferred", gpuOps)
+		}
+	}
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -204,15 +223,16 @@ func TestOracleAsyncMatchesSync(t *testing.T) {
 			MaxStreamsPerDevice: 1 + rng.IntN(4),
 		}
 		ops := randomProgram(rng, 40+rng.IntN(120), gpus, hostLanes)
-		name := fmt.Sprintf("seed%d/%dgpu/%v/%v/%v/%v", seed, gpus, opts.Dependency, opts.NewStream, opts.ParentStream, opts.DeviceSelection)
+		deferring := seed%2 == 1
+		name := fmt.Sprintf("seed%d/%dgpu/%v/%v/%v/%v/deferring=%t", seed, gpus, opts.Dependency, opts.NewStream, opts.ParentStream, opts.DeviceSelection, deferring)
 		ok := t.Run(name, func(t *testing.T) {
 			want := initialMem(seed)
 			for i := range ops {
 				ops[i].apply(want)
 			}
-			async := runOnGraph(t, seed, ops, opts, hostLanes)
+			async := runOnGraph(t, seed, ops, opts, hostLanes, deferring)
 			opts.Execution = Sync
-			sync := runOnGraph(t, seed, ops, opts, hostLanes)
+			sync := runOnGraph(t, seed, ops, opts, hostLanes, deferring)
 			for a := range want.arr {
 				if !bytes.Equal(async.arr[a], sync.arr[a]) {
 					t.Errorf("array %d: async %x\nsync %x", a, async.arr[a], sync.arr[a])

@@ -108,7 +108,7 @@ type Vertex struct {
 	unfinished   int32      // parents not finished: the vertex finishes after them
 	holds        int32      // chained children not launched yet, which need our stop event
 	seen         uint64     // Graph.seq of the last Add that found this vertex a parent
-	launched     bool       // Lane.Start returned (or the vertex finished unstarted)
+	launched     bool       // its work is queued: Start returned, or Launched was called (or it finished unstarted)
 	started      bool       // Lane.Start was called
 	ended        bool       // End was called, or the vertex was doomed and will not start
 	endErr       error      // what End reported
@@ -255,6 +255,19 @@ func (v *Vertex) End(err error) {
 	if v.unfinished == 0 {
 		g.finish(v, &ob)
 	}
+	g.mu.Unlock()
+	g.deliver(&ob)
+}
+
+// Launched tells the graph that the DeferringLane that deferred v has queued its
+// work: the children chained after v may start. A lane calls it at most once per
+// vertex it deferred, before the End that reports the work's end; after an End (a
+// failure to launch) it does nothing.
+func (v *Vertex) Launched() {
+	g := v.g
+	var ob outbox
+	g.mu.Lock()
+	g.markLaunched(v, &ob)
 	g.mu.Unlock()
 	g.deliver(&ob)
 }

@@ -103,6 +103,16 @@ func (c *Context) ForgetArray(id dag.ArrayID) {
 	c.graph.Forget(id)
 }
 
+// prefetches reports whether prefetchMoves would queue anything for moves.
+func (l *gpuLane) prefetches(moves []dag.Move) bool {
+	for _, m := range moves {
+		if info, ok := l.arrays.get(m.Array); ok && info.managed && m.Len > 0 && m.Off+m.Len <= info.size {
+			return true
+		}
+	}
+	return false
+}
+
 // prefetchMoves queues on stream, in the lane's context, a prefetch to the lane's
 // device of every range of moves that lies in managed memory.
 func (l *gpuLane) prefetchMoves(moves []dag.Move, stream uintptr) error {

@@ -45,6 +45,7 @@ type Context struct {
 	drv    *ucxx.CUDADriver
 	res    resources
 	arrays arrayTable
+	launch launcher // the GPU lanes' deferred vertices (launcher.go)
 
 	mu      sync.Mutex
 	closed  bool
@@ -68,7 +69,7 @@ func New(opts Options) (_ *Context, err error) {
 			return nil, err
 		}
 		for _, ord := range opts.Devices {
-			l, err := newGPULane(c.drv, ord, g.Timings, &c.res, &c.arrays)
+			l, err := newGPULane(c.drv, ord, g.Timings, &c.res, &c.arrays, &c.launch)
 			if err != nil {
 				return nil, err
 			}

@@ -89,6 +89,11 @@ type gpuLane struct {
 	closed   bool
 	done     chan struct{} // the poller has returned
 
+	launch *launcher // the context's, for vertices whose queueing blocks (StartOrDefer)
+	// pending: this lane's vertices in launch's queue or being queued by it; while
+	// there are any, the lane's later vertices go there too (guarded by launch.mu).
+	pending int
+
 	sweepMu  sync.Mutex // one sweep at a time, the poller's or a host wait's (Poll); before dag.Graph's
 	sweeping sweepState
 
@@ -97,13 +102,13 @@ type gpuLane struct {
 	hasStaged bool
 }
 
-func newGPULane(drv *ucxx.CUDADriver, ordinal int, timing bool, res *resources, arrays *arrayTable) (*gpuLane, error) {
+func newGPULane(drv *ucxx.CUDADriver, ordinal int, timing bool, res *resources, arrays *arrayTable, launch *launcher) (*gpuLane, error) {
 	cu, err := drv.RetainPrimary(ordinal)
 	if err != nil {
 		return nil, err
 	}
 	l := &gpuLane{name: fmt.Sprintf("gpu%d", ordinal), ordinal: ordinal, drv: drv, cu: cu, res: res, arrays: arrays, timing: timing,
-		wake: make(chan struct{}, 1), done: make(chan struct{})}
+		launch: launch, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go l.poll()
 	return l, nil
 }
@@ -178,14 +183,34 @@ func (l *gpuLane) event() (ucxx.CUDAEvent, error) {
 	return ev, err
 }
 
-// Start queues v on its stream: the waits for its chained parents on other streams,
-// its work, its stop event; the poller ends it.
-func (l *gpuLane) Start(v *dag.Vertex) {
+// Start queues v on its stream in the caller's thread (dag.Lane; the graph calls
+// StartOrDefer).
+func (l *gpuLane) Start(v *dag.Vertex) { l.queue(v) }
+
+// StartOrDefer queues v in the caller's thread, as Start does, unless that would block
+// it: a vertex that prefetches managed memory (cuMemPrefetchAsync from the host moves
+// the host's pages before it returns: on 2 x H100 the thread adding vertices spent
+// 25-40 ms of a 35-85 ms repetition there, one GPU's uploads after the other's) goes
+// to the context's launcher, and so does every later vertex of this lane while one
+// of its vertices is there, so that the lane queues its vertices in the order the
+// graph started them (dag.DeferringLane).
+func (l *gpuLane) StartOrDefer(v *dag.Vertex) bool {
+	if l.launch.take(l, v) {
+		return false
+	}
+	l.queue(v)
+	return true
+}
+
+// queue queues v on its stream: the waits for its chained parents on other streams,
+// its work, its stop event; the poller ends it. It reports false when it ended v
+// instead, failing to queue it.
+func (l *gpuLane) queue(v *dag.Vertex) bool {
 	st, _ := v.Stream()
 	work, ok := v.Payload().(GPUWork)
 	if !ok {
 		v.End(fmt.Errorf("execution: GPU vertex %q has no GPU work (%T)", v.Name(), v.Payload()))
-		return
+		return false
 	}
 	// v.Moves is the DAG's location model (GrCUDA's): it steers the device policies,
 	// and its managed ranges are prefetched here (arrays.go).
@@ -223,7 +248,7 @@ func (l *gpuLane) Start(v *dag.Vertex) {
 	if err != nil {
 		l.recycle(state)
 		v.End(err)
-		return
+		return false
 	}
 	v.SetLaneData(state)
 	l.mu.Lock()
@@ -233,6 +258,7 @@ func (l *gpuLane) Start(v *dag.Vertex) {
 	case l.wake <- struct{}{}:
 	default:
 	}
+	return true
 }
 
 // Release takes back v's events once no child will wait on them any more.
@@ -412,6 +438,7 @@ func (l *gpuLane) sweep() (ended int, inflight bool) {
 // close stops the poller once nothing is in flight (the caller waited for the graph)
 // and destroys the lane's streams and events.
 func (l *gpuLane) close() error {
+	l.launch.wait() // the graph has finished: it has nothing left to launch
 	l.mu.Lock()
 	l.closed = true
 	l.mu.Unlock()
