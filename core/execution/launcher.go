@@ -1,6 +1,7 @@
 package execution
 
 import (
+	"os"
 	"sync"
 
 	"github.com/ucxx-go/ucxx-go/core/dag"
@@ -26,13 +27,17 @@ type deferredVertex struct {
 	v    *dag.Vertex
 }
 
+// deferPrefetches turns the launcher on (UCXGO_DAG_DEFER_PREFETCH=0 turns it off:
+// the thread that starts a vertex queues it, prefetches and all, as before it).
+var deferPrefetches = os.Getenv("UCXGO_DAG_DEFER_PREFETCH") != "0"
+
 // take defers v to the launcher, and reports true, if it prefetches managed memory or
 // an earlier vertex of its lane is still deferred; false: the caller queues v itself,
 // now (no vertex of the lane is queued by the launcher meanwhile).
 func (L *launcher) take(l *gpuLane, v *dag.Vertex) bool {
 	L.mu.Lock()
 	defer L.mu.Unlock()
-	if l.pending == 0 && !l.prefetches(v.Moves()) {
+	if l.pending == 0 && (!deferPrefetches || !l.prefetches(v.Moves())) {
 		return false
 	}
 	l.pending++
