@@ -355,7 +355,7 @@ type gpuContext struct {
 	registered    []uintptr // host ranges registered with the device
 	streams       []ucxx.CUDAStream
 	tmp           []uintptr        // per lane: a tmpBytes device buffer (glres), or 0
-	programs      []*deviceProgram // per lane: its program (program.go), made at first use
+	programs      []*deviceProgram // per lane: its program (program.go), or nil until its first
 	// sent[q][k] is the running total this rank wrote into peer q's counter k.
 	sent [][]uint64
 }
@@ -391,6 +391,7 @@ func (g *gpuState) newContext(c *planContext) (*gpuContext, error) {
 			}
 			gc.streams = append(gc.streams, s)
 			gc.tmp = append(gc.tmp, 0)
+			gc.programs = append(gc.programs, nil)
 		}
 		return nil
 	})
@@ -611,11 +612,9 @@ func (r *callRun) runGPULane(li int) {
 	}
 }
 
-// program returns lane li's device program, made at its first use.
+// program returns lane li's device program, made at its first use (only lane li's
+// goroutine touches its entry).
 func (gc *gpuContext) program(li int) *deviceProgram {
-	if gc.programs == nil {
-		gc.programs = make([]*deviceProgram, len(gc.streams))
-	}
 	if gc.programs[li] == nil {
 		gc.programs[li] = new(deviceProgram)
 	}
