@@ -46,14 +46,17 @@ func CommNew(rank, size int, root string, timeoutMs int) (h uint64, err error) {
 	return comms.next, nil
 }
 
-// CommBarrier returns once every rank of communicator h has called it.
-func CommBarrier(h uint64) (ok bool, err error) {
-	defer guard(&err)
+// CommBarrier starts a barrier among communicator h's ranks (every rank calls it): 0
+// when it ended within spinUs (its error returned), with no thread hop, else a ticket
+// for CommWait. Errors as the collectives' (a rank that never came: a timeout naming
+// it).
+func CommBarrier(h uint64, spinUs int) (ticket int64, err error) {
+	defer collectiveGuard(&err)
 	c, err := comm(h)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
-	return true, c.Barrier()
+	return finish(spinUs, c.Barrier)
 }
 
 // CommClose closes communicator h.

@@ -159,6 +159,13 @@ pybridge/pyconstants_test.go fails when this file is stale.
 	f.int("ACCESS_REDUCE", int64(dag.Reduce), "dag.Reduce")
 	f.int("MAX_KERNEL_ARGS", ucxx.MaxKernelArgs, "ucxx.MaxKernelArgs")
 
+	f.section("The DAG's policy names (core/dag), in the order of their Go values.")
+	f.names("EXECUTION_POLICIES", func(i int) string { return dag.ExecutionPolicy(i).String() }, "dag.ExecutionPolicy")
+	f.names("DEPENDENCY_POLICIES", func(i int) string { return dag.DependencyPolicy(i).String() }, "dag.DependencyPolicy")
+	f.names("NEW_STREAM_POLICIES", func(i int) string { return dag.NewStreamPolicy(i).String() }, "dag.NewStreamPolicy")
+	f.names("PARENT_STREAM_POLICIES", func(i int) string { return dag.ParentStreamPolicy(i).String() }, "dag.ParentStreamPolicy")
+	f.names("DEVICE_POLICIES", func(i int) string { return dag.DevicePolicy(i).String() }, "dag.DevicePolicy")
+
 	f.section("Reductions' element types and operations (core/execution/hostops.go).")
 	for _, d := range []struct {
 		name string
@@ -205,6 +212,26 @@ func (f *pyConstants) assign(name, value, source string) {
 
 func (f *pyConstants) str(name, v, source string) {
 	f.assign(name, strconv.Quote(v), source)
+}
+
+// names writes a tuple of an enumeration's names: name(0), name(1), ... up to the
+// first value without one (its String falls back to "Type(n)").
+func (f *pyConstants) names(name string, nameOf func(int) string, source string) {
+	var quoted []string
+	for i := 0; i < 256; i++ {
+		n := nameOf(i)
+		if strings.Contains(n, "(") {
+			break
+		}
+		quoted = append(quoted, strconv.Quote(n))
+	}
+	if len(quoted) == 0 {
+		f.t.Fatalf("%s: no names", source)
+	}
+	if len(quoted) == 1 {
+		quoted[0] += ","
+	}
+	f.assign(name, "("+strings.Join(quoted, ", ")+")", source)
 }
 
 func (f *pyConstants) int(name string, v int64, source string) {

@@ -128,7 +128,9 @@ class Communicator:
             A rank never came (timeout) or died (its endpoint broke), naming it.
         """
         self._check()
-        await asyncio.get_running_loop().run_in_executor(None, call, ext.pybridge_CommBarrier, self._h)
+        ticket = call(ext.pybridge_CommBarrier, self._h, SPIN_US)
+        if ticket:
+            await _rest(ticket, None)
 
     async def execute(self, plan, send, recv=None, *, dtype=None, op=None):
         """Run an execution plan with the other ranks, which make the same call

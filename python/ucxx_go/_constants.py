@@ -101,6 +101,13 @@ ACCESS_READ_WRITE = 3  # dag.ReadWrite
 ACCESS_REDUCE = 4  # dag.Reduce
 MAX_KERNEL_ARGS = 64  # ucxx.MaxKernelArgs
 
+# The DAG's policy names (core/dag), in the order of their Go values.
+EXECUTION_POLICIES = ("async", "sync")  # dag.ExecutionPolicy
+DEPENDENCY_POLICIES = ("with-const", "no-const")  # dag.DependencyPolicy
+NEW_STREAM_POLICIES = ("fifo", "always-new")  # dag.NewStreamPolicy
+PARENT_STREAM_POLICIES = ("same-as-parent", "disjoint", "multigpu-early-disjoint", "multigpu-disjoint")  # dag.ParentStreamPolicy
+DEVICE_POLICIES = ("round-robin", "stream-aware", "min-transfer-size", "minmin-transfer-time", "minmax-transfer-time")  # dag.DevicePolicy
+
 # Reductions' element types and operations (core/execution/hostops.go).
 DTYPE_INT8 = 1  # execution.Int8
 DTYPE_INT16 = 2  # execution.Int16

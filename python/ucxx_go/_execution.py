@@ -73,14 +73,13 @@ if array.array("Q").itemsize != 8:
 
 _READ, _WRITE, _RW, _REDUCE = C.ACCESS_READ, C.ACCESS_WRITE, C.ACCESS_READ_WRITE, C.ACCESS_REDUCE
 
+# Each option's Go key and the names the Go core parses (generated from core/dag).
 _POLICIES = {
-    "policy": ("execution", ("async", "sync")),
-    "dependency": ("dependency", ("with-const", "no-const")),
-    "new_stream": ("new_stream", ("fifo", "always-new")),
-    "parent_stream": ("parent_stream", ("same-as-parent", "disjoint", "multigpu-early-disjoint",
-                                        "multigpu-disjoint")),
-    "device_policy": ("device_selection", ("round-robin", "stream-aware", "min-transfer-size",
-                                           "minmin-transfer-time", "minmax-transfer-time")),
+    "policy": ("execution", C.EXECUTION_POLICIES),
+    "dependency": ("dependency", C.DEPENDENCY_POLICIES),
+    "new_stream": ("new_stream", C.NEW_STREAM_POLICIES),
+    "parent_stream": ("parent_stream", C.PARENT_STREAM_POLICIES),
+    "device_policy": ("device_selection", C.DEVICE_POLICIES),
 }
 
 # Reductions' element types (execution.Dtype) and operations (execution.ReduceOp).
