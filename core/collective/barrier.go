@@ -1,18 +1,47 @@
 package collective
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ucxx-go/ucxx-go/core/executor"
+)
 
 // barrierTag is the user tag of barrier messages (p2pTag's 16 bits), plus the round.
 const barrierTag = 0xB000
 
-// Barrier returns once every rank has called it: a dissemination barrier, ceil(log2
-// size) rounds, in round k a message to rank+2^k and one from rank-2^k. Messages of
-// one round between two ranks are matched in the order they were sent, so a rank
-// that runs ahead into the next barrier cannot be mistaken for this one.
+// Barrier returns once every rank has called it. Ranks of one host meet on the
+// executor's board (shared memory: executor.Barrier), a few microseconds; others by
+// barrierMessages.
+//
+// Errors: ErrClosed; the executor's (a *executor.RankError wrapping
+// executor.ErrTimeout or ErrRankFailed, naming the rank waited for), or
+// barrierMessages'.
+func (c *Communicator) Barrier() error {
+	if err := c.open(); err != nil {
+		return err
+	}
+	if c.size == 1 {
+		return nil
+	}
+	err := c.x.Barrier()
+	if !errors.Is(err, executor.ErrUnsupported) {
+		if err != nil {
+			return fmt.Errorf("collective: barrier: %w", err)
+		}
+		return nil
+	}
+	return c.barrierMessages()
+}
+
+// barrierMessages is a dissemination barrier over the communicator's endpoints,
+// ceil(log2 size) rounds, in round k a message to rank+2^k and one from rank-2^k.
+// Messages of one round between two ranks are matched in the order they were sent,
+// so a rank that runs ahead into the next barrier cannot be mistaken for this one.
 //
 // Errors: ErrClosed, ErrTimeout (a rank that never comes), a peer's failure (one that
 // died: its endpoint breaks), each naming the rank waited for.
-func (c *Communicator) Barrier() error {
+func (c *Communicator) barrierMessages() error {
 	for k, dist := 0, 1; dist < c.size; k, dist = k+1, dist*2 {
 		to, from := (c.rank+dist)%c.size, (c.rank-dist+c.size)%c.size
 		sent := make(chan error, 1)

@@ -39,15 +39,17 @@ type Executor struct {
 	w    World
 	opts Options
 
-	mu      sync.Mutex // one call at a time; guards everything below
-	board   *board
-	ctxs    []*planContext // least recently used first
-	nctx    uint64         // contexts made so far (the same on every rank)
-	seq     uint64         // calls made so far
-	broken  error
-	closed  bool
-	hashes  map[*plan.Plan]uint64
-	layouts map[layoutKey]*plan.Layout
+	mu    sync.Mutex // one call at a time; guards everything below
+	board *board
+	ctxs  []*planContext // least recently used first
+	nctx  uint64         // contexts made so far (the same on every rank)
+	seq   uint64         // calls made so far
+	// barriers counts the barriers this rank has entered (barrier.go).
+	barriers uint64
+	broken   error
+	closed   bool
+	hashes   map[*plan.Plan]uint64
+	layouts  map[layoutKey]*plan.Layout
 	// peerCalls is collect's room for the ranks' announcements, reused by every call
 	// (calls are serialized; a call's records are not kept past it).
 	peerCalls []peerCall
@@ -106,11 +108,13 @@ func (x *Executor) Close() error {
 
 // The board: a segment per rank, mapped by every rank, where each call is announced
 // before any byte moves: a slot per call (a ring of boardSlots) with the call's
-// fingerprint and buffer addresses, and the last call whose slots the rank read.
+// fingerprint and buffer addresses, and the last call whose slots the rank read; and
+// the count of barriers the rank has entered (barrier.go).
 const (
 	boardNonceOff = 24
 	boardStarted  = 64
-	boardSlotsOff = 128
+	boardBarriers = 128
+	boardSlotsOff = 192
 	boardSlots    = 4
 
 	// A slot: the call's number (a shared word), then its fields; for device

@@ -1,0 +1,81 @@
+package executor
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestBarrierWaitsForTheLastRank: no rank leaves a barrier before the last one has
+// entered it, round after round.
+func TestBarrierWaitsForTheLastRank(t *testing.T) {
+	xs := newWorld(t, 4, Options{Timeout: 20 * time.Second})
+	for round := range 20 {
+		var entered atomic.Int32
+		errs := onAll(xs, func(r int, x *Executor) error {
+			if r == round%len(xs) {
+				time.Sleep(2 * time.Millisecond) // the late rank of this round
+			}
+			entered.Add(1)
+			if err := x.Barrier(); err != nil {
+				return err
+			}
+			if n := entered.Load(); n != int32(len(xs)) {
+				t.Errorf("round %d: rank %d left with %d ranks in", round, r, n)
+			}
+			return nil
+		})
+		for r, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: rank %d: %v", round, r, err)
+			}
+		}
+	}
+}
+
+// TestBarrierTimeoutKeepsTheExecutor: a rank that never comes fails the others'
+// barrier with ErrTimeout naming it, and nothing else: when it comes late its barrier
+// passes, the next barrier holds every rank again, and calls still run.
+func TestBarrierTimeoutKeepsTheExecutor(t *testing.T) {
+	p := loadFixture(t, "allreduce_2r_example.json")
+	xs := newWorld(t, 2, Options{Timeout: 2 * time.Second})
+	allreduceOn(t, xs, p, 4096) // sets up the boards
+	var re *RankError
+	if err := xs[0].Barrier(); !errors.Is(err, ErrTimeout) || !errors.As(err, &re) || re.Rank != 1 {
+		t.Fatalf("barrier without rank 1: %v, want a timeout naming rank 1", err)
+	}
+	if err := xs[1].Barrier(); err != nil {
+		t.Fatalf("the late rank's barrier: %v", err)
+	}
+	var left atomic.Bool
+	errs := onAll(xs, func(r int, x *Executor) error {
+		if r == 1 {
+			time.Sleep(20 * time.Millisecond)
+			if left.Load() {
+				t.Error("rank 0 left the next barrier before rank 1 entered it")
+			}
+		}
+		err := x.Barrier()
+		if r == 0 {
+			left.Store(true)
+		}
+		return err
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("next barrier, rank %d: %v", r, err)
+		}
+	}
+	allreduceOn(t, xs, p, 4096)
+}
+
+// TestBarrierSetsTheBoardUp: a barrier as the executors' first use makes the boards.
+func TestBarrierSetsTheBoardUp(t *testing.T) {
+	xs := newWorld(t, 3, Options{Timeout: 20 * time.Second})
+	for r, err := range onAll(xs, func(r int, x *Executor) error { return x.Barrier() }) {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+}
