@@ -56,7 +56,7 @@ func CommBarrier(h uint64, spinUs int) (ticket int64, err error) {
 	if err != nil {
 		return 0, err
 	}
-	return finish(spinUs, c.Barrier)
+	return startFinish(spinUs, func() (func() error, error) { return c.StartBarrier(time.Duration(spinUs) * time.Microsecond) })
 }
 
 // CommClose closes communicator h.

@@ -3,6 +3,7 @@ package collective
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ucxx-go/ucxx-go/core/executor"
 )
@@ -18,20 +19,40 @@ const barrierTag = 0xB000
 // executor.ErrTimeout or ErrRankFailed, naming the rank waited for), or
 // barrierMessages'.
 func (c *Communicator) Barrier() error {
+	rest, err := c.StartBarrier(0)
+	if rest != nil {
+		return rest()
+	}
+	return err
+}
+
+// StartBarrier makes the barrier Barrier makes, as StartCollective makes a collective:
+// when every rank came within patience it returns (nil, its error); otherwise rest,
+// the remainder, which the caller must run exactly once.
+func (c *Communicator) StartBarrier(patience time.Duration) (rest func() error, err error) {
 	if err := c.open(); err != nil {
-		return err
+		return nil, err
 	}
 	if c.size == 1 {
-		return nil
+		return nil, nil
 	}
-	err := c.x.Barrier()
-	if !errors.Is(err, executor.ErrUnsupported) {
-		if err != nil {
-			return fmt.Errorf("collective: barrier: %w", err)
-		}
-		return nil
+	wait, err := c.x.StartBarrier(patience)
+	if wait != nil {
+		return func() error { return c.barrierDone(wait()) }, nil
 	}
-	return c.barrierMessages()
+	return nil, c.barrierDone(err)
+}
+
+// barrierDone is a board barrier's outcome: the dissemination barrier instead where
+// the ranks have no board (several hosts).
+func (c *Communicator) barrierDone(err error) error {
+	switch {
+	case errors.Is(err, executor.ErrUnsupported):
+		return c.barrierMessages()
+	case err != nil:
+		return fmt.Errorf("collective: barrier: %w", err)
+	}
+	return nil
 }
 
 // barrierMessages is a dissemination barrier over the communicator's endpoints,

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/ucxx-go/ucxx-go/core/internal/pause"
 )
 
 // Barrier returns once every rank has entered as many barriers as this one has: each
@@ -22,25 +24,87 @@ import (
 func (x *Executor) Barrier() error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	want, err := x.enterBarrier()
+	if err != nil {
+		return err
+	}
+	return x.awaitBarrier(want)
+}
+
+// StartBarrier enters a barrier as Barrier does, but without blocking where the other
+// ranks are not there yet: when every rank has entered it within patience (waited for
+// here, spinning), it returns (nil, nil); otherwise rest, the remainder of the wait,
+// for the caller to run elsewhere (a goroutine), exactly once. A first barrier, which
+// sets the board up with the other ranks, and one that finds a call still running
+// (which holds the executor), are all remainder.
+func (x *Executor) StartBarrier(patience time.Duration) (rest func() error, err error) {
+	if !x.mu.TryLock() {
+		return x.Barrier, nil
+	}
+	if x.board == nil {
+		x.mu.Unlock()
+		return x.Barrier, nil
+	}
+	want, err := x.enterBarrier()
+	if err != nil {
+		x.mu.Unlock()
+		return nil, err
+	}
+	until := time.Now().Add(patience)
+	for i := 0; ; i++ {
+		if x.barrierReached(want) {
+			x.mu.Unlock()
+			return nil, nil
+		}
+		if i&63 == 63 {
+			if time.Now().After(until) {
+				break
+			}
+			pause.Yield()
+		}
+	}
+	return func() error {
+		defer x.mu.Unlock()
+		return x.awaitBarrier(want)
+	}, nil
+}
+
+// enterBarrier counts a barrier in this rank's board word (setting the board up
+// first if needed) and returns the count every rank must reach; x.mu is held.
+func (x *Executor) enterBarrier() (uint64, error) {
 	if x.closed {
-		return ErrClosed
+		return 0, ErrClosed
 	}
 	if x.broken != nil {
 		if errors.Is(x.broken, ErrUnsupported) {
-			return x.broken
+			return 0, x.broken
 		}
-		return fmt.Errorf("%w: %v", ErrBroken, x.broken)
+		return 0, fmt.Errorf("%w: %v", ErrBroken, x.broken)
 	}
 	if x.board == nil {
 		if err := x.setUp(); err != nil {
 			x.broken = err
-			return err
+			return 0, err
 		}
 	}
-	me := x.w.Rank()
 	x.barriers++
-	want := x.barriers
-	x.board.segs[me].word(boardBarriers).store(want)
+	x.board.segs[x.w.Rank()].word(boardBarriers).store(x.barriers)
+	return x.barriers, nil
+}
+
+// barrierReached reports whether every rank has entered barrier want.
+func (x *Executor) barrierReached(want uint64) bool {
+	for q := range x.w.Size() {
+		if x.board.segs[q].word(boardBarriers).load() < want {
+			return false
+		}
+	}
+	return true
+}
+
+// awaitBarrier waits until every other rank has entered barrier want; x.mu is held.
+func (x *Executor) awaitBarrier(want uint64) error {
+	me := x.w.Rank()
 	scope := waitScope{deadline: time.Now().Add(x.opts.Timeout), timeout: x.opts.Timeout, spin: x.opts.Spin, alive: x.alive}
 	for q := range x.w.Size() {
 		if q == me {

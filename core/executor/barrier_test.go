@@ -79,3 +79,28 @@ func TestBarrierSetsTheBoardUp(t *testing.T) {
 		}
 	}
 }
+
+// TestStartBarrier: with every rank there within the patience the barrier ends in the
+// call; a late rank leaves a remainder that ends once it comes.
+func TestStartBarrier(t *testing.T) {
+	xs := newWorld(t, 2, Options{Timeout: 20 * time.Second})
+	onAll(xs, func(r int, x *Executor) error { return x.Barrier() }) // sets the boards up
+	rest, err := xs[0].StartBarrier(time.Millisecond)
+	if err != nil || rest == nil {
+		t.Fatalf("rank 0 alone: rest %v, err %v; want a remainder", rest != nil, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- rest() }()
+	select {
+	case err := <-done:
+		t.Fatalf("the remainder ended (%v) before rank 1 came", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	rest1, err := xs[1].StartBarrier(time.Second)
+	if err != nil || rest1 != nil {
+		t.Fatalf("rank 1, last to come: rest %v, err %v; want the barrier done in the call", rest1 != nil, err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("rank 0's remainder: %v", err)
+	}
+}
