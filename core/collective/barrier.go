@@ -12,8 +12,8 @@ import (
 const barrierTag = 0xB000
 
 // Barrier returns once every rank has called it. Ranks of one host meet on the
-// executor's board (shared memory: executor.Barrier), a few microseconds; others by
-// barrierMessages.
+// executor's board (shared memory: executor.Barrier), a few microseconds; ranks
+// without a shared board by barrierMessages.
 //
 // Errors: ErrClosed; the executor's (a *executor.RankError wrapping
 // executor.ErrTimeout or ErrRankFailed, naming the rank waited for), or
@@ -28,7 +28,9 @@ func (c *Communicator) Barrier() error {
 
 // StartBarrier makes the barrier Barrier makes, as StartCollective makes a collective:
 // when every rank came within patience it returns (nil, its error); otherwise rest,
-// the remainder, which the caller must run exactly once.
+// the remainder, which the caller must run exactly once. Ranks without a shared board
+// (executor.ErrNoBoard: several hosts, or their boards could not be set up: every
+// rank of such a world finds none) meet by barrierMessages, always in the remainder.
 func (c *Communicator) StartBarrier(patience time.Duration) (rest func() error, err error) {
 	if err := c.open(); err != nil {
 		return nil, err
@@ -37,17 +39,20 @@ func (c *Communicator) StartBarrier(patience time.Duration) (rest func() error, 
 		return nil, nil
 	}
 	wait, err := c.x.StartBarrier(patience)
-	if wait != nil {
+	switch {
+	case wait != nil:
 		return func() error { return c.barrierDone(wait()) }, nil
+	case errors.Is(err, executor.ErrNoBoard):
+		return c.barrierMessages, nil
 	}
 	return nil, c.barrierDone(err)
 }
 
 // barrierDone is a board barrier's outcome: the dissemination barrier instead where
-// the ranks have no board (several hosts).
+// the ranks have no board.
 func (c *Communicator) barrierDone(err error) error {
 	switch {
-	case errors.Is(err, executor.ErrUnsupported):
+	case errors.Is(err, executor.ErrNoBoard):
 		return c.barrierMessages()
 	case err != nil:
 		return fmt.Errorf("collective: barrier: %w", err)

@@ -261,8 +261,9 @@ func (v *Vertex) End(err error) {
 
 // Launched tells the graph that the DeferringLane that deferred v has queued its
 // work: the children chained after v may start. A lane calls it at most once per
-// vertex it deferred, before the End that reports the work's end; after an End (a
-// failure to launch) it does nothing.
+// vertex it deferred; an End that came first (the work ended before the lane said so,
+// or failed to launch) already let the chained children go, and Launched then does
+// nothing.
 func (v *Vertex) Launched() {
 	g := v.g
 	var ob outbox

@@ -198,8 +198,7 @@ func (l *gpuLane) StartOrDefer(v *dag.Vertex) bool {
 	if l.launch.take(l, v) {
 		return false
 	}
-	l.queue(v)
-	return true
+	return l.queue(v) // false: it ended v, failing to queue it
 }
 
 // queue queues v on its stream: the waits for its chained parents on other streams,

@@ -33,7 +33,9 @@ var deferPrefetches = os.Getenv("UCXGO_DAG_DEFER_PREFETCH") != "0"
 
 // take defers v to the launcher, and reports true, if it prefetches managed memory or
 // an earlier vertex of its lane is still deferred; false: the caller queues v itself,
-// now (no vertex of the lane is queued by the launcher meanwhile).
+// now, behind every earlier vertex of its lane (the launcher may meanwhile queue a
+// vertex of the lane deferred after v, from another goroutine's start: one that does
+// not depend on v, or it would not have started).
 func (L *launcher) take(l *gpuLane, v *dag.Vertex) bool {
 	L.mu.Lock()
 	defer L.mu.Unlock()

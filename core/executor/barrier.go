@@ -1,7 +1,6 @@
 package executor
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -12,15 +11,17 @@ import (
 // rank counts its barriers in a word of its board and waits, spinning and then
 // sleeping on the futex as a call's waits do, until every other rank's word has
 // reached its own count. Only the board is involved: no call is announced, so a
-// barrier that fails (a rank that never came, or died) leaves the executor as it was.
-// A rank that gave up on a barrier is one ahead of a late rank, whose barrier then
-// passes at once; the next one waits for everyone again.
+// barrier that fails (a rank that never came, or died) leaves the executor as it was,
+// and a broken executor's board still serves barriers. A rank that gave up on
+// barriers is as many ahead of a late rank as it gave up on: the late rank's barriers
+// pass at once until it has caught up, and the next one waits for everyone again.
 //
-// The first use sets the board up with the other ranks, as a first call does.
+// The first barrier before any call sets the board up with the other ranks, as a
+// first call does, and fails as a first call would (the executor is then broken).
 //
-// Errors: ErrClosed; ErrUnsupported (ranks on several hosts: no board); ErrBroken
-// after an earlier failure part-way through a call; a *RankError wrapping ErrTimeout
-// or ErrRankFailed, naming a rank that did not come.
+// Errors: ErrClosed; ErrNoBoard (wrapping why: ranks on several hosts, or a failed
+// setup), every later barrier too, so that ranks meet some other way; a *RankError
+// wrapping ErrTimeout or ErrRankFailed, naming a rank that did not come.
 func (x *Executor) Barrier() error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -70,21 +71,19 @@ func (x *Executor) StartBarrier(patience time.Duration) (rest func() error, err 
 }
 
 // enterBarrier counts a barrier in this rank's board word (setting the board up
-// first if needed) and returns the count every rank must reach; x.mu is held.
+// first if no call has) and returns the count every rank must reach; x.mu is held.
 func (x *Executor) enterBarrier() (uint64, error) {
 	if x.closed {
 		return 0, ErrClosed
 	}
-	if x.broken != nil {
-		if errors.Is(x.broken, ErrUnsupported) {
-			return 0, x.broken
-		}
-		return 0, fmt.Errorf("%w: %v", ErrBroken, x.broken)
-	}
 	if x.board == nil {
-		if err := x.setUp(); err != nil {
-			x.broken = err
-			return 0, err
+		if x.broken == nil {
+			if err := x.setUp(); err != nil {
+				x.broken = err
+			}
+		}
+		if x.board == nil {
+			return 0, fmt.Errorf("%w: %v", ErrNoBoard, x.broken)
 		}
 	}
 	x.barriers++

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ucxx-go/ucxx-go/core/reduce"
 )
 
 // TestBarrierWaitsForTheLastRank: no rank leaves a barrier before the last one has
@@ -102,5 +104,22 @@ func TestStartBarrier(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("rank 0's remainder: %v", err)
+	}
+}
+
+// TestBarrierOnABrokenExecutor: a call that timed out breaks the executor for calls,
+// not for barriers: its board still serves them.
+func TestBarrierOnABrokenExecutor(t *testing.T) {
+	p := loadFixture(t, "allreduce_2r_example.json")
+	xs := newWorld(t, 2, Options{Timeout: 500 * time.Millisecond})
+	allreduceOn(t, xs, p, 4096)
+	b := cbytes(4096)
+	if err := xs[0].Execute(Call{Plan: p, Send: Buffer{addr(b), 4096}, Recv: Buffer{addr(b), 4096}, DType: reduce.Float32}); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("a call rank 1 never makes: %v, want a timeout", err)
+	}
+	for r, err := range onAll(xs, func(r int, x *Executor) error { return x.Barrier() }) {
+		if err != nil {
+			t.Fatalf("rank %d's barrier after rank 0's executor broke: %v", r, err)
+		}
 	}
 }

@@ -25,6 +25,9 @@ var (
 	// ErrBroken: an earlier call failed part-way (a rank died, timed out); the
 	// ranks' states may differ, so every later call fails. Make a new communicator.
 	ErrBroken = errors.New("executor: broken by an earlier failure")
+	// ErrNoBoard: the ranks have no shared board (several hosts, or the setup of the
+	// boards failed): Barrier cannot meet on it.
+	ErrNoBoard = errors.New("executor: no board shared by the ranks")
 	// ErrClosed: the executor was closed.
 	ErrClosed = fmt.Errorf("executor: closed: %w", os.ErrClosed)
 )

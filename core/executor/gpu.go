@@ -62,8 +62,9 @@ type gpuState struct {
 
 	mu  sync.Mutex
 	fns map[[2]uint8]ucxx.CUDAFunction
-	// programMod holds the program kernels (program.go), loaded at the first
-	// program; programFns caches them by type and operator ({0, 0}: program_copy).
+	// programMod holds the program kernels (program.go), loaded with the state
+	// when programs are on; programFns caches them by type and operator ({0, 0}:
+	// program_copy).
 	programMod ucxx.CUDAModule
 	programFns map[[2]uint8]ucxx.CUDAFunction
 	opened     map[ipcKey]*ipcEntry
@@ -130,6 +131,15 @@ func (x *Executor) useGPU(dev int) (*gpuState, error) {
 	if err := cctx.Use(func() (err error) { g.mod, err = d.LoadModule(reducePTX); return err }); err != nil {
 		cctx.Release()
 		return nil, fmt.Errorf("executor: load the reduction kernels: %w", err)
+	}
+	if devicePrograms {
+		// Here, before any call: the driver compiles the PTX (49 kernels), which a
+		// call's first program must not wait for while its peers wait for it.
+		if err := cctx.Use(func() (err error) { g.programMod, err = d.LoadModule(programPTX); return err }); err != nil {
+			g.mod.Unload()
+			cctx.Release()
+			return nil, fmt.Errorf("executor: load the program kernels: %w", err)
+		}
 	}
 	bus, err := d.PCIBusID(dev)
 	if err != nil {

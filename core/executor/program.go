@@ -160,8 +160,12 @@ func (lr *laneRun) recordReduce(dst, a, b uintptr, n uint64, t reduce.DType, op 
 	if n*t.Size() > programOpMaxBytes {
 		return false, lr.launchProgram()
 	}
-	if _, err := lr.r.x.gpu.programKernel(t, op, true); err != nil {
-		return true, err
+	if !lr.prog.reduces {
+		// The program's kernel does its reductions: known to exist before any is
+		// recorded (one look a program).
+		if _, err := lr.r.x.gpu.programKernel(t, op, true); err != nil {
+			return true, err
+		}
 	}
 	if lr.prog.addReduce(dst, a, b, n, t, op) {
 		return true, nil
@@ -210,9 +214,7 @@ func (g *gpuState) programKernel(t reduce.DType, op reduce.Op, reduces bool) (uc
 		name = fmt.Sprintf("program_%s_%s", op, tn)
 	}
 	if g.programMod == (ucxx.CUDAModule{}) {
-		if err := g.cctx.Use(func() (err error) { g.programMod, err = g.d.LoadModule(programPTX); return err }); err != nil {
-			return ucxx.CUDAFunction{}, fmt.Errorf("executor: load the program kernels: %w", err)
-		}
+		return ucxx.CUDAFunction{}, fmt.Errorf("executor: the program kernels are not loaded (UCXGO_DEVICE_PROGRAMS=0): %w", ErrUnsupported)
 	}
 	f, err := g.programMod.Function(name)
 	if err != nil {

@@ -23,7 +23,7 @@ import (
 
 const (
 	recordMagic   = 0x58455855 // "UXEX"
-	recordVersion = 1
+	recordVersion = 2          // 2: the board holds the barrier word (boardBarriers)
 	recordHeader  = 160
 	maxRecord     = recordHeader + maxSegmentName
 	ackBytes      = 8

@@ -94,6 +94,9 @@ template <typename T, int OP> __device__ void run(const Program &p) {
       i += 1 + PROGRAM_REDUCE_OPERANDS;
       break;
     case PROGRAM_WRITE:
+      // The release orders the block's stores (after the barrier that ended the
+      // previous op); the full fence also covers work queued on the stream before
+      // this kernel (a copy engine's copy), as cuStreamWriteValue64 did.
       if (threadIdx.x == 0) {
         __threadfence_system();
         store_release_sys((unsigned long long *)w[i + 1], w[i + 2]);
