@@ -76,9 +76,10 @@ type gpuState struct {
 	// streams its caller queued work on its buffers; the call's lanes wait for them on
 	// the device before their first op (a fenced plan's calls: callerWorkFenced).
 	// Reused call after call (calls are serialized); fenced caches callerWorkFenced.
-	callerEvents []ucxx.CUDAEvent
-	callerReady  int
-	fenced       map[*plan.Plan]bool
+	callerEvents  []ucxx.CUDAEvent
+	callerStreams []uintptr // the stream each of callerEvents[:callerReady] was recorded on
+	callerReady   int
+	fenced        map[*plan.Plan]bool
 }
 
 // ipcKey names a peer allocation: the rank and the allocation's buffer id in its
@@ -195,18 +196,19 @@ func (g *gpuState) awaitCaller(p *plan.Plan, streams []uintptr) error {
 				if err != nil {
 					return err
 				}
-				g.callerEvents = append(g.callerEvents, ev)
+				g.callerEvents, g.callerStreams = append(g.callerEvents, ev), append(g.callerStreams, 0)
 			}
 			if err := g.callerEvents[g.callerReady].Record(s); err != nil {
 				return err
 			}
+			g.callerStreams[g.callerReady] = s
 			g.callerReady++
 		}
 		if fenced {
 			return nil
 		}
-		failed = 0
-		for _, ev := range g.callerEvents[:g.callerReady] {
+		for i, ev := range g.callerEvents[:g.callerReady] {
+			failed = g.callerStreams[i]
 			if err := ev.Wait(); err != nil {
 				return err
 			}
@@ -216,9 +218,6 @@ func (g *gpuState) awaitCaller(p *plan.Plan, streams []uintptr) error {
 	})
 	if err != nil {
 		g.callerReady = 0
-		if failed == 0 {
-			return fmt.Errorf("executor: wait for the caller's streams: %w", err)
-		}
 		return fmt.Errorf("executor: wait for stream %#x: %w", failed, err)
 	}
 	return nil

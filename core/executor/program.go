@@ -189,6 +189,11 @@ func (lr *laneRun) launchProgram() error {
 		return err
 	}
 	err = f.LaunchPacked(ucxx.LaunchShape{Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{programThreads, 1, 1}}, lr.stream, p.params())
+	if err != nil {
+		// The ops launched are the ones recorded since the last launch, not only the
+		// one whose recording launched them.
+		err = fmt.Errorf("launching a device program of %d words: %w", p.used(), err)
+	}
 	p.reset()
 	return err
 }
