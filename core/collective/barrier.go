@@ -19,11 +19,7 @@ const barrierTag = 0xB000
 // executor.ErrTimeout or ErrRankFailed, naming the rank waited for), or
 // barrierMessages'.
 func (c *Communicator) Barrier() error {
-	rest, err := c.StartBarrier(0)
-	if rest != nil {
-		return rest()
-	}
-	return err
+	return runHere(c.StartBarrier(0))
 }
 
 // StartBarrier makes the barrier Barrier makes, as StartCollective makes a collective:

@@ -41,11 +41,7 @@ func (c *Communicator) Registry() *Registry { return &c.registry }
 // sizes that do not fit each other; executor.ErrUnsupported (an unknown collective,
 // type or operator); the executor's (ErrMismatch, ErrRankFailed, ErrTimeout...).
 func (c *Communicator) Collective(kind string, root int, call executor.Call) error {
-	rest, err := c.StartCollective(kind, root, call)
-	if rest != nil {
-		return rest()
-	}
-	return err
+	return runHere(c.StartCollective(kind, root, call))
 }
 
 // StartCollective makes the call Collective makes, as executor.Start does: when
@@ -345,7 +341,12 @@ func overlap(a, b executor.Buffer) bool {
 //
 // Errors: as Collective's; executor.ErrMismatch when the ranks' blocks disagree.
 func (c *Communicator) AllToAllV(call executor.Call, blocks *executor.Blocks) error {
-	rest, err := c.StartAllToAllV(call, blocks)
+	return runHere(c.StartAllToAllV(call, blocks))
+}
+
+// runHere finishes a started call on the caller's goroutine: runs its remainder,
+// if it left one, else returns its outcome.
+func runHere(rest func() error, err error) error {
 	if rest != nil {
 		return rest()
 	}

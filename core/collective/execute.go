@@ -13,11 +13,7 @@ import (
 //
 // Errors: the executor's (executor.Execute).
 func (c *Communicator) Execute(call executor.Call) error {
-	rest, err := c.StartExecute(call)
-	if rest != nil {
-		return rest()
-	}
-	return err
+	return runHere(c.StartExecute(call))
 }
 
 // StartExecute is Execute as StartCollective is Collective.

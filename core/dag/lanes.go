@@ -52,7 +52,8 @@ type DeferringLane interface {
 	ChainingLane
 	// StartOrDefer begins v's work as Start does, and reports whether the work is
 	// queued when it returns. If not, the lane calls v.Launched once it is (or v.End,
-	// failing to launch it); until then the children chained after v wait.
+	// failing to launch it); until then the children chained after v wait. A
+	// Launcher does the deferring for a lane that has one.
 	StartOrDefer(v *Vertex) (launched bool)
 }
 

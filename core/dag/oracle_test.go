@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -148,12 +149,13 @@ func runOnGraph(t *testing.T, seed uint64, ops []oracleOp, opts Options, hostLan
 		lanes[i] = NewHostLane(fmt.Sprintf("host%d", i), 1+i%2)
 	}
 	var sim *simGPUs
-	var launch *simLauncher
+	var launch *Launcher[*simGPULane]
+	var launched *atomic.Int64
 	if opts.GPUs > 0 {
 		sim = newSimGPUs(opts.GPUs)
 		opts.GPULanes = sim.Lanes()
 		if deferring {
-			opts.GPULanes, launch = deferringLanes(sim, func(v *Vertex) bool { return v.ID()%3 == 0 })
+			opts.GPULanes, launch, launched = deferringLanes(sim, func(v *Vertex) bool { return v.ID()%3 == 0 })
 		}
 		opts.StreamPool = sim
 	}
@@ -174,14 +176,14 @@ func runOnGraph(t *testing.T, seed uint64, ops []oracleOp, opts Options, hostLan
 	}
 	waitIdle(t, g)
 	if launch != nil {
-		launch.wait()
+		launch.Wait()
 		gpuOps := 0
 		for i := range ops {
 			if ops[i].gpu {
 				gpuOps++
 			}
 		}
-		if gpuOps >= 3 && launch.launched == 0 {
+		if gpuOps >= 3 && launched.Load() == 0 {
 			t.Errorf("%d GPU vertices, none deferred", gpuOps)
 		}
 	}

@@ -45,7 +45,7 @@ type Context struct {
 	drv    *ucxx.CUDADriver
 	res    resources
 	arrays arrayTable
-	launch launcher // the GPU lanes' deferred vertices (launcher.go)
+	launch *dag.Launcher[*gpuLane] // the GPU lanes' deferred vertices (launcher.go)
 
 	mu      sync.Mutex
 	closed  bool
@@ -57,7 +57,7 @@ type Context struct {
 // Errors: the DAG's option errors; ucxx.ErrNoCUDA and CUDA's errors when Devices are
 // given.
 func New(opts Options) (_ *Context, err error) {
-	c := &Context{}
+	c := &Context{launch: newLauncher()}
 	defer func() {
 		if err != nil {
 			c.closeLanes()
@@ -69,7 +69,7 @@ func New(opts Options) (_ *Context, err error) {
 			return nil, err
 		}
 		for _, ord := range opts.Devices {
-			l, err := newGPULane(c.drv, ord, g.Timings, &c.res, &c.arrays, &c.launch)
+			l, err := newGPULane(c.drv, ord, g.Timings, &c.res, &c.arrays, c.launch)
 			if err != nil {
 				return nil, err
 			}

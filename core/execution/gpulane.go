@@ -89,10 +89,7 @@ type gpuLane struct {
 	closed   bool
 	done     chan struct{} // the poller has returned
 
-	launch *launcher // the context's, for vertices whose queueing blocks (StartOrDefer)
-	// pending: this lane's vertices in launch's queue or being queued by it; while
-	// there are any, the lane's later vertices go there too (guarded by launch.mu).
-	pending int
+	launch *dag.Launcher[*gpuLane] // the context's, for vertices whose queueing blocks (StartOrDefer)
 
 	sweepMu  sync.Mutex // one sweep at a time, the poller's or a host wait's (Poll); before dag.Graph's
 	sweeping sweepState
@@ -102,7 +99,7 @@ type gpuLane struct {
 	hasStaged bool
 }
 
-func newGPULane(drv *ucxx.CUDADriver, ordinal int, timing bool, res *resources, arrays *arrayTable, launch *launcher) (*gpuLane, error) {
+func newGPULane(drv *ucxx.CUDADriver, ordinal int, timing bool, res *resources, arrays *arrayTable, launch *dag.Launcher[*gpuLane]) (*gpuLane, error) {
 	cu, err := drv.RetainPrimary(ordinal)
 	if err != nil {
 		return nil, err
@@ -195,7 +192,7 @@ func (l *gpuLane) Start(v *dag.Vertex) { l.queue(v) }
 // of its vertices is there, so that the lane queues its vertices in the order the
 // graph started them (dag.DeferringLane).
 func (l *gpuLane) StartOrDefer(v *dag.Vertex) bool {
-	if l.launch.take(l, v) {
+	if l.launch.Defer(l, v, deferPrefetches && l.prefetches(v.Moves())) {
 		return false
 	}
 	return l.queue(v) // false: it ended v, failing to queue it
@@ -437,7 +434,7 @@ func (l *gpuLane) sweep() (ended int, inflight bool) {
 // close stops the poller once nothing is in flight (the caller waited for the graph)
 // and destroys the lane's streams and events.
 func (l *gpuLane) close() error {
-	l.launch.wait() // the graph has finished: it has nothing left to launch
+	l.launch.Wait() // the graph has finished: it has nothing left to launch
 	l.mu.Lock()
 	l.closed = true
 	l.mu.Unlock()

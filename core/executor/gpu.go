@@ -364,7 +364,7 @@ type gpuContext struct {
 	registered    []uintptr // host ranges registered with the device
 	streams       []ucxx.CUDAStream
 	tmp           []uintptr        // per lane: a tmpBytes device buffer (glres), or 0
-	programs      []*deviceProgram // per lane: its program (program.go), or nil until its first
+	programs      []*deviceProgram // per lane: its program (program.go), when programs are on
 	// sent[q][k] is the running total this rank wrote into peer q's counter k.
 	sent [][]uint64
 }
@@ -400,7 +400,9 @@ func (g *gpuState) newContext(c *planContext) (*gpuContext, error) {
 			}
 			gc.streams = append(gc.streams, s)
 			gc.tmp = append(gc.tmp, 0)
-			gc.programs = append(gc.programs, nil)
+			if devicePrograms {
+				gc.programs = append(gc.programs, new(deviceProgram))
+			}
 		}
 		return nil
 	})
@@ -587,7 +589,7 @@ func (r *callRun) runGPULane(li int) {
 	rk := &r.c.Plan.Ranks[r.me]
 	lr := &laneRun{r: r, id: li, lane: &rk.Lanes[li], rk: rk, stream: r.ctx.gpu.streams[li].Handle()}
 	if r.cuda.programs {
-		lr.prog = r.ctx.gpu.program(li)
+		lr.prog = r.ctx.gpu.programs[li]
 		lr.prog.reset()
 	}
 	aborted := false
@@ -619,15 +621,6 @@ func (r *callRun) runGPULane(li int) {
 		// must not run after the call returned into buffers the caller may free.
 		g.cctx.Use(func() error { return r.ctx.gpu.streams[li].Sync() })
 	}
-}
-
-// program returns lane li's device program, made at its first use (only lane li's
-// goroutine touches its entry).
-func (gc *gpuContext) program(li int) *deviceProgram {
-	if gc.programs[li] == nil {
-		gc.programs[li] = new(deviceProgram)
-	}
-	return gc.programs[li]
 }
 
 // releaseCounters lets every stream wait on this rank's counters through (a failed

@@ -15,15 +15,14 @@ import (
 // Device programs: a GPU lane's ops run by one kernel launch. Queued one driver call
 // each, a call's copies, reductions, signals and waits cost 3-5 µs of host time
 // apiece, which set a small call's time (RESULTS.md, "Where a 2-GPU small
-// allreduce's host time goes"). A lane records them instead, in the same order and
-// with the same addresses, into a program, and launches it as one kernel when it
-// must (before the host waits, when the lane ends, when the program is full), for
-// calls of at most programMaxBytes: one thread block runs the ops in order
-// (kernels/program.cu) with the stream's semantics: each op starts after the one before it ended; a write of a word (a
-// signal) comes after every earlier op's stores are visible to every device and the
-// host; an op after a wait sees what was written before the word reached its value.
-// Copies and reductions larger than programOpMaxBytes are queued between programs as
-// before, at a copy engine's or the multi-block kernel's rate.
+// allreduce's host time goes"). For calls of at most programMaxBytes a lane records
+// them instead, in the same order and with the same addresses, into a program, and
+// launches it as one kernel when it must (before the host waits, when the lane ends,
+// when the program is full): one thread block runs the ops in order
+// (kernels/program.cu) with the stream's semantics: each op starts after the one
+// before it ended; a write of a word (a signal) comes after every earlier op's stores
+// are visible to every device and the host; an op after a wait sees what was written
+// before the word reached its value.
 //
 // Device waits spin in the block, as cuStreamWaitValue64 holds its stream: where
 // ranks share a GPU the lanes wait on the host instead (hostWaits), and programs
@@ -118,8 +117,8 @@ func (p *deviceProgram) params() []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&p.words[0])), programWords*8)
 }
 
-// recordCopy records a copy into the lane's program, launching what it holds first
-// when it is full; a large copy is queued on the stream after the program.
+// recordCopy records a copy into the lane's program; a large copy is queued on the
+// stream after the program.
 func (lr *laneRun) recordCopy(dst, src uintptr, n uint64) error {
 	if n > programOpMaxBytes {
 		if err := lr.launchProgram(); err != nil {
@@ -127,14 +126,7 @@ func (lr *laneRun) recordCopy(dst, src uintptr, n uint64) error {
 		}
 		return lr.r.x.gpu.d.CopyAsync(dst, src, n, lr.stream)
 	}
-	if lr.prog.add(programCopy, uint64(dst), uint64(src), n) {
-		return nil
-	}
-	if err := lr.launchProgram(); err != nil {
-		return err
-	}
-	lr.prog.add(programCopy, uint64(dst), uint64(src), n)
-	return nil
+	return lr.record(func() bool { return lr.prog.add(programCopy, uint64(dst), uint64(src), n) })
 }
 
 // recordWordOp records a signal or a device wait into the lane's program.
@@ -143,14 +135,7 @@ func (lr *laneRun) recordWordOp(op ucxx.StreamWordOp) error {
 	if op.Wait {
 		code = programWait
 	}
-	if lr.prog.add(code, uint64(op.Addr), op.Value) {
-		return nil
-	}
-	if err := lr.launchProgram(); err != nil {
-		return err
-	}
-	lr.prog.add(code, uint64(op.Addr), op.Value)
-	return nil
+	return lr.record(func() bool { return lr.prog.add(code, uint64(op.Addr), op.Value) })
 }
 
 // recordReduce records dst = a op b over n elements into the lane's program; it
@@ -167,14 +152,20 @@ func (lr *laneRun) recordReduce(dst, a, b uintptr, n uint64, t reduce.DType, op 
 			return true, err
 		}
 	}
-	if lr.prog.addReduce(dst, a, b, n, t, op) {
-		return true, nil
+	return true, lr.record(func() bool { return lr.prog.addReduce(dst, a, b, n, t, op) })
+}
+
+// record appends an op with add, launching what the program holds first when add
+// finds no room for it (a program is empty after a launch: the op then fits).
+func (lr *laneRun) record(add func() bool) error {
+	if add() {
+		return nil
 	}
 	if err := lr.launchProgram(); err != nil {
-		return true, err
+		return err
 	}
-	lr.prog.addReduce(dst, a, b, n, t, op)
-	return true, nil
+	add()
+	return nil
 }
 
 // launchProgram queues what the lane's program holds on its stream, as one kernel,
