@@ -123,3 +123,30 @@ func TestBarrierOnABrokenExecutor(t *testing.T) {
 		}
 	}
 }
+
+// failingWorld is a memWorld whose messages all fail: the boards cannot be set up.
+type failingWorld struct{ memWorld }
+
+func (w *failingWorld) Send(int, uint16, []byte) error { return errors.New("no network") }
+func (w *failingWorld) Recv(int, uint16, []byte) (int, error) {
+	return 0, errors.New("no network")
+}
+
+// TestBarrierWithoutABoard: ranks whose boards cannot be set up get ErrNoBoard from
+// every barrier (the collective layer then meets by messages), at once, not a hang.
+func TestBarrierWithoutABoard(t *testing.T) {
+	x := New(&failingWorld{memWorld{rank: 0, size: 2}}, Options{Timeout: 20 * time.Second})
+	defer x.Close()
+	for i := range 2 {
+		if err := x.Barrier(); !errors.Is(err, ErrNoBoard) {
+			t.Fatalf("barrier %d: %v, want ErrNoBoard", i, err)
+		}
+	}
+	if rest, err := x.StartBarrier(time.Millisecond); rest != nil {
+		if err := rest(); !errors.Is(err, ErrNoBoard) {
+			t.Fatalf("StartBarrier's remainder: %v, want ErrNoBoard", err)
+		}
+	} else if !errors.Is(err, ErrNoBoard) {
+		t.Fatalf("StartBarrier: %v, want ErrNoBoard", err)
+	}
+}

@@ -183,6 +183,9 @@ func (g *gpuState) close() {
 // small call on 2 x H100).
 func (g *gpuState) awaitCaller(p *plan.Plan, streams []uintptr) error {
 	g.callerReady = 0
+	if !slices.ContainsFunc(streams, func(s uintptr) bool { return s != 0 }) {
+		return nil // data the caller's streams do not write: nothing to wait for
+	}
 	fenced := fencedCallerWait && g.isFenced(p)
 	var failed uintptr
 	err := g.cctx.Use(func() error {
