@@ -58,6 +58,34 @@ func TestBuiltinChoiceDevice(t *testing.T) {
 	}
 }
 
+// TestBuiltinChoiceDeviceBroadcast: broadcasts among more than 2 ranks on device
+// memory pipeline deeper at large sizes (8 pieces from devicePipelineMinBytes, 16
+// from devicePipelineDeepBytes); 2 ranks and host memory keep the host rule.
+func TestBuiltinChoiceDeviceBroadcast(t *testing.T) {
+	for _, c := range []struct {
+		bytes  uint64
+		ranks  int
+		mem    executor.Memory
+		name   string
+		chunks int
+	}{
+		{8, 4, executor.MemoryCUDA, "chain", 0},
+		{pipelineMinBytes, 4, executor.MemoryCUDA, "chain", pipelineChunks},
+		{devicePipelineMinBytes - 1, 4, executor.MemoryCUDA, "chain", pipelineChunks},
+		{devicePipelineMinBytes, 4, executor.MemoryCUDA, "chain", devicePipelineChunks},
+		{devicePipelineDeepBytes, 3, executor.MemoryCUDA, "chain", devicePipelineDeep},
+		{devicePipelineDeepBytes, 8, executor.MemoryCUDA, "tree", devicePipelineDeep},
+		{devicePipelineDeepBytes, 2, executor.MemoryCUDA, "chain", pipelineChunks},
+		{devicePipelineDeepBytes, 4, executor.MemoryHost, "chain", pipelineChunks},
+	} {
+		ch := builtinChoice(Request{Collective: Broadcast, Bytes: c.bytes, Ranks: c.ranks, Memory: c.mem})
+		if ch.name != c.name || ch.o.Chunks != c.chunks {
+			t.Errorf("broadcast of %d bytes, %d ranks, %v: %s in %d pieces; want %s in %d", c.bytes, c.ranks, c.mem,
+				ch.name, ch.o.Chunks, c.name, c.chunks)
+		}
+	}
+}
+
 // TestCommunicatorBuiltinChoice: the communicator names the built-in its calls take,
 // as StartCollective runs it: by size and memory, unpipelined where the message has
 // fewer pieces than the pipeline needs, padded through all-pairs or with a padded

@@ -1,0 +1,105 @@
+"""A built-in's options against the default call and NCCL, in the same processes.
+
+Times in-place broadcasts or allreduces on GPU buffers, one rank per GPU: NCCL
+(torch.distributed), the communicator's own call (the built-in and options it
+picks), and each variant given, a plan the DSL's built-ins write
+(``ucxx_go.language.builtins``: byte for byte core/builtin's) run with
+``Communicator.execute``. Per size and variant: the slowest rank's median over
+`--iters` calls, each after a barrier and followed by a device synchronize, in
+`--rounds` interleaved rounds; rank 0 prints rows and writes JSON.
+
+    python -m ucxx_go.launch -n 4 benchmarks/gpu/plan_variants.py --collective broadcast \\
+        --variants chain:c4,chain:c8,chain:c16,chain:c8l2 --sizes-mib 24,96,384,768 --out sweep.json
+
+A variant is ``name:c<chunks>[l<lanes>]``. Sizes must divide into every variant's
+pieces (a plan is cut evenly; the communicator's own call pads a tail instead).
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import statistics
+import time
+
+import cupy as cp
+import numpy as np
+
+
+def variant_plan(collective, spec, n):
+    from ucxx_go._plan import ExecutionPlan
+    from ucxx_go.language.builtins import Options, builtin_plan
+    name, opts = spec.split(":")
+    m = re.fullmatch(r"c(\d+)(?:l(\d+))?", opts)
+    if not m:
+        raise SystemExit(f"variant {spec!r}: want name:c<chunks>[l<lanes>]")
+    o = Options(inplace=True, chunks=int(m[1]), lanes=int(m[2] or 1))
+    return ExecutionPlan.from_json(builtin_plan(f"{collective}.{name}", n, o))
+
+
+async def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--collective", choices=["broadcast", "allreduce"], required=True)
+    ap.add_argument("--variants", required=True, help="comma-separated name:c<chunks>[l<lanes>]")
+    ap.add_argument("--sizes-mib", default="24,96,384,768")
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    gpu = rank % cp.cuda.runtime.getDeviceCount()
+    cp.cuda.Device(gpu).use()
+    import torch
+    import torch.distributed as dist
+    torch.cuda.set_device(gpu)
+    # the launcher's port is the communicator's; torch's store takes another
+    dist.init_process_group("nccl", init_method=f"tcp://{os.environ['MASTER_ADDR']}:{int(os.environ['MASTER_PORT']) + 7}",
+                            rank=rank, world_size=world, device_id=torch.device("cuda", gpu))
+    import ucxx_go
+    comm = await ucxx_go.Communicator.init(timeout=300)
+    n, coll = comm.size, a.collective
+    plans = {v: variant_plan(coll, v, n) for v in a.variants.split(",")}
+
+    async def run(variant, x):
+        if variant == "nccl":
+            if coll == "broadcast":
+                dist.broadcast(torch.as_tensor(x), src=0)
+            else:
+                dist.all_reduce(torch.as_tensor(x))
+        elif variant == "default":
+            await (comm.broadcast(x, root=0) if coll == "broadcast" else comm.allreduce(x))
+        else:
+            await comm.execute(plans[variant], x)
+
+    rows = []
+    for nbytes in [int(s) << 20 for s in a.sizes_mib.split(",")]:
+        x = cp.ones(nbytes // 4, cp.float32)
+        for rnd in range(a.rounds):
+            for variant in ["nccl", "default", *plans]:
+                for _ in range(2):
+                    await run(variant, x)
+                cp.cuda.Device().synchronize()
+                ts = []
+                for _ in range(a.iters):
+                    await comm.barrier()
+                    t0 = time.perf_counter()
+                    await run(variant, x)
+                    cp.cuda.Device().synchronize()
+                    ts.append(time.perf_counter() - t0)
+                m = np.array([statistics.median(ts)])
+                await comm.allreduce(m, op="max")
+                rows.append({"variant": variant, "bytes": nbytes, "round": rnd, "us": m[0] * 1e6})
+                if rank == 0:
+                    print(f"{variant:16s} {nbytes >> 20:5d} MiB round {rnd} {m[0] * 1e6:9.1f} us", flush=True)
+        del x
+    if rank == 0:
+        with open(a.out, "w") as f:
+            json.dump({"collective": coll, "ranks": n, "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+                       "rows": rows}, f, indent=1)
+    await comm.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
