@@ -59,8 +59,8 @@ func TestBuiltinChoiceDevice(t *testing.T) {
 }
 
 // TestBuiltinChoiceDeviceBroadcast: broadcasts among more than 2 ranks on device
-// memory pipeline deeper at large sizes (8 pieces from devicePipelineMinBytes, 16
-// from devicePipelineDeepBytes); 2 ranks and host memory keep the host rule.
+// memory pipeline deeper from devicePipelineMinBytes; 2 ranks and host memory keep
+// the host rule.
 func TestBuiltinChoiceDeviceBroadcast(t *testing.T) {
 	for _, c := range []struct {
 		bytes  uint64
@@ -73,10 +73,10 @@ func TestBuiltinChoiceDeviceBroadcast(t *testing.T) {
 		{pipelineMinBytes, 4, executor.MemoryCUDA, "chain", pipelineChunks},
 		{devicePipelineMinBytes - 1, 4, executor.MemoryCUDA, "chain", pipelineChunks},
 		{devicePipelineMinBytes, 4, executor.MemoryCUDA, "chain", devicePipelineChunks},
-		{devicePipelineDeepBytes, 3, executor.MemoryCUDA, "chain", devicePipelineDeep},
-		{devicePipelineDeepBytes, 8, executor.MemoryCUDA, "tree", devicePipelineDeep},
-		{devicePipelineDeepBytes, 2, executor.MemoryCUDA, "chain", pipelineChunks},
-		{devicePipelineDeepBytes, 4, executor.MemoryHost, "chain", pipelineChunks},
+		{1 << 30, 3, executor.MemoryCUDA, "chain", devicePipelineChunks},
+		{1 << 30, 8, executor.MemoryCUDA, "tree", devicePipelineChunks},
+		{1 << 30, 2, executor.MemoryCUDA, "chain", pipelineChunks},
+		{1 << 30, 4, executor.MemoryHost, "chain", pipelineChunks},
 	} {
 		ch := builtinChoice(Request{Collective: Broadcast, Bytes: c.bytes, Ranks: c.ranks, Memory: c.mem})
 		if ch.name != c.name || ch.o.Chunks != c.chunks {
