@@ -4,7 +4,8 @@ import "sync/atomic"
 
 // deferringSimLane is a simulated GPU lane that defers the vertices choose picks to a
 // Launcher shared by every lane, as core/execution's GPU lanes defer vertices that
-// prefetch: the launcher's goroutine queues them later, in order, and calls Launched.
+// prefetch: the launcher's goroutine for the lane queues them later, in order, and
+// calls Launched.
 type deferringSimLane struct {
 	*simGPULane
 	launch *Launcher[*simGPULane]

@@ -8,10 +8,12 @@ import (
 
 // The GPU lanes defer the vertices whose queueing would block the thread adding
 // vertices (a managed-memory prefetch: gpuLane.StartOrDefer) to a dag.Launcher of
-// the context's own: one goroutine for every GPU of the context, so the driver sees
-// one prefetch from the host at a time, as it did when the adding thread queued them
-// all (a goroutine per GPU prefetching at once hung the multi-GPU benchmark once on
-// 2 x H100, cause unknown: RESULTS.md, session 17).
+// the context's own, which queues each GPU's on a goroutine of that GPU's: the GPUs'
+// prefetches from the host overlap, as a hand-written program's uploads to several
+// GPUs do. (Session 17's first deferral, a goroutine per GPU of its own making, hung
+// the multi-GPU benchmark once on 2 x H100, cause not found; session 18 queued every
+// GPU's on one goroutine, serialising the uploads; this one is dag.Launcher's
+// per-lane goroutines, whose ordering the DAG oracle checks on simulated lanes.)
 
 // deferPrefetches turns the deferral on (UCXGO_DAG_DEFER_PREFETCH=0 turns it off: the
 // thread that starts a vertex queues it, prefetches and all, as before it).
