@@ -11,6 +11,9 @@
 #   latency       latency_pieces.py with the defaults and with UCXGO_DEVICE_PROGRAMS=0
 #   dag           the DAG on every GPU (benchmarks/dag/run.py --multi-gpu, data-aware
 #                 policies against hand-placed and managed CuPy)
+#   transfers     GPU 0 to 1 and on GPU 0: two-sided against RAPIDS ucxx (gpu_bench.py),
+#                 one-sided against NIXL (onesided_gpu_bench.py); the peers' wheels from
+#                 .ci/device-peers-kit.sh in /tmp/tx, installed into /tmp/peers-site
 #
 #   bash benchmarks/gpu/machine.sh tests collectives
 set -uo pipefail
@@ -64,6 +67,25 @@ for step in "$@"; do
             --backends dag-1gpu,dag-min-transfer-size,dag-minmin-transfer-time,dag-minmax-transfer-time,cupy-multi,cupy-managed \
             --budget-s 250 --item-timeout 100 --out "$out/dag.json" > "$out/dag.log" 2>&1
         echo "dag rc=$?"; grep "^| \|NOT met\|met\*\*" "$out/dag.log" | cut -c1-300
+        ;;
+    transfers)
+        if ls /tmp/tx/nixl.part.* >/dev/null 2>&1; then
+            cat /tmp/tx/nixl.part.* > /tmp/tx/nixl_cu13-1.5.1-cp312-cp312-manylinux_2_28_x86_64.whl && rm /tmp/tx/nixl.part.*
+        fi
+        # CUDA's Python bindings only where the machine has none (never shadow its own)
+        skip="cuda_bindings|cuda_pathfinder"
+        python3 -c "import cuda.bindings, cuda.pathfinder" 2>/dev/null || skip="^$"
+        python3 -m pip install -q --no-deps --target /tmp/peers-site $(ls /tmp/tx/*.whl | grep -Ev "$skip") \
+            > "$out/peers_install.log" 2>&1 || { tail -5 "$out/peers_install.log"; exit 1; }
+        for g in 0,1 0,0; do
+            t=${g/,/to}
+            PYTHONPATH=$PYTHONPATH:/tmp/peers-site timeout 250 python3 benchmarks/gpu_bench.py --gpus $g \
+                --markdown "$out/twosided_$t.md" > "$out/twosided_$t.log" 2>&1
+            echo "transfers two-sided $g rc=$?"
+            PYTHONPATH=$PYTHONPATH:/tmp/peers-site timeout 200 python3 benchmarks/onesided_gpu_bench.py --gpus $g \
+                > "$out/onesided_$t.md" 2>&1
+            echo "transfers one-sided $g rc=$?"
+        done
         ;;
     *)
         echo "machine.sh: unknown step $step" >&2
