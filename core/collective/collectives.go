@@ -116,13 +116,20 @@ const (
 )
 
 // planFor is the built-in a call whose send buffer holds sendBytes takes, and how:
-// builtinChoice, without pipelining or extra lanes where the message has fewer pieces
-// than they need, and the padded forms for an allreduce the plan still does not
-// divide. StartCollective runs what it says; BuiltinChoice reports it.
+// builtinChoice; where its pieces do not divide the message, the deepest pipeline of
+// half, a quarter ... of its pieces that does, then neither pipelining nor extra
+// lanes; and the padded forms for an allreduce the plan still does not divide.
+// StartCollective runs what it says; BuiltinChoice reports it.
 func (c *Communicator) planFor(req Request, sendBytes uint64) (choice, runForm) {
 	ch := builtinChoice(req)
 	if divides(req.Collective, ch, c.size, sendBytes, req.ElementBytes) {
 		return ch, wholeRun
+	}
+	for ch.o.Chunks > 1 {
+		ch.o.Chunks /= 2
+		if divides(req.Collective, ch, c.size, sendBytes, req.ElementBytes) {
+			return ch, wholeRun
+		}
 	}
 	ch.o.Chunks, ch.o.Lanes = 1, 1
 	switch {

@@ -168,15 +168,16 @@ const (
 	// a signal and a wait the host queues); more lanes lost at every size but
 	// 256 MiB (within 5%).
 	deviceDirectMaxBytes = 4 << 20
-	// devicePipelineMinBytes: on device memory, chain broadcasts among more than 2
-	// ranks from this size are cut into devicePipelineChunks pieces: each hop of a
-	// piece (the parent's copy, its signal, the child's wait) costs 10-20 µs of the
-	// pipeline beyond its bytes, so a deeper pipeline pays only at large sizes.
-	// Measured on 4 x H200, one rank a GPU, in place, per call, 2-3 runs
-	// (benchmarks/results/session19/4xh200/broadcast_chunks/): 4 / 8 / 16 pieces
-	// 498 / 464 / 517 µs at 96 MiB, 1,985 / 1,503 / 1,696 at 384 MiB, 2,786-2,844 /
-	// 1,998-2,171 / 2,062-2,388 at 512 MiB, 4,549-4,776 / 3,823-4,079 / 3,847-4,211
-	// at 1 GiB; on 2 ranks (no hop in between) the pieces change nothing.
+	// devicePipelineMinBytes: on device memory, broadcasts among more than 2 ranks
+	// (chains to 4 ranks, trees above) from this size are cut into
+	// devicePipelineChunks pieces: each hop of a piece (the parent's copy, its signal,
+	// the child's wait) costs 10-20 µs of the pipeline beyond its bytes, so a deeper
+	// pipeline pays only at large sizes. Measured on 4 x H200 with chains, one rank a
+	// GPU, in place, per call, 2-3 runs (benchmarks/results/session19/4xh200/
+	// broadcast_chunks/): 4 / 8 / 16 pieces 498 / 464 / 517 µs at 96 MiB, 1,985 /
+	// 1,503 / 1,696 at 384 MiB, 2,333-2,844 / 1,998-2,171 / 2,062-2,388 at 512 MiB,
+	// 4,549-4,776 / 3,823-4,117 / 3,847-4,211 at 1 GiB; on 2 ranks (no hop in between)
+	// 4-16 pieces change nothing. 3 ranks and trees were not measured.
 	devicePipelineMinBytes = 64 << 20
 	devicePipelineChunks   = 8
 )

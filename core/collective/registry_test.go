@@ -129,3 +129,28 @@ func TestCommunicatorBuiltinChoice(t *testing.T) {
 		t.Errorf("an unknown collective: %v, want ErrUnsupported", err)
 	}
 }
+
+// TestCommunicatorBroadcastPieces: a 4-rank communicator's device broadcast takes
+// builtinChoice's pieces where they divide the message, else the deepest pipeline of
+// fewer pieces that does (8 → 4 → 2), unpipelined only where none does.
+func TestCommunicatorBroadcastPieces(t *testing.T) {
+	c := formed(t, 4)[0] // world closes them
+	for _, tc := range []struct {
+		bytes  uint64
+		chunks int
+	}{
+		{devicePipelineMinBytes, devicePipelineChunks},
+		{devicePipelineMinBytes + 16, 4}, // 16,777,220 float32s: 4 pieces divide it, 8 do not
+		{devicePipelineMinBytes + 8, 2},  // 16,777,218: 2 pieces
+		{devicePipelineMinBytes + 4, 1},  // 16,777,217: odd
+	} {
+		name, o, uneven, err := c.BuiltinChoice(Broadcast, tc.bytes, true, executor.MemoryCUDA, 4, 0)
+		if err != nil {
+			t.Fatalf("%d bytes: %v", tc.bytes, err)
+		}
+		if name != "chain" || max(o.Chunks, 1) != tc.chunks || uneven != "" {
+			t.Errorf("broadcast of %d bytes on 4 ranks' devices: %s in %d pieces, uneven %q; want chain in %d", tc.bytes,
+				name, o.Chunks, uneven, tc.chunks)
+		}
+	}
+}
