@@ -20,15 +20,20 @@ func (l deferringSimLane) StartOrDefer(v *Vertex) bool {
 	return true
 }
 
-// deferringLanes wraps the simulated lanes of sim with one launcher; choose picks the
-// vertices deferred; launched counts those the launcher queued.
-func deferringLanes(sim *simGPUs, choose func(v *Vertex) bool) (lanes []Lane, launch *Launcher[*simGPULane], launched *atomic.Int64) {
+// deferringLanes wraps the simulated lanes of sim with one launcher (a goroutine per
+// lane, or one shared by all); choose picks the vertices deferred; launched counts
+// those the launcher queued.
+func deferringLanes(sim *simGPUs, shared bool, choose func(v *Vertex) bool) (lanes []Lane, launch *Launcher[*simGPULane], launched *atomic.Int64) {
 	launched = new(atomic.Int64)
-	launch = NewLauncher(func(l *simGPULane, v *Vertex) bool {
+	queue := func(l *simGPULane, v *Vertex) bool {
 		l.Start(v)
 		launched.Add(1)
 		return true
-	})
+	}
+	launch = NewLauncher(queue)
+	if shared {
+		launch = NewSharedLauncher(queue)
+	}
 	for _, l := range sim.lanes {
 		lanes = append(lanes, deferringSimLane{l, launch, choose})
 	}
