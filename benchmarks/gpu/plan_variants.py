@@ -6,13 +6,15 @@ picks), and each variant given, a plan the DSL's built-ins write
 (``ucxx_go.language.builtins``: byte for byte core/builtin's) run with
 ``Communicator.execute``. Per size and variant: the slowest rank's median over
 `--iters` calls, each after a barrier and followed by a device synchronize, in
-`--rounds` interleaved rounds; rank 0 prints rows and writes JSON.
+`--rounds` interleaved rounds, after one checked call of each (the values it
+leaves); rank 0 prints rows and writes JSON.
 
     python -m ucxx_go.launch -n 4 benchmarks/gpu/plan_variants.py --collective broadcast \\
         --variants chain:c4,chain:c8,chain:c16,chain:c8l2 --sizes-mib 24,96,384,768 --out sweep.json
 
 A variant is ``name:c<chunks>[l<lanes>]``. Sizes must divide into every variant's
-pieces (a plan is cut evenly; the communicator's own call pads a tail instead).
+pieces (a plan is cut evenly; the communicator's own call takes fewer pieces instead,
+or for an allreduce pads a tail).
 """
 
 import argparse
@@ -72,9 +74,23 @@ async def main():
         else:
             await comm.execute(plans[variant], x)
 
+    async def check(variant, x):
+        """Each variant's result once a size, before it is timed: a wrong plan must not
+        pass for a fast one (broadcast: rank 0's values everywhere; allreduce of
+        rank + 1 everywhere: n(n+1)/2)."""
+        x[:] = rank + 1
+        await run(variant, x)
+        cp.cuda.Device().synchronize()
+        want = 1 if coll == "broadcast" else n * (n + 1) // 2
+        if not bool((x == want).all()):
+            raise SystemExit(f"rank {rank}: {variant} at {x.nbytes} bytes gave {x[:4]}..., want {want}")
+        x[:] = 1
+
     rows = []
     for nbytes in [int(s) << 20 for s in a.sizes_mib.split(",")]:
         x = cp.ones(nbytes // 4, cp.float32)
+        for variant in ["nccl", "default", *plans]:
+            await check(variant, x)
         for rnd in range(a.rounds):
             for variant in ["nccl", "default", *plans]:
                 for _ in range(2):
