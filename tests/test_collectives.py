@@ -225,7 +225,8 @@ async def main():
             await comm.alltoall(a)
             assert np.array_equal(a, want), ("alltoall in place", count, dtype)
     # large messages: the ring allreduce (pipelined past 4 MiB), the chain/tree broadcast
-    for count in [(1 << 20) + 3, 16 << 20]:
+    # (from 4 MiB in 4 pieces; 4 MiB + 8 B in 2, the deepest pipeline that divides it)
+    for count in [(1 << 20) + 3, (1 << 20) + 2, 16 << 20]:
         x = np.full(count, r + 1, np.float32)
         await comm.allreduce(x)
         assert (x == n * (n + 1) / 2).all(), ("allreduce", count)
