@@ -13,6 +13,7 @@
 #   call 3, carry [".devkit"]:              bash benchmarks/gpu/machine.sh tests collectives
 # (benchmarks/gpu/machine.sh builds ucxx_go from the working tree into /tmp/ucxxgo-site
 # once per machine, then runs the steps named.)
+# The transfer tables' peers (RAPIDS ucxx, NIXL) travel separately: .ci/device-peers-kit.sh.
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 cd "$root"
