@@ -14,7 +14,9 @@ flight"). Bus bandwidth = bytes / time x factor: allreduce 2(n-1)/n, allgather a
 reduce_scatter (n-1)/n, broadcast 1, alltoall (n-1)/n; bytes are the per-rank buffer
 nccl-tests counts (allgather: the output, reduce_scatter: the input). Rank 0 writes
 JSON; `--copy` adds the device-to-device copy rate each rank gets with all copying at
-once (the ceiling for ranks sharing a GPU).
+once (the ceiling for ranks sharing a GPU). NCCL's torch tensors over the CuPy arrays
+are made once a size, outside the timed calls (`--nccl-wrap-each-call`: in every call,
+as the tables of sessions 17-19 were measured).
 """
 
 import argparse
@@ -75,18 +77,30 @@ class Nccl:
         dist.init_process_group("nccl", device_id=torch.device("cuda", r % torch.cuda.device_count()))
         return dist.get_rank(), dist.get_world_size()
 
+    # The torch tensors over the current size's CuPy arrays, made once (torch.as_tensor
+    # reads __cuda_array_interface__, microseconds a call that NCCL's own time should
+    # not carry); --nccl-wrap-each-call makes them in every call, as sessions 17-19 did.
+    wrap_each_call = False
+    _wrapped = (None, None, None, None)
+
     async def run(self, name, x, out):
-        d, t = self.dist, self.torch.as_tensor
+        d = self.dist
+        if self.wrap_each_call:
+            tx, tout = self.torch.as_tensor(x), self.torch.as_tensor(out)
+        else:
+            if self._wrapped[0] is not x or self._wrapped[1] is not out:
+                self._wrapped = (x, out, self.torch.as_tensor(x), self.torch.as_tensor(out))
+            tx, tout = self._wrapped[2], self._wrapped[3]
         if name == "allreduce":
-            d.all_reduce(t(x))
+            d.all_reduce(tx)
         elif name == "allgather":
-            d.all_gather_into_tensor(t(out), t(x))
+            d.all_gather_into_tensor(tout, tx)
         elif name == "reduce_scatter":
-            d.reduce_scatter_tensor(t(out), t(x))
+            d.reduce_scatter_tensor(tout, tx)
         elif name == "broadcast":
-            d.broadcast(t(x), src=0)
+            d.broadcast(tx, src=0)
         elif name == "alltoall":
-            d.all_to_all_single(t(out), t(x))
+            d.all_to_all_single(tout, tx)
 
     async def barrier(self):
         self.dist.barrier()
@@ -118,11 +132,14 @@ async def main():
     ap.add_argument("--inflight", type=int, default=10)
     ap.add_argument("--budget-s", type=float, default=120, help="stop growing sizes after this much time per op")
     ap.add_argument("--copy", action="store_true")
+    ap.add_argument("--nccl-wrap-each-call", action="store_true",
+                    help="make NCCL's torch tensors in every call (sessions 17-19's timing) instead of once a size")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     rank = int(os.environ["RANK"])
     cp.cuda.Device(rank % cp.cuda.runtime.getDeviceCount()).use()
     lib = Ucxx() if a.lib == "ucxx" else Nccl()
+    lib.wrap_each_call = a.nccl_wrap_each_call
     rank, n = await lib.start()
     rows = []
     for name in a.ops.split(","):
