@@ -68,13 +68,21 @@ class Ucxx:
 
 
 class Nccl:
-    async def start(self):
+    async def start(self, port_offset=0):
+        """port_offset: torch's store listens that far above the launcher's port (a
+        process that also starts a Communicator, which takes the launcher's own)."""
         import torch
         import torch.distributed as dist
         self.torch, self.dist = torch, dist
         r = int(os.environ["RANK"])
-        torch.cuda.set_device(r % torch.cuda.device_count())
-        dist.init_process_group("nccl", device_id=torch.device("cuda", r % torch.cuda.device_count()))
+        dev = torch.device("cuda", r % torch.cuda.device_count())
+        torch.cuda.set_device(dev)
+        if port_offset:
+            dist.init_process_group("nccl", init_method=f"tcp://{os.environ['MASTER_ADDR']}:"
+                                    f"{int(os.environ['MASTER_PORT']) + port_offset}",
+                                    rank=r, world_size=int(os.environ["WORLD_SIZE"]), device_id=dev)
+        else:
+            dist.init_process_group("nccl", device_id=dev)
         return dist.get_rank(), dist.get_world_size()
 
     # The torch tensors over the current size's CuPy arrays, made once (torch.as_tensor

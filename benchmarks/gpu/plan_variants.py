@@ -27,6 +27,7 @@ import time
 
 import cupy as cp
 import numpy as np
+from collectives_bench import Nccl
 
 
 def variant_plan(collective, spec, n):
@@ -49,32 +50,18 @@ async def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    gpu = rank % cp.cuda.runtime.getDeviceCount()
-    cp.cuda.Device(gpu).use()
-    import torch
-    import torch.distributed as dist
-    torch.cuda.set_device(gpu)
-    # the launcher's port is the communicator's; torch's store takes another
-    dist.init_process_group("nccl", init_method=f"tcp://{os.environ['MASTER_ADDR']}:{int(os.environ['MASTER_PORT']) + 7}",
-                            rank=rank, world_size=world, device_id=torch.device("cuda", gpu))
+    rank = int(os.environ["RANK"])
+    cp.cuda.Device(rank % cp.cuda.runtime.getDeviceCount()).use()
+    nccl = Nccl()  # collectives_bench's, tensors made once a size
+    await nccl.start(port_offset=7)  # the launcher's port is the communicator's
     import ucxx_go
     comm = await ucxx_go.Communicator.init(timeout=300)
     n, coll = comm.size, a.collective
     plans = {v: variant_plan(coll, v, n) for v in a.variants.split(",")}
 
-    tensors = {}  # NCCL's tensor over each size's array, made once (not timed)
-
     async def run(variant, x):
         if variant == "nccl":
-            if id(x) not in tensors:
-                tensors.clear()
-                tensors[id(x)] = (x, torch.as_tensor(x))
-            tx = tensors[id(x)][1]
-            if coll == "broadcast":
-                dist.broadcast(tx, src=0)
-            else:
-                dist.all_reduce(tx)
+            await nccl.run("broadcast" if coll == "broadcast" else "allreduce", x, x)
         elif variant == "default":
             await (comm.broadcast(x, root=0) if coll == "broadcast" else comm.allreduce(x))
         else:
@@ -120,7 +107,7 @@ async def main():
             json.dump({"collective": coll, "ranks": n, "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
                        "rows": rows}, f, indent=1)
     await comm.barrier()
-    dist.destroy_process_group()
+    nccl.dist.destroy_process_group()
 
 
 if __name__ == "__main__":
