@@ -1,8 +1,9 @@
 """Markdown table of interleaved collectives_bench.py rounds: ucxx_go against NCCL.
 
-    python benchmarks/gpu/collectives_table.py DIR
+    python benchmarks/gpu/collectives_table.py DIR [NCCL_NAME]
 
-DIR holds r<round>_ucxx.json and r<round>_nccl.json (benchmarks/gpu/machine.sh
+DIR holds r<round>_ucxx.json and r<round>_<NCCL_NAME>.json (NCCL_NAME: nccl, the default,
+or ncclwrap for NCCL timed with its tensors made in every call; benchmarks/gpu/machine.sh
 collectives tars them). Per op and size: the median over rounds of each library's per
 call time, NCCL / ucxx_go (>= 1: ucxx_go is at or below NCCL's latency, in bold),
 each round's own ratio, the in-flight times and their ratio, and the bus bandwidths.
@@ -22,12 +23,13 @@ def size_name(b):
     return f"{b} B"
 
 
-def main(d):
+def main(d, nccl="nccl"):
     rows = {}
     for f in sorted(glob.glob(os.path.join(d, "r*_*.json"))):
         lib = os.path.basename(f)[:-5].split("_", 1)[1]
         for r in json.load(open(f))["rows"]:
-            rows.setdefault((r["op"], r["bytes"]), {}).setdefault(lib, []).append(r)
+            if lib in ("ucxx", nccl):
+                rows.setdefault((r["op"], r["bytes"]), {}).setdefault("nccl" if lib == nccl else lib, []).append(r)
     print("| op | size | ucxx_go µs a call | NCCL µs a call | NCCL / ours | rounds | in flight, ours / NCCL µs | NCCL / ours "
           "| bus GB/s, ours / NCCL |")
     print("|---|---:|---:|---:|---:|---|---:|---:|---:|")
@@ -49,6 +51,6 @@ def main(d):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    if len(sys.argv) not in (2, 3):
         raise SystemExit(__doc__)
-    main(sys.argv[1])
+    main(*sys.argv[1:])

@@ -6,8 +6,11 @@
 #
 #   tests         pytest tests/gpu
 #   collectives   ucxx_go against NCCL (torch.distributed), one rank per GPU, ROUNDS
-#                 interleaved rounds (default 4) of collectives_bench.py to MAXB bytes
-#                 (default 2 MiB), ITERS calls a size (default 60); tarred as collectives.tgz
+#                 interleaved rounds (default 4) of collectives_bench.py from MINB (default
+#                 8 B) to MAXB bytes (default 2 MiB), ITERS calls a size (default 60), each of
+#                 LIBS in turn (default "ucxx nccl"; nccl-wrap: NCCL with its torch tensors
+#                 made in every timed call, the benchmark's old way); tarred as
+#                 collectives${TAG}.tgz
 #   latency       latency_pieces.py with the defaults and with UCXGO_DEVICE_PROGRAMS=0
 #   dag           the DAG on every GPU (benchmarks/dag/run.py --multi-gpu, data-aware
 #                 policies against hand-placed and managed CuPy)
@@ -44,16 +47,20 @@ for step in "$@"; do
         ;;
     collectives)
         r=$(mktemp -d)
-        b="benchmarks/gpu/collectives_bench.py --budget-s ${BUDGET:-12} --iters ${ITERS:-60} --max-bytes ${MAXB:-2097152}"
+        b="benchmarks/gpu/collectives_bench.py --budget-s ${BUDGET:-12} --iters ${ITERS:-60}"
+        b="$b --min-bytes ${MINB:-8} --max-bytes ${MAXB:-2097152}"
         n=$(nvidia-smi -L | wc -l)
         for round in $(seq "${ROUNDS:-4}"); do
-            for lib in ucxx nccl; do
-                timeout 300 python3 -m ucxx_go.launch -n "$n" $b --lib $lib --out "$r/r${round}_$lib.json" > "$r/r${round}_$lib.log" 2>&1
+            for lib in ${LIBS:-ucxx nccl}; do
+                a="--lib $lib"
+                [ "$lib" = nccl-wrap ] && a="--lib nccl --nccl-wrap-each-call"
+                timeout 300 python3 -m ucxx_go.launch -n "$n" $b $a --out "$r/r${round}_${lib/-/}.json" \
+                    > "$r/r${round}_${lib/-/}.log" 2>&1
                 echo "collectives round $round $lib rc=$?"
             done
         done
         rm -f "$r"/*.rank*
-        tar -C "$r" -czf "$out/collectives.tgz" .
+        tar -C "$r" -czf "$out/collectives${TAG:-}.tgz" .
         ;;
     latency)
         n=$(nvidia-smi -L | wc -l)
