@@ -5,6 +5,7 @@ package executor
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"unsafe"
 
@@ -52,18 +53,34 @@ const (
 	programWords = 448
 	// programThreads is the block a program runs on.
 	programThreads = 512
-	// programMaxBytes: calls whose send and receive buffers are both at most this
-	// size run their GPU lanes as programs. Measured on 2 x H100, per call (3
+	// defaultProgramMaxBytes: calls whose send and receive buffers are both at most
+	// this size run their GPU lanes as programs. Measured on 2 x H100, per call (3
 	// interleaved rounds, RESULTS.md, session 18): programs 10-40 µs faster than one
 	// driver call an op for every collective to 32 KiB; from 128 KiB one block's
 	// copies cost more than the driver calls they save (a 512 KiB allreduce 141
 	// against 91 µs; 2-16 blocks did no better: 113 against 69).
-	programMaxBytes = 64 << 10
+	defaultProgramMaxBytes = 64 << 10
+)
+
+var (
+	// programMaxBytes is defaultProgramMaxBytes, or UCXGO_PROGRAM_MAX_BYTES (a tuning
+	// knob for measuring the threshold).
+	programMaxBytes = envBytes("UCXGO_PROGRAM_MAX_BYTES", defaultProgramMaxBytes)
 	// programOpMaxBytes: a copy or reduction larger than this is queued as before
 	// (a copy engine's copy, the multi-block reduction kernel) between programs, in
-	// case a plan moves more than its call's buffers hold.
-	programOpMaxBytes = programMaxBytes
+	// case a plan moves more than its call's buffers hold; programMaxBytes, or
+	// UCXGO_PROGRAM_OP_MAX_BYTES.
+	programOpMaxBytes = envBytes("UCXGO_PROGRAM_OP_MAX_BYTES", programMaxBytes)
 )
+
+// envBytes is the environment variable name's value as a byte count, else def (unset,
+// not a number, or negative).
+func envBytes(name string, def uint64) uint64 {
+	if n, err := strconv.ParseUint(os.Getenv(name), 10, 64); err == nil {
+		return n
+	}
+	return def
+}
 
 // devicePrograms turns device programs on (UCXGO_DEVICE_PROGRAMS=0 turns them off:
 // every op is then a driver call of its own, as before them).

@@ -121,3 +121,18 @@ func TestDeviceProgramFillsUp(t *testing.T) {
 		t.Fatalf("decoded %d ops, last %v", len(ops), ops[len(ops)-1])
 	}
 }
+
+// TestEnvBytes: a byte count from the environment, the default where it is unset
+// or not a count.
+func TestEnvBytes(t *testing.T) {
+	const name = "UCXGO_TEST_ENV_BYTES"
+	for _, tc := range []struct {
+		value string
+		want  uint64
+	}{{"", 7}, {"0", 0}, {"1048576", 1 << 20}, {"-1", 7}, {"1M", 7}} {
+		t.Setenv(name, tc.value)
+		if got := envBytes(name, 7); got != tc.want {
+			t.Errorf("%s=%q: %d, want %d", name, tc.value, got, tc.want)
+		}
+	}
+}
