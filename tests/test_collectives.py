@@ -330,11 +330,15 @@ def test_element_types_come_from_the_buffer_and_byte_swapped_ones_are_refused():
         for _ in range(2):  # the second through the cache of dtypes seen
             assert dtype_code(np.zeros(3, name)) == want
         assert dtype_code(np.zeros(3, "uint8"), dtype=name) == want
+        assert dtype_code(np.zeros(3, "uint8"), dtype=np.zeros(6, name)) == want  # an array's type, as allgather's
     assert dtype_code(bytearray(4)) == C.DTYPE_UINT8
+    assert dtype_code(np.zeros(3, "f4"), dtype=bytearray(4)) == C.DTYPE_UINT8
     for bad in [np.zeros(3, ">f4"), np.zeros(3, ">i8"), np.zeros(3, "complex64"), np.zeros(3, bool)]:
         for _ in range(2):
             with pytest.raises(TypeError):
                 dtype_code(bad)
+            with pytest.raises(TypeError):
+                dtype_code(np.zeros(3, "f4"), dtype=bad)
 
 
 def test_a_cancelled_collective_keeps_its_buffer_until_the_call_ends(tmp_path):

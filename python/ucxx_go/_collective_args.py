@@ -66,7 +66,7 @@ def dtype_code(obj, dtype=None):
     elif isinstance(dtype, str):
         name = dtype
     elif hasattr(dtype, "shape") or isinstance(dtype, (bytes, bytearray, memoryview)):  # an array: its type
-        name = _name(dtype)
+        return dtype_code(dtype)  # through the cache of dtypes seen (allgather, reduce_scatter pass one)
     else:  # numpy.dtype, numpy.float32, torch.float32, ...
         name = getattr(dtype, "name", None) or getattr(dtype, "__name__", None) or str(dtype).rsplit(".", 1)[-1]
     code = _DTYPES.get(name)
