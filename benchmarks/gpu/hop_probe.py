@@ -1,6 +1,6 @@
 """What one signal-and-wait hop between two GPUs costs, by where the counter lives.
 
-    python benchmarks/gpu/hop_probe.py [--iters 2000] [--copy-bytes 0,1048576]
+    python benchmarks/gpu/hop_probe.py [--iters 300] [--copy-bytes 0,1048576]
 
 Two GPUs in one process, one non-blocking stream each. GPU 0's stream: wait until
 flag A >= i, (copy copy-bytes to GPU 1), write i into flag B; GPU 1's stream: write i
@@ -19,8 +19,9 @@ memory operations, as the executor's device chain plan runs it: GPU k's stream w
 for piece j's flag, copies piece j on to GPU k+1 and writes k+1's flag; pieces 1 is
 one copy a hop. With --no-gate the ops are queued while the GPUs run (the clock
 starts before the first is queued), GPU by GPU as the executor's lanes queue them,
-each on its own host thread. Prints the time of the whole broadcast (median of 5) for each size
-and piece count, and a single copy 0 -> 1 of the size (the link's bytes a second).
+each on its own host thread (Python's: slower than Go's queueing). Prints the time of
+the whole broadcast (median of 5) for each size and piece count, and of a single copy
+0 -> 1 of the size (the link's bytes a second).
 """
 
 import argparse
