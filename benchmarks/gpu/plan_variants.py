@@ -1,6 +1,7 @@
 """A built-in's options against the default call and NCCL, in the same processes.
 
-Times in-place broadcasts or allreduces on GPU buffers, one rank per GPU: NCCL
+Times in-place broadcasts or allreduces, or out-of-place reduce-scatters (the output
+one n-th of the input), on GPU buffers, one rank per GPU: NCCL
 (torch.distributed), the communicator's own call (the built-in and options it
 picks), and each variant given, a plan the DSL's built-ins write
 (``ucxx_go.language.builtins``: byte for byte core/builtin's) run with
@@ -12,7 +13,8 @@ leaves); rank 0 prints rows and writes JSON.
     python -m ucxx_go.launch -n 4 benchmarks/gpu/plan_variants.py --collective broadcast \\
         --variants chain:c4,chain:c8,chain:c16,chain:c8l2 --sizes-mib 24,96,384,768 --out sweep.json
 
-A variant is ``name:c<chunks>[l<lanes>]``. Sizes must divide into every variant's
+A variant is ``name:c<chunks>[l<lanes>]`` (reduce_scatter: ``allpairs:c1l2`` and the
+like; sizes are the input's). Sizes must divide into every variant's
 pieces (a plan is cut evenly; the communicator's own call takes fewer pieces instead,
 or for an allreduce pads a tail).
 """
@@ -30,20 +32,21 @@ import numpy as np
 from collectives_bench import Nccl
 
 
-def variant_plan(collective, spec, n):
+def variant_plan(collective, spec, n, inplace=True):
     from ucxx_go._plan import ExecutionPlan
     from ucxx_go.language.builtins import Options, builtin_plan
     name, opts = spec.split(":")
     m = re.fullmatch(r"c(\d+)(?:l(\d+))?", opts)
     if not m:
         raise SystemExit(f"variant {spec!r}: want name:c<chunks>[l<lanes>]")
-    o = Options(inplace=True, chunks=int(m[1]), lanes=int(m[2] or 1))
-    return ExecutionPlan.from_json(builtin_plan(f"{collective}.{name}", n, o))
+    o = Options(inplace=inplace, chunks=int(m[1]), lanes=int(m[2] or 1))
+    key = "reducescatter" if collective == "reduce_scatter" else collective
+    return ExecutionPlan.from_json(builtin_plan(f"{key}.{name}", n, o))
 
 
 async def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--collective", choices=["broadcast", "allreduce"], required=True)
+    ap.add_argument("--collective", choices=["broadcast", "allreduce", "reduce_scatter"], required=True)
     ap.add_argument("--variants", required=True, help="comma-separated name:c<chunks>[l<lanes>]")
     ap.add_argument("--sizes-mib", default="24,96,384,768")
     ap.add_argument("--iters", type=int, default=10)
@@ -57,43 +60,52 @@ async def main():
     import ucxx_go
     comm = await ucxx_go.Communicator.init(timeout=300)
     n, coll = comm.size, a.collective
-    plans = {v: variant_plan(coll, v, n) for v in a.variants.split(",")}
+    scatter = coll == "reduce_scatter"
+    plans = {v: variant_plan(coll, v, n, inplace=not scatter) for v in a.variants.split(",")}
 
-    async def run(variant, x):
+    async def run(variant, x, out):
         if variant == "nccl":
-            await nccl.run("broadcast" if coll == "broadcast" else "allreduce", x, x)
+            await nccl.run(coll, x, out)
         elif variant == "default":
-            await (comm.broadcast(x, root=0) if coll == "broadcast" else comm.allreduce(x))
+            if coll == "broadcast":
+                await comm.broadcast(x, root=0)
+            elif scatter:
+                await comm.reduce_scatter(x, out)
+            else:
+                await comm.allreduce(x)
         else:
-            await comm.execute(plans[variant], x)
+            await comm.execute(plans[variant], x, out if scatter else None)
 
-    async def check(variant, x):
+    async def check(variant, x, out):
         """Each variant's result once a size, before it is timed: a wrong plan must not
-        pass for a fast one (broadcast: rank 0's values everywhere; allreduce of
-        rank + 1 everywhere: n(n+1)/2)."""
+        pass for a fast one (broadcast: rank 0's values everywhere; allreduce and
+        reduce_scatter of rank + 1 everywhere: n(n+1)/2)."""
         x[:] = rank + 1
-        await run(variant, x)
+        out[:] = 0
+        await run(variant, x, out)
         cp.cuda.Device().synchronize()
         want = 1 if coll == "broadcast" else n * (n + 1) // 2
-        if not bool((x == want).all()):
-            raise SystemExit(f"rank {rank}: {variant} at {x.nbytes} bytes gave {x[:4]}..., want {want}")
+        got = out if scatter else x
+        if not bool((got == want).all()):
+            raise SystemExit(f"rank {rank}: {variant} at {x.nbytes} bytes gave {got[:4]}..., want {want}")
         x[:] = 1
 
     rows = []
     for nbytes in [int(s) << 20 for s in a.sizes_mib.split(",")]:
         x = cp.ones(nbytes // 4, cp.float32)
+        out = cp.zeros(nbytes // 4 // n, cp.float32) if scatter else x
         for variant in ["nccl", "default", *plans]:
-            await check(variant, x)
+            await check(variant, x, out)
         for rnd in range(a.rounds):
             for variant in ["nccl", "default", *plans]:
                 for _ in range(2):
-                    await run(variant, x)
+                    await run(variant, x, out)
                 cp.cuda.Device().synchronize()
                 ts = []
                 for _ in range(a.iters):
                     await comm.barrier()
                     t0 = time.perf_counter()
-                    await run(variant, x)
+                    await run(variant, x, out)
                     cp.cuda.Device().synchronize()
                     ts.append(time.perf_counter() - t0)
                 m = np.array([statistics.median(ts)])
@@ -101,7 +113,7 @@ async def main():
                 rows.append({"variant": variant, "bytes": nbytes, "round": rnd, "us": m[0] * 1e6})
                 if rank == 0:
                     print(f"{variant:16s} {nbytes >> 20:5d} MiB round {rnd} {m[0] * 1e6:9.1f} us", flush=True)
-        del x
+        del x, out
     if rank == 0:
         with open(a.out, "w") as f:
             json.dump({"collective": coll, "ranks": n, "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
