@@ -584,8 +584,17 @@ func (r *fzRun) close() {
 			t.Fatalf("CloseEndpoint: %v", err)
 		}
 		r.sb.wait(id, 5*time.Second, "close")
-	} else if err := r.server.AbortEndpoint(r.pair.sep); err != nil {
-		t.Fatalf("AbortEndpoint: %v", err)
+	} else {
+		if err := r.server.AbortEndpoint(r.pair.sep); err != nil {
+			t.Fatalf("AbortEndpoint: %v", err)
+		}
+		// The abort is queued to the server's progress thread: let it run before the
+		// client's abort, whose reset could otherwise reach the server first and end
+		// its pending receives with ConnectionReset rather than the close's Canceled
+		// (both legitimate; the model expects the close's).
+		if err := r.server.onThread(func() {}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := r.client.AbortEndpoint(r.pair.cep); err != nil {
 		t.Fatalf("AbortEndpoint: %v", err)
