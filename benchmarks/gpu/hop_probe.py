@@ -58,6 +58,32 @@ def check(r, what):
         raise RuntimeError(f"{what}: CUDA error {r}")
 
 
+def enable_peers(n):
+    """Peer access between neighbouring GPUs of n (both ways): all a ping-pong or a chain
+    needs."""
+    for d in range(n):
+        for p in (d - 1, d + 1):
+            if 0 <= p < n:
+                with cp.cuda.Device(d):
+                    cp.cuda.runtime.deviceEnablePeerAccess(p)
+
+
+class HostGate:
+    """A word in pinned host memory a stream waits on before what is queued after it
+    runs: hold(device, stream) queues the wait, open() releases every held stream."""
+
+    def __init__(self, addr):
+        self.addr = addr
+
+    def hold(self, device, stream):
+        ctypes.c_uint64.from_address(self.addr).value = 0
+        with cp.cuda.Device(device):
+            check(wait64(stream.ptr, self.addr, 1, WAIT_GEQ), "wait gate")
+
+    def open(self):
+        ctypes.c_uint64.from_address(self.addr).value = 1
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=300)
@@ -70,16 +96,14 @@ def main():
     a = ap.parse_args()
     if a.chain:
         return chain(a)
-    for d, p in ((0, 1), (1, 0)):
-        with cp.cuda.Device(d):
-            cp.cuda.runtime.deviceEnablePeerAccess(p)
+    enable_peers(2)
     streams, bufs = [], []
     for d in (0, 1):
         with cp.cuda.Device(d):
             streams.append(cp.cuda.Stream(non_blocking=True))
             bufs.append(cp.zeros(8 << 20, dtype=cp.uint8))
     host = cp.cuda.alloc_pinned_memory(4096)
-    gate = host.ptr + 1024
+    gate = HostGate(host.ptr + 1024)
     for placement in ("host", "device"):
         for nbytes in (int(x) for x in a.copy_bytes.split(",")):
             times = []
@@ -97,9 +121,7 @@ def main():
                         cp.cuda.Device(d).synchronize()
                     flag_a, flag_b, keep = fa.data.ptr, fb.data.ptr, (fa, fb)
                 s0, s1 = streams[0].ptr, streams[1].ptr
-                ctypes.c_uint64.from_address(gate).value = 0
-                with cp.cuda.Device(1):
-                    check(wait64(s1, gate, 1, WAIT_GEQ), "wait gate")
+                gate.hold(1, streams[1])
                 for i in range(1, a.iters + 1):
                     with cp.cuda.Device(1):
                         check(write64(s1, flag_a, i, 0), "write A")
@@ -110,7 +132,7 @@ def main():
                             cp.cuda.runtime.memcpyAsync(bufs[1].data.ptr, bufs[0].data.ptr, nbytes, 4, s0)
                         check(write64(s0, flag_b, i, 0), "write B")
                 t0 = time.perf_counter()
-                ctypes.c_uint64.from_address(gate).value = 1
+                gate.open()
                 streams[0].synchronize()
                 streams[1].synchronize()
                 times.append((time.perf_counter() - t0) / a.iters * 1e6)
@@ -121,13 +143,7 @@ def main():
 
 def chain(a):
     n = cp.cuda.runtime.getDeviceCount()
-    for d in range(n - 1):
-        for p in (d - 1, d + 1):
-            if 0 <= p < n:
-                with cp.cuda.Device(d):
-                    cp.cuda.runtime.deviceEnablePeerAccess(p)
-    with cp.cuda.Device(n - 1):
-        cp.cuda.runtime.deviceEnablePeerAccess(n - 2)
+    enable_peers(n)
     top = max(int(x) for x in a.chain_mib.split(",")) << 20
     streams, bufs, flags = [], [], []
     for d in range(n):
@@ -136,7 +152,7 @@ def chain(a):
             bufs.append(cp.zeros(top, dtype=cp.uint8))
             flags.append(cp.zeros(32, dtype=cp.uint64))
     host = cp.cuda.alloc_pinned_memory(4096)
-    gate = host.ptr
+    gate = HostGate(host.ptr)
 
     def queue(k, size, pieces):
         piece = size // pieces
@@ -162,13 +178,11 @@ def chain(a):
             for t in threads:
                 t.join()
         else:
-            ctypes.c_uint64.from_address(gate).value = 0
-            with cp.cuda.Device(0):
-                check(wait64(streams[0].ptr, gate, 1, WAIT_GEQ), "wait gate")
+            gate.hold(0, streams[0])
             for k in range(hops):
                 queue(k, size, pieces)
             t0 = time.perf_counter()
-            ctypes.c_uint64.from_address(gate).value = 1
+            gate.open()
         for k in range(hops):
             streams[k].synchronize()
         return (time.perf_counter() - t0) * 1e6
