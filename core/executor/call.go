@@ -129,6 +129,9 @@ type callStart struct {
 	h, seq   uint64
 	dev      devBuffers
 	scope    *waitScope
+	// slices is how many blocks the call's device programs run on (0: unsliced;
+	// slices.go), part of the fingerprint.
+	slices uint8
 	// ctx is the plan's context when the call runs unannounced (unannounced.go).
 	ctx *planContext
 	// The scope and its abort flag live here: one callStart per executor serves
@@ -162,7 +165,8 @@ func (x *Executor) begin(c Call) (*callStart, error) {
 		st.dev, st.localErr = x.deviceCall(c)
 	}
 	if st.localErr == nil {
-		st.h = x.fingerprint(c)
+		st.slices = x.slicesFor(c, st.l)
+		st.h = x.fingerprint(c, st.slices)
 		if c.Memory == MemoryHost && x.unannounced(c.Plan) {
 			st.ctx = x.readyContext(c.Plan, worldScratch(st.l, x.w.Size(), true))
 		}
@@ -213,6 +217,9 @@ func (x *Executor) finish(st *callStart) error {
 			}
 		}
 		run.cuda.programs = devicePrograms && max(c.Send.Bytes, c.Recv.Bytes) <= programMaxBytes
+		if st.slices > 0 {
+			run.cuda.programs, run.cuda.slices = true, int(st.slices)
+		}
 	}
 	if err := run.lanes(); err != nil {
 		x.broken = err
@@ -320,19 +327,19 @@ func (x *Executor) layout(p *plan.Plan, in, out uint64) (*plan.Layout, error) {
 	return l, nil
 }
 
-func (x *Executor) fingerprint(c Call) uint64 {
+func (x *Executor) fingerprint(c Call, slices uint8) uint64 {
 	h := fnv.New64a()
 	in, out := c.Send.Bytes, c.Recv.Bytes
 	if c.Blocks != nil {
 		in, out = 0, 0 // per rank; the block tables are compared pair by pair
 	}
 	// Fixed-width fields, no formatting: this runs on every call.
-	var b [35]byte
+	var b [36]byte
 	binary.LittleEndian.PutUint64(b[0:], x.planHash(c.Plan))
 	binary.LittleEndian.PutUint64(b[8:], in)
 	binary.LittleEndian.PutUint64(b[16:], out)
 	binary.LittleEndian.PutUint64(b[24:], c.Describe)
-	b[32], b[33], b[34] = byte(c.DType), byte(c.Op), byte(c.Memory)
+	b[32], b[33], b[34], b[35] = byte(c.DType), byte(c.Op), byte(c.Memory), slices
 	h.Write(b[:])
 	return h.Sum64() | 1 // never 0
 }

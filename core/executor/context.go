@@ -18,7 +18,8 @@ import (
 // are never reset: a plan's signals and waits balance within each call.
 //
 // Context segment layout: counter k (memory channels first, then port channels)
-// at k·slotBytes; the scratch buffer at scratchOff, capacity bytes.
+// at counterOffset(k), its words one per slice of a sliced call (slices.go), word 0
+// every other call's; the scratch buffer at scratchOff, capacity bytes.
 
 type planContext struct {
 	plan     *plan.Plan
@@ -53,7 +54,7 @@ func counterCount(p *plan.Plan, r int) int {
 }
 
 func scratchOff(p *plan.Plan, r int) uint64 {
-	return roundUp(uint64(counterCount(p, r))*slotBytes, pageBytes)
+	return roundUp(counterOffset(uint64(counterCount(p, r))), pageBytes)
 }
 
 // counterIndex is where counter of rank r's channel i of type t sits.
@@ -227,7 +228,7 @@ func (c *planContext) close() {
 // counter is rank r's counter k as this rank maps it.
 func (c *planContext) counter(r int, k uint64, me int) sharedWord {
 	if r == me {
-		return c.seg.word(k * slotBytes)
+		return c.seg.word(counterOffset(k))
 	}
-	return c.peers[r].word(k * slotBytes)
+	return c.peers[r].word(counterOffset(k))
 }

@@ -50,6 +50,8 @@ type Executor struct {
 	closed   bool
 	hashes   map[*plan.Plan]uint64
 	layouts  map[layoutKey]*plan.Layout
+	// sliceables caches sliceable per plan and sizes (slices.go).
+	sliceables map[layoutKey]bool
 	// peerCalls is collect's room for the ranks' announcements, reused by every call
 	// (calls are serialized; a call's records are not kept past it).
 	peerCalls []peerCall

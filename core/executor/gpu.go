@@ -496,6 +496,10 @@ type cudaCall struct {
 	//     wait needs a peer whose own wait needs that signal (MSCCL++'s 8-block
 	//     allreduce on 4 GPUs, one rank each, hung so; with 32 connections it ran).
 	hostWaits bool
+	// slices: the lanes' programs run on this many blocks, each on its slice of
+	// every op, signalling and waiting on its own word of each counter (slices.go);
+	// 0 for an unsliced call.
+	slices int
 }
 
 // deviceWaitLanes is the most lanes a rank's device call may give streams that
@@ -630,8 +634,10 @@ func (r *callRun) runGPULane(li int) {
 // call: nothing must stay blocked on the device). The executor is broken after.
 func (r *callRun) releaseCounters() {
 	for k := range r.ctx.expected {
-		w := r.ctx.counter(r.me, uint64(k), r.me)
-		w.store(w.load() + 1<<62)
+		for b := range maxSlices {
+			w := r.ctx.counter(r.me, uint64(k), r.me).at(b)
+			w.store(w.load() + 1<<62)
+		}
 	}
 }
 
@@ -710,13 +716,17 @@ func (lr *laneRun) gpuOp(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint6
 			want := atomic.AddUint64(&r.ctx.expected[k], 1)
 			if r.cuda.hostWaits {
 				_, ch := lr.channel(op.Channel, id)
-				if err := r.scope.polled(r.ctx.counter(r.me, k, r.me), func(v uint64) bool { return v >= want }, ch.Peer,
-					func() string { return fmt.Sprintf("waiting for signal %d on %s channel %d", want, op.Channel, idx) }); err != nil {
-					return err
+				// A sliced call's signal is a word a block: every one must arrive.
+				w := r.ctx.counter(r.me, k, r.me)
+				for b := range max(r.cuda.slices, 1) {
+					if err := r.scope.polled(w.at(b), func(v uint64) bool { return v >= want }, ch.Peer,
+						func() string { return fmt.Sprintf("waiting for signal %d on %s channel %d", want, op.Channel, idx) }); err != nil {
+						return err
+					}
 				}
 				continue
 			}
-			lr.wordOps = append(lr.wordOps, ucxx.StreamWordOp{Wait: true, Addr: r.ctx.gpu.counters + uintptr(k*slotBytes), Value: want})
+			lr.wordOps = append(lr.wordOps, ucxx.StreamWordOp{Wait: true, Addr: r.ctx.gpu.counters + uintptr(counterOffset(k)), Value: want})
 		}
 		return lr.gpuWordOps()
 	case plan.OpPut, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush:
@@ -788,7 +798,7 @@ func (lr *laneRun) gpuSignals(op *plan.Op) error {
 		_, ch := lr.channel(op.Channel, id)
 		k := counterIndex(r.c.Plan, ch.Peer, op.Channel, ch.Reverse)
 		total := atomic.AddUint64(&r.ctx.gpu.sent[ch.Peer][k], 1)
-		lr.wordOps = append(lr.wordOps, ucxx.StreamWordOp{Addr: r.ctx.gpu.peerCounters[ch.Peer] + uintptr(k*slotBytes), Value: total})
+		lr.wordOps = append(lr.wordOps, ucxx.StreamWordOp{Addr: r.ctx.gpu.peerCounters[ch.Peer] + uintptr(counterOffset(k)), Value: total})
 	}
 	return lr.gpuWordOps()
 }

@@ -23,7 +23,8 @@ import (
 // (kernels/program.cu) with the stream's semantics: each op starts after the one
 // before it ended; a write of a word (a signal) comes after every earlier op's stores
 // are visible to every device and the host; an op after a wait sees what was written
-// before the word reached its value.
+// before the word reached its value. A sliced call's programs run on several blocks,
+// each so on its own slice of every op (slices.go).
 //
 // Device waits spin in the block, as cuStreamWaitValue64 holds its stream: where
 // ranks share a GPU the lanes wait on the host instead (hostWaits), and programs
@@ -135,9 +136,9 @@ func (p *deviceProgram) params() []byte {
 }
 
 // recordCopy records a copy into the lane's program; a large copy is queued on the
-// stream after the program.
+// stream after the program, but for a sliced call's, whose programs run every op.
 func (lr *laneRun) recordCopy(dst, src uintptr, n uint64) error {
-	if n > programOpMaxBytes {
+	if n > programOpMaxBytes && lr.r.cuda.slices == 0 {
 		if err := lr.launchProgram(); err != nil {
 			return err
 		}
@@ -157,9 +158,9 @@ func (lr *laneRun) recordWordOp(op ucxx.StreamWordOp) error {
 
 // recordReduce records dst = a op b over n elements into the lane's program; it
 // reports false, having launched what the program held, for a reduction too large
-// for one (the caller launches the reduction kernel).
+// for one (the caller launches the reduction kernel), but in a sliced call.
 func (lr *laneRun) recordReduce(dst, a, b uintptr, n uint64, t reduce.DType, op reduce.Op) (bool, error) {
-	if n*t.Size() > programOpMaxBytes {
+	if n*t.Size() > programOpMaxBytes && lr.r.cuda.slices == 0 {
 		return false, lr.launchProgram()
 	}
 	if !lr.prog.reduces {
@@ -196,7 +197,8 @@ func (lr *laneRun) launchProgram() error {
 	if err != nil {
 		return err
 	}
-	err = f.LaunchPacked(ucxx.LaunchShape{Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{programThreads, 1, 1}}, lr.stream, p.params())
+	blocks := uint32(max(lr.r.cuda.slices, 1))
+	err = f.LaunchPacked(ucxx.LaunchShape{Grid: [3]uint32{blocks, 1, 1}, Block: [3]uint32{programThreads, 1, 1}}, lr.stream, p.params())
 	if err != nil {
 		// The ops launched are the ones recorded since the last launch, not only the
 		// one whose recording launched them.
@@ -257,6 +259,8 @@ func programFormatHeader() string {
 		{"PROGRAM_REDUCE_OPERANDS", programOperands[programReduce]},
 		{"PROGRAM_WRITE_OPERANDS", programOperands[programWrite]},
 		{"PROGRAM_WAIT_OPERANDS", programOperands[programWait]},
+		{"PROGRAM_SLICE_ALIGN", sliceAlign},
+		{"PROGRAM_SLICE_WORD_BYTES", sliceWordBytes},
 	} {
 		fmt.Fprintf(&b, "#define %s %d\n", c.name, c.value)
 	}

@@ -1,9 +1,11 @@
 """Collectives on device memory: ranks as processes sharing the GPU (or one GPU each
 where there are several) run every built-in collective on CuPy arrays and MSCCL++'s
 own plans, against numpy; LL plans are refused on device memory. Each runs with the
-lanes' ops as device programs (one kernel a lane, the default for calls to 1 MiB) and
-as driver calls one by one (UCXGO_DEVICE_PROGRAMS=0). Skipped where cupy or a GPU is
-missing."""
+lanes' ops as device programs (one kernel a lane, the default for small calls), as
+driver calls one by one (UCXGO_DEVICE_PROGRAMS=0), and with every call sliced
+(UCXGO_SLICED_MIN_BYTES=1: programs of many blocks, each on its slice of every op,
+the default for large calls; odd sizes leave blocks empty or with short tails).
+Skipped where cupy or a GPU is missing."""
 
 import os
 import pathlib
@@ -118,9 +120,12 @@ asyncio.run(main())
 """
 
 
-@pytest.mark.parametrize("programs", ["1", "0"])
+MODES = {"programs": {"UCXGO_DEVICE_PROGRAMS": "1"}, "driver-calls": {"UCXGO_DEVICE_PROGRAMS": "0"},
+         "sliced": {"UCXGO_DEVICE_PROGRAMS": "1", "UCXGO_SLICED_MIN_BYTES": "1"}}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
 @pytest.mark.parametrize("n", [2, 4])
-def test_collectives_on_device_memory(tmp_path, n, programs):
-    out = run_ranks(tmp_path, n, BODY.replace("@FIX@", repr(str(FIXTURES))), timeout=600,
-                    env={"UCXGO_DEVICE_PROGRAMS": programs})
+def test_collectives_on_device_memory(tmp_path, n, mode):
+    out = run_ranks(tmp_path, n, BODY.replace("@FIX@", repr(str(FIXTURES))), timeout=600, env=MODES[mode])
     assert out.count(" ok") == n, out

@@ -1,6 +1,9 @@
 // Device programs: a GPU lane's recorded ops, run in order by one thread block
-// (core/executor/program.go says why and what the stream semantics are).
-// program.ptx is this file compiled for compute_80 (make executor-ptx).
+// (core/executor/program.go says why and what the stream semantics are), or, in a
+// sliced call, by each of several blocks on its own slice of every copy and reduction,
+// with its own word of every counter (core/executor/slices.go says why that needs no
+// barrier between blocks). program.ptx is this file compiled for compute_80 (make
+// executor-ptx).
 //
 // Kernel names: program_<op>_<type> (op in sum prod min max, type as reduce.cu's),
 // whose reductions are of that type and operator, and program_copy, for programs
@@ -48,8 +51,35 @@ template <typename T> __device__ __forceinline__ T ldcg(const T *p) {
   return v;
 }
 
+// slice_bounds is this block's part [lo, hi) of an n-byte extent: equal parts on
+// multiples of PROGRAM_SLICE_ALIGN, the last shorter (and empty parts past the end).
+// Every op over the same extent gets the same part in the same block.
+__device__ __forceinline__ void slice_bounds(unsigned long long n, unsigned long long &lo, unsigned long long &hi) {
+  const unsigned long long g = gridDim.x;
+  unsigned long long per = (n + g - 1) / g;
+  per = (per + PROGRAM_SLICE_ALIGN - 1) / PROGRAM_SLICE_ALIGN * PROGRAM_SLICE_ALIGN;
+  lo = min(n, (unsigned long long)blockIdx.x * per);
+  hi = min(n, lo + per);
+}
+
+// slice_word is this block's word of a counter whose first word is at p.
+__device__ __forceinline__ unsigned long long *slice_word(unsigned long long p) {
+  return (unsigned long long *)(p + (unsigned long long)blockIdx.x * PROGRAM_SLICE_WORD_BYTES);
+}
+
+// copy_units copies n units, four loads in flight a thread before their stores (one
+// load at a time leaves a copy over NVLink waiting on memory latency).
 template <typename U> __device__ __forceinline__ void copy_units(U *dst, const U *src, unsigned long long n) {
-  for (unsigned long long i = threadIdx.x; i < n; i += blockDim.x) dst[i] = __ldcg(src + i);
+  const unsigned long long s = blockDim.x;
+  unsigned long long i = threadIdx.x;
+  for (; i + 3 * s < n; i += 4 * s) {
+    const U a = __ldcg(src + i), b = __ldcg(src + i + s), c = __ldcg(src + i + 2 * s), d = __ldcg(src + i + 3 * s);
+    dst[i] = a;
+    dst[i + s] = b;
+    dst[i + 2 * s] = c;
+    dst[i + 3 * s] = d;
+  }
+  for (; i < n; i += s) dst[i] = __ldcg(src + i);
 }
 
 // copy_bytes copies n bytes in the widest units the addresses and size allow.
@@ -72,6 +102,39 @@ template <typename T, int OP> __device__ __forceinline__ T apply(T x, T y) {
   else return Arith<T>::mx(x, y);
 }
 
+// apply16 is apply over the elements of 16 bytes.
+template <typename T, int OP> __device__ __forceinline__ uint4 apply16(uint4 x, uint4 y) {
+  constexpr int k = 16 / sizeof(T);
+  T a[k], b[k];
+  memcpy(a, &x, 16);
+  memcpy(b, &y, 16);
+#pragma unroll
+  for (int j = 0; j < k; j++) a[j] = apply<T, OP>(a[j], b[j]);
+  memcpy(&x, a, 16);
+  return x;
+}
+
+// reduce_elements is dst[i] = a[i] op b[i] for n elements: 16 bytes a load, two in
+// flight a thread, where the three addresses allow it.
+template <typename T, int OP> __device__ void reduce_elements(T *dst, const T *a, const T *b, unsigned long long n) {
+  unsigned long long i = 0;
+  if ((((unsigned long long)dst | (unsigned long long)a | (unsigned long long)b) & 15) == 0) {
+    constexpr unsigned long long k = 16 / sizeof(T);
+    const unsigned long long v = n / k, s = blockDim.x;
+    uint4 *d4 = (uint4 *)dst;
+    const uint4 *a4 = (const uint4 *)a, *b4 = (const uint4 *)b;
+    unsigned long long j = threadIdx.x;
+    for (; j + s < v; j += 2 * s) {
+      const uint4 x0 = __ldcg(a4 + j), y0 = __ldcg(b4 + j), x1 = __ldcg(a4 + j + s), y1 = __ldcg(b4 + j + s);
+      d4[j] = apply16<T, OP>(x0, y0);
+      d4[j + s] = apply16<T, OP>(x1, y1);
+    }
+    for (; j < v; j += s) d4[j] = apply16<T, OP>(__ldcg(a4 + j), __ldcg(b4 + j));
+    i = v * k;
+  }
+  for (unsigned long long e = i + threadIdx.x; e < n; e += blockDim.x) dst[e] = apply<T, OP>(ldcg(a + e), ldcg(b + e));
+}
+
 // run executes the program; OP < 0: it has no reductions (one found traps).
 template <typename T, int OP> __device__ void run(const Program &p) {
   const unsigned long long *w = p.w;
@@ -79,15 +142,19 @@ template <typename T, int OP> __device__ void run(const Program &p) {
   for (unsigned long long i = 1; i < end;) {
     const unsigned code = (unsigned)w[i];
     switch (code) {
-    case PROGRAM_COPY:
-      copy_bytes((char *)w[i + 1], (const char *)w[i + 2], w[i + 3]);
+    case PROGRAM_COPY: {
+      unsigned long long lo, hi;
+      slice_bounds(w[i + 3], lo, hi);
+      copy_bytes((char *)w[i + 1] + lo, (const char *)w[i + 2] + lo, hi - lo);
       i += 1 + PROGRAM_COPY_OPERANDS;
       break;
+    }
     case PROGRAM_REDUCE:
       if constexpr (OP >= 0) {
-        T *dst = (T *)w[i + 1];
-        const T *a = (const T *)w[i + 2], *b = (const T *)w[i + 3];
-        for (unsigned long long k = threadIdx.x; k < w[i + 4]; k += blockDim.x) dst[k] = apply<T, OP>(ldcg(a + k), ldcg(b + k));
+        unsigned long long lo, hi;
+        slice_bounds(w[i + 4] * sizeof(T), lo, hi);
+        lo /= sizeof(T), hi /= sizeof(T);
+        reduce_elements<T, OP>((T *)w[i + 1] + lo, (const T *)w[i + 2] + lo, (const T *)w[i + 3] + lo, hi - lo);
       } else {
         __trap();
       }
@@ -99,13 +166,13 @@ template <typename T, int OP> __device__ void run(const Program &p) {
       // this kernel (a copy engine's copy), as cuStreamWriteValue64 did.
       if (threadIdx.x == 0) {
         __threadfence_system();
-        store_release_sys((unsigned long long *)w[i + 1], w[i + 2]);
+        store_release_sys(slice_word(w[i + 1]), w[i + 2]);
       }
       i += 1 + PROGRAM_WRITE_OPERANDS;
       break;
     case PROGRAM_WAIT:
       if (threadIdx.x == 0) {
-        const unsigned long long *word = (const unsigned long long *)w[i + 1];
+        const unsigned long long *word = slice_word(w[i + 1]);
         while (load_acquire_sys(word) < w[i + 2]) {
         }
       }
