@@ -14,7 +14,7 @@ leaves); rank 0 prints rows and writes JSON.
         --variants chain:c4,chain:c8,chain:c16,chain:c8l2 --sizes-mib 24,96,384,768 --out sweep.json
 
 A variant is ``name:c<chunks>[l<lanes>]`` (reduce_scatter: ``allpairs:c1l2`` and the
-like; sizes are the input's). Sizes must divide into every variant's
+like, or ``read``: read_reduce_scatter below; sizes are the input's). Sizes must divide into every variant's
 pieces (a plan is cut evenly; the communicator's own call takes fewer pieces instead,
 or for an allreduce pads a tail).
 """
@@ -32,9 +32,43 @@ import numpy as np
 from collectives_bench import Nccl
 
 
+def read_reduce_scatter(n):
+    """An out-of-place reduce-scatter that pulls: after a handshake, rank r reduces
+    block r of its input with block r of each peer's input, read over the peer's
+    memory channel (rre, one peer an op, into the output), then tells each peer it is
+    done reading (the peer returns only then); every op on one lane (a lane a peer
+    would order the reductions through semaphores, which the host takes). Not a
+    built-in: measured here first."""
+    from ucxx_go._plan import ExecutionPlan
+    from ucxx_go.language.channel import MemoryChannel
+    from ucxx_go.language.collectives import ReduceScatter
+    from ucxx_go.language.program import CollectiveProgram
+    from ucxx_go.language.rank import Rank
+    from ucxx_go.language.types import SyncType
+    prog = CollectiveProgram(f"bench.reducescatter.read.n{n}", ReduceScatter(n, 1, False), n, prune_syncs=True)
+    with prog:
+        chans = {(r, p): MemoryChannel(p, r) for r in range(n) for p in range(n) if p != r}
+        for ch in chans.values():
+            ch.signal(tb=0, relaxed=True, data_sync=SyncType.none)
+        for ch in chans.values():
+            ch.wait(tb=0, relaxed=True, data_sync=SyncType.after)
+        for r in range(n):
+            own, out = Rank(r).get_input_buffer()[r:r + 1], Rank(r).get_output_buffer()[0:1]
+            for i, p in enumerate(q for q in range(n) if q != r):
+                chans[(r, p)].reduce(own if i == 0 else out, [Rank(p).get_input_buffer()[r:r + 1]],
+                                     tb=0, local_dst_chunk=out, op=None)
+        for ch in chans.values():
+            ch.signal(tb=0, data_sync=SyncType.before)
+        for ch in chans.values():
+            ch.wait(tb=0, data_sync=SyncType.after)
+    return ExecutionPlan.from_json(prog.to_json())
+
+
 def variant_plan(collective, spec, n, inplace=True):
     from ucxx_go._plan import ExecutionPlan
     from ucxx_go.language.builtins import Options, builtin_plan
+    if collective == "reduce_scatter" and spec == "read":
+        return read_reduce_scatter(n)
     name, opts = spec.split(":")
     m = re.fullmatch(r"c(\d+)(?:l(\d+))?", opts)
     if not m:
@@ -81,7 +115,8 @@ async def main():
         pass for a fast one (broadcast: rank 0's values everywhere; allreduce and
         reduce_scatter of rank + 1 everywhere: n(n+1)/2)."""
         x[:] = rank + 1
-        out[:] = 0
+        if scatter:
+            out[:] = 0  # (a broadcast's out is x: the root's values stay)
         await run(variant, x, out)
         cp.cuda.Device().synchronize()
         want = 1 if coll == "broadcast" else n * (n + 1) // 2

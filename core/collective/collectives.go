@@ -84,6 +84,7 @@ func (c *Communicator) StartCollective(kind string, root int, call executor.Call
 	if call.Plan, err = c.registry.builtin(kind, ch.name, c.size, ch.o); err != nil {
 		return nil, err
 	}
+	call.Sliced = ch.sliced
 	return c.x.Start(call)
 }
 

@@ -180,12 +180,24 @@ const (
 	// 4-16 pieces change nothing. 3 ranks and trees were not measured.
 	devicePipelineMinBytes = 64 << 20
 	devicePipelineChunks   = 8
+	// deviceDeepPipelineMinBytes: device chains (3-4 ranks) from this size are cut
+	// into deviceDeepPipelineChunks pieces, and every device chain from
+	// devicePipelineMinBytes runs sliced (executor.Call.Sliced: the SMs copy, a
+	// block's waits spin in it, so a hop costs µs, not tens). Measured on 4 x H100,
+	// one rank a GPU, in place, 2 alternating runs (RESULTS.md, session 21; µs, 32
+	// blocks, sliced / best unsliced / NCCL): 64 MiB 8 pieces 333-344 / 355-368 /
+	// 348-374; 256 MiB 32 pieces 947-1,003 / 1,036-1,196 / 919-965; 1 GiB 32 pieces
+	// 3,547-3,625 / 3,770-3,860 / 3,145-3,260 (16 pieces 3,763-3,816).
+	deviceDeepPipelineMinBytes = 256 << 20
+	deviceDeepPipelineChunks   = 32
 )
 
-// choice is a built-in algorithm with its options.
+// choice is a built-in algorithm with its options; sliced asks for sliced device
+// programs (executor.Call.Sliced).
 type choice struct {
-	name string
-	o    builtin.Options
+	name   string
+	o      builtin.Options
+	sliced bool
 }
 
 // builtinChoice picks the built-in algorithm for a request. It depends on the
@@ -196,15 +208,15 @@ func builtinChoice(r Request) choice {
 	case "allreduce":
 		if r.Memory == executor.MemoryCUDA {
 			if r.Bytes <= deviceDirectMaxBytes {
-				return choice{"direct", o}
+				return choice{name: "direct", o: o}
 			}
-			return choice{"allpairs", o}
+			return choice{name: "allpairs", o: o}
 		}
 		if r.Bytes <= directMaxBytes {
-			return choice{"direct", o}
+			return choice{name: "direct", o: o}
 		}
 		if r.Bytes <= allPairsMaxBytes {
-			return choice{"allpairs", o}
+			return choice{name: "allpairs", o: o}
 		}
 		if r.Bytes >= pipelineMinBytes {
 			o.Chunks = pipelineChunks
@@ -212,24 +224,27 @@ func builtinChoice(r Request) choice {
 		if r.Bytes >= lanesMinBytes && r.CoresPerRank >= maxLanes {
 			o.Lanes = maxLanes
 		}
-		return choice{"ring", o}
+		return choice{name: "ring", o: o}
 	case "broadcast":
+		deep := r.Memory == executor.MemoryCUDA && r.Ranks > 2 && r.Bytes >= devicePipelineMinBytes
 		switch {
-		case r.Memory == executor.MemoryCUDA && r.Ranks > 2 && r.Bytes >= devicePipelineMinBytes:
+		case deep && r.Ranks <= 4 && r.Bytes >= deviceDeepPipelineMinBytes:
+			o.Chunks = deviceDeepPipelineChunks
+		case deep:
 			o.Chunks = devicePipelineChunks
 		case r.Bytes >= pipelineMinBytes:
 			o.Chunks = pipelineChunks
 		}
 		if r.Ranks <= 4 {
-			return choice{"chain", o}
+			return choice{name: "chain", o: o, sliced: deep}
 		}
-		return choice{"tree", o}
+		return choice{name: "tree", o: o} // (sliced trees: not measured)
 	case "reduce":
-		return choice{"direct", o}
+		return choice{name: "direct", o: o}
 	case "alltoall":
-		return choice{"pairwise", o}
+		return choice{name: "pairwise", o: o}
 	}
-	return choice{"allpairs", o}
+	return choice{name: "allpairs", o: o}
 }
 
 // errNoPlan: no plan for a collective (an unknown one).

@@ -59,8 +59,8 @@ func TestBuiltinChoiceDevice(t *testing.T) {
 }
 
 // TestBuiltinChoiceDeviceBroadcast: broadcasts among more than 2 ranks on device
-// memory pipeline deeper from devicePipelineMinBytes; 2 ranks and host memory keep
-// the host rule.
+// memory pipeline deeper from devicePipelineMinBytes, chains sliced, and deeper again
+// from deviceDeepPipelineMinBytes; 2 ranks and host memory keep the host rule.
 func TestBuiltinChoiceDeviceBroadcast(t *testing.T) {
 	for _, c := range []struct {
 		bytes  uint64
@@ -68,20 +68,28 @@ func TestBuiltinChoiceDeviceBroadcast(t *testing.T) {
 		mem    executor.Memory
 		name   string
 		chunks int
+		sliced bool
 	}{
-		{8, 4, executor.MemoryCUDA, "chain", 0},
-		{pipelineMinBytes, 4, executor.MemoryCUDA, "chain", pipelineChunks},
-		{devicePipelineMinBytes - 1, 4, executor.MemoryCUDA, "chain", pipelineChunks},
-		{devicePipelineMinBytes, 4, executor.MemoryCUDA, "chain", devicePipelineChunks},
-		{1 << 30, 3, executor.MemoryCUDA, "chain", devicePipelineChunks},
-		{1 << 30, 8, executor.MemoryCUDA, "tree", devicePipelineChunks},
-		{1 << 30, 2, executor.MemoryCUDA, "chain", pipelineChunks},
-		{1 << 30, 4, executor.MemoryHost, "chain", pipelineChunks},
+		{8, 4, executor.MemoryCUDA, "chain", 0, false},
+		{pipelineMinBytes, 4, executor.MemoryCUDA, "chain", pipelineChunks, false},
+		{devicePipelineMinBytes - 1, 4, executor.MemoryCUDA, "chain", pipelineChunks, false},
+		{devicePipelineMinBytes, 4, executor.MemoryCUDA, "chain", devicePipelineChunks, true},
+		{deviceDeepPipelineMinBytes - 1, 3, executor.MemoryCUDA, "chain", devicePipelineChunks, true},
+		{deviceDeepPipelineMinBytes, 4, executor.MemoryCUDA, "chain", deviceDeepPipelineChunks, true},
+		{1 << 30, 3, executor.MemoryCUDA, "chain", deviceDeepPipelineChunks, true},
+		{1 << 30, 8, executor.MemoryCUDA, "tree", devicePipelineChunks, false},
+		{1 << 30, 2, executor.MemoryCUDA, "chain", pipelineChunks, false},
+		{1 << 30, 4, executor.MemoryHost, "chain", pipelineChunks, false},
 	} {
 		ch := builtinChoice(Request{Collective: Broadcast, Bytes: c.bytes, Ranks: c.ranks, Memory: c.mem})
-		if ch.name != c.name || ch.o.Chunks != c.chunks {
-			t.Errorf("broadcast of %d bytes, %d ranks, %v: %s in %d pieces; want %s in %d", c.bytes, c.ranks, c.mem,
-				ch.name, ch.o.Chunks, c.name, c.chunks)
+		if ch.name != c.name || ch.o.Chunks != c.chunks || ch.sliced != c.sliced {
+			t.Errorf("broadcast of %d bytes, %d ranks, %v: %s in %d pieces, sliced %t; want %s in %d, sliced %t", c.bytes,
+				c.ranks, c.mem, ch.name, ch.o.Chunks, ch.sliced, c.name, c.chunks, c.sliced)
+		}
+	}
+	for _, kind := range []string{AllReduce, AllGather, ReduceScatter, AllToAll, Reduce} {
+		if ch := builtinChoice(Request{Collective: kind, Bytes: 1 << 30, Ranks: 4, Memory: executor.MemoryCUDA}); ch.sliced {
+			t.Errorf("%s of 1 GiB on 4 devices asks to be sliced", kind)
 		}
 	}
 }

@@ -47,6 +47,9 @@ type Call struct {
 	// arrive a little apart then run the call without a hop to another thread.
 	// Execute ignores it.
 	Patience time.Duration
+	// Sliced asks that a device call run its GPU lanes as sliced programs
+	// (slices.go): granted where the plan allows it at the call's sizes.
+	Sliced bool
 }
 
 // Blocks are a rank's per-call blocks: offsets and lengths, one per rank, in bytes.

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"cmp"
+	"math"
 	"os"
 	"slices"
 	"sort"
@@ -30,14 +31,23 @@ import (
 // the peer's counter and block b's wait watches word b of its own. Host waits (where
 // the lanes do not wait on the device) watch every word.
 //
-// Every rank decides alike: the decision depends on the plan, the sizes and the two
-// knobs, and goes into the call's fingerprint, so ranks whose knobs differ fail the
-// call with ErrMismatch instead of waiting for words nobody writes.
+// Slicing pays where a pipeline's hops cost more than its copies: a chain of 4 GPUs
+// in 32 pieces moved 1 GiB in 3.55-3.62 ms sliced against 3.77-3.86 in its best
+// unsliced form (4 x H100; RESULTS.md, session 21). Where one copy engine's copy
+// moves a whole block, the SMs' copies are slower (0.90-0.93x of it between two
+// GPUs), so calls are sliced where their caller asks (Call.Sliced: the built-in
+// broadcast chain's rule, core/collective) or, for measuring and tests, every
+// sliceable call from UCXGO_SLICED_MIN_BYTES.
+//
+// Every rank decides alike: the decision depends on the call (its request), the
+// plan, the sizes and the knobs, and goes into the call's fingerprint, so ranks
+// whose knobs differ fail the call with ErrMismatch instead of waiting for words
+// nobody writes.
 
 const (
 	// maxSlices is the most blocks a sliced program runs on: each counter has a word
 	// for each.
-	maxSlices = 32
+	maxSlices = 64
 	// sliceWordBytes is the distance between a counter's words: a sharedWord each,
 	// the value and, after it, the count of its sleepers.
 	sliceWordBytes = 16
@@ -48,19 +58,20 @@ const (
 	// sliceAlign: every slice but an extent's last starts and ends on a multiple of
 	// it (every element size divides it; kernels/program.cu's sliceBounds).
 	sliceAlign = 16
-	// defaultSlicedBlocks is how many blocks a sliced program runs on.
-	defaultSlicedBlocks = 16
-	// defaultSlicedMinBytes: calls whose send or receive buffer is at least this
-	// large are sliced (where their plan allows it).
-	defaultSlicedMinBytes = 16 << 20
+	// defaultSlicedBlocks is how many blocks a sliced program runs on: 32 and 64
+	// moved the chain alike (64 MiB-1 GiB, 4 x H100), 16 less.
+	defaultSlicedBlocks = 32
+	// neverSliced: UCXGO_SLICED_MIN_BYTES's default, no call that large.
+	neverSliced = math.MaxUint64
 )
 
 var (
 	// slicedBlocks is defaultSlicedBlocks, or UCXGO_SLICED_BLOCKS (1 turns sliced
 	// calls off), at most maxSlices.
 	slicedBlocks = min(envInt("UCXGO_SLICED_BLOCKS", defaultSlicedBlocks), maxSlices)
-	// slicedMinBytes is defaultSlicedMinBytes, or UCXGO_SLICED_MIN_BYTES.
-	slicedMinBytes = envBytes("UCXGO_SLICED_MIN_BYTES", defaultSlicedMinBytes)
+	// slicedMinBytes, from UCXGO_SLICED_MIN_BYTES: every sliceable device call at
+	// least this large is sliced, asked or not.
+	slicedMinBytes = envBytes("UCXGO_SLICED_MIN_BYTES", neverSliced)
 )
 
 // envInt is the environment variable name's value as an int, else def (unset, not a
@@ -82,11 +93,11 @@ func (w sharedWord) at(b int) sharedWord {
 }
 
 // slicesFor is how many blocks c's device programs run on: slicedBlocks for a device
-// call with programs on, at least slicedMinBytes, fixed sizes and a sliceable plan;
-// else 0 (an unsliced call).
+// call with programs on that asks for it (or is at least slicedMinBytes), with fixed
+// sizes and a sliceable plan; else 0 (an unsliced call).
 func (x *Executor) slicesFor(c Call, l *plan.Layout) uint8 {
 	if c.Memory != MemoryCUDA || !devicePrograms || slicedBlocks < 2 || c.Blocks != nil ||
-		max(c.Send.Bytes, c.Recv.Bytes) < slicedMinBytes {
+		!c.Sliced && max(c.Send.Bytes, c.Recv.Bytes) < slicedMinBytes {
 		return 0
 	}
 	k := layoutKey{c.Plan, l.InputBytes, l.OutputBytes}

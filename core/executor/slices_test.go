@@ -121,3 +121,41 @@ func TestConsistentExtents(t *testing.T) {
 		}
 	}
 }
+
+// A device call is sliced where it asks and its plan allows; host memory, calls
+// that do not ask (below UCXGO_SLICED_MIN_BYTES, unset: never) and per-call blocks
+// are not.
+func TestSlicesFor(t *testing.T) {
+	_, chain, err := builtin.BroadcastChain(4, builtin.Options{InPlace: true, Chunks: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, wide, err := builtin.BroadcastChain(4, builtin.Options{InPlace: true, Chunks: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var x Executor
+	call := func(p *plan.Plan, m Memory, sliced bool) uint8 {
+		c := Call{Plan: p, Send: Buffer{Bytes: 64 << 20}, Recv: Buffer{Bytes: 64 << 20}, Memory: m, Sliced: sliced}
+		l, err := p.Layout(0, c.Send.Bytes, c.Recv.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x.slicesFor(c, l)
+	}
+	if got := call(chain, MemoryCUDA, true); got != uint8(slicedBlocks) {
+		t.Errorf("a device chain that asks: %d blocks, want %d", got, slicedBlocks)
+	}
+	if got := call(chain, MemoryCUDA, false); got != 0 {
+		t.Errorf("a device chain that does not ask: %d blocks", got)
+	}
+	if got := call(chain, MemoryHost, true); got != 0 {
+		t.Errorf("a host chain: %d blocks", got)
+	}
+	if got := call(wide, MemoryCUDA, true); got != uint8(slicedBlocks) {
+		t.Errorf("another plan: %d blocks (the cache is per plan)", got)
+	}
+	if len(x.sliceables) != 2 {
+		t.Errorf("%d plans cached, want 2", len(x.sliceables))
+	}
+}

@@ -82,8 +82,9 @@ async def main():
             want = np.concatenate([data(q * n + r, count, dtype) for q in range(n)]) if count else np.empty(0, dtype)
             assert np.array_equal(cp.asnumpy(o), want), ("alltoall", count, dtype)
     # Pipelined broadcasts (4 MiB up: 4 pieces; among more than 2 ranks 8 from 64 MiB,
-    # fewer where 8 do not divide the message), in place and out of place, root n - 1.
-    for count in [1 << 20, 1 << 24, (1 << 24) + 4, (1 << 24) + 2]:
+    # fewer where 8 do not divide the message, and 32 from 256 MiB, sliced from 64 MiB),
+    # in place and out of place, root n - 1.
+    for count in [1 << 20, 1 << 24, (1 << 24) + 4, (1 << 24) + 2, 1 << 26]:
         want = cp.arange(count, dtype=cp.float32) % 251
         b = want.copy() if r == n - 1 else cp.zeros(count, cp.float32)
         await comm.broadcast(b, root=n - 1)
