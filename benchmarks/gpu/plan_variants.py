@@ -14,7 +14,8 @@ leaves); rank 0 prints rows and writes JSON.
         --variants chain:c4,chain:c8,chain:c16,chain:c8l2 --sizes-mib 24,96,384,768 --out sweep.json
 
 A variant is ``name:c<chunks>[l<lanes>]`` (reduce_scatter: ``allpairs:c1l2`` and the
-like, or ``read``: read_reduce_scatter below; sizes are the input's). Sizes must divide into every variant's
+like, ``read`` or ``pipelined:c<pieces>``: read_reduce_scatter and
+pipelined_reduce_scatter below; sizes are the input's). Sizes must divide into every variant's
 pieces (a plan is cut evenly; the communicator's own call takes fewer pieces instead,
 or for an allreduce pads a tail).
 """
@@ -64,11 +65,50 @@ def read_reduce_scatter(n):
     return ExecutionPlan.from_json(prog.to_json())
 
 
+def pipelined_reduce_scatter(n, c):
+    """An out-of-place all-pairs reduce-scatter in c pieces on two lanes a rank: lane
+    0 puts piece j of each peer's block into the peer's scratch slot and signals the
+    peer's lane 1; lane 1 waits for piece j from every peer and reduces it into the
+    output, while lane 0 moves piece j + 1 (on a GPU: copy engines on one stream,
+    reduction kernels on another). Not a built-in: measured here first."""
+    from ucxx_go._plan import ExecutionPlan
+    from ucxx_go.language.builtins_common import Wiring, peer_of, signal_all, slot, wait_all
+    from ucxx_go.language.collectives import ReduceScatter
+    from ucxx_go.language.program import CollectiveProgram
+    from ucxx_go.language.rank import Buffer, Rank
+    from ucxx_go.language.types import SyncType
+    prog = CollectiveProgram(f"bench.reducescatter.pipelined.n{n}.c{c}", ReduceScatter(n, c, False), n)
+    with prog:
+        w, put_end, red_end = Wiring(), {}, {}
+        for r in range(n):
+            for p in range(r + 1, n):
+                put_end[(r, p)], red_end[(p, r)] = w.connect(r, 0, p, 1)
+                put_end[(p, r)], red_end[(r, p)] = w.connect(p, 0, r, 1)
+        w.handshake()
+        scratch = {r: Buffer(r, (n - 1) * c) for r in range(n)}
+        peers = {r: [peer_of(r, i, n) for i in range(n - 1)] for r in range(n)}
+        for j in range(c):
+            for r in range(n):
+                inp = Rank(r).get_input_buffer()
+                for p in peers[r]:
+                    s = slot(r, p, n) * c + j
+                    put_end[(r, p)].put(scratch[p][s:s + 1], inp[p * c + j:p * c + j + 1], tb=0)
+                signal_all([put_end[(r, p)] for p in peers[r]], 0, data_sync=SyncType.before)
+            for r in range(n):
+                wait_all([red_end[(r, p)] for p in peers[r]], 1, data_sync=SyncType.after)
+                own = Rank(r).get_input_buffer()[r * c + j:r * c + j + 1]
+                slots = [scratch[r][s * c + j:s * c + j + 1] for s in range(n - 1)]
+                Rank(r).reduce(own, slots, tb=1, dst_chunk=Rank(r).get_output_buffer()[j:j + 1], reduce_op=None)
+    return ExecutionPlan.from_json(prog.to_json())
+
+
 def variant_plan(collective, spec, n, inplace=True):
     from ucxx_go._plan import ExecutionPlan
     from ucxx_go.language.builtins import Options, builtin_plan
     if collective == "reduce_scatter" and spec == "read":
         return read_reduce_scatter(n)
+    if collective == "reduce_scatter" and spec.startswith("pipelined:c"):
+        return pipelined_reduce_scatter(n, int(spec.split(":c")[1]))
     name, opts = spec.split(":")
     m = re.fullmatch(r"c(\d+)(?:l(\d+))?", opts)
     if not m:
