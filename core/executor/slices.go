@@ -56,7 +56,7 @@ const (
 	// multiple of the cache line.
 	counterBytes = maxSlices * sliceWordBytes
 	// sliceAlign: every slice but an extent's last starts and ends on a multiple of
-	// it (every element size divides it; kernels/program.cu's sliceBounds).
+	// it (every element size divides it; kernels/program.cu's slice_bounds).
 	sliceAlign = 16
 	// defaultSlicedBlocks is how many blocks a sliced program runs on: 32 and 64
 	// moved the chain alike (64 MiB-1 GiB, 4 x H100), 16 less.
@@ -66,8 +66,8 @@ const (
 )
 
 var (
-	// slicedBlocks is defaultSlicedBlocks, or UCXGO_SLICED_BLOCKS (1 turns sliced
-	// calls off), at most maxSlices.
+	// slicedBlocks is defaultSlicedBlocks, or UCXGO_SLICED_BLOCKS (0 or 1 turns
+	// sliced calls off), at most maxSlices.
 	slicedBlocks = min(envInt("UCXGO_SLICED_BLOCKS", defaultSlicedBlocks), maxSlices)
 	// slicedMinBytes, from UCXGO_SLICED_MIN_BYTES: every sliceable device call at
 	// least this large is sliced, asked or not.
