@@ -25,16 +25,16 @@ import (
 // an op writes is, where any other op touches it, touched with exactly the same
 // offset and length (sliceable checks the whole plan, every rank's lanes, at the
 // call's sizes), and block b of every op takes the same part of an extent: the
-// bytes [lo, hi) that sliceBounds gives. So block b's ops only ever touch what block
-// b's ops wrote, on every rank, and the blocks run G copies of the plan, each on its
-// slice, ordered by their own signals: block b's signal is written into word b of
-// the peer's counter and block b's wait watches word b of its own. Host waits (where
-// the lanes do not wait on the device) watch every word.
+// bytes [lo, hi) that slice_bounds (kernels/program.cu) gives. So block b's ops only
+// ever touch what block b's ops wrote, on every rank, and the blocks run G copies of
+// the plan, each on its slice, ordered by their own signals: block b's signal is
+// written into word b of the peer's counter and block b's wait watches word b of its
+// own. Host waits (where the lanes do not wait on the device) watch every word.
 //
 // Slicing pays where a pipeline's hops cost more than its copies: a chain of 4 GPUs
 // in 32 pieces moved 1 GiB in 3.55-3.62 ms sliced against 3.77-3.86 in its best
 // unsliced form (4 x H100; RESULTS.md, session 21). Where one copy engine's copy
-// moves a whole block, the SMs' copies are slower (0.90-0.93x of it between two
+// moves a whole block, the SMs' copies are slower (0.88-0.94x of it between two
 // GPUs), so calls are sliced where their caller asks (Call.Sliced: the built-in
 // broadcast chain's rule, core/collective) or, for measuring and tests, every
 // sliceable call from UCXGO_SLICED_MIN_BYTES.
