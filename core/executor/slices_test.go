@@ -3,6 +3,7 @@ package executor
 import (
 	"bytes"
 	"encoding/json"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/ucxx-go/ucxx-go/core/builtin"
@@ -157,5 +158,41 @@ func TestSlicesFor(t *testing.T) {
 	}
 	if len(x.sliceables) != 2 {
 		t.Errorf("%d plans cached, want 2", len(x.sliceables))
+	}
+}
+
+// consistentExtents agrees with the definition checked pair by pair, on random sets
+// of extents over a small range (so that they meet often).
+func TestConsistentExtentsAgainstPairs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 27))
+	byPairs := func(as []access) bool {
+		for i, a := range as {
+			for j, b := range as {
+				if i == j || !a.write && !b.write {
+					continue
+				}
+				meet := a.span.Offset < b.span.End() && b.span.Offset < a.span.End()
+				if meet && a.span != b.span {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	agreed := map[bool]int{}
+	for range 20000 {
+		as := make([]access, 1+rng.IntN(6))
+		for i := range as {
+			o, n := uint64(rng.IntN(8))*8, uint64(1+rng.IntN(4))*8
+			as[i] = access{plan.Span{Offset: o, Length: n}, rng.IntN(3) == 0}
+		}
+		want := byPairs(as)
+		if got := consistentExtents(as); got != want {
+			t.Fatalf("%+v: %t, pair by pair %t", as, got, want)
+		}
+		agreed[want]++
+	}
+	if agreed[true] < 1000 || agreed[false] < 1000 {
+		t.Fatalf("too few cases of each answer: %v", agreed)
 	}
 }
