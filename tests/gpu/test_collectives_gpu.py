@@ -125,8 +125,7 @@ MODES = {"programs": {"UCXGO_DEVICE_PROGRAMS": "1"}, "driver-calls": {"UCXGO_DEV
          "sliced": {"UCXGO_DEVICE_PROGRAMS": "1", "UCXGO_SLICED_MIN_BYTES": "1"}}
 
 
-@pytest.mark.parametrize("mode", list(MODES))
-@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("n,mode", [(n, m) for m in MODES for n in (2, 4)] + [(3, "sliced")])
 def test_collectives_on_device_memory(tmp_path, n, mode):
     out = run_ranks(tmp_path, n, BODY.replace("@FIX@", repr(str(FIXTURES))), timeout=600, env=MODES[mode])
     assert out.count(" ok") == n, out
