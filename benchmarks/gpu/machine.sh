@@ -17,6 +17,11 @@
 #   transfers     GPU 0 to 1 and on GPU 0: two-sided against RAPIDS ucxx (gpu_bench.py),
 #                 one-sided against NIXL (onesided_gpu_bench.py); the peers' wheels from
 #                 .ci/device-peers-kit.sh in /tmp/tx, installed into /tmp/peers-site
+#   ab            an A/B on one machine: builds .devkit/alt (benchmarks/gpu/alt_tree.sh)
+#                 into /tmp/alt-site once, then runs AB_CMD (a shell command, run from the
+#                 repository's root with $AB_TAG set to base or alt and $AB_OUT to a folder
+#                 for its files) AB_ROUNDS times (default 3) with each build in turn;
+#                 outputs tarred as ab${TAG}.tgz
 #
 #   bash benchmarks/gpu/machine.sh tests collectives
 set -uo pipefail
@@ -93,6 +98,26 @@ for step in "$@"; do
                 > "$out/onesided_$t.md" 2>&1
             echo "transfers one-sided $g rc=$?"
         done
+        ;;
+    ab)
+        [ -f .devkit/alt/ALT ] || { echo "machine.sh ab: no .devkit/alt (benchmarks/gpu/alt_tree.sh)" >&2; exit 2; }
+        if ! ls /tmp/alt-site/ucxx_go/_pybridge*.so >/dev/null 2>&1; then
+            (cd .devkit/alt && python3 -m pip install -q --no-build-isolation --no-deps --target /tmp/alt-site . \
+                > "$out/alt_build.log" 2>&1) || { tail -30 "$out/alt_build.log"; exit 1; }
+            echo "alt built: $(cat .devkit/alt/ALT)"
+        fi
+        r=$(mktemp -d)
+        base=${PYTHONPATH#/tmp/ucxxgo-site:}
+        for round in $(seq "${AB_ROUNDS:-3}"); do
+            for v in base alt; do
+                site=/tmp/ucxxgo-site; [ $v = alt ] && site=/tmp/alt-site
+                mkdir -p "$r/$v"
+                PYTHONPATH=$site:$base AB_TAG=$v AB_OUT=$r/$v timeout 300 bash -c "${AB_CMD:?AB_CMD: the command to run}" \
+                    > "$r/${v}_r$round.log" 2>&1
+                echo "ab round $round $v rc=$?"
+            done
+        done
+        tar -C "$r" -czf "$out/ab${TAG:-}.tgz" .
         ;;
     *)
         echo "machine.sh: unknown step $step" >&2
