@@ -20,7 +20,7 @@
 #   ab            an A/B on one machine: builds .devkit/alt (benchmarks/gpu/alt_tree.sh)
 #                 into /tmp/alt-site once, then runs AB_CMD (a shell command, run from the
 #                 repository's root with $AB_TAG set to base or alt and $AB_OUT to a folder
-#                 for its files) AB_ROUNDS times (default 3) with each build in turn;
+#                 for the round's files) AB_ROUNDS times (default 3) with each build in turn;
 #                 outputs tarred as ab${TAG}.tgz
 #
 #   bash benchmarks/gpu/machine.sh tests collectives
@@ -111,8 +111,8 @@ for step in "$@"; do
         for round in $(seq "${AB_ROUNDS:-3}"); do
             for v in base alt; do
                 site=/tmp/ucxxgo-site; [ $v = alt ] && site=/tmp/alt-site
-                mkdir -p "$r/$v"
-                PYTHONPATH=$site:$base AB_TAG=$v AB_OUT=$r/$v timeout 300 bash -c "${AB_CMD:?AB_CMD: the command to run}" \
+                mkdir -p "$r/${v}_r$round"
+                PYTHONPATH=$site:$base AB_TAG=$v AB_OUT=$r/${v}_r$round timeout 300 bash -c "${AB_CMD:?AB_CMD: the command to run}" \
                     > "$r/${v}_r$round.log" 2>&1
                 echo "ab round $round $v rc=$?"
             done
