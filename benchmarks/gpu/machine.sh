@@ -107,7 +107,7 @@ for step in "$@"; do
             echo "alt built: $(cat .devkit/alt/ALT)"
         fi
         r=$(mktemp -d)
-        base=${PYTHONPATH#/tmp/ucxxgo-site:}
+        base=$(tr ':' '\n' <<< "$PYTHONPATH" | grep -vx /tmp/ucxxgo-site | paste -sd:)
         for round in $(seq "${AB_ROUNDS:-3}"); do
             for v in base alt; do
                 site=/tmp/ucxxgo-site; [ $v = alt ] && site=/tmp/alt-site
