@@ -39,7 +39,7 @@ def read_reduce_scatter(n):
     memory channel (rre, one peer an op, into the output), then tells each peer it is
     done reading (the peer returns only then); every op on one lane (a lane a peer
     would order the reductions through semaphores, which the host takes). Not a
-    built-in: measured here first."""
+    built-in: 1.6x the built-in's time at 1 GiB on 4 x H100 (RESULTS.md, session 21)."""
     from ucxx_go._plan import ExecutionPlan
     from ucxx_go.language.channel import MemoryChannel
     from ucxx_go.language.collectives import ReduceScatter
@@ -70,7 +70,9 @@ def pipelined_reduce_scatter(n, c):
     0 puts piece j of each peer's block into the peer's scratch slot and signals the
     peer's lane 1; lane 1 waits for piece j from every peer and reduces it into the
     output, while lane 0 moves piece j + 1 (on a GPU: copy engines on one stream,
-    reduction kernels on another). Not a built-in: measured here first."""
+    reduction kernels on another). Not a built-in: slower than the built-in in all but
+    one launch on 4 x H200, its reduce lane's stream waits noticing signals late
+    (RESULTS.md, session 21); with program waits (UCXGO_PROGRAM_* knobs) not yet run."""
     from ucxx_go._plan import ExecutionPlan
     from ucxx_go.language.builtins_common import Wiring, peer_of, signal_all, slot, wait_all
     from ucxx_go.language.collectives import ReduceScatter
