@@ -35,13 +35,16 @@ source "$k/activate.sh" || exit 2
 vet=$GOROOT/pkg/tool/linux_amd64/vet
 [ -x "$vet" ] || { xz -dc /tmp/kit/vet.xz > "$vet" && chmod +x "$vet"; }
 export GOPROXY=file://$k/gomodproxy GOSUMDB=off GOFLAGS=-mod=mod UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo} PYTHONUNBUFFERED=1
-[ -n "${REBUILD:-}" ] && rm -rf /tmp/ucxxgo-site
-if ! ls /tmp/ucxxgo-site/ucxx_go/_pybridge*.so >/dev/null 2>&1; then
-    t0=$(date +%s)
-    python3 -m pip install -q --no-build-isolation --no-deps --target /tmp/ucxxgo-site . > "$out/build.log" 2>&1 ||
-        { tail -30 "$out/build.log"; exit 1; }
-    echo "ucxx_go built in $(( $(date +%s) - t0 )) s"
-fi
+# build SRC SITE LOG: ucxx_go from the tree at SRC into SITE, unless it is there.
+build() {
+    ls "$2"/ucxx_go/_pybridge*.so >/dev/null 2>&1 && return 0
+    local t0; t0=$(date +%s)
+    (cd "$1" && python3 -m pip install -q --no-build-isolation --no-deps --target "$2" . > "$3" 2>&1) ||
+        { tail -30 "$3"; exit 1; }
+    echo "ucxx_go built from $1 in $(( $(date +%s) - t0 )) s"
+}
+[ -n "${REBUILD:-}" ] && rm -rf /tmp/ucxxgo-site /tmp/alt-site
+build . /tmp/ucxxgo-site "$out/build.log"
 export PYTHONPATH=/tmp/ucxxgo-site${PYTHONPATH:+:$PYTHONPATH}
 nvidia-smi -L > "$out/gpus.txt"
 for step in "$@"; do
@@ -101,11 +104,8 @@ for step in "$@"; do
         ;;
     ab)
         [ -f .devkit/alt/ALT ] || { echo "machine.sh ab: no .devkit/alt (benchmarks/gpu/alt_tree.sh)" >&2; exit 2; }
-        if ! ls /tmp/alt-site/ucxx_go/_pybridge*.so >/dev/null 2>&1; then
-            (cd .devkit/alt && python3 -m pip install -q --no-build-isolation --no-deps --target /tmp/alt-site . \
-                > "$out/alt_build.log" 2>&1) || { tail -30 "$out/alt_build.log"; exit 1; }
-            echo "alt built: $(cat .devkit/alt/ALT)"
-        fi
+        build .devkit/alt /tmp/alt-site "$out/alt_build.log"
+        echo "alt: $(cat .devkit/alt/ALT)"
         r=$(mktemp -d)
         base=$(tr ':' '\n' <<< "$PYTHONPATH" | grep -vx /tmp/ucxxgo-site | paste -sd:)
         for round in $(seq "${AB_ROUNDS:-3}"); do

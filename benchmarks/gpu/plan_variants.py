@@ -41,6 +41,7 @@ def read_reduce_scatter(n):
     would order the reductions through semaphores, which the host takes). Not a
     built-in: 1.6x the built-in's time at 1 GiB on 4 x H100 (RESULTS.md, session 21)."""
     from ucxx_go._plan import ExecutionPlan
+    from ucxx_go.language.builtins_common import signal_all, wait_all
     from ucxx_go.language.channel import MemoryChannel
     from ucxx_go.language.collectives import ReduceScatter
     from ucxx_go.language.program import CollectiveProgram
@@ -49,19 +50,15 @@ def read_reduce_scatter(n):
     prog = CollectiveProgram(f"bench.reducescatter.read.n{n}", ReduceScatter(n, 1, False), n, prune_syncs=True)
     with prog:
         chans = {(r, p): MemoryChannel(p, r) for r in range(n) for p in range(n) if p != r}
-        for ch in chans.values():
-            ch.signal(tb=0, relaxed=True, data_sync=SyncType.none)
-        for ch in chans.values():
-            ch.wait(tb=0, relaxed=True, data_sync=SyncType.after)
+        signal_all(list(chans.values()), 0, relaxed=True)
+        wait_all(list(chans.values()), 0, relaxed=True, data_sync=SyncType.after)
         for r in range(n):
             own, out = Rank(r).get_input_buffer()[r:r + 1], Rank(r).get_output_buffer()[0:1]
             for i, p in enumerate(q for q in range(n) if q != r):
                 chans[(r, p)].reduce(own if i == 0 else out, [Rank(p).get_input_buffer()[r:r + 1]],
                                      tb=0, local_dst_chunk=out, op=None)
-        for ch in chans.values():
-            ch.signal(tb=0, data_sync=SyncType.before)
-        for ch in chans.values():
-            ch.wait(tb=0, data_sync=SyncType.after)
+        signal_all(list(chans.values()), 0, data_sync=SyncType.before)
+        wait_all(list(chans.values()), 0, data_sync=SyncType.after)
     return ExecutionPlan.from_json(prog.to_json())
 
 

@@ -3,10 +3,8 @@ package executor
 import (
 	"cmp"
 	"math"
-	"os"
 	"slices"
 	"sort"
-	"strconv"
 	"unsafe"
 
 	"github.com/ucxx-go/ucxx-go/core/plan"
@@ -68,20 +66,11 @@ const (
 var (
 	// slicedBlocks is defaultSlicedBlocks, or UCXGO_SLICED_BLOCKS (0 or 1 turns
 	// sliced calls off), at most maxSlices.
-	slicedBlocks = min(envInt("UCXGO_SLICED_BLOCKS", defaultSlicedBlocks), maxSlices)
+	slicedBlocks = int(min(envBytes("UCXGO_SLICED_BLOCKS", defaultSlicedBlocks), maxSlices))
 	// slicedMinBytes, from UCXGO_SLICED_MIN_BYTES: every sliceable device call at
 	// least this large is sliced, asked or not.
 	slicedMinBytes = envBytes("UCXGO_SLICED_MIN_BYTES", neverSliced)
 )
-
-// envInt is the environment variable name's value as an int, else def (unset, not a
-// number, or negative).
-func envInt(name string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n >= 0 {
-		return n
-	}
-	return def
-}
 
 // counterOffset is where counter k's first word sits in a context's segment.
 func counterOffset(k uint64) uint64 { return k * counterBytes }
@@ -172,34 +161,32 @@ func collectAccesses(l *plan.Layout, op *plan.Op, ol *plan.OpLayout, pipe *plan.
 		k := bufferKey{ref.Rank, ref.Buffer} // the owner (Parse resolved remote refs)
 		touched[k] = append(touched[k], access{sp, write})
 	}
+	// copied adds a copy of n bytes from s to d (a put's length is its destination's,
+	// a get's and a copy's their source's, as gpuOp moves them).
+	copied := func(src, dst *plan.BufferRef, s, d plan.Span, n uint64) {
+		s.Length, d.Length = n, n
+		add(src, s, false)
+		add(dst, d, true)
+	}
 	switch op.Code {
 	case plan.OpNop, plan.OpFlush, plan.OpBarrier, plan.OpSemAcquire, plan.OpSemRelease,
 		plan.OpSignal, plan.OpRelaxedSignal, plan.OpWait, plan.OpRelaxedWait:
 		return true
 	case plan.OpPut, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush:
 		for i := range op.Dst {
-			dst := span(op.Dst, ol.Dst, i)
-			src := span(op.Src, ol.Src, i)
-			src.Length = dst.Length
-			add(&op.Src[i], src, false)
-			add(&op.Dst[i], dst, true)
+			d := span(op.Dst, ol.Dst, i)
+			copied(&op.Src[i], &op.Dst[i], span(op.Src, ol.Src, i), d, d.Length)
 		}
 		return true
 	case plan.OpGet:
 		for i := range op.Src {
-			src := span(op.Src, ol.Src, i)
-			dst := span(op.Dst, ol.Dst, i)
-			dst.Length = src.Length
-			add(&op.Src[i], src, false)
-			add(&op.Dst[i], dst, true)
+			s := span(op.Src, ol.Src, i)
+			copied(&op.Src[i], &op.Dst[i], s, span(op.Dst, ol.Dst, i), s.Length)
 		}
 		return true
 	case plan.OpCopy:
-		src := span(op.Src, ol.Src, 0)
-		dst := span(op.Dst, ol.Dst, 0)
-		dst.Length = src.Length
-		add(&op.Src[0], src, false)
-		add(&op.Dst[0], dst, true)
+		s := span(op.Src, ol.Src, 0)
+		copied(&op.Src[0], &op.Dst[0], s, span(op.Dst, ol.Dst, 0), s.Length)
 		return true
 	case plan.OpReduce, plan.OpReduceSend, plan.OpReadReduce, plan.OpReadReduceSend:
 		// As gpuReduce: n is the first source's length; every source, dst[0] and the
