@@ -70,7 +70,7 @@ func (e *Engine) onInternal(r *request, st ucxx.Status, length uint64) {
 	case stepHandshakeSend, stepHandshakeRecv:
 		e.onHandshakeStep(r, st)
 	case stepControlSend, stepControlRecv:
-		e.onControl(r, st)
+		e.onControl(r, st, length)
 	case stepRMAPart:
 		e.rma.onPart(r, st)
 	case stepDropUnexpected:

@@ -61,26 +61,43 @@ func (e *Engine) startControl(ep *endpoint) {
 func (e *Engine) postControlRecv(ep *endpoint) {
 	r := e.requests.add(e.newID(), opControl, ep)
 	r.internal = stepControlRecv
-	r.track(ep.u.StreamRecv(unsafe.Add(ep.hs, handshakeSize), controlSize, r.id))
+	in := unsafe.Add(ep.hs, handshakeSize)
+	if ep.byAddress { // tagged, on our control tag (direct.go)
+		e.postTagRecv(r, uintptr(in), controlSize, ep.ctlTag, ^uint64(0), ucxx.MemoryHost)
+		return
+	}
+	r.track(ep.u.StreamRecv(in, controlSize, r.id))
 }
 
 // sendControl sends w, one of controlWords, to the peer.
 func (e *Engine) sendControl(ep *endpoint, w controlWord) {
 	r := e.requests.add(e.newID(), opControl, ep)
 	r.internal, r.word = stepControlSend, w
-	r.track(ep.u.StreamSend(unsafe.Add(ep.hs, 2*handshakeSize+controlSlot(w)*controlSize), controlSize, r.id))
+	out := unsafe.Add(ep.hs, 2*handshakeSize+controlSlot(w)*controlSize)
+	if ep.byAddress {
+		r.track(ep.u.TagSend(uintptr(out), controlSize, ep.peerCtlTag, ucxx.MemoryHost, r.id))
+		return
+	}
+	r.track(ep.u.StreamSend(out, controlSize, r.id))
 }
 
 // onControl handles the end of a control send or receive. A received word is acted
 // on and the next receive posted, until UCX closes the endpoint; a receive that
-// fails ends a close waiting for the peer's answer to its goodbye (goodbye.go).
-func (e *Engine) onControl(r *request, st ucxx.Status) {
+// fails ends a close waiting for the peer's answer to its goodbye (goodbye.go). A
+// tagged control message of another size breaks the protocol.
+func (e *Engine) onControl(r *request, st ucxx.Status, length uint64) {
 	ep := r.ep
 	if r.internal == stepControlSend {
 		if r.word == controlKeepalive {
 			ep.kaSending = false
 		}
 		return
+	}
+	if st == ucxx.StatusOK && ep.byAddress && length != controlSize {
+		st = ucxx.StatusMessageTruncated
+	}
+	if st == ucxx.StatusMessageTruncated && ep.phase == phaseReady {
+		e.onEndpointError(ep.handle, ucxx.StatusIOError)
 	}
 	if st != ucxx.StatusOK {
 		e.goodbyeLost(ep)

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"net"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -68,6 +69,15 @@ type endpoint struct {
 	warmUp bool
 
 	mailbox amMailbox // its active messages and am_recvs (am.go)
+
+	// A connection of ViaAddress (direct.go): its socket, its control tags (ours and
+	// the peer's), the socket's ends, and the error handling mode its UCX endpoint is
+	// (to be) made with.
+	byAddress          bool
+	conn               net.Conn
+	ctlTag, peerCtlTag uint64
+	local, remote      string
+	errMode            ucxx.ErrHandling
 }
 
 func (e *Engine) newEndpoint(timeout time.Duration) *endpoint {
@@ -80,6 +90,10 @@ func (e *Engine) connect(s *submission) {
 	timeout := time.Duration(s.timeout)
 	if timeout <= 0 {
 		timeout = defaultAcceptTimeout
+	}
+	if s.epOpts.via() == ViaAddress {
+		e.connectAddress(s, timeout)
+		return
 	}
 	ep := e.newEndpoint(timeout)
 	ep.connectID = s.id
@@ -170,6 +184,13 @@ func (e *Engine) closeUCX(ep *endpoint, force bool) {
 	}
 	ep.flushing, ep.awaitingGoodbyeAck, ep.ucxClosing = false, false, true
 	e.eps.ucxClosing++
+	if ep.u == nil { // a connection of ViaAddress that failed before its UCX endpoint
+		e.closed(ep)
+		return
+	}
+	if ep.byAddress {
+		e.cancelControlRecv(ep)
+	}
 	if ep.u.ErrHandling() == ucxx.ErrHandlingNone {
 		force = true
 	}
@@ -194,6 +215,9 @@ func (e *Engine) closed(ep *endpoint) {
 		ep.closeID = 0
 	}
 	e.eps.remove(ep)
+	if ep.conn != nil {
+		ep.conn.Close() // the peer's reader sees the connection end (direct.go)
+	}
 	e.multi.forgetStreams(ep)
 	e.rma.endpointClosed(ep)
 	e.maybeFree(ep)

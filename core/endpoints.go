@@ -54,6 +54,13 @@ func (t *endpointTable) add(ep *endpoint) {
 	}
 }
 
+// addControlTag registers ep's control tag's id as its own (direct.go), so control
+// words that arrive unasked are held as its messages (unexpected.go).
+func (t *endpointTable) addControlTag(ep *endpoint) {
+	t.thread.check("endpoint table")
+	t.byTagID[tagEndpointID(ep.ctlTag)] = ep
+}
+
 // newRecvTag returns a receive tag whose endpoint id no endpoint in the table has.
 func (t *endpointTable) newRecvTag() uint64 {
 	t.thread.check("endpoint table")
@@ -125,6 +132,9 @@ func (t *endpointTable) remove(ep *endpoint) {
 				delete(t.byTagID, old)
 			}
 		}
+	}
+	if id := tagEndpointID(ep.ctlTag); id != 0 && t.byTagID[id] == ep {
+		delete(t.byTagID, id)
 	}
 	t.mu.Lock()
 	delete(t.published, ep.handle)

@@ -133,6 +133,7 @@ type Engine struct {
 	// Owned by the progress thread.
 	ctx       *ucxx.Context
 	listeners map[uint64]*listener
+	address   []byte       // the worker's address, once a hello needed it (direct.go)
 	events    []ucxx.Event // scratch copy of the worker's events
 	spare     []submission
 	probed    map[uint64]unsafe.Pointer // handle -> message TagProbe removed
@@ -400,6 +401,10 @@ type EndpointOptions struct {
 	// no request of such an endpoint. Both sides of a connection should use the same
 	// setting.
 	NoErrorHandling bool
+	// Via says how a connection through a listener is made (direct.go): UCX's
+	// connection manager, or worker addresses exchanged over a socket of the
+	// engine's own. Both sides must make it the same way.
+	Via ConnectVia
 }
 
 // errHandling is the UCX error handling mode the options ask for.
@@ -483,10 +488,15 @@ func (e *Engine) EndpointInfo(h uint64) (info EndpointInfo, err error) {
 			return
 		}
 		info = EndpointInfo{SendTag: ep.sendTag, RecvTag: ep.recvTag}
-		if ep.u != nil {
+		if ep.byAddress {
+			info.Local, info.Remote = ep.local, ep.remote
+		} else if ep.u != nil {
 			info.Local, info.Remote, _ = ep.u.Sockaddrs()
+		}
+		if ep.u != nil {
 			info.UCPHandle = ep.u.Handle()
 		}
+
 	}); cerr != nil {
 		return EndpointInfo{}, cerr
 	}

@@ -216,18 +216,46 @@ func TestEchoOverSharedMemory(t *testing.T) {
 
 // TestSharedMemoryOnlyTLS: with UCX_TLS=sm,self and UCX's own MM_ERROR_HANDLING=n,
 // error handling rules out every transport; without it, a worker-address endpoint
-// works and a listener connection still cannot be made (no network device for UCX's
-// connection manager).
+// works, and so does a listener's connection of ViaAddress, while one of ViaManager
+// cannot be made (no network device for UCX's connection manager).
 func TestSharedMemoryOnlyTLS(t *testing.T) {
 	const tls = "sm,self"
 	client, server := shmEngine(t, tls, "n"), shmEngine(t, tls, "n")
 	cc, sc := newCollector(t, client), newCollector(t, server)
+	byAddressNoErr := EndpointOptions{NoErrorHandling: true, Via: ViaAddress}
+	t.Run("listener/address/no-error-handling", func(t *testing.T) {
+		lh, port, err := server.ListenWith("127.0.0.1", 0, byAddressNoErr)
+		if err != nil {
+			t.Fatalf("ListenWith: %v", err)
+		}
+		defer server.CloseListener(lh)
+		id, err := client.ConnectWith("127.0.0.1", port, 5*time.Second, byAddressNoErr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cep, sep := cc.wait(id, 6*time.Second), sc.wait(EventListenerAccept|lh, 6*time.Second)
+		if cep.Status != 0 || sep.Status != 0 {
+			t.Fatalf("connect: %+v, accept: %+v", cep, sep)
+		}
+		exchange(t, client, cep.Length, cc, server, sep.Length, sc, []byte("over shared memory"))
+		for _, side := range []struct {
+			e *Engine
+			c *collector
+			h uint64
+		}{{client, cc, cep.Length}, {server, sc, sep.Length}} {
+			closeID, _ := side.e.CloseEndpoint(side.h, 2*time.Second)
+			side.c.wait(closeID, 5*time.Second)
+		}
+		waitIdle(t, client)
+		waitIdle(t, server)
+	})
 	for _, tc := range []struct {
 		name string
 		opts EndpointOptions
 	}{
-		{"listener/error-handling", EndpointOptions{}},
-		{"listener/no-error-handling", noErrHandling},
+		{"listener/error-handling", EndpointOptions{Via: ViaManager}},
+		{"listener/no-error-handling", EndpointOptions{NoErrorHandling: true, Via: ViaManager}},
+		{"listener/address/error-handling", EndpointOptions{Via: ViaAddress}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lh, port, err := server.ListenWith("127.0.0.1", 0, tc.opts)

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"net"
 	"unsafe"
 
 	"github.com/ucxx-go/ucxx-go/ucxx"
@@ -9,12 +10,16 @@ import (
 // listener is an engine-owned UCX listener; it belongs to the progress thread.
 type listener struct {
 	handle uint64
-	u      *ucxx.Listener
+	u      *ucxx.Listener  // UCX's (ViaManager), or
+	ln     net.Listener    // the engine's own socket (ViaAddress, direct.go)
 	opts   EndpointOptions // what the endpoints it accepts are created with
 	warmUp bool            // the engine's own, for its warm-up (warmup.go)
 }
 
 func (e *Engine) listen(handle uint64, ip string, port int, opts EndpointOptions) (int, error) {
+	if opts.via() == ViaAddress {
+		return e.listenAddress(handle, ip, port, opts)
+	}
 	u, err := e.worker.Listen(ip, port, handle)
 	if err != nil {
 		return 0, err
@@ -28,7 +33,11 @@ func (e *Engine) closeListener(handle uint64) error {
 	if l == nil {
 		return ErrListenerClosed
 	}
-	l.u.Close()
+	if l.ln != nil {
+		l.ln.Close() // connections being greeted go on (direct.go)
+	} else {
+		l.u.Close()
+	}
 	delete(e.listeners, handle)
 	return nil
 }

@@ -92,7 +92,7 @@ func (e *Engine) startWarmUp(ip string, id uint64) {
 		return
 	}
 	handle := e.nextHandle.Add(1)
-	port, err := e.listen(handle, ip, 0, EndpointOptions{})
+	port, err := e.listen(handle, ip, 0, EndpointOptions{Via: ViaManager})
 	if err != nil {
 		e.endWarmUp(ucxx.StatusOf(err))
 		return

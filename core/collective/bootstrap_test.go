@@ -140,7 +140,8 @@ func TestBootstrapSizesDisagree(t *testing.T) {
 }
 
 // TestBootstrapIgnoresStrangers: a connection to the root that sends something other
-// than a hello is dropped and does not count; the world still forms.
+// than a hello is dropped and does not count; the world still forms. Rank 1 starts
+// only once the stranger is in, so the root must have dropped it to count rank 1.
 func TestBootstrapIgnoresStrangers(t *testing.T) {
 	root := freeRoot(t)
 	host, port, _ := net.SplitHostPort(root)
@@ -152,8 +153,23 @@ func TestBootstrapIgnoresStrangers(t *testing.T) {
 	}
 	r := newCompletionReader(stranger)
 	defer func() { stranger.Shutdown(time.Second); <-r.done; stranger.FreeQueue() }()
-	done := make(chan []error, 1)
-	go func() { _, errs := world(t, 2, nil, root); done <- errs }()
+	comms, errs := make([]*Communicator, 2), make([]error, 2)
+	t.Cleanup(func() {
+		for _, c := range comms {
+			if c != nil {
+				c.Close()
+			}
+		}
+	})
+	var wg sync.WaitGroup
+	start := func(rank int) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			comms[rank], errs[rank] = New(Options{Rank: rank, Size: 2, Root: root, Timeout: 10 * time.Second})
+		}()
+	}
+	start(0)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		id, err := stranger.Connect(host, p, time.Second)
@@ -168,9 +184,11 @@ func TestBootstrapIgnoresStrangers(t *testing.T) {
 			send(stranger, r, c.Length, tagHello, []byte("GET / HTTP/1.1\r\n\r\n"), deadline)
 			break
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // the root may not listen yet
 	}
-	for rank, err := range <-done {
+	start(1)
+	wg.Wait()
+	for rank, err := range errs {
 		if err != nil {
 			t.Errorf("rank %d: %v", rank, err)
 		}

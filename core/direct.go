@@ -1,0 +1,453 @@
+package core
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// Connections by address exchange (ViaAddress). A listener of this kind is a TCP
+// socket of the engine's own, not UCX's: the connecting engine dials it and each side
+// sends the other a hello (its worker address, its receive and control tags, whether
+// it keeps connections alive), then makes its UCX endpoint from the peer's worker
+// address. No UCX connection manager takes part, so a connection costs one round
+// trip on the socket and UCX's wire-up of the final endpoint alone: the manager's
+// configurations, their protocol selection (most of a first connection) and its five
+// lane selections a connection (most of a later one) are skipped (RESULTS.md,
+// "Connection set-up").
+//
+// Two endpoints made from each other's addresses are not a pair to UCX's stream API,
+// so the control channel (control.go) of such a connection runs on tagged messages:
+// each side receives control words on a control tag of its own (an endpoint id of
+// its own, tags.go), which the hello tells the peer. Tagged messages of one endpoint
+// reach the peer in the order they were sent, so a goodbye still arrives behind
+// everything sent before it.
+//
+// The socket stays open while the connection lives, and is how each side learns that
+// the other went away, as UCX's connection manager tells it otherwise: the peer's
+// process ending, or its endpoint closed or aborted, closes the socket, and the
+// reader each side keeps on it fails the endpoint with StatusConnectionReset (after a
+// goodbye, the peer's graceful close, which teardown reports as such). Anything the
+// peer writes on it after its hello breaks the protocol (StatusIOError).
+//
+// Peers are untrusted: a hello is bounded (maxHelloAddress), checked (magic, tag
+// shapes) and must arrive within the connection's deadline; the worker address in it
+// is UCX's to parse, as the private data of a connection manager's request is.
+
+// ConnectVia says how a connection through a listener is made.
+type ConnectVia uint8
+
+const (
+	// ViaDefault: UCXGO_CONNECT ("address" or "manager"), else ViaManager.
+	ViaDefault ConnectVia = iota
+	// ViaManager: UCX's connection manager (ucp_listener_create, ucp_ep_create to a
+	// socket address) and the tag handshake on UCX's stream API (handshake.go).
+	ViaManager
+	// ViaAddress: worker addresses exchanged over a socket of the engine's own.
+	ViaAddress
+)
+
+// connectViaEnv is UCXGO_CONNECT's choice, read once.
+var connectViaEnv = parseConnectVia(os.Getenv("UCXGO_CONNECT"))
+
+func parseConnectVia(s string) ConnectVia {
+	switch s {
+	case "address":
+		return ViaAddress
+	case "manager":
+		return ViaManager
+	}
+	return ViaManager
+}
+
+// via is how the options connect: Via, or the default.
+func (o EndpointOptions) via() ConnectVia {
+	if o.Via != ViaDefault {
+		return o.Via
+	}
+	return connectViaEnv
+}
+
+// The hello: every field little-endian.
+const (
+	helloMagic = 0x7563_7878_676f_2d61 // "ucxxgo-a"
+	// helloFlagKeepalive: the sender keeps connections alive (keepalive.go).
+	helloFlagKeepalive = 1
+	// helloFlagRefused: a listener's answer that it could not make the endpoint; the
+	// receive tag's field holds the status why, and no address follows.
+	helloFlagRefused = 2
+	// helloHeaderSize: magic, flags, receive tag, control tag (8 bytes each), then the
+	// worker address's length (4 bytes); the address follows.
+	helloHeaderSize = 36
+	// maxHelloAddress bounds a peer's worker address (UCX's are hundreds of bytes).
+	maxHelloAddress = 64 << 10
+)
+
+// hello is what one side of a connection tells the other.
+type hello struct {
+	keepalive      bool
+	recvTag        uint64 // its receive tag: our messages carry it
+	ctlTag         uint64 // its control tag: our control words carry it
+	address        []byte // its worker address
+	local, peerStr string // the socket's two ends, "ip:port"
+}
+
+// errHello is a hello that breaks the protocol.
+var errHello = errors.New("core: malformed hello")
+
+// refusal is a listener's answer that it could not make the endpoint.
+type refusal struct{ status ucxx.Status }
+
+func (r *refusal) Error() string { return fmt.Sprintf("core: the listener refused: %v", r.status) }
+
+// refusalHello is the answer to a hello whose endpoint could not be made for st.
+func refusalHello(st ucxx.Status) []byte {
+	b := make([]byte, helloHeaderSize)
+	binary.LittleEndian.PutUint64(b[0:], helloMagic)
+	binary.LittleEndian.PutUint64(b[8:], helloFlagRefused)
+	binary.LittleEndian.PutUint64(b[16:], uint64(int64(st)))
+	return b
+}
+
+// encode returns the hello's bytes.
+func (h *hello) encode() []byte {
+	b := make([]byte, helloHeaderSize+len(h.address))
+	binary.LittleEndian.PutUint64(b[0:], helloMagic)
+	var flags uint64
+	if h.keepalive {
+		flags |= helloFlagKeepalive
+	}
+	binary.LittleEndian.PutUint64(b[8:], flags)
+	binary.LittleEndian.PutUint64(b[16:], h.recvTag)
+	binary.LittleEndian.PutUint64(b[24:], h.ctlTag)
+	binary.LittleEndian.PutUint32(b[32:], uint32(len(h.address)))
+	copy(b[helloHeaderSize:], h.address)
+	return b
+}
+
+// validEndpointTag reports whether tag has an endpoint tag's shape: an id, no
+// application bits, bit 63 clear (tags.go).
+func validEndpointTag(tag uint64) bool {
+	return tagEndpointID(tag) != 0 && tag&(1<<UserTagBits-1) == 0 && tag>>63 == 0
+}
+
+// readHello reads and checks a peer's hello from r.
+func readHello(r io.Reader) (*hello, error) {
+	var head [helloHeaderSize]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return nil, err
+	}
+	h := &hello{
+		keepalive: binary.LittleEndian.Uint64(head[8:])&helloFlagKeepalive != 0,
+		recvTag:   binary.LittleEndian.Uint64(head[16:]),
+		ctlTag:    binary.LittleEndian.Uint64(head[24:]),
+	}
+	n := binary.LittleEndian.Uint32(head[32:])
+	flags := binary.LittleEndian.Uint64(head[8:])
+	switch {
+	case binary.LittleEndian.Uint64(head[0:]) != helloMagic:
+		return nil, fmt.Errorf("%w: not a ucxx-go peer", errHello)
+	case flags&helloFlagRefused != 0:
+		// The peer's status, from the statuses a refusal may carry.
+		st := ucxx.Status(int64(h.recvTag))
+		if st != ucxx.StatusUnreachable && st != ucxx.StatusUnsupported {
+			st = ucxx.StatusRejected
+		}
+		return nil, &refusal{status: st}
+	case !validEndpointTag(h.recvTag) || !validEndpointTag(h.ctlTag) || h.recvTag == h.ctlTag:
+		return nil, fmt.Errorf("%w: tags %#x, %#x", errHello, h.recvTag, h.ctlTag)
+	case n == 0 || n > maxHelloAddress:
+		return nil, fmt.Errorf("%w: worker address of %d bytes", errHello, n)
+	}
+	h.address = make([]byte, n)
+	if _, err := io.ReadFull(r, h.address); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// helloStatus is the status a failed exchange of hellos reports.
+func helloStatus(err error) ucxx.Status {
+	var ne net.Error
+	var r *refusal
+	switch {
+	case errors.As(err, &r):
+		return r.status
+	case errors.As(err, &ne) && ne.Timeout():
+		return ucxx.StatusTimedOut
+	case errors.Is(err, errHello):
+		return ucxx.StatusIOError
+	}
+	return ucxx.StatusConnectionReset
+}
+
+// dialStatus is the status a failed dial reports: StatusUnreachable when nothing
+// listens there (as UCX reports a refused connection), StatusTimedOut past the
+// deadline.
+func dialStatus(err error) ucxx.Status {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return ucxx.StatusTimedOut
+	}
+	return ucxx.StatusUnreachable
+}
+
+// hostPort is a TCP address as "ip:port", the IP unbracketed, as UCX's socket
+// addresses are written (EndpointInfo).
+func hostPort(a net.Addr) string {
+	if t, ok := a.(*net.TCPAddr); ok {
+		return t.IP.String() + ":" + strconv.Itoa(t.Port)
+	}
+	return a.String()
+}
+
+// postCall runs f on the progress thread without waiting for it; false when the engine
+// is closed (f will not run).
+func (e *Engine) postCall(f func()) bool {
+	return e.submit(submission{op: opCall, call: f}) == nil
+}
+
+// ownHello is this side's hello for ep, whose tags are set. Progress thread.
+func (e *Engine) ownHello(ep *endpoint) (*hello, error) {
+	if e.address == nil {
+		a, err := e.worker.Address()
+		if err != nil {
+			return nil, err
+		}
+		e.address = a
+	}
+	return &hello{keepalive: e.ka.timeout > 0 && ep.errMode == ucxx.ErrHandlingPeer,
+		recvTag: ep.recvTag, ctlTag: ep.ctlTag, address: e.address}, nil
+}
+
+// checkIP refuses what is not a numeric IP address ("" too, unless empty is), as
+// UCX's socket addresses do (ucxx.newSockaddr).
+func checkIP(op, ip string, empty bool) error {
+	if (ip == "" && empty) || net.ParseIP(ip) != nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %q is not a numeric IP address", &ucxx.Error{Op: op, Status: ucxx.StatusInvalidParam}, ip)
+}
+
+// listenAddress starts a listener of ViaAddress on ip:port. Progress thread.
+func (e *Engine) listenAddress(handle uint64, ip string, port int, opts EndpointOptions) (int, error) {
+	if err := checkIP("listen", ip, true); err != nil {
+		return 0, err
+	}
+	if port < 0 || port > 65535 {
+		return 0, &ucxx.Error{Op: "listen", Status: ucxx.StatusInvalidParam}
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+	if err != nil {
+		st := ucxx.StatusInvalidAddr
+		if errors.Is(err, syscall.EADDRINUSE) {
+			st = ucxx.StatusBusy // as ucp_listener_create reports it
+		}
+		return 0, fmt.Errorf("%w (%v)", &ucxx.Error{Op: "listen", Status: st}, err)
+	}
+	e.listeners[handle] = &listener{handle: handle, ln: ln, opts: opts}
+	go e.acceptLoop(handle, ln, opts)
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// acceptLoop greets each connection to ln until ln is closed.
+func (e *Engine) acceptLoop(handle uint64, ln net.Listener, opts EndpointOptions) {
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return // closed
+		}
+		go e.greet(handle, conn, opts)
+	}
+}
+
+// greet answers one connection to a listener: the peer's hello first, then the
+// endpoint, made and announced on the progress thread, then ours.
+func (e *Engine) greet(listenerHandle uint64, conn net.Conn, opts EndpointOptions) {
+	deadline := time.Now().Add(defaultAcceptTimeout)
+	_ = conn.SetDeadline(deadline)
+	peer, err := readHello(conn)
+	if err != nil {
+		conn.Close()
+		return
+	}
+	peer.local, peer.peerStr = hostPort(conn.LocalAddr()), hostPort(conn.RemoteAddr())
+	var reply []byte
+	var handle uint64
+	if e.onThread(func() { handle, reply = e.acceptAddress(listenerHandle, conn, peer, opts) }) != nil || reply == nil {
+		conn.Close()
+		return
+	}
+	if _, err := conn.Write(reply); err != nil || handle == 0 {
+		conn.Close()
+		if handle != 0 {
+			e.postCall(func() { e.peerGone(handle, conn, ucxx.StatusConnectionReset) })
+		}
+		return
+	}
+	_ = conn.SetDeadline(time.Time{})
+	e.watch(handle, conn)
+}
+
+// acceptAddress makes the endpoint of an accepted connection whose peer said hello,
+// and returns its handle and our hello's bytes (nil: refused). Progress thread.
+func (e *Engine) acceptAddress(listenerHandle uint64, conn net.Conn, peer *hello, opts EndpointOptions) (uint64, []byte) {
+	if e.stopping || e.listeners[listenerHandle] == nil {
+		return 0, nil
+	}
+	ep := e.newAddressEndpoint(defaultAcceptTimeout, opts)
+	ep.listener = listenerHandle
+	own, err := e.ownHello(ep)
+	if err == nil {
+		err = e.joinPeer(ep, conn, peer)
+	}
+	if err != nil {
+		e.eps.remove(ep)
+		return 0, refusalHello(ucxx.StatusOf(err))
+	}
+	e.handshakeDone(ep)
+	return ep.handle, own.encode()
+}
+
+// newAddressEndpoint is a new endpoint of ViaAddress, its tags chosen. Progress thread.
+func (e *Engine) newAddressEndpoint(timeout time.Duration, opts EndpointOptions) *endpoint {
+	ep := e.newEndpoint(timeout)
+	ep.byAddress, ep.errMode = true, opts.errHandling()
+	ep.ctlTag = e.eps.newRecvTag()
+	e.eps.addControlTag(ep)
+	return ep
+}
+
+// joinPeer makes ep's UCX endpoint from the peer's hello; the handshake is then done.
+// Progress thread.
+func (e *Engine) joinPeer(ep *endpoint, conn net.Conn, peer *hello) error {
+	u, err := e.worker.ConnectAddressWith(peer.address, ep.handle, ep.errMode)
+	if err != nil {
+		return err
+	}
+	ep.u, ep.conn = u, conn
+	ep.sendTag, ep.peerCtlTag, ep.peerKeepalive = peer.recvTag, peer.ctlTag, peer.keepalive
+	ep.local, ep.remote = peer.local, peer.peerStr
+	ep.hs = ucxx.CAlloc(controlMemorySize)
+	return nil
+}
+
+// connectAddress starts a connection of ViaAddress: the endpoint waits in its
+// handshake phase while a goroutine dials and exchanges hellos. Progress thread.
+func (e *Engine) connectAddress(s *submission, timeout time.Duration) {
+	if err := checkIP("connect", s.text, false); err != nil {
+		e.completeNow(s.id, ucxx.StatusInvalidParam, 0)
+		return
+	}
+	ep := e.newAddressEndpoint(timeout, s.epOpts)
+	ep.connectID = s.id
+	own, err := e.ownHello(ep)
+	if err != nil {
+		e.eps.remove(ep)
+		e.completeNow(s.id, ucxx.StatusOf(err), 0)
+		return
+	}
+	e.eps.schedule(ep, ep.deadline)
+	go e.dial(ep.handle, net.JoinHostPort(s.text, strconv.Itoa(s.port)), ep.deadline, own.encode())
+}
+
+// dial connects to a listener of ViaAddress and exchanges hellos, then hands the
+// result to the progress thread.
+func (e *Engine) dial(handle uint64, addr string, deadline time.Time, own []byte) {
+	d := net.Dialer{Deadline: deadline}
+	conn, err := d.Dial("tcp", addr)
+	if err != nil {
+		st := dialStatus(err)
+		e.postCall(func() { e.dialFailed(handle, st) })
+		return
+	}
+	_ = conn.SetDeadline(deadline)
+	var peer *hello
+	if _, err = conn.Write(own); err == nil {
+		peer, err = readHello(conn)
+	}
+	if err != nil {
+		conn.Close()
+		st := helloStatus(err)
+		e.postCall(func() { e.dialFailed(handle, st) })
+		return
+	}
+	_ = conn.SetDeadline(time.Time{})
+	peer.local, peer.peerStr = hostPort(conn.LocalAddr()), hostPort(conn.RemoteAddr())
+	if !e.postCall(func() { e.dialed(handle, conn, peer) }) {
+		conn.Close()
+	}
+}
+
+// dialed finishes a connection whose hellos were exchanged. Progress thread.
+func (e *Engine) dialed(handle uint64, conn net.Conn, peer *hello) {
+	ep := e.eps.get(handle)
+	if ep == nil || ep.phase != phaseHandshake {
+		conn.Close() // it timed out, or the engine is stopping
+		return
+	}
+	if err := e.joinPeer(ep, conn, peer); err != nil {
+		conn.Close()
+		e.failHandshake(ep, ucxx.StatusOf(err))
+		return
+	}
+	e.handshakeDone(ep)
+	go e.watch(handle, conn)
+}
+
+// dialFailed fails a connection that could not dial or exchange hellos. Progress
+// thread.
+func (e *Engine) dialFailed(handle uint64, st ucxx.Status) {
+	if ep := e.eps.get(handle); ep != nil && ep.phase == phaseHandshake {
+		e.failHandshake(ep, st)
+	}
+}
+
+// watch reads the connection's socket until it ends, and fails the endpoint then.
+func (e *Engine) watch(handle uint64, conn net.Conn) {
+	var b [1]byte
+	st := ucxx.StatusConnectionReset
+	if _, err := conn.Read(b[:]); err == nil {
+		st = ucxx.StatusIOError // a peer breaking the protocol
+	}
+	e.postCall(func() { e.peerGone(handle, conn, st) })
+}
+
+// peerGone fails an endpoint whose socket ended, unless it has no error handling
+// (whose failures nothing reports); a close waiting on the peer (its sends, its
+// answer to our goodbye) waits no more. Progress thread.
+func (e *Engine) peerGone(handle uint64, conn net.Conn, st ucxx.Status) {
+	ep := e.eps.get(handle)
+	if ep == nil || ep.conn != conn || ep.errMode == ucxx.ErrHandlingNone {
+		return
+	}
+	switch {
+	case ep.phase == phaseReady:
+		e.onEndpointError(handle, st)
+	case ep.phase == phaseClosing && (ep.flushing || ep.awaitingGoodbyeAck):
+		e.closeUCX(ep, true)
+	}
+}
+
+// cancelControlRecv cancels the control receive of a connection of ViaAddress whose
+// UCX endpoint closes: a tag receive is the worker's, which no endpoint's close ends.
+func (e *Engine) cancelControlRecv(ep *endpoint) {
+	for _, r := range e.requests.byID {
+		if r.ep == ep && r.internal == stepControlRecv && !r.canceled {
+			r.canceled = true
+			e.worker.Cancel(r.ucp)
+		}
+	}
+}

@@ -1,0 +1,343 @@
+package core
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// Connections of ViaAddress (direct.go). The rest of the suite runs them too with
+// UCXGO_CONNECT=address (the README's test command runs core both ways).
+
+var byAddress = EndpointOptions{Via: ViaAddress}
+
+// addressPair connects client to a listener of ViaAddress on server.
+func addressPair(t *testing.T, client, server *Engine) (cep, sep uint64, cc, sc *collector, port int) {
+	t.Helper()
+	lh, port, err := server.ListenWith("127.0.0.1", 0, byAddress)
+	if err != nil {
+		t.Fatalf("ListenWith: %v", err)
+	}
+	cc, sc = newCollector(t, client), newCollector(t, server)
+	id, err := client.ConnectWith("127.0.0.1", port, 5*time.Second, byAddress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cc.wait(id, 10*time.Second); c.Status != 0 {
+		t.Fatalf("connect: %+v", c)
+	} else {
+		cep = c.Length
+	}
+	acc := sc.wait(EventListenerAccept|lh, 10*time.Second)
+	return cep, acc.Length, cc, sc, port
+}
+
+func TestHelloRoundTrip(t *testing.T) {
+	h := &hello{keepalive: true, recvTag: 5 << UserTagBits, ctlTag: 9 << UserTagBits, address: []byte("worker address")}
+	got, err := readHello(bytes.NewReader(h.encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.keepalive || got.recvTag != h.recvTag || got.ctlTag != h.ctlTag || !bytes.Equal(got.address, h.address) {
+		t.Fatalf("read %+v; want %+v", got, h)
+	}
+	_, err = readHello(bytes.NewReader(refusalHello(ucxx.StatusUnreachable)))
+	if helloStatus(err) != ucxx.StatusUnreachable {
+		t.Fatalf("refusal: %v", err)
+	}
+	// A refusal carries only the statuses a refusal may: anything else reads as rejected.
+	_, err = readHello(bytes.NewReader(refusalHello(ucxx.StatusOK)))
+	if helloStatus(err) != ucxx.StatusRejected {
+		t.Fatalf("refusal with StatusOK: %v", err)
+	}
+}
+
+// malformedHellos are hellos a hostile or confused peer may send, each with the
+// status the connecting side reports for it.
+func malformedHellos() map[string][]byte {
+	good := (&hello{recvTag: 5 << UserTagBits, ctlTag: 9 << UserTagBits, address: []byte("a")}).encode()
+	with := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
+	return map[string][]byte{
+		"magic":      with(func(b []byte) []byte { b[0] ^= 1; return b }),
+		"tag-user":   with(func(b []byte) []byte { b[16] = 1; return b }),
+		"tag-zero":   with(func(b []byte) []byte { clear(b[16:24]); return b }),
+		"tag-bit63":  with(func(b []byte) []byte { b[31] |= 0x80; return b }),
+		"tags-equal": with(func(b []byte) []byte { copy(b[24:32], b[16:24]); return b }),
+		"no-address": with(func(b []byte) []byte { binary.LittleEndian.PutUint32(b[32:], 0); return b[:helloHeaderSize] }),
+		"huge":       with(func(b []byte) []byte { binary.LittleEndian.PutUint32(b[32:], maxHelloAddress+1); return b }),
+		"short":      good[:helloHeaderSize-1],
+		"short-addr": with(func(b []byte) []byte { binary.LittleEndian.PutUint32(b[32:], 100); return b }),
+		"http":       []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n" + string(make([]byte, 64))),
+	}
+}
+
+func TestReadHelloRefusesMalformed(t *testing.T) {
+	for name, b := range malformedHellos() {
+		if _, err := readHello(bytes.NewReader(b)); err == nil {
+			t.Errorf("%s: read without error", name)
+		} else if name != "short" && name != "short-addr" && !errors.Is(err, errHello) {
+			t.Errorf("%s: %v; want errHello", name, err)
+		}
+	}
+}
+
+// fakeListener accepts TCP connections and answers each with answer (nil: silence
+// until closed), after reading what the client sends.
+func fakeListener(t *testing.T, answer []byte) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+			go func() {
+				var head [helloHeaderSize]byte
+				if _, err := io.ReadFull(c, head[:]); err != nil {
+					return
+				}
+				if answer != nil {
+					c.Write(answer)
+				}
+			}()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestAddressConnectFailures: every way a connection of ViaAddress can fail ends in
+// a typed status, and leaves nothing behind.
+func TestAddressConnectFailures(t *testing.T) {
+	client := newTestEngine(t, Options{})
+	cc := newCollector(t, client)
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedPort := closed.Addr().(*net.TCPAddr).Port
+	closed.Close()
+	cases := []struct {
+		name    string
+		port    int
+		timeout time.Duration
+		want    ucxx.Status
+	}{
+		{"refused", closedPort, 5 * time.Second, ucxx.StatusUnreachable},
+		{"silent", fakeListener(t, nil), 300 * time.Millisecond, ucxx.StatusTimedOut},
+		{"refusal", fakeListener(t, refusalHello(ucxx.StatusUnreachable)), 5 * time.Second, ucxx.StatusUnreachable},
+	}
+	for name, b := range malformedHellos() {
+		want := ucxx.StatusIOError
+		if name == "short" || name == "short-addr" {
+			want = ucxx.StatusConnectionReset // the peer closed mid-hello
+		}
+		port := fakeListener(t, b)
+		if name == "short" || name == "short-addr" {
+			port = closingListener(t, b)
+		}
+		cases = append(cases, struct {
+			name    string
+			port    int
+			timeout time.Duration
+			want    ucxx.Status
+		}{"hello-" + name, port, 5 * time.Second, want})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			id, err := client.ConnectWith("127.0.0.1", tc.port, tc.timeout, byAddress)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := cc.wait(id, tc.timeout+5*time.Second); ucxx.Status(c.Status) != tc.want {
+				t.Fatalf("connect: %v; want %v", ucxx.Status(c.Status), tc.want)
+			}
+			waitIdle(t, client)
+		})
+	}
+	id, _ := client.ConnectWith("not-an-ip", 1, time.Second, byAddress)
+	if c := cc.wait(id, 5*time.Second); ucxx.Status(c.Status) != ucxx.StatusInvalidParam {
+		t.Fatalf("connect to not-an-ip: %v", ucxx.Status(c.Status))
+	}
+}
+
+// closingListener answers each connection with answer, then closes it.
+func closingListener(t *testing.T, answer []byte) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			var head [helloHeaderSize]byte
+			io.ReadFull(c, head[:])
+			c.Write(answer)
+			c.Close()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestAddressListenerHostileClients: clients that send garbage, too much, or stop
+// half-way get nothing, and the listener goes on serving a real client meanwhile.
+func TestAddressListenerHostileClients(t *testing.T) {
+	client, server := newTestEngine(t, Options{}), newTestEngine(t, Options{})
+	lh, port, err := server.ListenWith("127.0.0.1", 0, byAddress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := newCollector(t, server)
+	var conns []net.Conn
+	for name, b := range malformedHellos() {
+		c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		if _, err := c.Write(b); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if name == "short" || name == "short-addr" {
+			continue // the listener waits for the rest (until its deadline)
+		}
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if n, err := c.Read(make([]byte, 1)); err == nil {
+			t.Fatalf("%s: the listener answered %d bytes", name, n)
+		} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Fatalf("%s: the listener kept the connection open", name)
+		}
+	}
+	cc := newCollector(t, client)
+	id, err := client.ConnectWith("127.0.0.1", port, 5*time.Second, byAddress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cep := cc.wait(id, 10*time.Second)
+	if cep.Status != 0 {
+		t.Fatalf("connect beside hostile clients: %+v", cep)
+	}
+	sep := sc.wait(EventListenerAccept|lh, 10*time.Second)
+	exchange(t, client, cep.Length, cc, server, sep.Length, sc, []byte("served"))
+	noCompletion(t, sc, EventListenerAccept|lh) // no other connection was accepted
+	for _, c := range conns {
+		c.Close()
+	}
+	if st, _ := server.Stats(); st.Endpoints != 1 {
+		t.Fatalf("server endpoints %d; want 1", st.Endpoints)
+	}
+}
+
+// TestAddressPeerGone: a peer that aborts its endpoint, or whose engine shuts down,
+// closes the connection's socket; the other side's endpoint fails at once with
+// StatusConnectionReset, as UCX's connection manager would report it.
+func TestAddressPeerGone(t *testing.T) {
+	for _, how := range []string{"abort", "shutdown"} {
+		t.Run(how, func(t *testing.T) {
+			client, server := newTestEngine(t, Options{}), newTestEngine(t, Options{})
+			cep, sep, _, sc, _ := addressPair(t, client, server)
+			start := time.Now()
+			if how == "abort" {
+				if err := client.AbortEndpoint(cep); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := client.Shutdown(5 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			ev := sc.wait(EventEndpointError|sep, 5*time.Second)
+			if ucxx.Status(ev.Status) != ucxx.StatusConnectionReset {
+				t.Fatalf("server's endpoint failed with %v; want StatusConnectionReset", ucxx.Status(ev.Status))
+			}
+			t.Logf("noticed after %v", time.Since(start).Round(time.Microsecond))
+			id, _ := server.CloseEndpoint(sep, time.Second)
+			sc.wait(id, 5*time.Second)
+			waitIdle(t, server)
+		})
+	}
+}
+
+// TestAddressGracefulCloseDeliversTail: a rendezvous message sent right before a
+// graceful close arrives whole: the goodbye goes on the control tag behind it.
+func TestAddressGracefulCloseDeliversTail(t *testing.T) {
+	client, server := newTestEngine(t, Options{}), newTestEngine(t, Options{})
+	cep, sep, cc, sc, _ := addressPair(t, client, server)
+	msg := bytes.Repeat([]byte("tail"), 1<<20)
+	sid, err := client.TagSend(cep, addr(msg), uint64(len(msg)), endpointInfo(t, client, cep).SendTag, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeID, err := client.CloseEndpoint(cep, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, len(msg))
+	rid, err := server.TagRecv(sep, addr(buf), uint64(len(buf)), endpointInfo(t, server, sep).RecvTag, ^uint64(0), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := sc.wait(rid, 10*time.Second); c.Status != 0 || !bytes.Equal(buf, msg) {
+		t.Fatalf("receive: %+v", c)
+	}
+	if c := cc.wait(sid, 10*time.Second); c.Status != 0 {
+		t.Fatalf("send: %+v", c)
+	}
+	if c := cc.wait(closeID, 10*time.Second); c.Status != 0 {
+		t.Fatalf("close: %+v", c)
+	}
+	// The peer's close reaches the server as UCX's connection manager reports one.
+	if ev := sc.wait(EventEndpointError|sep, 10*time.Second); ucxx.Status(ev.Status) != ucxx.StatusConnectionReset {
+		t.Fatalf("server's endpoint: %v; want StatusConnectionReset", ucxx.Status(ev.Status))
+	}
+	waitIdle(t, client)
+}
+
+// TestAddressControlMessageOfWrongSize: a peer that sends its control tag a message
+// other than one control word breaks the protocol: the endpoint fails with
+// StatusIOError, and the engine goes on.
+func TestAddressControlMessageOfWrongSize(t *testing.T) {
+	client, server := newTestEngine(t, Options{}), newTestEngine(t, Options{})
+	cep, sep, cc, sc, _ := addressPair(t, client, server)
+	var ctl uint64
+	if err := client.onThread(func() { ctl = client.eps.get(cep).peerCtlTag }); err != nil {
+		t.Fatal(err)
+	}
+	bad := make([]byte, 2*controlSize)
+	sid, err := client.TagSend(cep, addr(bad), uint64(len(bad)), ctl, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc.wait(sid, 5*time.Second)
+	if ev := sc.wait(EventEndpointError|sep, 5*time.Second); ucxx.Status(ev.Status) != ucxx.StatusIOError {
+		t.Fatalf("server's endpoint: %v; want StatusIOError", ucxx.Status(ev.Status))
+	}
+}
+
+// TestAddressEndpointInfo: a connection's two ends, as the socket has them.
+func TestAddressEndpointInfo(t *testing.T) {
+	client, server := newTestEngine(t, Options{}), newTestEngine(t, Options{})
+	cep, sep, _, _, port := addressPair(t, client, server)
+	ci, si := endpointInfo(t, client, cep), endpointInfo(t, server, sep)
+	if ci.Remote != "127.0.0.1:"+strconv.Itoa(port) || si.Local != ci.Remote || si.Remote != ci.Local {
+		t.Fatalf("client %s -> %s, server %s <- %s", ci.Local, ci.Remote, si.Local, si.Remote)
+	}
+	if ci.SendTag != si.RecvTag || si.SendTag != ci.RecvTag || ci.UCPHandle == 0 {
+		t.Fatalf("tags: client %+v, server %+v", ci, si)
+	}
+}
