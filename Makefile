@@ -22,9 +22,12 @@ ucx:
 	@dir=$$($(PYTHON) -c 'import libucx, os; print(os.path.dirname(os.path.abspath(libucx.__file__)))') && \
 	  ln -sfn "$$dir" .ucx && echo ".ucx -> $$dir"
 
+# Connections go by address exchange unless UCXGO_CONNECT=manager: the packages that
+# connect through listeners run once more with UCX's connection manager.
 test-go: ucx
 	go vet ./...
 	go test -race -count=1 ./...
+	UCXGO_CONNECT=manager go test -race -count=1 ./core ./core/collective
 
 # The Go tests once more under AddressSanitizer: memory UCX reads or writes after Go
 # freed it, or out of bounds in the C shim (found a test's send buffer collected while
@@ -41,6 +44,8 @@ fuzz: ucx
 
 test-py:
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests
+	UCXGO_CONNECT=manager $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_address_families.py \
+	  tests/test_error_handling.py tests/test_echo.py tests/test_faults.py
 
 # The executor's kernels as PTX, checked in (nothing compiles CUDA at build or run
 # time). NVCC must be CUDA 13.0's, whose PTX ISA (9.0) every CUDA 13 driver loads:

@@ -46,7 +46,7 @@ import (
 type ConnectVia uint8
 
 const (
-	// ViaDefault: UCXGO_CONNECT ("address" or "manager"), else ViaManager.
+	// ViaDefault: UCXGO_CONNECT ("address" or "manager"), else ViaAddress.
 	ViaDefault ConnectVia = iota
 	// ViaManager: UCX's connection manager (ucp_listener_create, ucp_ep_create to a
 	// socket address) and the tag handshake on UCX's stream API (handshake.go).
@@ -65,7 +65,7 @@ func parseConnectVia(s string) ConnectVia {
 	case "manager":
 		return ViaManager
 	}
-	return ViaManager
+	return ViaAddress
 }
 
 // via is how the options connect: Via, or the default.

@@ -12,6 +12,7 @@ import asyncio
 import inspect
 import math
 import multiprocessing
+import os
 import sys
 import textwrap
 import time
@@ -126,6 +127,14 @@ async def wait_in_flight(expected, timeout=SETTLE):
 
 
 # -- connections ---------------------------------------------------------------------------
+
+
+# How listeners and endpoints connect (UCXGO_CONNECT, read once by the Go core):
+# "address" (the default) or "manager" (UCX's connection manager). `make test` runs the
+# tests of the manager's own rules in a second pytest with UCXGO_CONNECT=manager.
+CONNECT_VIA = os.environ.get("UCXGO_CONNECT") or "address"
+needs_manager = pytest.mark.skipif(CONNECT_VIA != "manager", reason="UCX's connection manager's rule (UCXGO_CONNECT=manager)")
+by_address = pytest.mark.skipif(CONNECT_VIA == "manager", reason="connections by address exchange (UCXGO_CONNECT=address)")
 
 
 class Server:

@@ -1,10 +1,12 @@
 """IPv4, IPv6 and wildcard listeners and endpoints.
 
 UCX's TCP transport uses one address family per context (UCX_TCP_AF_PRIO). UCX 1.22
-corrupts its heap when a connection of the other family is accepted (the process
-aborted in malloc), so ucxx_go gives a context made by an IPv6 listener or connection
-IPv6 TCP interfaces, and refuses the other family with UCXUnsupportedError before UCX
-sees it. Each test starts with no context (conftest.py's fresh_context).
+corrupts its heap when its connection manager accepts a connection of the other family
+(the process aborted in malloc), so with UCXGO_CONNECT=manager ucxx_go gives a context
+made by an IPv6 listener or connection IPv6 TCP interfaces, and refuses the other family
+with UCXUnsupportedError before UCX sees it. Connections by address exchange (the
+default) go through a socket of ucxx_go's own, of either family in any context. Each
+test starts with no context (conftest.py's fresh_context).
 """
 
 import asyncio
@@ -13,7 +15,7 @@ import numpy as np
 import pytest
 
 import ucxx_go
-from _support import TIMEOUT, Server, exchange
+from _support import TIMEOUT, Server, by_address, exchange, needs_manager
 
 
 async def echo_through(listen_ip, connect_ip):
@@ -39,6 +41,7 @@ async def test_listener_and_endpoint(listen_ip, connect_ip):
     await echo_through(listen_ip, connect_ip)
 
 
+@needs_manager
 async def test_ipv4_context_refuses_ipv6():
     await echo_through("127.0.0.1", "127.0.0.1")
     with pytest.raises(ucxx_go.UCXUnsupportedError, match="TCP_AF_PRIO"):
@@ -48,6 +51,7 @@ async def test_ipv4_context_refuses_ipv6():
     await echo_through("127.0.0.1", "127.0.0.1")  # the context goes on
 
 
+@needs_manager
 async def test_ipv6_context_refuses_ipv4():
     ucxx_go.init(options={"TCP_AF_PRIO": "inet6"})
     await echo_through("::", "::1")
@@ -56,3 +60,12 @@ async def test_ipv6_context_refuses_ipv4():
     with pytest.raises(ucxx_go.UCXUnsupportedError):
         await asyncio.wait_for(ucxx_go.create_endpoint("127.0.0.1", 1), TIMEOUT)
     await echo_through("", "::1")  # "" is the IPv6 wildcard here
+
+
+@by_address
+async def test_both_families_in_one_context():
+    await echo_through("127.0.0.1", "127.0.0.1")
+    await echo_through("::1", "::1")
+    await echo_through("", "127.0.0.1")
+    await echo_through("", "::1")
+

@@ -18,7 +18,8 @@ import pytest
 
 import ucxx_go
 from _peers import echo_messages, echo_server
-from _support import PROMPT, TIMEOUT, Server, close_or_abort, join, mp, queue_get, start, wait_in_flight
+from _support import (PROMPT, TIMEOUT, Server, by_address, close_or_abort, exchange, join, mp, needs_manager, queue_get,
+                      start, wait_in_flight)
 
 SHM_TLS = "sm,self,tcp"  # tcp only for the listener's connection manager
 SIZES = (8, 1 << 20)
@@ -167,6 +168,7 @@ async def test_worker_address_without_error_handling():
         await asyncio.wait_for(ep.close(), TIMEOUT)
 
 
+@needs_manager
 async def test_listener_connection_needs_tcp():
     """UCX's connection manager needs a network device: UCX_TLS=sm,self cannot connect
     through a listener, with or without error handling, and says so at once."""
@@ -182,6 +184,21 @@ async def test_listener_connection_needs_tcp():
             assert time.monotonic() - t0 < 5.0
         finally:
             listener.close()
+
+
+@by_address
+@pytest.mark.parametrize("error_handling", [False, True], ids=["no-error-handling", "error-handling"])
+async def test_listener_connection_over_shared_memory_only(error_handling):
+    """Connections by address exchange need no network device of UCX's: with
+    UCX_TLS=sm,self a listener's connection moves data over shared memory."""
+    ucxx_go.init(options={"TLS": "sm,self"})
+    listening = Server(endpoint_error_handling=error_handling)
+    try:
+        client, server = await listening.connect("127.0.0.1", endpoint_error_handling=error_handling)
+        await exchange(client, server, np.arange(100_000, dtype="u1"))
+        await exchange(server, client, np.arange(1000, dtype="u1"))
+    finally:
+        listening.close()
 
 
 # -- another process: what shared memory is for -------------------------------------------
