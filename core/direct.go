@@ -258,17 +258,21 @@ func (e *Engine) listenAddress(handle uint64, ip string, port int, opts Endpoint
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// acceptLoop greets each connection to ln until ln is closed.
+// acceptLoop greets each connection to ln until ln is closed. Other failures to accept
+// (out of file descriptors, say) are waited out, as net/http's server does.
 func (e *Engine) acceptLoop(handle uint64, ln net.Listener, opts EndpointOptions) {
+	var backoff time.Duration
 	for {
 		conn, err := ln.Accept()
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			return // closed
+		if errors.Is(err, net.ErrClosed) {
+			return
 		}
+		if err != nil {
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
 		go e.greet(handle, conn, opts)
 	}
 }
@@ -302,7 +306,9 @@ func (e *Engine) greet(listenerHandle uint64, conn net.Conn, opts EndpointOption
 }
 
 // acceptAddress makes the endpoint of an accepted connection whose peer said hello,
-// and returns its handle and our hello's bytes (nil: refused). Progress thread.
+// and returns its handle and our hello's bytes; or 0 and a refusal's, when the
+// endpoint could not be made; or 0 and nil, when the listener or the engine is
+// closing. Progress thread.
 func (e *Engine) acceptAddress(listenerHandle uint64, conn net.Conn, peer *hello, opts EndpointOptions) (uint64, []byte) {
 	if e.stopping || e.listeners[listenerHandle] == nil {
 		return 0, nil
