@@ -81,9 +81,6 @@ const (
 	helloMagic = 0x7563_7878_676f_2d61 // "ucxxgo-a"
 	// helloFlagKeepalive: the sender keeps connections alive (keepalive.go).
 	helloFlagKeepalive = 1
-	// helloFlagRefused: a listener's answer that it could not make the endpoint; the
-	// receive tag's field holds the status why, and no address follows.
-	helloFlagRefused = 2
 	// helloHeaderSize: magic, flags, receive tag, control tag (8 bytes each), then the
 	// worker address's length (4 bytes); the address follows.
 	helloHeaderSize = 36
@@ -102,20 +99,6 @@ type hello struct {
 
 // errHello is a hello that breaks the protocol.
 var errHello = errors.New("core: malformed hello")
-
-// refusal is a listener's answer that it could not make the endpoint.
-type refusal struct{ status ucxx.Status }
-
-func (r *refusal) Error() string { return fmt.Sprintf("core: the listener refused: %v", r.status) }
-
-// refusalHello is the answer to a hello whose endpoint could not be made for st.
-func refusalHello(st ucxx.Status) []byte {
-	b := make([]byte, helloHeaderSize)
-	binary.LittleEndian.PutUint64(b[0:], helloMagic)
-	binary.LittleEndian.PutUint64(b[8:], helloFlagRefused)
-	binary.LittleEndian.PutUint64(b[16:], uint64(int64(st)))
-	return b
-}
 
 // encode returns the hello's bytes.
 func (h *hello) encode() []byte {
@@ -151,17 +134,9 @@ func readHello(r io.Reader) (*hello, error) {
 		ctlTag:    binary.LittleEndian.Uint64(head[24:]),
 	}
 	n := binary.LittleEndian.Uint32(head[32:])
-	flags := binary.LittleEndian.Uint64(head[8:])
 	switch {
 	case binary.LittleEndian.Uint64(head[0:]) != helloMagic:
 		return nil, fmt.Errorf("%w: not a ucxx-go peer", errHello)
-	case flags&helloFlagRefused != 0:
-		// The peer's status, from the statuses a refusal may carry.
-		st := ucxx.Status(int64(h.recvTag))
-		if st != ucxx.StatusUnreachable && st != ucxx.StatusUnsupported {
-			st = ucxx.StatusRejected
-		}
-		return nil, &refusal{status: st}
 	case !validEndpointTag(h.recvTag) || !validEndpointTag(h.ctlTag) || h.recvTag == h.ctlTag:
 		return nil, fmt.Errorf("%w: tags %#x, %#x", errHello, h.recvTag, h.ctlTag)
 	case n == 0 || n > maxHelloAddress:
@@ -177,10 +152,7 @@ func readHello(r io.Reader) (*hello, error) {
 // helloStatus is the status a failed exchange of hellos reports.
 func helloStatus(err error) ucxx.Status {
 	var ne net.Error
-	var r *refusal
 	switch {
-	case errors.As(err, &r):
-		return r.status
 	case errors.As(err, &ne) && ne.Timeout():
 		return ucxx.StatusTimedOut
 	case errors.Is(err, errHello):
@@ -278,7 +250,7 @@ func (e *Engine) acceptLoop(handle uint64, ln net.Listener, opts EndpointOptions
 }
 
 // greet answers one connection to a listener: the peer's hello first, then the
-// endpoint, made and announced on the progress thread, then ours.
+// endpoint, made and announced on the progress thread, which sends ours.
 func (e *Engine) greet(listenerHandle uint64, conn net.Conn, opts EndpointOptions) {
 	deadline := time.Now().Add(defaultAcceptTimeout)
 	_ = conn.SetDeadline(deadline)
@@ -288,43 +260,47 @@ func (e *Engine) greet(listenerHandle uint64, conn net.Conn, opts EndpointOption
 		return
 	}
 	peer.local, peer.peerStr = hostPort(conn.LocalAddr()), hostPort(conn.RemoteAddr())
-	var reply []byte
 	var handle uint64
-	if e.onThread(func() { handle, reply = e.acceptAddress(listenerHandle, conn, peer, opts) }) != nil || reply == nil {
+	if e.onThread(func() { handle = e.acceptAddress(listenerHandle, conn, peer, opts) }) != nil || handle == 0 {
 		conn.Close()
-		return
-	}
-	if _, err := conn.Write(reply); err != nil || handle == 0 {
-		conn.Close()
-		if handle != 0 {
-			e.postCall(func() { e.peerGone(handle, conn, ucxx.StatusConnectionReset) })
-		}
 		return
 	}
 	_ = conn.SetDeadline(time.Time{})
 	e.watch(handle, conn)
 }
 
+// helloWriteTimeout bounds the progress thread's write of a listener's hello: the
+// first bytes on a fresh socket, which its send buffer takes at once.
+const helloWriteTimeout = 100 * time.Millisecond
+
 // acceptAddress makes the endpoint of an accepted connection whose peer said hello,
-// and returns its handle and our hello's bytes; or 0 and a refusal's, when the
-// endpoint could not be made; or 0 and nil, when the listener or the engine is
-// closing. Progress thread.
-func (e *Engine) acceptAddress(listenerHandle uint64, conn net.Conn, peer *hello, opts EndpointOptions) (uint64, []byte) {
+// and returns its handle, or 0 when the connection is dropped (the listener or the
+// engine closing, our hello not sent, the endpoint not made). Our hello goes out
+// before UCX makes our endpoint, so that the peer makes its own meanwhile (each
+// ucp_ep_create from an address takes 0.3-0.5 ms on the dev VM): a listener that
+// cannot make its endpoint closes the socket, which the peer sees as its endpoint
+// failing (StatusConnectionReset), or its own connect failing where it could not make
+// its endpoint either. Progress thread.
+func (e *Engine) acceptAddress(listenerHandle uint64, conn net.Conn, peer *hello, opts EndpointOptions) uint64 {
 	if e.stopping || e.listeners[listenerHandle] == nil {
-		return 0, nil
+		return 0
 	}
 	ep := e.newAddressEndpoint(defaultAcceptTimeout, opts)
 	ep.listener = listenerHandle
 	own, err := e.ownHello(ep)
 	if err == nil {
+		_ = conn.SetWriteDeadline(time.Now().Add(helloWriteTimeout))
+		_, err = conn.Write(own.encode())
+	}
+	if err == nil {
 		err = e.joinPeer(ep, conn, peer)
 	}
 	if err != nil {
 		e.eps.remove(ep)
-		return 0, refusalHello(ucxx.StatusOf(err))
+		return 0
 	}
 	e.handshakeDone(ep)
-	return ep.handle, own.encode()
+	return ep.handle
 }
 
 // newAddressEndpoint is a new endpoint of ViaAddress, its tags chosen. Progress thread.
