@@ -125,9 +125,10 @@ async def create_endpoint(ip_address, port, endpoint_error_handling=True, connec
         receives from it wait until cancelled or until the endpoint is closed or
         aborted (``close()`` and ``abort()`` still end on time and cancel them), and a
         rendezvous send the peer never receives stays in flight. The listener should
-        use the same setting. Connecting through a listener needs ``tcp`` in
-        ``UCX_TLS`` either way (UCX's connection manager); ``"sm,self,tcp"`` keeps the
-        data on shared memory.
+        use the same setting. With ``UCXGO_CONNECT=manager`` (UCX's connection
+        manager instead of ucxx_go's exchange of worker addresses, the default),
+        connecting through a listener needs ``tcp`` in ``UCX_TLS`` either way;
+        ``"sm,self,tcp"`` keeps the data on shared memory.
     connect_timeout : float, optional
         Seconds to wait for the connection (default: init's, 5 s).
 

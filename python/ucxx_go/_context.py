@@ -308,8 +308,9 @@ def get(ipv6=False):
 
     ``ipv6``: the first use is a listener or connection on an IPv6 address, so a
     context made here gets UCX's TCP transport on IPv6 (``TCP_AF_PRIO=inet6``) unless
-    ``UCX_TCP_AF_PRIO`` says otherwise. A context speaks one address family over TCP:
-    the other one is refused with UCXUnsupportedError (see the README).
+    ``UCX_TCP_AF_PRIO`` says otherwise. A context speaks one address family over TCP;
+    with ``UCXGO_CONNECT=manager`` a listener or connection of the other one is refused
+    with UCXUnsupportedError (see the README).
     """
     ctx = _context
     if ctx is None:
