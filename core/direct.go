@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -172,6 +173,54 @@ func dialStatus(err error) ucxx.Status {
 	return ucxx.StatusUnreachable
 }
 
+// sockets are the engine's open connection sockets, hellos being exchanged and
+// connections' alike, so that the engine's stop closes every one (their goroutines
+// then end) whatever state its endpoint is in. Any goroutine.
+type sockets struct {
+	mu     sync.Mutex
+	open   map[net.Conn]struct{}
+	closed bool
+}
+
+// add takes c in; false (and c closed) once the engine stops.
+func (ss *sockets) add(c net.Conn) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.closed {
+		c.Close()
+		return false
+	}
+	if ss.open == nil {
+		ss.open = make(map[net.Conn]struct{})
+	}
+	ss.open[c] = struct{}{}
+	return true
+}
+
+// close closes c and forgets it.
+func (ss *sockets) close(c net.Conn) {
+	ss.mu.Lock()
+	delete(ss.open, c)
+	ss.mu.Unlock()
+	c.Close()
+}
+
+// closeAll closes every socket, and every one added later.
+func (ss *sockets) closeAll() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.closed = true
+	for c := range ss.open {
+		c.Close()
+	}
+	clear(ss.open)
+}
+
+// maxGreeting bounds a listener's connections whose hello has not arrived yet: one
+// past it is closed at once (a client that connects and never speaks holds a socket
+// and a goroutine until the accept deadline).
+const maxGreeting = 256
+
 // hostPort is a TCP address as "ip:port", the IP unbracketed, as UCX's socket
 // addresses are written (EndpointInfo).
 func hostPort(a net.Addr) string {
@@ -181,8 +230,10 @@ func hostPort(a net.Addr) string {
 	return a.String()
 }
 
-// postCall runs f on the progress thread without waiting for it; false when the engine
-// is closed (f will not run).
+// postCall queues f for the progress thread without waiting for it; false when the
+// engine is closed (f will not run). True does not promise that f runs: a call queued
+// as the engine stops may not; what it would have closed, the stop closes
+// (sockets.closeAll).
 func (e *Engine) postCall(f func()) bool {
 	return e.submit(submission{op: opCall, call: f}) == nil
 }
@@ -233,6 +284,7 @@ func (e *Engine) listenAddress(handle uint64, ip string, port int, opts Endpoint
 // acceptLoop greets each connection to ln until ln is closed. Other failures to accept
 // (out of file descriptors, say) are waited out, as net/http's server does.
 func (e *Engine) acceptLoop(handle uint64, ln net.Listener, opts EndpointOptions) {
+	greeting := make(chan struct{}, maxGreeting)
 	var backoff time.Duration
 	for {
 		conn, err := ln.Accept()
@@ -245,24 +297,37 @@ func (e *Engine) acceptLoop(handle uint64, ln net.Listener, opts EndpointOptions
 			continue
 		}
 		backoff = 0
-		go e.greet(handle, conn, opts)
+		select {
+		case greeting <- struct{}{}:
+		default:
+			conn.Close() // too many connections say nothing yet
+			continue
+		}
+		if !e.conns.add(conn) {
+			return // the engine stops
+		}
+		go func() {
+			e.greet(handle, conn, opts, func() { <-greeting })
+		}()
 	}
 }
 
 // greet answers one connection to a listener: the peer's hello first, then the
-// endpoint, made and announced on the progress thread, which sends ours.
-func (e *Engine) greet(listenerHandle uint64, conn net.Conn, opts EndpointOptions) {
+// endpoint, made and announced on the progress thread, which sends ours. heard runs
+// once the hello is read, or the connection dropped.
+func (e *Engine) greet(listenerHandle uint64, conn net.Conn, opts EndpointOptions, heard func()) {
 	deadline := time.Now().Add(defaultAcceptTimeout)
 	_ = conn.SetDeadline(deadline)
 	peer, err := readHello(conn)
+	heard()
 	if err != nil {
-		conn.Close()
+		e.conns.close(conn)
 		return
 	}
 	peer.local, peer.peerStr = hostPort(conn.LocalAddr()), hostPort(conn.RemoteAddr())
 	var handle uint64
 	if e.onThread(func() { handle = e.acceptAddress(listenerHandle, conn, peer, opts) }) != nil || handle == 0 {
-		conn.Close()
+		e.conns.close(conn)
 		return
 	}
 	_ = conn.SetDeadline(time.Time{})
@@ -280,7 +345,8 @@ const helloWriteTimeout = 100 * time.Millisecond
 // ucp_ep_create from an address takes 0.3-0.5 ms on the dev VM): a listener that
 // cannot make its endpoint closes the socket, which the peer sees as its endpoint
 // failing (StatusConnectionReset), or its own connect failing where it could not make
-// its endpoint either. Progress thread.
+// its endpoint either. Without error handling (whose endpoints hear of no failure)
+// the hello waits for our endpoint. Progress thread.
 func (e *Engine) acceptAddress(listenerHandle uint64, conn net.Conn, peer *hello, opts EndpointOptions) uint64 {
 	if e.stopping || e.listeners[listenerHandle] == nil {
 		return 0
@@ -288,15 +354,27 @@ func (e *Engine) acceptAddress(listenerHandle uint64, conn net.Conn, peer *hello
 	ep := e.newAddressEndpoint(defaultAcceptTimeout, opts)
 	ep.listener = listenerHandle
 	own, err := e.ownHello(ep)
-	if err == nil {
-		_ = conn.SetWriteDeadline(time.Now().Add(helloWriteTimeout))
-		_, err = conn.Write(own.encode())
+	send := func() {
+		if err == nil {
+			_ = conn.SetWriteDeadline(time.Now().Add(helloWriteTimeout))
+			_, err = conn.Write(own.encode())
+		}
 	}
-	if err == nil {
-		err = e.joinPeer(ep, conn, peer)
+	// Without error handling the peer would never learn that ours could not be made:
+	// it hears from us only once it is.
+	if ep.errMode == ucxx.ErrHandlingNone {
+		if err == nil {
+			err = e.joinPeer(ep, conn, peer)
+		}
+		send()
+	} else {
+		send()
+		if err == nil {
+			err = e.joinPeer(ep, conn, peer)
+		}
 	}
 	if err != nil {
-		e.eps.remove(ep)
+		e.discard(ep)
 		return 0
 	}
 	e.handshakeDone(ep)
@@ -337,7 +415,7 @@ func (e *Engine) connectAddress(s *submission, timeout time.Duration) {
 	ep.connectID = s.id
 	own, err := e.ownHello(ep)
 	if err != nil {
-		e.eps.remove(ep)
+		e.discard(ep)
 		e.completeNow(s.id, ucxx.StatusOf(err), 0)
 		return
 	}
@@ -355,13 +433,16 @@ func (e *Engine) dial(handle uint64, addr string, deadline time.Time, own []byte
 		e.postCall(func() { e.dialFailed(handle, st) })
 		return
 	}
+	if !e.conns.add(conn) {
+		return // the engine stops
+	}
 	_ = conn.SetDeadline(deadline)
 	var peer *hello
 	if _, err = conn.Write(own); err == nil {
 		peer, err = readHello(conn)
 	}
 	if err != nil {
-		conn.Close()
+		e.conns.close(conn)
 		st := helloStatus(err)
 		e.postCall(func() { e.dialFailed(handle, st) })
 		return
@@ -369,7 +450,7 @@ func (e *Engine) dial(handle uint64, addr string, deadline time.Time, own []byte
 	_ = conn.SetDeadline(time.Time{})
 	peer.local, peer.peerStr = hostPort(conn.LocalAddr()), hostPort(conn.RemoteAddr())
 	if !e.postCall(func() { e.dialed(handle, conn, peer) }) {
-		conn.Close()
+		e.conns.close(conn)
 	}
 }
 
@@ -377,11 +458,11 @@ func (e *Engine) dial(handle uint64, addr string, deadline time.Time, own []byte
 func (e *Engine) dialed(handle uint64, conn net.Conn, peer *hello) {
 	ep := e.eps.get(handle)
 	if ep == nil || ep.phase != phaseHandshake {
-		conn.Close() // it timed out, or the engine is stopping
+		e.conns.close(conn) // it timed out, or the engine is stopping
 		return
 	}
 	if err := e.joinPeer(ep, conn, peer); err != nil {
-		conn.Close()
+		e.conns.close(conn)
 		e.failHandshake(ep, ucxx.StatusOf(err))
 		return
 	}

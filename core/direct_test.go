@@ -331,3 +331,45 @@ func TestAddressEndpointInfo(t *testing.T) {
 		t.Fatalf("tags: client %+v, server %+v", ci, si)
 	}
 }
+
+// TestAddressListenerUnmakeableEndpoint: a client whose hello carries an address UCX
+// cannot use gets our hello (sent before our endpoint is made), then the socket's end;
+// the listener keeps no endpoint, and its tags, retired, hold nothing for it.
+func TestAddressListenerUnmakeableEndpoint(t *testing.T) {
+	server := newTestEngine(t, Options{})
+	_, port, err := server.ListenWith("127.0.0.1", 0, byAddress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	bad := &hello{recvTag: 5 << UserTagBits, ctlTag: 9 << UserTagBits, address: []byte("0123456789abcdef0123456789abcdef")}
+	if _, err := c.Write(bad.encode()); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	ours, err := readHello(c)
+	if err != nil {
+		t.Fatalf("the listener's hello: %v", err)
+	}
+	if n, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatalf("read %d bytes after the hello; want the socket's end", n)
+	}
+	waitIdle(t, server)
+	var holds []bool
+	server.onThread(func() {
+		for _, tag := range []uint64{ours.recvTag, ours.ctlTag} {
+			if ep := server.eps.owner(tag); ep != nil {
+				holds = append(holds, server.mayHold(ep))
+			}
+		}
+	})
+	for i, h := range holds {
+		if h {
+			t.Fatalf("tag %d of the discarded endpoint still holds messages", i)
+		}
+	}
+}

@@ -13,7 +13,7 @@ import (
 type epPhase uint8
 
 const (
-	phaseHandshake epPhase = iota // connected at the UCX level, exchanging tags
+	phaseHandshake epPhase = iota // exchanging tags (by address: its UCX endpoint may not exist yet)
 	phaseReady                    // the application may use it
 	phaseClosing                  // ucp_ep_close_nbx issued
 	phaseClosed                   // closed; freed once its last request ends
@@ -80,6 +80,14 @@ type endpoint struct {
 	errMode            ucxx.ErrHandling
 }
 
+// discard forgets an endpoint that never became ready, closed for good, so that
+// messages still arriving on its tags are dropped rather than held for it.
+func (e *Engine) discard(ep *endpoint) {
+	ep.failed.Store(int64(ucxx.StatusCanceled))
+	ep.phase = phaseClosed
+	e.eps.remove(ep)
+}
+
 func (e *Engine) newEndpoint(timeout time.Duration) *endpoint {
 	ep := &endpoint{handle: e.nextHandle.Add(1), recvTag: e.eps.newRecvTag(), deadline: time.Now().Add(timeout)}
 	e.eps.add(ep)
@@ -99,7 +107,7 @@ func (e *Engine) connect(s *submission) {
 	ep.connectID = s.id
 	u, err := e.worker.ConnectWith(s.text, s.port, ep.handle, s.epOpts.errHandling())
 	if err != nil {
-		e.eps.remove(ep)
+		e.discard(ep)
 		e.completeNow(s.id, ucxx.StatusOf(err), 0)
 		return
 	}
@@ -216,7 +224,7 @@ func (e *Engine) closed(ep *endpoint) {
 	}
 	e.eps.remove(ep)
 	if ep.conn != nil {
-		ep.conn.Close() // the peer's reader sees the connection end (direct.go)
+		e.conns.close(ep.conn) // the peer's reader sees the connection end (direct.go)
 	}
 	e.multi.forgetStreams(ep)
 	e.rma.endpointClosed(ep)

@@ -22,9 +22,10 @@ type endpointTable struct {
 	// ucxClosing counts endpoints whose UCX close is in flight: a forced close ends
 	// in some pass of ucp_worker_progress with no event to wake the thread for it.
 	ucxClosing int
-	// byTagID: every endpoint by the id in its receive tag (tags.go), and the last
-	// maxRetiredTagIDs removed ones (retired, oldest first), so that messages still
-	// arriving for a closed endpoint are known as its own (unexpected.go).
+	// byTagID: every endpoint by the id in its receive tag (tags.go) and in its
+	// control tag (direct.go), and the last maxRetiredTagIDs ids of removed ones
+	// (retired, oldest first), so that messages still arriving for a closed endpoint
+	// are known as its own (unexpected.go).
 	byTagID map[uint32]*endpoint
 	retired []uint32
 
@@ -123,24 +124,31 @@ func (t *endpointTable) untag(ep *endpoint) {
 func (t *endpointTable) remove(ep *endpoint) {
 	t.thread.check("endpoint table")
 	delete(t.byHandle, ep.handle)
-	if id := tagEndpointID(ep.recvTag); id != 0 && t.byTagID[id] == ep {
-		t.retired = append(t.retired, id)
-		if len(t.retired) > maxRetiredTagIDs {
-			old := t.retired[0]
-			t.retired = t.retired[1:]
-			if o := t.byTagID[old]; o != nil && o.phase == phaseClosed {
-				delete(t.byTagID, old)
-			}
-		}
-	}
-	if id := tagEndpointID(ep.ctlTag); id != 0 && t.byTagID[id] == ep {
-		delete(t.byTagID, id)
-	}
+	t.retire(ep, ep.recvTag)
+	t.retire(ep, ep.ctlTag)
 	t.mu.Lock()
 	delete(t.published, ep.handle)
 	t.mu.Unlock()
 	if st := ucxx.Status(ep.failed.Load()); ep.known && st != ucxx.StatusCanceled && st != ucxx.StatusOK {
 		t.dead[ep.handle] = deadEndpoint{status: st, sendTag: ep.sendTag, recvTag: ep.recvTag}
+	}
+}
+
+// retire keeps tag's endpoint id known as ep's for a while after ep goes (the last
+// maxRetiredTagIDs), so messages still arriving for it are dropped as a closed
+// endpoint's rather than held as nobody's or matched by a new endpoint's id.
+func (t *endpointTable) retire(ep *endpoint, tag uint64) {
+	id := tagEndpointID(tag)
+	if id == 0 || t.byTagID[id] != ep {
+		return
+	}
+	t.retired = append(t.retired, id)
+	if len(t.retired) > maxRetiredTagIDs {
+		old := t.retired[0]
+		t.retired = t.retired[1:]
+		if o := t.byTagID[old]; o != nil && o.phase == phaseClosed {
+			delete(t.byTagID, old)
+		}
 	}
 }
 

@@ -89,7 +89,8 @@ type Options struct {
 	MaxEndpointOutstandingBytes int64
 	// WarmUp, a local IP address (e.g. "127.0.0.1"), has the engine warm up through
 	// it as soon as it has started, in the background (see Engine.WarmUp). "": no
-	// warm-up.
+	// warm-up. It speeds up connections through UCX's connection manager
+	// (ViaManager) only.
 	WarmUp string
 }
 
@@ -134,6 +135,7 @@ type Engine struct {
 	ctx       *ucxx.Context
 	listeners map[uint64]*listener
 	address   []byte       // the worker's address, once a hello needed it (direct.go)
+	conns     sockets      // connection sockets (direct.go); any goroutine
 	events    []ucxx.Event // scratch copy of the worker's events
 	spare     []submission
 	probed    map[uint64]unsafe.Pointer // handle -> message TagProbe removed

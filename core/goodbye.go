@@ -21,7 +21,11 @@ func (e *Engine) sayGoodbye(ep *endpoint) {
 }
 
 // onGoodbye answers the peer's goodbye: everything it sent has arrived.
+// A peer says goodbye once: a repeat is not answered.
 func (e *Engine) onGoodbye(ep *endpoint) {
+	if ep.peerSaidGoodbye {
+		return
+	}
 	ep.peerSaidGoodbye = true
 	e.sendControl(ep, controlGoodbyeAck)
 }

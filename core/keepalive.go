@@ -12,7 +12,8 @@ import (
 // channel (control.go) every interval. An endpoint that has heard nothing for
 // Options.KeepaliveTimeout fails with StatusTimedOut, as if UCX had reported it: its
 // pending operations fail and EventEndpointError is reported. Both sides of a
-// connection must want it (the tag handshake tells each side the other's choice);
+// connection must want it (the tag handshake, or the hello of a connection by address
+// (direct.go), tells each side the other's choice);
 // endpoints made by ConnectAddress, or without error handling, have none.
 
 // DefaultKeepaliveTimeout is the default Options.KeepaliveTimeout.

@@ -7,7 +7,8 @@ import (
 	"github.com/ucxx-go/ucxx-go/ucxx"
 )
 
-// listener is an engine-owned UCX listener; it belongs to the progress thread.
+// listener is an engine-owned listener, UCX's or a socket of the engine's own
+// (direct.go); it belongs to the progress thread.
 type listener struct {
 	handle uint64
 	u      *ucxx.Listener  // UCX's (ViaManager), or
@@ -61,7 +62,7 @@ func (e *Engine) accept(handle uint64, conn unsafe.Pointer) {
 	ep.warmUp = l.warmUp
 	u, err := e.worker.AcceptEndpointWith(conn, ep.handle, l.opts.errHandling())
 	if err != nil {
-		e.eps.remove(ep)
+		e.discard(ep)
 		return
 	}
 	ep.u = u

@@ -409,6 +409,7 @@ func (e *Engine) beginStop(deadline time.Time, done chan error) {
 			e.teardown(ep, ucxx.StatusCanceled, true)
 		}
 	}
+	e.conns.closeAll() // every endpoint is forced closed: no goodbye needs its socket
 	for _, r := range e.requests.byID {
 		if !r.canceled && r.internal == notInternal {
 			r.canceled = true

@@ -6,7 +6,9 @@ import (
 	"github.com/ucxx-go/ucxx-go/ucxx"
 )
 
-// Warm-up: a connection's first use of an endpoint configuration costs UCX's
+// Warm-up, for connections through UCX's connection manager (ViaManager; those by
+// address exchange, the default, skip the manager's configurations and cannot be
+// warmed up this way): a connection's first use of an endpoint configuration costs UCX's
 // protocol selection for it, once per worker and configuration. With UCX's TCP
 // transport on a lane that is most of a first connection (benchmarks/RESULTS.md,
 // section 3: each of the selection's hundreds of performance estimates queries the
