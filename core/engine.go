@@ -135,7 +135,7 @@ type Engine struct {
 	ctx       *ucxx.Context
 	listeners map[uint64]*listener
 	address   []byte       // the worker's address, once a hello needed it (direct.go)
-	conns     sockets      // connection sockets (direct.go); any goroutine
+	conns     sockets      // connection sockets (direct.go): not the thread's, it locks
 	events    []ucxx.Event // scratch copy of the worker's events
 	spare     []submission
 	probed    map[uint64]unsafe.Pointer // handle -> message TagProbe removed
@@ -498,7 +498,6 @@ func (e *Engine) EndpointInfo(h uint64) (info EndpointInfo, err error) {
 		if ep.u != nil {
 			info.UCPHandle = ep.u.Handle()
 		}
-
 	}); cerr != nil {
 		return EndpointInfo{}, cerr
 	}
