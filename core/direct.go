@@ -216,10 +216,11 @@ func (ss *sockets) closeAll() {
 	clear(ss.open)
 }
 
-// maxGreeting bounds a listener's connections whose hello has not arrived yet: one
-// past it is closed at once (a client that connects and never speaks holds a socket
-// and a goroutine until the accept deadline).
-const maxGreeting = 256
+// maxGreeting bounds a listener's connections whose hello has not arrived yet (a
+// client that connects and never speaks holds a socket and a goroutine until the
+// accept deadline): past it the listener accepts no more until one is heard or
+// dropped, and new connections wait in the kernel's backlog.
+const maxGreeting = 1024
 
 // hostPort is a TCP address as "ip:port", the IP unbracketed, as UCX's socket
 // addresses are written (EndpointInfo).
@@ -297,12 +298,7 @@ func (e *Engine) acceptLoop(handle uint64, ln net.Listener, opts EndpointOptions
 			continue
 		}
 		backoff = 0
-		select {
-		case greeting <- struct{}{}:
-		default:
-			conn.Close() // too many connections say nothing yet
-			continue
-		}
+		greeting <- struct{}{} // waits while maxGreeting connections say nothing yet
 		if !e.conns.add(conn) {
 			return // the engine stops
 		}
