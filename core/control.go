@@ -14,9 +14,9 @@ import (
 // messages, which travel on the lane that carries the tagged messages' eager data and
 // rendezvous control; on a connection made from addresses (direct.go) they are tagged
 // messages on the receiver's control tag, matched in the order sent. Either way a
-// control word arrives after everything its sender sent before it. (UCX never ends a stream receive of an
-// endpoint without error handling that it force-closes, and those endpoints are
-// force-closed anyway.)
+// control word arrives after everything its sender sent before it. (UCX never ends a
+// stream receive of an endpoint without error handling that it force-closes, and
+// those endpoints are force-closed anyway.)
 
 // controlSize is one control word.
 const controlSize = 8

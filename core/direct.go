@@ -91,11 +91,10 @@ const (
 
 // hello is what one side of a connection tells the other.
 type hello struct {
-	keepalive      bool
-	recvTag        uint64 // its receive tag: our messages carry it
-	ctlTag         uint64 // its control tag: our control words carry it
-	address        []byte // its worker address
-	local, peerStr string // the socket's two ends, "ip:port"
+	keepalive bool
+	recvTag   uint64 // its receive tag: our messages carry it
+	ctlTag    uint64 // its control tag: our control words carry it
+	address   []byte // its worker address
 }
 
 // errHello is a hello that breaks the protocol.
@@ -278,13 +277,13 @@ func (e *Engine) listenAddress(handle uint64, ip string, port int, opts Endpoint
 		return 0, fmt.Errorf("%w (%v)", &ucxx.Error{Op: "listen", Status: st}, err)
 	}
 	e.listeners[handle] = &listener{handle: handle, ln: ln, opts: opts}
-	go e.acceptLoop(handle, ln, opts)
+	go e.acceptLoop(handle, ln)
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // acceptLoop greets each connection to ln until ln is closed. Other failures to accept
 // (out of file descriptors, say) are waited out, as net/http's server does.
-func (e *Engine) acceptLoop(handle uint64, ln net.Listener, opts EndpointOptions) {
+func (e *Engine) acceptLoop(handle uint64, ln net.Listener) {
 	greeting := make(chan struct{}, maxGreeting)
 	var backoff time.Duration
 	for {
@@ -302,16 +301,14 @@ func (e *Engine) acceptLoop(handle uint64, ln net.Listener, opts EndpointOptions
 		if !e.conns.add(conn) {
 			return // the engine stops
 		}
-		go func() {
-			e.greet(handle, conn, opts, func() { <-greeting })
-		}()
+		go e.greet(handle, conn, func() { <-greeting })
 	}
 }
 
 // greet answers one connection to a listener: the peer's hello first, then the
 // endpoint, made and announced on the progress thread, which sends ours. heard runs
 // once the hello is read, or the connection dropped.
-func (e *Engine) greet(listenerHandle uint64, conn net.Conn, opts EndpointOptions, heard func()) {
+func (e *Engine) greet(listenerHandle uint64, conn net.Conn, heard func()) {
 	deadline := time.Now().Add(defaultAcceptTimeout)
 	_ = conn.SetDeadline(deadline)
 	peer, err := readHello(conn)
@@ -320,9 +317,8 @@ func (e *Engine) greet(listenerHandle uint64, conn net.Conn, opts EndpointOption
 		e.conns.close(conn)
 		return
 	}
-	peer.local, peer.peerStr = hostPort(conn.LocalAddr()), hostPort(conn.RemoteAddr())
 	var handle uint64
-	if e.onThread(func() { handle = e.acceptAddress(listenerHandle, conn, peer, opts) }) != nil || handle == 0 {
+	if e.onThread(func() { handle = e.acceptAddress(listenerHandle, conn, peer) }) != nil || handle == 0 {
 		e.conns.close(conn)
 		return
 	}
@@ -343,31 +339,25 @@ const helloWriteTimeout = 100 * time.Millisecond
 // failing (StatusConnectionReset), or its own connect failing where it could not make
 // its endpoint either. Without error handling (whose endpoints hear of no failure)
 // the hello waits for our endpoint. Progress thread.
-func (e *Engine) acceptAddress(listenerHandle uint64, conn net.Conn, peer *hello, opts EndpointOptions) uint64 {
-	if e.stopping || e.listeners[listenerHandle] == nil {
+func (e *Engine) acceptAddress(listenerHandle uint64, conn net.Conn, peer *hello) uint64 {
+	l := e.listeners[listenerHandle]
+	if e.stopping || l == nil {
 		return 0
 	}
-	ep := e.newAddressEndpoint(defaultAcceptTimeout, opts)
+	ep := e.newAddressEndpoint(defaultAcceptTimeout, l.opts)
 	ep.listener = listenerHandle
 	own, err := e.ownHello(ep)
-	send := func() {
-		if err == nil {
-			_ = conn.SetWriteDeadline(time.Now().Add(helloWriteTimeout))
-			_, err = conn.Write(own.encode())
-		}
-	}
 	// Without error handling the peer would never learn that ours could not be made:
 	// it hears from us only once it is.
-	if ep.errMode == ucxx.ErrHandlingNone {
-		if err == nil {
-			err = e.joinPeer(ep, conn, peer)
-		}
-		send()
-	} else {
-		send()
-		if err == nil {
-			err = e.joinPeer(ep, conn, peer)
-		}
+	if err == nil && ep.errMode == ucxx.ErrHandlingNone {
+		err = e.joinPeer(ep, conn, peer)
+	}
+	if err == nil {
+		_ = conn.SetWriteDeadline(time.Now().Add(helloWriteTimeout))
+		_, err = conn.Write(own.encode())
+	}
+	if err == nil && ep.u == nil {
+		err = e.joinPeer(ep, conn, peer)
 	}
 	if err != nil {
 		e.discard(ep)
@@ -395,7 +385,7 @@ func (e *Engine) joinPeer(ep *endpoint, conn net.Conn, peer *hello) error {
 	}
 	ep.u, ep.conn = u, conn
 	ep.sendTag, ep.peerCtlTag, ep.peerKeepalive = peer.recvTag, peer.ctlTag, peer.keepalive
-	ep.local, ep.remote = peer.local, peer.peerStr
+	ep.local, ep.remote = hostPort(conn.LocalAddr()), hostPort(conn.RemoteAddr())
 	ep.hs = ucxx.CAlloc(controlMemorySize)
 	return nil
 }
@@ -444,7 +434,6 @@ func (e *Engine) dial(handle uint64, addr string, deadline time.Time, own []byte
 		return
 	}
 	_ = conn.SetDeadline(time.Time{})
-	peer.local, peer.peerStr = hostPort(conn.LocalAddr()), hostPort(conn.RemoteAddr())
 	if !e.postCall(func() { e.dialed(handle, conn, peer) }) {
 		e.conns.close(conn)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -79,31 +80,42 @@ func TestReadHelloRefusesMalformed(t *testing.T) {
 	}
 }
 
-// fakeListener accepts TCP connections and answers each with answer (nil: silence
-// until closed), after reading what the client sends.
-func fakeListener(t *testing.T, answer []byte) int {
+// fakeListener accepts TCP connections and, after reading a hello's header, answers
+// each with answer (nil: silence); with hangUp it then closes the connection, else
+// keeps it open until the test ends.
+func fakeListener(t *testing.T, answer []byte, hangUp bool) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
+	var mu sync.Mutex
+	var held []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			t.Cleanup(func() { c.Close() })
-			go func() {
-				var head [helloHeaderSize]byte
-				if _, err := io.ReadFull(c, head[:]); err != nil {
-					return
-				}
-				if answer != nil {
-					c.Write(answer)
-				}
-			}()
+			var head [helloHeaderSize]byte
+			if _, err := io.ReadFull(c, head[:]); err == nil && answer != nil {
+				c.Write(answer)
+			}
+			if hangUp {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
 		}
 	}()
 	return ln.Addr().(*net.TCPAddr).Port
@@ -127,17 +139,14 @@ func TestAddressConnectFailures(t *testing.T) {
 		want    ucxx.Status
 	}{
 		{"refused", closedPort, 5 * time.Second, ucxx.StatusUnreachable},
-		{"silent", fakeListener(t, nil), 300 * time.Millisecond, ucxx.StatusTimedOut},
+		{"silent", fakeListener(t, nil, false), 300 * time.Millisecond, ucxx.StatusTimedOut},
 	}
 	for name, b := range malformedHellos() {
-		want := ucxx.StatusIOError
+		want, hangUp := ucxx.StatusIOError, false
 		if name == "short" || name == "short-addr" {
-			want = ucxx.StatusConnectionReset // the peer closed mid-hello
+			want, hangUp = ucxx.StatusConnectionReset, true // the peer closed mid-hello
 		}
-		port := fakeListener(t, b)
-		if name == "short" || name == "short-addr" {
-			port = closingListener(t, b)
-		}
+		port := fakeListener(t, b, hangUp)
 		cases = append(cases, struct {
 			name    string
 			port    int
@@ -161,29 +170,6 @@ func TestAddressConnectFailures(t *testing.T) {
 	if c := cc.wait(id, 5*time.Second); ucxx.Status(c.Status) != ucxx.StatusInvalidParam {
 		t.Fatalf("connect to not-an-ip: %v", ucxx.Status(c.Status))
 	}
-}
-
-// closingListener answers each connection with answer, then closes it.
-func closingListener(t *testing.T, answer []byte) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			var head [helloHeaderSize]byte
-			io.ReadFull(c, head[:])
-			c.Write(answer)
-			c.Close()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // TestAddressListenerHostileClients: clients that send garbage, too much, or stop
