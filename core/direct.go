@@ -128,19 +128,9 @@ func readHello(r io.Reader) (*hello, error) {
 	if _, err := io.ReadFull(r, head[:]); err != nil {
 		return nil, err
 	}
-	h := &hello{
-		keepalive: binary.LittleEndian.Uint64(head[8:])&helloFlagKeepalive != 0,
-		recvTag:   binary.LittleEndian.Uint64(head[16:]),
-		ctlTag:    binary.LittleEndian.Uint64(head[24:]),
-	}
-	n := binary.LittleEndian.Uint32(head[32:])
-	switch {
-	case binary.LittleEndian.Uint64(head[0:]) != helloMagic:
-		return nil, fmt.Errorf("%w: not a ucxx-go peer", errHello)
-	case !validEndpointTag(h.recvTag) || !validEndpointTag(h.ctlTag) || h.recvTag == h.ctlTag:
-		return nil, fmt.Errorf("%w: tags %#x, %#x", errHello, h.recvTag, h.ctlTag)
-	case n == 0 || n > maxHelloAddress:
-		return nil, fmt.Errorf("%w: worker address of %d bytes", errHello, n)
+	h, n, err := decodeHelloHeader(head[:])
+	if err != nil {
+		return nil, err
 	}
 	h.address = make([]byte, n)
 	if _, err := io.ReadFull(r, h.address); err != nil {
@@ -149,32 +139,31 @@ func readHello(r io.Reader) (*hello, error) {
 	return h, nil
 }
 
-// helloStatus is the status a failed exchange of hellos reports.
-func helloStatus(err error) ucxx.Status {
-	var ne net.Error
+// decodeHelloHeader checks a hello's header and returns the hello without its
+// address, and the address's length.
+func decodeHelloHeader(head []byte) (*hello, int, error) {
+	h := &hello{
+		keepalive: binary.LittleEndian.Uint64(head[8:])&helloFlagKeepalive != 0,
+		recvTag:   binary.LittleEndian.Uint64(head[16:]),
+		ctlTag:    binary.LittleEndian.Uint64(head[24:]),
+	}
+	n := binary.LittleEndian.Uint32(head[32:])
 	switch {
-	case errors.As(err, &ne) && ne.Timeout():
-		return ucxx.StatusTimedOut
-	case errors.Is(err, errHello):
-		return ucxx.StatusIOError
+	case binary.LittleEndian.Uint64(head[0:]) != helloMagic:
+		return nil, 0, fmt.Errorf("%w: not a ucxx-go peer", errHello)
+	case !validEndpointTag(h.recvTag) || !validEndpointTag(h.ctlTag) || h.recvTag == h.ctlTag:
+		return nil, 0, fmt.Errorf("%w: tags %#x, %#x", errHello, h.recvTag, h.ctlTag)
+	case n == 0 || n > maxHelloAddress:
+		return nil, 0, fmt.Errorf("%w: worker address of %d bytes", errHello, n)
 	}
-	return ucxx.StatusConnectionReset
+	return h, int(n), nil
 }
 
-// dialStatus is the status a failed dial reports: StatusUnreachable when nothing
-// listens there (as UCX reports a refused connection), StatusTimedOut past the
-// deadline.
-func dialStatus(err error) ucxx.Status {
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return ucxx.StatusTimedOut
-	}
-	return ucxx.StatusUnreachable
-}
-
-// sockets are the engine's open connection sockets, hellos being exchanged and
-// connections' alike, so that the engine's stop closes every one (their goroutines
-// then end) whatever state its endpoint is in. Any goroutine.
+// sockets are the engine's open connection sockets in Go's poller, a listener's
+// hellos being exchanged and connections' alike, so that the engine's stop closes
+// every one (their goroutines then end) whatever state its endpoint is in; a
+// connecting side's socket joins once its hellos are exchanged (dialing.go closes
+// those before). Any goroutine.
 type sockets struct {
 	mu     sync.Mutex
 	open   map[net.Conn]struct{}
@@ -350,14 +339,14 @@ func (e *Engine) acceptAddress(listenerHandle uint64, conn net.Conn, peer *hello
 	// Without error handling the peer would never learn that ours could not be made:
 	// it hears from us only once it is.
 	if err == nil && ep.errMode == ucxx.ErrHandlingNone {
-		err = e.joinPeer(ep, conn, peer)
+		err = e.joinPeer(ep, conn, endsOf(conn), peer)
 	}
 	if err == nil {
 		_ = conn.SetWriteDeadline(time.Now().Add(helloWriteTimeout))
 		_, err = conn.Write(own.encode())
 	}
 	if err == nil && ep.u == nil {
-		err = e.joinPeer(ep, conn, peer)
+		err = e.joinPeer(ep, conn, endsOf(conn), peer)
 	}
 	if err != nil {
 		e.discard(ep)
@@ -376,22 +365,32 @@ func (e *Engine) newAddressEndpoint(timeout time.Duration, opts EndpointOptions)
 	return ep
 }
 
+// socketEnds are a connection socket's two addresses, as EndpointInfo reports them
+// (hostPort).
+type socketEnds struct{ local, remote string }
+
+// endsOf are conn's addresses as Go has them: an accepted socket's.
+func endsOf(conn net.Conn) socketEnds {
+	return socketEnds{local: hostPort(conn.LocalAddr()), remote: hostPort(conn.RemoteAddr())}
+}
+
 // joinPeer makes ep's UCX endpoint from the peer's hello; the handshake is then done.
 // Progress thread.
-func (e *Engine) joinPeer(ep *endpoint, conn net.Conn, peer *hello) error {
+func (e *Engine) joinPeer(ep *endpoint, conn net.Conn, ends socketEnds, peer *hello) error {
 	u, err := e.worker.ConnectAddressWith(peer.address, ep.handle, ep.errMode)
 	if err != nil {
 		return err
 	}
 	ep.u, ep.conn = u, conn
 	ep.sendTag, ep.peerCtlTag, ep.peerKeepalive = peer.recvTag, peer.ctlTag, peer.keepalive
-	ep.local, ep.remote = hostPort(conn.LocalAddr()), hostPort(conn.RemoteAddr())
+	ep.local, ep.remote = ends.local, ends.remote
 	ep.hs = ucxx.CAlloc(controlMemorySize)
 	return nil
 }
 
 // connectAddress starts a connection of ViaAddress: the endpoint waits in its
-// handshake phase while a goroutine dials and exchanges hellos. Progress thread.
+// handshake phase while the progress thread connects and exchanges hellos
+// (dialing.go). Progress thread.
 func (e *Engine) connectAddress(s *submission, timeout time.Duration) {
 	if err := checkIP("connect", s.text, false); err != nil {
 		e.completeNow(s.id, ucxx.StatusInvalidParam, 0)
@@ -399,54 +398,28 @@ func (e *Engine) connectAddress(s *submission, timeout time.Duration) {
 	}
 	ep := e.newAddressEndpoint(timeout, s.epOpts)
 	ep.connectID = s.id
-	own, err := e.ownHello(ep)
-	if err != nil {
+	st := ucxx.StatusOK
+	if own, err := e.ownHello(ep); err != nil {
+		st = ucxx.StatusOf(err)
+	} else if err = e.startDialing(ep, net.ParseIP(s.text), s.port, own.encode()); err != nil {
+		st = ucxx.StatusUnreachable // as UCX reports a connect that fails
+	}
+	if st != ucxx.StatusOK {
 		e.discard(ep)
-		e.completeNow(s.id, ucxx.StatusOf(err), 0)
+		e.completeNow(s.id, st, 0)
 		return
 	}
 	e.eps.schedule(ep, ep.deadline)
-	go e.dial(ep.handle, net.JoinHostPort(s.text, strconv.Itoa(s.port)), ep.deadline, own.encode())
-}
-
-// dial connects to a listener of ViaAddress and exchanges hellos, then hands the
-// result to the progress thread.
-func (e *Engine) dial(handle uint64, addr string, deadline time.Time, own []byte) {
-	d := net.Dialer{Deadline: deadline}
-	conn, err := d.Dial("tcp", addr)
-	if err != nil {
-		st := dialStatus(err)
-		e.postCall(func() { e.dialFailed(handle, st) })
-		return
-	}
-	if !e.conns.add(conn) {
-		return // the engine stops
-	}
-	_ = conn.SetDeadline(deadline)
-	var peer *hello
-	if _, err = conn.Write(own); err == nil {
-		peer, err = readHello(conn)
-	}
-	if err != nil {
-		e.conns.close(conn)
-		st := helloStatus(err)
-		e.postCall(func() { e.dialFailed(handle, st) })
-		return
-	}
-	_ = conn.SetDeadline(time.Time{})
-	if !e.postCall(func() { e.dialed(handle, conn, peer) }) {
-		e.conns.close(conn)
-	}
 }
 
 // dialed finishes a connection whose hellos were exchanged. Progress thread.
-func (e *Engine) dialed(handle uint64, conn net.Conn, peer *hello) {
+func (e *Engine) dialed(handle uint64, conn net.Conn, ends socketEnds, peer *hello) {
 	ep := e.eps.get(handle)
 	if ep == nil || ep.phase != phaseHandshake {
 		e.conns.close(conn) // it timed out, or the engine is stopping
 		return
 	}
-	if err := e.joinPeer(ep, conn, peer); err != nil {
+	if err := e.joinPeer(ep, conn, ends, peer); err != nil {
 		e.conns.close(conn)
 		e.failHandshake(ep, ucxx.StatusOf(err))
 		return

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -358,4 +362,111 @@ func TestAddressListenerUnmakeableEndpoint(t *testing.T) {
 			t.Fatalf("tag %d of the discarded endpoint still holds messages", i)
 		}
 	}
+}
+
+// TestAddressConnectMadeLater: a connection not yet made when connect returns (its
+// SYN dropped by a listener whose accept queue is full, and answered on the retry a
+// second later, as a connection between hosts is made a round trip later) gets our
+// hello once it is made, and then works. A relay between it and a real listener
+// stands in for the slow host.
+func TestAddressConnectMadeLater(t *testing.T) {
+	client, server := newTestEngine(t, Options{}), newTestEngine(t, Options{})
+	lh, port, err := server.ListenWith("127.0.0.1", 0, byAddress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, sc := newCollector(t, client), newCollector(t, server)
+	// A listener whose accept queue holds one connection (backlog 0), filled.
+	lfd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(lfd) })
+	if err := syscall.Bind(lfd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(lfd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, _ := syscall.Getsockname(lfd)
+	slowPort := sa.(*syscall.SockaddrInet4).Port
+	filler, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(slowPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer filler.Close()
+	id, err := client.ConnectWith("127.0.0.1", slowPort, 20*time.Second, byAddress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitSynSent(t, slowPort)
+	if st, _ := connectionsBeingMade(t, client); st != 1 {
+		t.Fatalf("%d connections being made; want 1", st)
+	}
+	// Make room (the filler out), then take the client's connection on its SYN's retry
+	// and relay it to the real listener.
+	for _, relay := range []bool{false, true} {
+		fd, _, err := syscall.Accept4(lfd, syscall.SOCK_CLOEXEC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !relay {
+			syscall.Close(fd)
+			continue
+		}
+		f := os.NewFile(uintptr(fd), "")
+		in, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { in.Close(); out.Close() })
+		go func() { io.Copy(out, in); out.Close() }()
+		go func() { io.Copy(in, out); in.Close() }()
+	}
+	if c := cc.wait(id, 15*time.Second); c.Status != 0 {
+		t.Fatalf("connect: %v", ucxx.Status(c.Status))
+	} else {
+		sep := sc.wait(EventListenerAccept|lh, 10*time.Second)
+		exchange(t, client, c.Length, cc, server, sep.Length, sc, []byte("made later"))
+	}
+	if n, _ := connectionsBeingMade(t, client); n != 0 {
+		t.Fatalf("%d connections being made after the connect; want 0", n)
+	}
+}
+
+// waitSynSent waits until a socket of this host is connecting to 127.0.0.1:port with
+// its SYN unanswered (/proc/net/tcp's state 02).
+func waitSynSent(t *testing.T, port int) {
+	t.Helper()
+	want := fmt.Sprintf("0100007F:%04X", port)
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		b, err := os.ReadFile("/proc/net/tcp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) > 3 && f[2] == want && f[3] == "02" {
+				return
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("no connection to port %d waits for its SYN's answer", port)
+}
+
+// connectionsBeingMade is how many connections of e are being made (dialing.go).
+func connectionsBeingMade(t *testing.T, e *Engine) (int, error) {
+	t.Helper()
+	var n int
+	err := e.onThread(func() { n = len(e.dialing.conns) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, err
 }

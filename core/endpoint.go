@@ -19,6 +19,20 @@ const (
 	phaseClosed                   // closed; freed once its last request ends
 )
 
+// describe is what EndpointInfo reports of ep. Progress thread.
+func (ep *endpoint) describe() EndpointInfo {
+	info := EndpointInfo{SendTag: ep.sendTag, RecvTag: ep.recvTag}
+	if ep.byAddress {
+		info.Local, info.Remote = ep.local, ep.remote
+	} else if ep.u != nil {
+		info.Local, info.Remote, _ = ep.u.Sockaddrs()
+	}
+	if ep.u != nil {
+		info.UCPHandle = ep.u.Handle()
+	}
+	return info
+}
+
 // defaultAcceptTimeout bounds the handshake of an accepted connection.
 const defaultAcceptTimeout = 10 * time.Second
 
@@ -65,6 +79,9 @@ type endpoint struct {
 	semaphores      int   // its semaphores (semaphores.go)
 
 	known bool // the application was given this endpoint
+	// info is what EndpointInfo reports of it, fixed when it is published (nothing in
+	// it changes after that); application threads read it through the table's lock.
+	info EndpointInfo
 	// warmUp: the engine's own, for its warm-up (warmup.go); never the application's.
 	warmUp bool
 
@@ -74,6 +91,7 @@ type endpoint struct {
 	// the peer's), the socket's ends, and the error handling mode its UCX endpoint is
 	// (to be) made with.
 	byAddress          bool
+	dialing            *dialingConn // its connection being made (dialing.go), nil after
 	conn               net.Conn
 	ctlTag, peerCtlTag uint64
 	local, remote      string

@@ -100,12 +100,13 @@ func (t *endpointTable) len() int {
 }
 
 // publish makes a ready endpoint visible to application threads (and, with
-// byTag, to its active messages).
+// byTag, to its active messages), with its description fixed (EndpointInfo).
 func (t *endpointTable) publish(ep *endpoint, withTag bool) {
 	t.thread.check("endpoint table")
 	if withTag {
 		t.byRecvTag[ep.recvTag] = ep
 	}
+	ep.info = ep.describe()
 	t.mu.Lock()
 	t.published[ep.handle] = ep
 	t.mu.Unlock()
@@ -231,6 +232,17 @@ func (t *endpointTable) live(h uint64) (*endpoint, error) {
 	default: // broken: say how
 		return nil, &ucxx.Error{Op: "Endpoint", Status: st}
 	}
+}
+
+// publishedInfo is the description of the published endpoint h; false when h is not
+// published. Application threads.
+func (t *endpointTable) publishedInfo(h uint64) (EndpointInfo, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if ep := t.published[h]; ep != nil {
+		return ep.info, true
+	}
+	return EndpointInfo{}, false
 }
 
 // status is the status that ended the published endpoint h: StatusOK while it is

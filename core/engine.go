@@ -136,6 +136,7 @@ type Engine struct {
 	listeners map[uint64]*listener
 	address   []byte       // the worker's address, once a hello needed it (direct.go)
 	conns     sockets      // connection sockets (direct.go): not the thread's, it locks
+	dialing   dialing      // connections being made (dialing.go)
 	events    []ucxx.Event // scratch copy of the worker's events
 	spare     []submission
 	probed    map[uint64]unsafe.Pointer // handle -> message TagProbe removed
@@ -193,6 +194,7 @@ func New(opts Options) (*Engine, error) {
 		listeners: make(map[uint64]*listener),
 		probed:    make(map[uint64]unsafe.Pointer),
 		epfd:      -1,
+		dialing:   dialing{epfd: -1},
 	}
 	e.requests = newRequestTable()
 	e.routes = make(map[uint64]*Sink)
@@ -476,28 +478,26 @@ func (e *Engine) EndpointStatus(h uint64) ucxx.Status { return e.eps.status(h) }
 // connecting coroutine resumes) still has its tags, for receives that drain what the
 // peer sent; its addresses and UCX handle are gone.
 //
+// A published endpoint's description is read without waiting for the progress thread
+// (a connection's first call: the connecting coroutine and the listener's callback
+// make it as they resume).
+//
 // Errors: ErrEndpointClosed for an unknown handle or one the application closed.
 func (e *Engine) EndpointInfo(h uint64) (info EndpointInfo, err error) {
+	if info, ok := e.eps.publishedInfo(h); ok {
+		return info, nil
+	}
 	if cerr := e.onThread(func() {
-		ep := e.eps.get(h)
-		if ep == nil {
-			d, dead := e.eps.deadInfo(h)
-			if !dead {
-				err = ErrEndpointClosed
-				return
-			}
-			info = EndpointInfo{SendTag: d.sendTag, RecvTag: d.recvTag}
+		if ep := e.eps.get(h); ep != nil {
+			info = ep.describe()
 			return
 		}
-		info = EndpointInfo{SendTag: ep.sendTag, RecvTag: ep.recvTag}
-		if ep.byAddress {
-			info.Local, info.Remote = ep.local, ep.remote
-		} else if ep.u != nil {
-			info.Local, info.Remote, _ = ep.u.Sockaddrs()
+		d, dead := e.eps.deadInfo(h)
+		if !dead {
+			err = ErrEndpointClosed
+			return
 		}
-		if ep.u != nil {
-			info.UCPHandle = ep.u.Handle()
-		}
+		info = EndpointInfo{SendTag: d.sendTag, RecvTag: d.recvTag}
 	}); cerr != nil {
 		return EndpointInfo{}, cerr
 	}

@@ -95,6 +95,7 @@ func (e *Engine) handshakeDone(ep *endpoint) {
 }
 
 func (e *Engine) failHandshake(ep *endpoint, st ucxx.Status) {
+	e.dropDialing(ep)
 	if ep.warmUp {
 		e.teardown(ep, st, true)
 		e.warmUpFailed(st)

@@ -93,6 +93,7 @@ func (e *Engine) setup() (err error) {
 }
 
 func (e *Engine) teardownWorker() {
+	e.closeDialing()
 	if e.epfd >= 0 {
 		syscall.Close(e.epfd)
 		e.epfd = -1
@@ -255,6 +256,9 @@ func (e *Engine) progress() {
 	for i := 0; i < maxProgressPasses && e.worker.Progress(); i++ {
 		e.worked = true
 	}
+	if e.pollDialing() {
+		e.worked = true
+	}
 	e.drainEvents()
 	if len(e.rma.waits) > 0 {
 		e.rma.checkWaits()
@@ -381,7 +385,7 @@ func (e *Engine) spin() bool {
 	}
 	deadline := time.Now().Add(e.opts.SpinBeforeSleep)
 	for {
-		if !e.pool.empty() || e.worker.Progress() || len(e.worker.Events()) > 0 || e.rma.waitReady() {
+		if !e.pool.empty() || e.worker.Progress() || len(e.worker.Events()) > 0 || e.rma.waitReady() || e.pollDialing() {
 			e.worked = true
 			return true
 		}
