@@ -1,34 +1,39 @@
 package core
 
 import (
+	"net"
 	"time"
 
 	"github.com/ucxx-go/ucxx-go/ucxx"
 )
 
-// Warm-up, for connections through UCX's connection manager (ViaManager; those by
-// address exchange, the default, skip the manager's configurations and cannot be
-// warmed up this way): a connection's first use of an endpoint configuration costs UCX's
-// protocol selection for it, once per worker and configuration. With UCX's TCP
-// transport on a lane that is most of a first connection (benchmarks/RESULTS.md,
-// section 3: each of the selection's hundreds of performance estimates queries the
-// TCP interface through sysfs, /proc and ioctls), and a connection through a
-// listener goes through several configurations on each side: the connection
-// manager's, with TCP lanes only, then the final one.
+// Warm-up: a connection's first use of an endpoint configuration costs UCX's making
+// of it, with its protocol selection, once per worker and configuration, on each side
+// (benchmarks/RESULTS.md, section 3 and session 23). WarmUp makes them ahead of time.
+// None of it is visible to the application: no event, no endpoint, no listener it
+// could see or close.
 //
-// WarmUp makes those selections ahead of time: the engine connects to a listener of
-// its own on a local IP address, which creates the configurations of both sides of a
-// connection reached through that address's device, and closes both endpoints and the
-// listener once the tag handshake is done. None of it is visible to the application:
-// no event, no endpoint, no listener it could see or close. Later connections through
-// the same device find the configurations made. What it cannot make is the final
-// configuration towards another process (an endpoint to its own worker uses UCX's
-// "self" transport instead), so a first connection still selects protocols for that
-// one, on shared memory a few milliseconds.
+// By address exchange (ViaAddress, the default) a connection to another process of
+// this host uses one configuration a side, towards that process: warmUpByAddress
+// makes it with a second worker of the engine's context in that process's place. A
+// connection to another host takes another configuration, which it cannot make.
 //
-// It costs about as much CPU time as the first connection would have (tens of
-// milliseconds to over a hundred on the dev VM), spent on the progress thread; work
-// submitted meanwhile waits for each of its steps. So it is not done unless asked
+// Through UCX's connection manager (ViaManager), with UCX's TCP transport on a lane
+// the selections are most of a first connection (each of the selection's hundreds of
+// performance estimates queries the TCP interface through sysfs, /proc and ioctls),
+// and a connection through a listener goes through several configurations on each
+// side: the connection manager's, with TCP lanes only, then the final one. The
+// warm-up connects to a listener of its own on a local IP address, which creates the
+// configurations of both sides of a connection reached through that address's device,
+// and closes both endpoints and the listener once the tag handshake is done. Later
+// connections through the same device find the configurations made. What it cannot
+// make is the final configuration towards another process (an endpoint to its own
+// worker uses UCX's "self" transport instead), so a first connection still selects
+// protocols for that one, on shared memory a few milliseconds.
+//
+// Either costs CPU time on the progress thread (by address 11-15 ms on the dev VM,
+// most of it the second worker's making; through the manager tens of milliseconds to
+// over a hundred), and work submitted meanwhile waits. So it is not done unless asked
 // for (Options.WarmUp, WarmUp).
 
 // warmUpTimeout bounds a warm-up's connection, as a handshake deadline: a loopback
@@ -55,10 +60,13 @@ type warmUp struct {
 	waiters  []uint64    // WarmUp requests to complete when it ends
 }
 
-// WarmUp makes UCX select its protocols for connections through ip's device (a
-// local address, e.g. "127.0.0.1") ahead of the first one (see warmup.go), and
-// returns a request id. Its completion comes when the warm-up has ended: StatusOK,
-// or the status that stopped it (StatusUnreachable: no enabled device has ip, say).
+// WarmUp makes UCX's endpoint configurations for the engine's connections ahead of
+// the first one (see warmup.go): by address exchange those towards processes of this
+// host, ip being an address of this host; through the connection manager those of
+// connections through ip's device (a local address, e.g. "127.0.0.1"). It returns a
+// request id. Its completion comes when the warm-up has ended: StatusOK, or the
+// status that stopped it (StatusInvalidAddr by address, StatusUnreachable through the
+// manager: no device has ip, say).
 // An engine warms up once: asked again while a warm-up runs or after one succeeded,
 // it completes when that one has ended, with its status, whatever ip is; after one
 // failed, it tries again through ip. StatusCanceled if the engine stops first.
@@ -93,6 +101,10 @@ func (e *Engine) startWarmUp(ip string, id uint64) {
 		e.endWarmUp(ucxx.StatusCanceled)
 		return
 	}
+	if (EndpointOptions{}).via() == ViaAddress {
+		e.endWarmUp(e.warmUpByAddress(ip))
+		return
+	}
 	handle := e.nextHandle.Add(1)
 	port, err := e.listen(handle, ip, 0, EndpointOptions{Via: ViaManager})
 	if err != nil {
@@ -113,6 +125,44 @@ func (e *Engine) startWarmUp(ip string, id uint64) {
 	ep.u = u
 	w.open++
 	e.startHandshake(ep)
+}
+
+// warmUpByAddress is the warm-up of an engine whose connections are made by address
+// exchange (the default): what a first connection to another process of this host
+// costs beyond later ones is UCX's making of the endpoint configuration towards it
+// (its lanes, its short protocols), once per worker, on each side. A second worker of
+// the engine's context stands in for that process (a configuration depends on the
+// peer's transports and devices, which a worker of the same context has alike): the
+// engine makes an endpoint to it, then closes the endpoint and destroys the worker,
+// before it returns. ip must be an address of this host, as a listener's (a socket is
+// bound to it). Connections to other hosts take another configuration, which this
+// cannot make. Progress thread.
+func (e *Engine) warmUpByAddress(ip string) ucxx.Status {
+	if err := checkIP("warm up", ip, false); err != nil {
+		return ucxx.StatusInvalidParam
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		return ucxx.StatusInvalidAddr // no device of this host has ip
+	}
+	ln.Close()
+	peer, err := e.ctx.NewWorker(false)
+	if err != nil {
+		return ucxx.StatusOf(err)
+	}
+	defer peer.Close()
+	address, err := peer.Address()
+	if err != nil {
+		return ucxx.StatusOf(err)
+	}
+	// Under a handle of no endpoint: UCX's events for it find none.
+	u, err := e.worker.ConnectAddressWith(address, e.nextHandle.Add(1), ucxx.ErrHandlingPeer)
+	if err != nil {
+		return ucxx.StatusOf(err)
+	}
+	// Forced: nothing was sent on it. A completion UCX reports later names no request.
+	u.Close(true, 0)
+	return ucxx.StatusOK
 }
 
 // warmUpAccepted counts the warm-up's accepted endpoint.

@@ -10,8 +10,11 @@ spawned from _api_peers.py, joined with a timeout, and their exit codes asserted
 import asyncio
 import contextlib
 import pickle
+import os
 import re
 import socket
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -26,6 +29,7 @@ from _support import (
     CloseCallback,
     Server,
     broken_by_peer,
+    by_address,
     exchange,
     join,
     mp,
@@ -663,6 +667,65 @@ async def test_warm_up_through_an_address_of_no_device_raises():
     with pytest.raises(ucxx_go.UCXError):
         await asyncio.wait_for(ucxx_go.warm_up("192.0.2.1"), TIMEOUT)  # TEST-NET-1
     await asyncio.wait_for(ucxx_go.warm_up("127.0.0.1"), TIMEOUT)  # a failed one may be retried
+
+
+_WARMED_PEER = """
+import asyncio, sys, ucxx_go
+async def main():
+    if sys.argv[1] == "listen":
+        async def echo(ep):
+            b = bytearray(8); await ep.recv(b); await ep.send(b); await ep.close()
+        lf = ucxx_go.create_listener(echo)
+        print(lf.port, flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    else:
+        ep = await ucxx_go.create_endpoint("127.0.0.1", int(sys.argv[2]))
+        b = bytearray(8); await ep.send(b); await ep.recv(b); await ep.close()
+asyncio.run(main())
+"""
+
+_WARMED_PROCESS = """
+import asyncio, os, subprocess, sys, ucxx_go
+PEER = sys.argv[1]
+async def main():
+    ucxx_go.init()
+    await ucxx_go.warm_up()
+    if sys.argv[2] == "warm-up only":
+        print("exits 0 0", flush=True)
+        return
+    env = {k: v for k, v in os.environ.items() if k != "UCX_PROTO_INFO"}
+    # Connect to a listener of another process...
+    srv = subprocess.Popen([sys.executable, "-c", PEER, "listen"], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, env=env)
+    port = int(srv.stdout.readline())
+    ep = await ucxx_go.create_endpoint("127.0.0.1", port)
+    b = bytearray(8); await ep.send(b); await ep.recv(b); await ep.close()
+    srv.stdin.close(); srv.wait(30)
+    # ...and accept a connection of another process.
+    done = asyncio.Event()
+    async def echo(ep):
+        b = bytearray(8); await ep.recv(b); await ep.send(b); await ep.close(); done.set()
+    lf = ucxx_go.create_listener(echo)
+    cli = subprocess.Popen([sys.executable, "-c", PEER, "connect", str(lf.port)], env=env)
+    await asyncio.wait_for(done.wait(), 30)
+    await asyncio.get_running_loop().run_in_executor(None, cli.wait, 30)
+    print("exits", srv.returncode, cli.returncode, flush=True)
+asyncio.run(main())
+"""
+
+
+@by_address
+@pytest.mark.parametrize("then", ["warm-up only", "connections"])
+def test_warm_up_makes_the_configuration_connections_by_address_use(then):
+    # UCX_PROTO_INFO prints the protocols UCX selects for each endpoint configuration it
+    # makes ("ucp_context_0 intra-node cfg#N"): the warm-up makes one, and it is the only
+    # one the process makes through a connection made and one accepted with others.
+    env = dict(os.environ, UCX_PROTO_INFO="y", UCX_NET_DEVICES="lo")
+    out = subprocess.run([sys.executable, "-c", _WARMED_PROCESS, _WARMED_PEER, then], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0 and "exits 0 0" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+    configs = set(re.findall(r"ucp_context_0 (\S+ cfg#\d+)", out.stdout + out.stderr))
+    assert configs == {"intra-node cfg#0"}, configs
 
 
 @pytest.mark.parametrize("given, address", [

@@ -151,21 +151,27 @@ async def create_endpoint(ip_address, port, endpoint_error_handling=True, connec
 
 
 async def warm_up(ip_address="127.0.0.1"):
-    """Have UCX select its protocols for connections through ``ip_address``'s device
-    now rather than on the first connection; return when that is done.
+    """Have UCX make its endpoint configurations and select their protocols now rather
+    than on the first connection; return when that is done.
 
-    A first connection costs UCX's protocol selection for each endpoint configuration
-    it goes through, once per process: with UCX's TCP transport tens of milliseconds to
-    over a hundred on each side, where later connections take a few (see
-    benchmarks/RESULTS.md, section 3). The warm-up pays it ahead: the engine connects
-    to a listener of its own on ``ip_address`` (a local address: loopback by default,
-    or this host's address on the interface peers are reached through) and closes both
-    ends; the application sees neither. Later connections through that device, made
-    or accepted, then cost about what later ones do (the last configuration, towards
-    the actual peer, is still chosen on first use: a few milliseconds on shared
-    memory). It takes about as much CPU time as the first connection would have, on the
-    progress thread, so it is worth it where there is time before the first connection
-    (a server before its clients come). An engine warms up once: a later call waits for
+    A first connection costs UCX's making of each endpoint configuration it uses, with
+    its protocol selection, once per process, on each side. By address exchange (the
+    default) that is the configuration towards another process of this host (a few
+    milliseconds on the dev VM, tens on a GPU machine, against under one later): the
+    warm-up makes it with a second worker of the engine's own standing in for such a
+    process, then destroys that worker; ``ip_address`` must be an address of this host.
+    Connections to other hosts take another configuration, which this cannot make.
+    With ``UCXGO_CONNECT=manager`` (UCX's connection manager), the connection's own
+    configurations with UCX's TCP transport cost tens of milliseconds to over a hundred
+    on each side (see benchmarks/RESULTS.md, section 3): the warm-up connects to a
+    listener of its own on ``ip_address`` (a local address: loopback by default, or
+    this host's address on the interface peers are reached through) and closes both
+    ends; later connections through that device then cost about what later ones do
+    (the last configuration, towards the actual peer, is still chosen on first use).
+    The application sees none of it. It takes CPU time on the progress thread (11-15
+    ms on the dev VM by address exchange, 25-42 through the manager), so it is worth it
+    where there is time before the first connection (a server before its clients
+    come), on both sides. An engine warms up once: a later call waits for
     the one running or returns at once after one succeeded, whatever ``ip_address``
     (after one failed, it tries again). ``init(warm_up=...)`` starts it with the
     engine.
@@ -173,8 +179,9 @@ async def warm_up(ip_address="127.0.0.1"):
     Raises
     ------
     UCXError
-        The subclass for what stopped it, e.g. UCXUnreachableError when no enabled
-        device (``UCX_NET_DEVICES``) has ``ip_address``; UCXCanceledError when the
+        The subclass for what stopped it, e.g. UCXInvalidAddrError when no device of
+        this host has ``ip_address`` (UCXUnreachableError through the manager, when no
+        enabled device, ``UCX_NET_DEVICES``, has it); UCXCanceledError when the
         context was reset meanwhile.
     """
     ctx = _context.get(ipv6=_is_ipv6(ip_address))
