@@ -34,6 +34,7 @@ type dialingConn struct {
 	ep       *endpoint
 	remote   string // the listener's address, as EndpointInfo reports it
 	rest     []byte // what of our hello is still to be written; nil once written
+	made     bool   // the connection is made (its failure is no longer the connect's)
 	head     [helloHeaderSize]byte
 	got      int    // bytes of the peer's hello read, header included
 	peer     *hello // the peer's hello, once its header is read
@@ -64,7 +65,8 @@ func (e *Engine) startDialing(ep *endpoint, ip net.IP, port int, own []byte) err
 	if err != nil {
 		return err
 	}
-	c := &dialingConn{fd: fd, ep: ep, remote: hostPort(&net.TCPAddr{IP: ip, Port: port}), rest: rest}
+	c := &dialingConn{fd: fd, ep: ep, remote: hostPort(&net.TCPAddr{IP: ip, Port: port}), rest: rest,
+		made: len(rest) < len(own)}
 	if err := syscall.EpollCtl(d.epfd, syscall.EPOLL_CTL_ADD, fd, &syscall.EpollEvent{Events: c.events(), Fd: int32(fd)}); err != nil {
 		syscall.Close(fd)
 		return os.NewSyscallError("epoll_ctl", err)
@@ -75,13 +77,13 @@ func (e *Engine) startDialing(ep *endpoint, ip net.IP, port int, own []byte) err
 }
 
 // events is what c waits for: writable while our hello is not all out (the connect
-// not done), readable (or hung up) for the peer's.
+// not done), then readable (or hung up) for the peer's. Not readable before: a peer
+// that sends without reading would keep the set ready while nothing can be done.
 func (c *dialingConn) events() uint32 {
-	ev := uint32(syscall.EPOLLIN | syscall.EPOLLRDHUP)
 	if c.rest != nil {
-		ev |= syscall.EPOLLOUT
+		return syscall.EPOLLOUT
 	}
-	return ev
+	return syscall.EPOLLIN | syscall.EPOLLRDHUP
 }
 
 // pollDialing advances every connection whose socket is ready, and reports whether
@@ -108,13 +110,17 @@ func (e *Engine) pollDialing() bool {
 func (e *Engine) advanceDialing(c *dialingConn) {
 	if c.rest != nil {
 		done, err := connectDone(c.fd)
-		if err != nil { // refused, say: as UCX reports a connect that fails
+		switch {
+		case err != nil && c.made: // reset while our hello went out
+			e.endDialing(c, ucxx.StatusConnectionReset)
+			return
+		case err != nil: // refused, say: as UCX reports a connect that fails
 			e.endDialing(c, ucxx.StatusUnreachable)
 			return
-		}
-		if !done {
+		case !done:
 			return
 		}
+		c.made = true
 		n, err := syscall.SendmsgN(c.fd, c.rest, nil, nil, syscall.MSG_NOSIGNAL)
 		if err != nil && !errors.Is(err, syscall.EAGAIN) {
 			e.endDialing(c, ucxx.StatusConnectionReset)
@@ -161,8 +167,15 @@ func (e *Engine) advanceDialing(c *dialingConn) {
 }
 
 // finishDialing hands a connection whose hellos were exchanged to Go's poller (for
-// its watch) and makes its endpoint.
+// its watch) and makes its endpoint. A socket connected to itself (TCP's simultaneous
+// open, when the kernel picks the listener's port, free since its listener went, as
+// the local one) read our own hello back (its tags ours): nothing listens there
+// (net.Dial refuses it alike).
 func (e *Engine) finishDialing(c *dialingConn) {
+	if selfConnected(c.fd) || c.peer.recvTag == c.ep.recvTag {
+		e.endDialing(c, ucxx.StatusUnreachable)
+		return
+	}
 	e.forgetDialing(c)
 	f := os.NewFile(uintptr(c.fd), "")
 	conn, err := net.FileConn(f) // a duplicate
@@ -257,6 +270,27 @@ func connectSocket(ip net.IP, port int, first []byte) (fd int, rest []byte, err 
 		rest = nil
 	}
 	return fd, rest, nil
+}
+
+// selfConnected reports whether fd's two ends are the same address.
+func selfConnected(fd int) bool {
+	local, err := syscall.Getsockname(fd)
+	if err != nil {
+		return false
+	}
+	remote, err := syscall.Getpeername(fd)
+	if err != nil {
+		return false
+	}
+	switch l := local.(type) {
+	case *syscall.SockaddrInet4:
+		r, ok := remote.(*syscall.SockaddrInet4)
+		return ok && l.Port == r.Port && l.Addr == r.Addr
+	case *syscall.SockaddrInet6:
+		r, ok := remote.(*syscall.SockaddrInet6)
+		return ok && l.Port == r.Port && l.Addr == r.Addr
+	}
+	return false
 }
 
 // connectDone reports whether fd's connect has ended: false while it goes on, an

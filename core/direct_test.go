@@ -376,7 +376,8 @@ func TestAddressConnectMadeLater(t *testing.T) {
 		t.Fatal(err)
 	}
 	cc, sc := newCollector(t, client), newCollector(t, server)
-	// A listener whose accept queue holds one connection (backlog 0), filled.
+	// A listener whose accept queue holds two connections (backlog 1), filled; its
+	// accepts give up after 15 s rather than hang the test.
 	lfd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -385,16 +386,21 @@ func TestAddressConnectMadeLater(t *testing.T) {
 	if err := syscall.Bind(lfd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Listen(lfd, 0); err != nil {
+	if err := syscall.Listen(lfd, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.SetsockoptTimeval(lfd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &syscall.Timeval{Sec: 15}); err != nil {
 		t.Fatal(err)
 	}
 	sa, _ := syscall.Getsockname(lfd)
 	slowPort := sa.(*syscall.SockaddrInet4).Port
-	filler, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(slowPort))
-	if err != nil {
-		t.Fatal(err)
+	for range 2 {
+		filler, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(slowPort), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer filler.Close()
 	}
-	defer filler.Close()
 	id, err := client.ConnectWith("127.0.0.1", slowPort, 20*time.Second, byAddress)
 	if err != nil {
 		t.Fatal(err)
@@ -403,9 +409,9 @@ func TestAddressConnectMadeLater(t *testing.T) {
 	if st, _ := connectionsBeingMade(t, client); st != 1 {
 		t.Fatalf("%d connections being made; want 1", st)
 	}
-	// Make room (the filler out), then take the client's connection on its SYN's retry
-	// and relay it to the real listener.
-	for _, relay := range []bool{false, true} {
+	// Make room (the fillers out), then take the client's connection on its SYN's
+	// retry and relay it to the real listener.
+	for _, relay := range []bool{false, false, true} {
 		fd, _, err := syscall.Accept4(lfd, syscall.SOCK_CLOEXEC)
 		if err != nil {
 			t.Fatal(err)
@@ -469,4 +475,46 @@ func connectionsBeingMade(t *testing.T, e *Engine) (int, error) {
 		t.Fatal(err)
 	}
 	return n, err
+}
+
+// TestSelfConnectedSocket: a socket connected to itself (bound to the port it then
+// connects to: TCP's simultaneous open) is told from one connected to a listener.
+func TestSelfConnectedSocket(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close() // the port is free now: a socket bound to it can connect to itself
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	self := &syscall.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}
+	if err := syscall.Bind(fd, self); err != nil {
+		t.Skipf("bind to the listener's old port: %v", err)
+	}
+	if err := syscall.Connect(fd, self); err != nil {
+		t.Fatalf("connect to itself: %v", err)
+	}
+	if !selfConnected(fd) {
+		t.Fatal("a socket connected to itself was not told")
+	}
+	ln, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	raw, _ := c.(*net.TCPConn).SyscallConn()
+	var got bool
+	raw.Control(func(fd uintptr) { got = selfConnected(int(fd)) })
+	if got {
+		t.Fatal("a socket connected to a listener was taken for one connected to itself")
+	}
 }

@@ -113,6 +113,10 @@ func (e *Engine) newEndpoint(timeout time.Duration) *endpoint {
 }
 
 func (e *Engine) connect(s *submission) {
+	if e.stopping { // beginStop failed the handshakes it found; this one would wait alone
+		e.completeNow(s.id, ucxx.StatusCanceled, 0)
+		return
+	}
 	timeout := time.Duration(s.timeout)
 	if timeout <= 0 {
 		timeout = defaultAcceptTimeout

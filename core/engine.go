@@ -484,6 +484,9 @@ func (e *Engine) EndpointStatus(h uint64) ucxx.Status { return e.eps.status(h) }
 //
 // Errors: ErrEndpointClosed for an unknown handle or one the application closed.
 func (e *Engine) EndpointInfo(h uint64) (info EndpointInfo, err error) {
+	if e.closing.Load() {
+		return EndpointInfo{}, ErrEngineClosed
+	}
 	if info, ok := e.eps.publishedInfo(h); ok {
 		return info, nil
 	}
