@@ -30,15 +30,14 @@ type dialing struct {
 
 // dialingConn is one connection being made.
 type dialingConn struct {
-	fd       int
-	ep       *endpoint
-	remote   string // the listener's address, as EndpointInfo reports it
-	rest     []byte // what of our hello is still to be written; nil once written
-	made     bool   // the connection is made (its failure is no longer the connect's)
-	head     [helloHeaderSize]byte
-	got      int    // bytes of the peer's hello read, header included
-	peer     *hello // the peer's hello, once its header is read
-	addrSize int
+	fd     int
+	ep     *endpoint
+	remote string // the listener's address, as EndpointInfo reports it
+	rest   []byte // what of our hello is still to be written; nil once written
+	made   bool   // the connection is made (its failure is no longer the connect's)
+	head   [helloHeaderSize]byte
+	got    int    // bytes of the peer's hello read, header included
+	peer   *hello // the peer's hello, once its header is read
 }
 
 // startDialing starts ep's connection to ip:port: the connect begins, and our hello

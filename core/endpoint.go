@@ -19,20 +19,6 @@ const (
 	phaseClosed                   // closed; freed once its last request ends
 )
 
-// describe is what EndpointInfo reports of ep. Progress thread.
-func (ep *endpoint) describe() EndpointInfo {
-	info := EndpointInfo{SendTag: ep.sendTag, RecvTag: ep.recvTag}
-	if ep.byAddress {
-		info.Local, info.Remote = ep.local, ep.remote
-	} else if ep.u != nil {
-		info.Local, info.Remote, _ = ep.u.Sockaddrs()
-	}
-	if ep.u != nil {
-		info.UCPHandle = ep.u.Handle()
-	}
-	return info
-}
-
 // defaultAcceptTimeout bounds the handshake of an accepted connection.
 const defaultAcceptTimeout = 10 * time.Second
 
@@ -96,6 +82,20 @@ type endpoint struct {
 	ctlTag, peerCtlTag uint64
 	local, remote      string
 	errMode            ucxx.ErrHandling
+}
+
+// describe is what EndpointInfo reports of ep. Progress thread.
+func (ep *endpoint) describe() EndpointInfo {
+	info := EndpointInfo{SendTag: ep.sendTag, RecvTag: ep.recvTag}
+	if ep.byAddress {
+		info.Local, info.Remote = ep.local, ep.remote
+	} else if ep.u != nil {
+		info.Local, info.Remote, _ = ep.u.Sockaddrs()
+	}
+	if ep.u != nil {
+		info.UCPHandle = ep.u.Handle()
+	}
+	return info
 }
 
 // discard forgets an endpoint that never became ready, closed for good, so that
