@@ -958,6 +958,24 @@ async def test_worker_processes_take_the_configured_engine_progress(monkeypatch)
             assert await wait(c.submit(lambda x: x + 1, 1), COMPUTE) == 2
 
 
+async def test_worker_processes_warm_up_when_configured(monkeypatch):
+    """distributed.comm.ucxgo.warm-up reaches nanny-spawned workers: each warmed up when
+    it started, so asking again returns that warm-up's result without trying the
+    address given (one of no device here, which a first warm-up would fail on)."""
+    monkeypatch.delenv("UCXGO_WARM_UP", raising=False)
+
+    async def warmed():
+        import ucxx_go
+
+        await asyncio.wait_for(ucxx_go.warm_up("192.0.2.1"), 30)
+        return True
+
+    with dask.config.set({"distributed.comm.ucxgo.warm-up": True}):
+        async with running(local_cluster()) as cluster, running(Client(cluster, asynchronous=True)) as c:
+            await wait(c.wait_for_workers(2), CLUSTER_STARTUP)
+            assert set((await wait(c.run(warmed), COMPUTE)).values()) == {True}
+
+
 def test_engine_progress_choice(monkeypatch):
     """A Dask process's engine progress: the environment, else the config, else auto."""
     from ucxx_go.distributed_backend import _engine_progress

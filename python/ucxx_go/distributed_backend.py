@@ -101,6 +101,7 @@ def _init_from_config(host=""):
             completion_mode=cfg.get("completion-mode"),
             multi_buffer_limits=limits or None,
             engine_progress=_engine_progress(cfg),
+            warm_up=cfg.get("warm-up"),  # None: UCXGO_WARM_UP decides
         )
     except RuntimeError:
         pass  # initialised meanwhile
