@@ -166,7 +166,8 @@ func (e *Engine) advanceDialing(c *dialingConn) {
 }
 
 // finishDialing hands a connection whose hellos were exchanged to Go's poller (for
-// its watch) and makes its endpoint. A socket connected to itself (TCP's simultaneous
+// its watch) and makes its endpoint. (A connection in the set always has its
+// endpoint in the handshake phase: failing it takes the connection out, dropDialing.) A socket connected to itself (TCP's simultaneous
 // open, when the kernel picks the listener's port, free since its listener went, as
 // the local one) read our own hello back (its tags ours): nothing listens there
 // (net.Dial refuses it alike).
@@ -176,24 +177,32 @@ func (e *Engine) finishDialing(c *dialingConn) {
 		return
 	}
 	e.forgetDialing(c)
+	ep := c.ep
 	f := os.NewFile(uintptr(c.fd), "")
 	conn, err := net.FileConn(f) // a duplicate
 	f.Close()
 	switch {
 	case err != nil:
-		e.dialFailed(c.ep.handle, ucxx.StatusIOError)
+		e.failHandshake(ep, ucxx.StatusIOError)
+		return
 	case !e.conns.add(conn):
-		e.dialFailed(c.ep.handle, ucxx.StatusCanceled) // the engine stops
-	default:
-		e.dialed(c.ep.handle, conn, socketEnds{local: hostPort(conn.LocalAddr()), remote: c.remote}, c.peer)
+		e.failHandshake(ep, ucxx.StatusCanceled) // the engine stops
+		return
 	}
+	if err := e.joinPeer(ep, conn, socketEnds{local: hostPort(conn.LocalAddr()), remote: c.remote}, c.peer); err != nil {
+		e.conns.close(conn)
+		e.failHandshake(ep, ucxx.StatusOf(err))
+		return
+	}
+	e.handshakeDone(ep)
+	go e.watch(ep.handle, conn)
 }
 
 // endDialing fails a connection that could not be made.
 func (e *Engine) endDialing(c *dialingConn, st ucxx.Status) {
 	e.forgetDialing(c)
 	syscall.Close(c.fd)
-	e.dialFailed(c.ep.handle, st)
+	e.failHandshake(c.ep, st)
 }
 
 // dropDialing closes the socket of ep's connection if it is still being made (the

@@ -412,30 +412,6 @@ func (e *Engine) connectAddress(s *submission, timeout time.Duration) {
 	e.eps.schedule(ep, ep.deadline)
 }
 
-// dialed finishes a connection whose hellos were exchanged. Progress thread.
-func (e *Engine) dialed(handle uint64, conn net.Conn, ends socketEnds, peer *hello) {
-	ep := e.eps.get(handle)
-	if ep == nil || ep.phase != phaseHandshake {
-		e.conns.close(conn) // it timed out, or the engine is stopping
-		return
-	}
-	if err := e.joinPeer(ep, conn, ends, peer); err != nil {
-		e.conns.close(conn)
-		e.failHandshake(ep, ucxx.StatusOf(err))
-		return
-	}
-	e.handshakeDone(ep)
-	go e.watch(handle, conn)
-}
-
-// dialFailed fails a connection that could not dial or exchange hellos. Progress
-// thread.
-func (e *Engine) dialFailed(handle uint64, st ucxx.Status) {
-	if ep := e.eps.get(handle); ep != nil && ep.phase == phaseHandshake {
-		e.failHandshake(ep, st)
-	}
-}
-
 // watch reads the connection's socket until it ends, and fails the endpoint then.
 func (e *Engine) watch(handle uint64, conn net.Conn) {
 	var b [1]byte

@@ -89,8 +89,7 @@ type Options struct {
 	MaxEndpointOutstandingBytes int64
 	// WarmUp, a local IP address (e.g. "127.0.0.1"), has the engine warm up through
 	// it as soon as it has started, in the background (see Engine.WarmUp). "": no
-	// warm-up. It speeds up connections through UCX's connection manager
-	// (ViaManager) only.
+	// warm-up.
 	WarmUp string
 }
 

@@ -11,8 +11,9 @@ import (
 // each progress pass the engine takes every such message out of that queue (a tag
 // probe with remove: the message's handle, not a copy of its data) into the
 // unexpected store, charged to the endpoint whose receive (or control, direct.go) tag
-// the message's tag carries (tags.go), and every tag receive the engine posts looks in the store first,
-// oldest first, so messages match in the order UCX would have matched them.
+// the message's tag carries (tags.go), and every tag receive the engine posts looks
+// in the store first, oldest first, so messages match in the order UCX would have
+// matched them.
 //
 // An endpoint whose held messages pass Options.MaxUnexpectedBytes fails with
 // StatusExceedsLimit, as if UCX had reported it, and its held messages are dropped.
