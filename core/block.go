@@ -18,7 +18,10 @@ import (
 //
 // A host frame's location is its offset in the block; host frames start BlockAlign-
 // aligned and never overlap. The block is one C malloc: the consumer frees it with
-// free() once it is done with every host frame. A CUDA frame is not in the block: its
+// free() once it is done with every host frame in it. A host frame of at least
+// OwnHostFrameMin bytes is not in the block: its location is the address of a C malloc
+// of its own, its memory type word MemHost | FrameOwnFlag, and the consumer frees it
+// with free() once done with that frame alone. A CUDA frame is not in the block: its
 // location is the address of its own device allocation, and its memory type word is
 // MemCUDA | device<<FrameDeviceShift, which the consumer frees with FreeCUDA. A frame
 // the application allocated (host or CUDA, see frames.go) is not in the block either:
@@ -34,6 +37,7 @@ const (
 	BlockAlign           = 64      // alignment of host frames in the block
 	FrameDeviceShift     = 8       // a CUDA frame's device, in its memory type word
 	FrameUserFlag        = 1 << 16 // a frame the application allocated
+	FrameOwnFlag         = 1 << 17 // a host frame in a C malloc of its own
 )
 
 // blockRecord is the record at the start of a block, for writing.
@@ -80,13 +84,17 @@ func cudaFrameType(device int) uint64 { return uint64(MemCUDA) | uint64(device)<
 
 func alignUp(n uint64) uint64 { return (n + BlockAlign - 1) &^ (BlockAlign - 1) }
 
-// freeReceivedBlock frees a block no application took, with the CUDA frames the
-// engine allocated for it.
+// freeReceivedBlock frees a block no application took, with the host and CUDA frames
+// the engine allocated for it outside it.
 func freeReceivedBlock(block unsafe.Pointer, cuda *cudaGate) {
 	rec := readBlockRecord(block)
 	var frames []uintptr
 	for i := range rec.frames() {
-		if at, _, t := rec.frame(i); t&0xff == uint64(MemCUDA) && t&FrameUserFlag == 0 {
+		at, _, t := rec.frame(i)
+		switch {
+		case t&FrameOwnFlag != 0:
+			ucxx.CFreeAddr(uintptr(at))
+		case t&0xff == uint64(MemCUDA) && t&FrameUserFlag == 0:
 			frames = append(frames, uintptr(at))
 		}
 	}

@@ -86,10 +86,10 @@ type providedFrame struct {
 }
 
 // askForFrames writes the record with the frames not allocated yet at location 0 (the
-// application's, and the CUDA frames the engine allocates once those came) and reports
+// application's, and the frames the engine allocates once those came) and reports
 // the block through needID's completion. Progress thread.
 func (m *multiBuffers) askForFrames(op *multiOp) {
-	op.plan.writeRecord(newBlockRecord(op.block, len(op.plan.frames), op.plan.blockSize), nil, nil, 0)
+	op.plan.writeRecord(newBlockRecord(op.block, len(op.plan.frames), op.plan.blockSize), nil, nil, nil, 0)
 	op.awaiting = true
 	m.awaiting[uintptr(op.block)] = op
 	m.completeNow(op.needID, ucxx.StatusOK, uint64(uintptr(op.block)))
@@ -125,7 +125,7 @@ func (m *multiBuffers) provideFrames(s *submission) {
 		op.userFrames = append(op.userFrames, given[0].addr)
 		given = given[1:]
 	}
-	if m.allocCUDAFrames(op) {
+	if m.allocEngineFrames(op) {
 		m.postFrames(op)
 	}
 }

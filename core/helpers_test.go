@@ -474,7 +474,11 @@ func readBlock(t *testing.T, block uint64) (size uint64, frames []blockFrame) {
 			f.data = make([]byte, f.size)
 			ucxx.CopyFrom(f.data, uintptr(block+f.loc))
 		}
-		if f.memType == uint64(MemHost)|FrameUserFlag && f.loc != 0 { // the application's memory
+		if f.memType == uint64(MemHost)|FrameOwnFlag && f.size < OwnHostFrameMin {
+			t.Fatalf("block record: frame %d of %d bytes outside the block (own from %d)", i, f.size, OwnHostFrameMin)
+		}
+		// The application's memory, or the engine's allocation of the frame alone.
+		if (f.memType == uint64(MemHost)|FrameUserFlag || f.memType == uint64(MemHost)|FrameOwnFlag) && f.loc != 0 {
 			f.data = make([]byte, f.size)
 			ucxx.CopyFrom(f.data, uintptr(f.loc))
 		}
@@ -484,15 +488,18 @@ func readBlock(t *testing.T, block uint64) (size uint64, frames []blockFrame) {
 }
 
 // takeBlock copies the frames out of a received block, all in host memory, and frees
-// the block.
+// the block and the frames the engine allocated outside it.
 func takeBlock(t *testing.T, block uint64) [][]byte {
 	t.Helper()
 	defer ucxx.CFreeAddr(uintptr(block))
 	_, frames := readBlock(t, block)
 	out := make([][]byte, len(frames))
 	for i, f := range frames {
-		if f.memType&^FrameUserFlag != uint64(MemHost) {
+		if f.memType&^(FrameUserFlag|FrameOwnFlag) != uint64(MemHost) {
 			t.Fatalf("frame %d: memory type word %#x, want host", i, f.memType)
+		}
+		if f.memType&FrameOwnFlag != 0 {
+			ucxx.CFreeAddr(uintptr(f.loc))
 		}
 		out[i] = f.data
 	}

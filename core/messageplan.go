@@ -13,8 +13,9 @@ type messagePlan struct {
 	// lives, each aligned as if in the block.
 	footprint uint64
 	// byApplication counts the frames the application allocates, engineCUDA the CUDA
-	// frames the engine allocates.
-	byApplication, engineCUDA int
+	// frames the engine allocates, ownHost the host frames it allocates outside the
+	// block.
+	byApplication, engineCUDA, ownHost int
 }
 
 // framePlan is one frame's place.
@@ -32,7 +33,15 @@ const (
 	inBlock       frameHome = iota // a host frame in the message's block
 	byApplication                  // allocated by the application (FramePolicy), handed over by ProvideFrames
 	engineCUDA                     // a CUDA frame the engine allocates on its device
+	ownHost                        // a host frame in a C malloc of its own (OwnHostFrameMin)
 )
+
+// OwnHostFrameMin: a received host frame of at least this many bytes that the
+// application does not allocate gets a C malloc of its own, not a place in the
+// message's block, so that keeping it alive keeps no other frame's memory, and
+// dropping it returns its memory at once. Smaller frames share the block (one
+// allocation for many small frames is what makes them cheap).
+const OwnHostFrameMin = 64 << 10
 
 // plan lays out a message of frames of these sizes and memory types, received under
 // policy, reusing p's frame slice.
@@ -47,6 +56,9 @@ func (p *messagePlan) plan(sizes []uint64, types []uint8, policy FramePolicy) {
 		case policy.provides(size, f.memType):
 			f.home = byApplication
 			p.byApplication++
+		case f.memType == MemHost && size >= OwnHostFrameMin:
+			f.home = ownHost
+			p.ownHost++
 		case f.memType == MemHost:
 			f.home, f.offset = inBlock, p.blockSize
 			p.blockSize = alignUp(p.blockSize + size)
@@ -61,13 +73,19 @@ func (p *messagePlan) plan(sizes []uint64, types []uint8, policy FramePolicy) {
 }
 
 // writeRecord writes the block's record as the frames' places stand: host frames in
-// the block at their offsets; the others at user[i] or cuda[i] in frame order, or 0
-// while not allocated yet (nil slices), each with its memory type word.
-func (p *messagePlan) writeRecord(block blockRecord, user, cuda []uintptr, cudaType uint64) {
+// the block at their offsets; the others at user[i], cuda[i] or own[i] in frame order,
+// or 0 while not allocated yet (nil slices), each with its memory type word.
+func (p *messagePlan) writeRecord(block blockRecord, user, cuda, own []uintptr, cudaType uint64) {
 	for i, f := range p.frames {
 		switch f.home {
 		case inBlock:
 			block.setFrame(i, f.offset, f.size, uint64(MemHost))
+		case ownHost:
+			var at uintptr
+			if len(own) > 0 {
+				at, own = own[0], own[1:]
+			}
+			block.setFrame(i, uint64(at), f.size, uint64(MemHost)|FrameOwnFlag)
 		case byApplication:
 			var at uintptr
 			if len(user) > 0 {

@@ -6,9 +6,10 @@ import (
 )
 
 // TestMessagePlan: for random messages and frame policies, host frames the engine
-// allocates lie in the block after the record, aligned, in frame order and without
-// overlap; the block holds nothing else; the footprint is the model's; every other
-// frame is the application's or an engine CUDA frame as the policy says.
+// allocates under OwnHostFrameMin lie in the block after the record, aligned, in frame
+// order and without overlap, larger ones in allocations of their own; the block holds
+// nothing else; the footprint is the model's; every other frame is the application's
+// or an engine CUDA frame as the policy says.
 func TestMessagePlan(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var p messagePlan
@@ -28,7 +29,7 @@ func TestMessagePlan(t *testing.T) {
 			t.Fatalf("%v %v %+v: %d frames, footprint %d (model %d)", sizes, types, policy, len(p.frames), p.footprint, footprint(sizes))
 		}
 		end := alignUp(recordSize(n))
-		var apps, cuda int
+		var apps, cuda, own int
 		for i, f := range p.frames {
 			if f.size != sizes[i] || f.memType != types[i] {
 				t.Fatalf("frame %d: %+v for size %d type %d", i, f, sizes[i], types[i])
@@ -39,6 +40,11 @@ func TestMessagePlan(t *testing.T) {
 					t.Fatalf("frame %d (%d B, type %d) under %+v: home %d, want the application", i, sizes[i], types[i], policy, f.home)
 				}
 				apps++
+			case types[i] == MemHost && sizes[i] >= OwnHostFrameMin:
+				if f.home != ownHost {
+					t.Fatalf("host frame %d: %+v, want an allocation of its own", i, f)
+				}
+				own++
 			case types[i] == MemHost:
 				if f.home != inBlock || f.offset != end || f.offset%BlockAlign != 0 {
 					t.Fatalf("host frame %d: %+v, want in the block at %d", i, f, end)
@@ -51,8 +57,9 @@ func TestMessagePlan(t *testing.T) {
 				cuda++
 			}
 		}
-		if p.blockSize != end || p.byApplication != apps || p.engineCUDA != cuda {
-			t.Fatalf("block %d (want %d), %d by application (want %d), %d engine CUDA (want %d)", p.blockSize, end, p.byApplication, apps, p.engineCUDA, cuda)
+		if p.blockSize != end || p.byApplication != apps || p.engineCUDA != cuda || p.ownHost != own {
+			t.Fatalf("block %d (want %d), %d by application (want %d), %d engine CUDA (want %d), %d own host (want %d)",
+				p.blockSize, end, p.byApplication, apps, p.engineCUDA, cuda, p.ownHost, own)
 		}
 	}
 }

@@ -66,6 +66,7 @@ type multiOp struct {
 	block        unsafe.Pointer
 	reserved     int64     // bytes held against the outstanding-bytes bounds (admission.go)
 	cudaFrames   []uintptr // the engine's device allocations of CUDA frames, until handed over
+	hostFrames   []uintptr // the engine's C mallocs of host frames outside the block, until handed over
 	// policy: the frames the application allocates (frames.go); awaiting: the header
 	// is in and the engine waits for those allocations; userFrames: their addresses,
 	// in frame order, once they came.
@@ -93,10 +94,21 @@ func putMultiOp(op *multiOp) {
 	keep := multiOp{raw: op.raw[:0], frames: op.frames[:0], sizes: op.sizes[:0], types: op.types[:0],
 		lens: op.lens[:0], parts: op.parts[:0], headers: op.headers, headersCap: op.headersCap, dec: op.dec,
 		plan:       messagePlan{frames: op.plan.frames[:0]},
-		cudaFrames: op.cudaFrames[:0], userFrames: op.userFrames[:0], separate: op.separate[:0]}
+		cudaFrames: op.cudaFrames[:0], hostFrames: op.hostFrames[:0], userFrames: op.userFrames[:0],
+		separate: op.separate[:0]}
 	keep.dec.Reset()
 	*op = keep
 	multiOps.Put(op)
+}
+
+// freeEngineFrames frees the frames the engine allocated for a received message outside
+// its block, which no application took.
+func (op *multiOp) freeEngineFrames(cuda *cudaGate) {
+	cuda.free(op.cudaFrames)
+	for _, p := range op.hostFrames {
+		ucxx.CFreeAddr(p)
+	}
+	op.cudaFrames, op.hostFrames = op.cudaFrames[:0], op.hostFrames[:0]
 }
 
 // ensureHeaders makes the op's C header memory at least n bytes.
@@ -177,12 +189,11 @@ func (m *multiBuffers) finishMulti(op *multiOp) {
 	var value uint64
 	if op.block != nil {
 		if st == ucxx.StatusOK {
-			value = uint64(uintptr(op.block)) // the application frees it, and the CUDA frames, now
-			op.cudaFrames = op.cudaFrames[:0]
+			value = uint64(uintptr(op.block)) // the application frees it, and the frames outside it, now
+			op.cudaFrames, op.hostFrames = op.cudaFrames[:0], op.hostFrames[:0]
 		} else {
 			ucxx.CFree(op.block)
-			m.cuda.free(op.cudaFrames)
-			op.cudaFrames = op.cudaFrames[:0]
+			op.freeEngineFrames(m.cuda)
 		}
 		op.block = nil
 	}

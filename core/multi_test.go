@@ -37,6 +37,36 @@ func TestMultiRoundTrip(t *testing.T) {
 	}
 }
 
+// TestMultiLargeHostFramesOwnTheirMemory: host frames from OwnHostFrameMin bytes arrive
+// in C allocations of their own, outside the message's block; smaller ones in the
+// block; every frame with the bytes sent.
+func TestMultiLargeHostFramesOwnTheirMemory(t *testing.T) {
+	client, server := newTestEngine(t, Options{}), newTestEngine(t, Options{})
+	cep, sep, cc, sc := pair(t, client, server)
+	ci, si := endpointInfo(t, client, cep), endpointInfo(t, server, sep)
+	frames := testMessage(5, 10, OwnHostFrameMin-1, OwnHostFrameMin, 100, 1<<20, 0)
+	sid := startSendFrames(t, client, cep, ci.SendTag, frames...) // rendezvous: waits for the receives
+	st, block := recvMulti(t, server, sep, sc, si.RecvTag)
+	if st != ucxx.StatusOK {
+		t.Fatalf("RecvMulti: %v", st)
+	}
+	if c := cc.wait(sid, 10*time.Second); c.Status != 0 {
+		t.Fatalf("send: %v", ucxx.Status(c.Status))
+	}
+	size, rec := readBlock(t, block)
+	for i, f := range rec {
+		own := len(frames[i]) >= OwnHostFrameMin
+		switch {
+		case own && (f.memType != uint64(MemHost)|FrameOwnFlag || (f.loc >= block && f.loc < block+size)):
+			t.Errorf("frame %d (%d bytes): memory type word %#x at %#x, want its own allocation outside the block at %#x",
+				i, len(frames[i]), f.memType, f.loc, block)
+		case !own && f.memType != uint64(MemHost):
+			t.Errorf("frame %d (%d bytes): memory type word %#x, want in the block", i, len(frames[i]), f.memType)
+		}
+	}
+	checkFrames(t, takeBlock(t, block), frames, "message with large host frames")
+}
+
 // Frames that arrive shorter or longer than their header announced (two host frames,
 // gathered into one tag message) fail the message with MessageTruncated: no byte the
 // peer did not write is delivered. The stream stays in step, so an honest message after

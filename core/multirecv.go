@@ -174,36 +174,47 @@ func (m *multiBuffers) receiveFrames(op *multiOp) {
 		m.askForFrames(op) // frames.go: the application allocates them
 		return
 	}
-	if m.allocCUDAFrames(op) {
+	if m.allocEngineFrames(op) {
 		m.postFrames(op)
 	}
 }
 
-// allocCUDAFrames allocates the CUDA frames the engine allocates, before anything is
-// posted; if one cannot be allocated it frees the others and the block, rejects the
-// message and returns false.
-func (m *multiBuffers) allocCUDAFrames(op *multiOp) bool {
+// allocEngineFrames allocates the frames the engine allocates outside the block (CUDA
+// frames, large host frames), before anything is posted; if one cannot be allocated
+// it frees the others and the block, rejects the message and returns false.
+func (m *multiBuffers) allocEngineFrames(op *multiOp) bool {
 	for _, f := range op.plan.frames {
-		if f.home != engineCUDA {
-			continue
+		switch f.home {
+		case engineCUDA:
+			ptr, err := m.cuda.alloc(f.size)
+			if err != nil {
+				return m.failEngineFrames(op)
+			}
+			op.cudaFrames = append(op.cudaFrames, ptr)
+		case ownHost:
+			ptr := ucxx.CMalloc(f.size)
+			if ptr == nil {
+				return m.failEngineFrames(op)
+			}
+			op.hostFrames = append(op.hostFrames, uintptr(ptr))
 		}
-		ptr, err := m.cuda.alloc(f.size)
-		if err != nil {
-			m.cuda.free(op.cudaFrames)
-			op.cudaFrames = op.cudaFrames[:0]
-			op.userFrames = op.userFrames[:0]
-			ucxx.CFree(op.block)
-			op.block = nil
-			m.rejectWhole(op, ucxx.StatusNoMemory)
-			return false
-		}
-		op.cudaFrames = append(op.cudaFrames, ptr)
 	}
 	return true
 }
 
+// failEngineFrames frees what allocEngineFrames allocated and the block, and rejects
+// the message for want of memory. It returns false, allocEngineFrames' answer.
+func (m *multiBuffers) failEngineFrames(op *multiOp) bool {
+	op.freeEngineFrames(m.cuda)
+	op.userFrames = op.userFrames[:0]
+	ucxx.CFree(op.block)
+	op.block = nil
+	m.rejectWhole(op, ucxx.StatusNoMemory)
+	return false
+}
+
 // postFrames writes the block's record and receives every frame into the block,
-// op.userFrames and op.cudaFrames, as the wire brings them (multiheader.go): inline
+// op.userFrames, op.cudaFrames and op.hostFrames, as the wire brings them (multiheader.go): inline
 // small host frames are copied out of the header's tag message; gathered ones come in
 // one receive scattered over their places; then one receive per other frame (large
 // host frames, CUDA frames, every frame of a message of several headers), in frame
@@ -212,7 +223,7 @@ func (m *multiBuffers) allocCUDAFrames(op *multiOp) bool {
 func (m *multiBuffers) postFrames(op *multiOp) {
 	q := op.queue
 	rec := newBlockRecord(op.block, len(op.plan.frames), op.plan.blockSize)
-	op.plan.writeRecord(rec, op.userFrames, op.cudaFrames, m.cuda.frameType())
+	op.plan.writeRecord(rec, op.userFrames, op.cudaFrames, op.hostFrames, m.cuda.frameType())
 	inlineAt, inline := op.dec.Inline()
 	gathered := op.dec.Gathered()
 	// The gathered receive's IOV array goes where the header was (decoded by now).

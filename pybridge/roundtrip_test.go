@@ -458,7 +458,8 @@ func descAddr(desc []byte) uintptr {
 	return bufAddr(desc)
 }
 
-// blockFrames reads the host frames out of a block and frees it.
+// blockFrames reads the host frames out of a block and frees it, with the frames the
+// engine allocated outside it.
 func blockFrames(t *testing.T, block uint64) [][]byte {
 	t.Helper()
 	if block == 0 {
@@ -477,13 +478,23 @@ func blockFrames(t *testing.T, block uint64) [][]byte {
 	for i := range frames {
 		w := rec[core.BlockHeaderSize+core.BlockFrameRecordSize*i:]
 		loc, mt := binary.LittleEndian.Uint64(w), binary.LittleEndian.Uint64(w[16:])
-		if mt == uint64(core.MemHost) {
-			loc += block // an offset in the block
-		} else if mt != uint64(core.MemHost)|core.FrameUserFlag { // or the application's
+		size := binary.LittleEndian.Uint64(w[8:])
+		switch mt {
+		case uint64(core.MemHost): // an offset in the block
+			loc += block
+		case uint64(core.MemHost) | core.FrameOwnFlag: // a malloc of its own
+			if size < core.OwnHostFrameMin {
+				t.Fatalf("frame %d: %d bytes outside the block", i, size)
+			}
+		case uint64(core.MemHost) | core.FrameUserFlag: // the application's
+		default:
 			t.Fatalf("frame %d: memory type word %#x", i, mt)
 		}
-		frames[i] = make([]byte, binary.LittleEndian.Uint64(w[8:]))
+		frames[i] = make([]byte, size)
 		ucxx.CopyFrom(frames[i], uintptr(loc))
+		if mt&core.FrameOwnFlag != 0 {
+			ucxx.CFreeAddr(uintptr(loc))
+		}
 	}
 	return frames
 }

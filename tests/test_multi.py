@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 import ucxx_go
+from ucxx_go._constants import OWN_HOST_FRAME_MIN
 from _support import (
     MiB,
     PROMPT,
@@ -312,7 +313,9 @@ async def test_kept_frame_outlives_its_siblings(pair):
 
 
 async def test_block_is_freed_with_its_last_frame(pair, monkeypatch):
-    """One frame keeps its message's whole block; the last one dropped frees it.
+    """Small frames share their message's block: one kept alive keeps it, the last one
+    dropped frees it. A frame of OWN_HOST_FRAME_MIN bytes or more is an allocation of
+    its own, freed when it alone is dropped, whatever else of its message lives.
 
     Frees are observed directly rather than through RSS: whether an allocator hands
     freed memory back to the kernel is its own business (glibc does for a block this
@@ -324,16 +327,24 @@ async def test_block_is_freed_with_its_last_frame(pair, monkeypatch):
     real_free = _frames._free
     monkeypatch.setattr(_frames, "_free", lambda address: (freed.append(address), real_free(address)))
     client, srv = pair
-    frames = await transfer(client, srv, [np.ones(48 * MiB, dtype=np.uint8), b"small"])
-    block = frames[0].__array_interface__["data"][0]
-    small = frames[1]
+    frames = await transfer(client, srv, [np.ones(48 * MiB, dtype=np.uint8), b"small", b"tiny",
+                                          np.ones(OWN_HOST_FRAME_MIN, dtype=np.uint8)])
+    large, small, tiny, edge = frames
+    at = [f.__array_interface__["data"][0] for f in frames]
+    assert small.base is not None and 0 < at[2] - at[1] < 4096, "the small frames are not in one block"
     del frames
+    del large
     gc.collect()
-    assert small.tobytes() == b"small"
-    assert freed == [], "the block was freed while a frame of it lives"
+    assert freed == [at[0]], "dropping the large frame did not free it alone"
+    del edge
+    gc.collect()
+    assert freed == [at[0], at[3]], "dropping the frame of OWN_HOST_FRAME_MIN bytes did not free it alone"
     del small
     gc.collect()
-    assert len(freed) == 1 and 0 < block - freed[0] < 4096, "dropping the last frame did not free its block"
+    assert tiny.tobytes() == b"tiny" and len(freed) == 2, "the block was freed while a frame of it lives"
+    del tiny
+    gc.collect()
+    assert len(freed) == 3 and 0 < at[1] - freed[2] < 4096, "dropping the last frame did not free its block"
     await wait_in_flight(0)
 
 

@@ -362,8 +362,9 @@ class Endpoint:
         ``lambda n: cupy.empty(n, "u1")`` from cupy's pool, ``rmm.DeviceBuffer(size=n)``).
         Memory allocated here is freed when dropped.
 
-        Host frames share one allocation per message (a frame kept alive keeps the
-        others' memory). With ``host_allocator``, host frames of at least
+        Host frames under 64 KiB share one allocation per message (one of them kept
+        alive keeps the others' memory); larger ones are allocations of their own,
+        freed when dropped. With ``host_allocator``, host frames of at least
         ``host_allocator_min`` bytes (default 64 KiB) are received, without a copy,
         into what ``host_allocator(nbytes)`` returned for them (e.g.
         ``lambda n: numpy.empty(n, "u1")``: memory each frame owns), which is returned

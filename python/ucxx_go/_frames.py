@@ -1,11 +1,13 @@
 """Frames of a received multi-buffer or active message: zero-copy arrays over memory the
 Go core allocated (layout: core/block.go), freed when dropped.
 
-Host frames live in one C allocation (malloc) holding a record and then the frames,
-each BLOCK_ALIGN-aligned and disjoint from the others: frames share no memory, but one
-host frame kept alive keeps the whole block. CUDA frames are separate device
-allocations, each returned as a CudaFrame and freed when it is dropped. Frames the
-application allocated (recv_multi's allocators) are what it allocated.
+Small host frames live in one C allocation (malloc) holding a record and then the
+frames, each BLOCK_ALIGN-aligned and disjoint from the others: frames share no memory,
+but one such frame kept alive keeps the whole block. Host frames of at least
+OWN_HOST_FRAME_MIN bytes are C allocations of their own, each freed when its last
+array is dropped. CUDA frames are separate device allocations, each returned as a
+CudaFrame and freed when it is dropped. Frames the application allocated (recv_multi's
+allocators) are what it allocated.
 
 This module is Python's one reader of the block's record (_record).
 """
@@ -39,9 +41,25 @@ if (C.BLOCK_HEADER_WORDS, C.BLOCK_FRAME_RECORD_WORDS) != (2, 3):
 
 
 def free_block(address):
-    """Return a block the Go core allocated to the C allocator: the release of a
-    request whose result is a block nobody took (_request.Request)."""
+    """Return a block the Go core allocated, and the frames it allocated outside it, to
+    their allocators: the release of a request whose result is a block nobody took
+    (_request.Request). Frames the application allocated are left to it."""
+    for loc, _, kind in _record(address)[1]:
+        if kind & C.FRAME_USER_FLAG or loc == 0:
+            continue
+        if kind & C.FRAME_OWN_FLAG:
+            _free(loc)
+        elif kind & _MEM_TYPE_MASK == C.MEM_CUDA:
+            _free_cuda(kind >> C.FRAME_DEVICE_SHIFT, loc)
     _free(address)
+
+
+def _own_host_frame(address, n):
+    """A writable uint8 array over the host frame of n bytes in the C malloc at
+    `address`, which goes back to C once the array and every view of it are gone."""
+    frame = np.frombuffer(_memory_view(address, n), dtype=np.uint8)
+    weakref.finalize(frame, _free, address)
+    return frame
 
 
 def _free_cuda(device, ptr):
@@ -128,7 +146,8 @@ def frames_from_block(address, provided=()):
     """Return the frames of the block at `address`: host frames as writable uint8 numpy
     arrays, CUDA frames as CudaFrame, or, where the application allocated them
     (recv_multi's allocators), the objects it allocated, taken from `provided` in
-    order. The block is theirs from now on: freed with the last host frame."""
+    order. The block is theirs from now on: freed with the last host frame in it, and
+    each frame the engine allocated outside it with that frame."""
     size, record = _record(address)
     if not record:
         _free(address)
@@ -141,6 +160,8 @@ def frames_from_block(address, provided=()):
     for off, n, kind in record:
         if kind & C.FRAME_USER_FLAG:
             frames.append(next(provided))
+        elif kind & C.FRAME_OWN_FLAG:
+            frames.append(_own_host_frame(off, n))
         elif kind & _MEM_TYPE_MASK == C.MEM_CUDA:
             frames.append(CudaFrame(off, n, kind >> C.FRAME_DEVICE_SHIFT))
         else:
