@@ -976,6 +976,24 @@ async def test_host_allocator_receives_large_frames_into_its_memory(pair):
     assert allocated == [] and [bytes(g) for g in got] == small
 
 
+async def test_host_allocator_runs_where_the_header_is_delivered(pair):
+    """The allocator is called where the header's completion is delivered (the drain
+    of completions), not once the awaiting task wakes: the frames' receives are posted
+    a task switch sooner."""
+    client, server = pair
+    tasks = []
+
+    def allocator(n):
+        tasks.append(asyncio.current_task())
+        return np.empty(n, dtype="u1")
+
+    recv = asyncio.ensure_future(server.recv_multi(host_allocator=allocator))
+    frames = [b"h", np.ones(1 << 20, dtype="u1")]
+    got, _ = await asyncio.wait_for(asyncio.gather(recv, client.send_multi(frames)), TIMEOUT)
+    assert (got[1] == 1).all() and len(tasks) == 1
+    assert tasks[0] is not recv, "the allocator ran in the awaiting task"
+
+
 async def test_host_allocator_min_is_checked(pair):
     _, server = pair
     with pytest.raises(ValueError):

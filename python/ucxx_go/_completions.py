@@ -89,7 +89,10 @@ def _resolve(req, status, length):
         return
     try:
         if status == 0:
-            fut.set_result(length)
+            if req.on_result is None:
+                fut.set_result(length)
+            else:
+                _resolve_through(req, fut, length)
         else:
             status = status - _WRAP if status & _SIGN else status
             fut.set_exception(exception_for_status(status, req.where))
@@ -97,6 +100,16 @@ def _resolve(req, status, length):
         # The Future's loop is closed.
         if status == 0:
             req.unclaimed(length)
+
+
+def _resolve_through(req, fut, value):
+    """Resolve fut with req.on_result(value): its result, or the exception it raised."""
+    try:
+        result = req.on_result(value)
+    except Exception as exc:  # the awaiting task raises it
+        fut.set_exception(exc)
+    else:
+        fut.set_result(result)
 
 
 class Completions:

@@ -478,8 +478,10 @@ class Endpoint:
         """recv_multi whose CUDA frames `cuda_allocator` allocates (if given) and host
         frames of at least `host_min` bytes (0: none) `host_allocator`: the Go core
         reports the header (the `need` request) and waits for the frames' memory
-        before it posts their receives (core/frames.go). Returns the block's address
-        and the allocated objects, in frame order."""
+        before it posts their receives (core/frames.go). The frames are allocated and
+        handed over where that report is delivered (Request.on_result), not once this
+        task wakes: the frames' receives follow the header within the same drain.
+        Returns the block's address and the allocated objects, in frame order."""
         ctx = self._ctx
         where = "Endpoint.recv_multi"
         res = call(ext.pybridge_RecvMultiAllocated, handle, tag, cuda_allocator is not None, host_min)
@@ -488,14 +490,10 @@ class Endpoint:
         # until it is delivered; the `need` request reports the same block early, for
         # the sizes of the frames to allocate, and owns nothing.
         final = Request(ctx, rid, where, release=free_block)
-        asked = Request(ctx, need, where)
         provided = []
-        try:
-            await asyncio.wait((final.future, asked.future), return_when=asyncio.FIRST_COMPLETED)
-            if not asked.future.done():
-                asked.forget()  # no frame to allocate: nobody asks
-                return final.future.result(), provided
-            block = asked.future.result()
+
+        def provide(block):
+            # On error the task wakes to the exception, and drops the message.
             desc = array.array("Q")
             for n, frame_mem in frames_to_provide(block):
                 cuda = frame_mem == C.MEM_CUDA
@@ -512,6 +510,14 @@ class Endpoint:
             # UCX may write into them until the message's completion: keep them alive.
             final.keep = provided
             call(ext.pybridge_ProvideFrames, block, desc.buffer_info()[0] if desc else 0, len(provided))
+
+        asked = Request(ctx, need, where, on_result=provide)
+        try:
+            await asyncio.wait((final.future, asked.future), return_when=asyncio.FIRST_COMPLETED)
+            if not asked.future.done():
+                asked.forget()  # no frame to allocate: nobody asks
+                return final.future.result(), provided
+            asked.future.result()  # the allocation's error, if it failed
         except BaseException:
             asked.forget()
             final.cancel()  # drops the message in Go, frees its block

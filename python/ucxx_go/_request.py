@@ -62,11 +62,17 @@ class Request:
         block, a connected endpoint): how to free it, ``release(value)``, when the
         request succeeds but nobody takes the result (cancelled, or its event loop
         closed). The request owns the result until it is delivered.
+    on_result : callable, optional
+        Run on the completion's value where the completion is delivered, on the
+        Future's loop, before any task wakes: ``on_result(value)`` gives the Future's
+        result, or raises its exception. For work that must follow a completion at
+        once (allocating a message's frames the moment its header is in), not a
+        wake-up later.
     """
 
-    __slots__ = ("id", "where", "future", "buffer", "keep", "release", "settled", "_ctx")
+    __slots__ = ("id", "where", "future", "buffer", "keep", "release", "on_result", "settled", "_ctx")
 
-    def __init__(self, ctx, rid, where, buffer=None, keep=None, release=None):
+    def __init__(self, ctx, rid, where, buffer=None, keep=None, release=None, on_result=None):
         loop = ctx.loop()
         self.id = rid
         self.where = where
@@ -74,6 +80,7 @@ class Request:
         self.buffer = buffer
         self.keep = keep
         self.release = release
+        self.on_result = on_result
         # Made by cancel() while the request is still in Go: resolved once its
         # completion came and what it owned was released (settle).
         self.settled = None
