@@ -674,15 +674,32 @@ async def test_frames_read_share_no_memory():
         await close_all(a, b)
 
 
+def _owner(a):
+    """The object at the end of `a`'s chain of buffers (numpy bases, memoryview
+    exporters): what keeps `a`'s memory alive."""
+    o = a
+    while True:
+        nxt = o.obj if isinstance(o, memoryview) else getattr(o, "base", None)
+        if nxt is None:
+            return o
+        o = nxt
+
+
 @pytest.mark.parametrize("big", [1 << 20, 50_000_000])
-async def test_each_frame_owns_memory_of_its_size(big):
-    """A 1,000-byte array read beside a large one owns 1,000 bytes, not the message's:
-    distributed follows a frame to its owner (get_host_array, which its own comm tests
-    use, accepts a numpy-allocated array or bytes), and its memory accounting is
-    true. Before, every frame was a view of one ownerless block (get_host_array:
-    "Unexpected numpy buffer: None"), and the small array kept 50,001,472 bytes alive."""
+async def test_each_frame_owns_memory_of_its_size(big, monkeypatch):
+    """A 1,000-byte array read beside a large one owns 1,000 bytes, not the message's,
+    and dropping the large one frees its memory while the small one lives:
+    distributed's memory accounting is true. Before, every frame was a view of one
+    ownerless block, and the small array kept 50,001,472 bytes alive. The small one is
+    in a numpy-allocated host_array (get_host_array, distributed's test helper, finds
+    it); the large one in the engine's allocation of that frame alone."""
     from distributed.protocol.utils_test import get_host_array
 
+    from ucxx_go import _frames
+
+    freed = []
+    real_free = _frames._free
+    monkeypatch.setattr(_frames, "_free", lambda address: (freed.append(address), real_free(address)))
     a, b = await comm_pair("ucxgo://127.0.0.1")
     try:
         small, large = np.arange(1000, dtype="u1"), np.ones(big, dtype="u1")
@@ -690,8 +707,16 @@ async def test_each_frame_owns_memory_of_its_size(big):
         np.testing.assert_array_equal(got["small"], small)
         np.testing.assert_array_equal(got["large"], large)
         assert get_host_array(got["small"]).nbytes == small.nbytes
-        assert get_host_array(got["large"]).nbytes == large.nbytes
-        assert not np.shares_memory(get_host_array(got["small"]), get_host_array(got["large"]))
+        owner = _owner(got["large"])
+        assert isinstance(owner, memoryview) and owner.nbytes == large.nbytes
+        assert not np.shares_memory(got["small"], got["large"])
+        at = got["large"].__array_interface__["data"][0]
+        freed.clear()
+        kept = got["small"]
+        del got, owner
+        gc.collect()
+        assert at in freed, "dropping the large array did not free its frame"
+        np.testing.assert_array_equal(kept, small)
     finally:
         await close_all(a, b)
 

@@ -7,9 +7,12 @@ worker process finds it by name with no import by the user:
 
 A message is one `send_multi` (distributed's frames as they are, however many) and is
 read with one `recv_multi`. Each host frame arrives in writable memory of its own, as
-tcp's: distributed's `host_array` (numpy-allocated), received into without a copy from
-64 KiB up, copied from the message's shared block below that; so a small frame kept
-alive keeps only its own bytes, and distributed can follow every frame to its owner.
+tcp's: from 64 KiB up (OWN_HOST_FRAME_MIN) the engine's allocation of that frame alone,
+received into without a copy, its receive posted the moment the header is in (an
+allocator of ours would cost a trip through the event loop first, and the frame would
+land in UCX's unexpected queue and be copied again); below that copied from the
+message's shared block into distributed's `host_array`. So a small frame kept alive
+keeps only its own bytes, and a large one is freed once dropped.
 UCX errors become CommClosedError where distributed expects it.
 """
 
@@ -25,6 +28,7 @@ from distributed.protocol.utils import host_array
 from distributed.utils import ensure_ip, get_ip, nbytes
 
 import ucxx_go
+from ucxx_go._constants import OWN_HOST_FRAME_MIN
 from ucxx_go.exceptions import UCXError
 
 logger = logging.getLogger("ucxx_go.distributed")
@@ -34,11 +38,14 @@ _PREFIX = SCHEME + "://"
 
 
 def _owning(frame):
-    """`frame` in memory of its own: a host frame that recv_multi left in the message's
-    shared block (under its host_allocator_min) is copied into a host_array; frames
-    already in their own (host_array, CUDA frames) are returned as they are."""
-    if isinstance(frame, memoryview) or not hasattr(frame, "base"):
+    """`frame` in memory of its own, a host frame as a memoryview (as tcp's): one that
+    recv_multi left in the message's shared block (under OWN_HOST_FRAME_MIN bytes) is
+    copied into a host_array, one in an allocation of its own is viewed; CUDA frames
+    are returned as they are."""
+    if not hasattr(frame, "base"):
         return frame
+    if frame.nbytes >= OWN_HOST_FRAME_MIN:
+        return frame.data
     own = host_array(frame.nbytes)
     own[:] = frame
     return own
@@ -224,7 +231,7 @@ class UCXGoComm(Comm):
         if self._closed:
             raise CommClosedError("ucxgo: read on a closed comm")
         try:
-            frames = [_owning(f) for f in await self._ep.recv_multi(host_allocator=host_array)]
+            frames = [_owning(f) for f in await self._ep.recv_multi()]
         except UCXError as e:
             self._failed(e, "read")
         except BaseException:
