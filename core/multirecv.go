@@ -214,12 +214,12 @@ func (m *multiBuffers) failEngineFrames(op *multiOp) bool {
 }
 
 // postFrames writes the block's record and receives every frame into the block,
-// op.userFrames, op.cudaFrames and op.hostFrames, as the wire brings them (multiheader.go): inline
-// small host frames are copied out of the header's tag message; gathered ones come in
-// one receive scattered over their places; then one receive per other frame (large
-// host frames, CUDA frames, every frame of a message of several headers), in frame
-// order: frames share one tag, and UCX matches receives in the order they are posted.
-// Then the stream's next message may start.
+// op.userFrames, op.cudaFrames and op.hostFrames, as the wire brings them
+// (multiheader.go): inline small host frames are copied out of the header's tag
+// message; gathered ones come in one receive scattered over their places; then one
+// receive per other frame (large host frames, CUDA frames, every frame of a message
+// of several headers), in frame order: frames share one tag, and UCX matches receives
+// in the order they are posted. Then the stream's next message may start.
 func (m *multiBuffers) postFrames(op *multiOp) {
 	q := op.queue
 	rec := newBlockRecord(op.block, len(op.plan.frames), op.plan.blockSize)
