@@ -3,7 +3,20 @@ package ucxx
 // #include <stdlib.h>
 // #include <string.h>
 // #include <stdint.h>
+// #include <unistd.h>
+// #include <sys/mman.h>
 // static void *uintptr_to_pointer(uintptr_t p) { return (void *)p; }
+// static void *malloc_advised(size_t n, size_t huge_from) {
+//     void *p = malloc(n);
+// #ifdef MADV_HUGEPAGE
+//     if (p != NULL && n >= huge_from) {
+//         uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+//         uintptr_t start = ((uintptr_t)p + page - 1) & ~(page - 1), end = (uintptr_t)p + n;
+//         if (end > start) madvise((void *)start, end - start, MADV_HUGEPAGE); /* advice: may fail */
+//     }
+// #endif
+//     return p;
+// }
 import "C"
 
 import (
@@ -17,13 +30,21 @@ func CAlloc(n int) unsafe.Pointer { return C.calloc(1, C.size_t(n)) }
 
 // CMalloc allocates n bytes of C memory, not zeroed: receive buffers that UCX fills.
 // It returns nil when memory runs out. The C allocator is the process's malloc, so
-// a consumer in another language may release the memory with its free().
+// a consumer in another language may release the memory with its free(). From
+// HugePageAdviceMin bytes the memory is advised to the kernel for transparent huge
+// pages (MADV_HUGEPAGE, as numpy advises its own large arrays): a fresh allocation
+// this large is mapped anew, and receiving into it otherwise takes a page fault
+// every 4 KiB (Dask's 50 MiB echo between two workers on one host, 3 runs each:
+// 0.73-1.0x tcp's bandwidth without the advice, 1.10-1.16x with it).
 func CMalloc(n uint64) unsafe.Pointer {
 	if n == 0 {
 		n = 1
 	}
-	return C.malloc(C.size_t(n))
+	return C.malloc_advised(C.size_t(n), HugePageAdviceMin)
 }
+
+// HugePageAdviceMin is the size from which CMalloc advises huge pages: numpy's.
+const HugePageAdviceMin = 4 << 20
 
 // CFree frees memory from CAlloc or CMalloc.
 func CFree(p unsafe.Pointer) { C.free(p) }
