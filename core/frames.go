@@ -16,11 +16,23 @@ import (
 // frames share one tag, and UCX matches receives in the order they are posted.
 // Cancelling, a failed endpoint or a shutdown in between drops the message.
 
-// FramePolicy says which frames of a received message the application allocates.
+// FramePolicy says which frames of a received message the application allocates, and
+// which host frames the engine allocates outside the message's block.
 type FramePolicy struct {
 	CUDA     bool   // every CUDA frame
 	HostFrom uint64 // host frames of at least this many bytes; 0: none
+	// OwnHostFrom: host frames of at least this many bytes that the application does
+	// not allocate get a C malloc of their own (FrameOwnFlag), not a place in the
+	// block, so that keeping one alive keeps no other frame's memory and dropping it
+	// frees it at once; 0: none (all in the block, the cheapest for many small frames).
+	OwnHostFrom uint64
 }
+
+// asks says whether the application allocates any frame under the policy.
+func (p FramePolicy) asks() bool { return p.CUDA || p.HostFrom != 0 }
+
+// owns says whether the engine gives a host frame of this size an allocation of its own.
+func (p FramePolicy) owns(size uint64) bool { return p.OwnHostFrom != 0 && size >= p.OwnHostFrom }
 
 // provides says whether the application allocates a frame of this size and type.
 func (p FramePolicy) provides(size uint64, memType uint8) bool {

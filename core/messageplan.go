@@ -33,15 +33,8 @@ const (
 	inBlock       frameHome = iota // a host frame in the message's block
 	byApplication                  // allocated by the application (FramePolicy), handed over by ProvideFrames
 	engineCUDA                     // a CUDA frame the engine allocates on its device
-	ownHost                        // a host frame in a C malloc of its own (OwnHostFrameMin)
+	ownHost                        // a host frame in a C malloc of its own (FramePolicy.OwnHostFrom)
 )
-
-// OwnHostFrameMin: a received host frame of at least this many bytes that the
-// application does not allocate gets a C malloc of its own, not a place in the
-// message's block, so that keeping it alive keeps no other frame's memory, and
-// dropping it returns its memory at once. Smaller frames share the block (one
-// allocation for many small frames is what makes them cheap).
-const OwnHostFrameMin = 64 << 10
 
 // plan lays out a message of frames of these sizes and memory types, received under
 // policy, reusing p's frame slice.
@@ -56,7 +49,7 @@ func (p *messagePlan) plan(sizes []uint64, types []uint8, policy FramePolicy) {
 		case policy.provides(size, f.memType):
 			f.home = byApplication
 			p.byApplication++
-		case f.memType == MemHost && size >= OwnHostFrameMin:
+		case f.memType == MemHost && policy.owns(size):
 			f.home = ownHost
 			p.ownHost++
 		case f.memType == MemHost:

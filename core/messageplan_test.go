@@ -6,8 +6,8 @@ import (
 )
 
 // TestMessagePlan: for random messages and frame policies, host frames the engine
-// allocates under OwnHostFrameMin lie in the block after the record, aligned, in frame
-// order and without overlap, larger ones in allocations of their own; the block holds
+// allocates lie in the block after the record, aligned, in frame order and without
+// overlap, or from OwnHostFrom bytes in allocations of their own; the block holds
 // nothing else; the footprint is the model's; every other frame is the application's
 // or an engine CUDA frame as the policy says.
 func TestMessagePlan(t *testing.T) {
@@ -22,7 +22,8 @@ func TestMessagePlan(t *testing.T) {
 				types[i] = MemCUDA
 			}
 		}
-		policy := FramePolicy{CUDA: rng.IntN(2) == 0, HostFrom: uint64(rng.IntN(3)) * 1000}
+		policy := FramePolicy{CUDA: rng.IntN(2) == 0, HostFrom: uint64(rng.IntN(3)) * 1000,
+			OwnHostFrom: uint64(rng.IntN(3)) * 700}
 		p.plan(sizes, types, policy)
 
 		if len(p.frames) != n || p.footprint != footprint(sizes) {
@@ -40,7 +41,7 @@ func TestMessagePlan(t *testing.T) {
 					t.Fatalf("frame %d (%d B, type %d) under %+v: home %d, want the application", i, sizes[i], types[i], policy, f.home)
 				}
 				apps++
-			case types[i] == MemHost && sizes[i] >= OwnHostFrameMin:
+			case types[i] == MemHost && policy.OwnHostFrom != 0 && sizes[i] >= policy.OwnHostFrom:
 				if f.home != ownHost {
 					t.Fatalf("host frame %d: %+v, want an allocation of its own", i, f)
 				}

@@ -37,34 +37,48 @@ func TestMultiRoundTrip(t *testing.T) {
 	}
 }
 
-// TestMultiLargeHostFramesOwnTheirMemory: host frames from OwnHostFrameMin bytes arrive
-// in C allocations of their own, outside the message's block; smaller ones in the
-// block; every frame with the bytes sent.
-func TestMultiLargeHostFramesOwnTheirMemory(t *testing.T) {
+// TestMultiOwnHostFrames: under FramePolicy.OwnHostFrom, host frames from that size
+// arrive in C allocations of their own, outside the message's block, smaller ones in
+// the block; without it every host frame is in the block; every frame has the bytes
+// sent.
+func TestMultiOwnHostFrames(t *testing.T) {
 	client, server := newTestEngine(t, Options{}), newTestEngine(t, Options{})
 	cep, sep, cc, sc := pair(t, client, server)
 	ci, si := endpointInfo(t, client, cep), endpointInfo(t, server, sep)
-	frames := testMessage(5, 10, OwnHostFrameMin-1, OwnHostFrameMin, 100, 1<<20, 0)
-	sid := startSendFrames(t, client, cep, ci.SendTag, frames...) // rendezvous: waits for the receives
-	st, block := recvMulti(t, server, sep, sc, si.RecvTag)
-	if st != ucxx.StatusOK {
-		t.Fatalf("RecvMulti: %v", st)
-	}
-	if c := cc.wait(sid, 10*time.Second); c.Status != 0 {
-		t.Fatalf("send: %v", ucxx.Status(c.Status))
-	}
-	size, rec := readBlock(t, block)
-	for i, f := range rec {
-		own := len(frames[i]) >= OwnHostFrameMin
-		switch {
-		case own && (f.memType != uint64(MemHost)|FrameOwnFlag || (f.loc >= block && f.loc < block+size)):
-			t.Errorf("frame %d (%d bytes): memory type word %#x at %#x, want its own allocation outside the block at %#x",
-				i, len(frames[i]), f.memType, f.loc, block)
-		case !own && f.memType != uint64(MemHost):
-			t.Errorf("frame %d (%d bytes): memory type word %#x, want in the block", i, len(frames[i]), f.memType)
+	const from = 64 << 10
+	frames := testMessage(5, 10, from-1, from, 100, 1<<20, 0)
+	for _, own := range []uint64{from, 0} {
+		sid := startSendFrames(t, client, cep, ci.SendTag, frames...) // rendezvous: waits for the receives
+		tk, err := server.RecvMultiInline(sep, si.RecvTag, own)
+		if err != nil {
+			t.Fatalf("RecvMultiInline: %v", err)
 		}
+		block := tk.Length
+		if tk.Done && tk.Status != ucxx.StatusOK {
+			t.Fatalf("RecvMultiInline: %v", tk.Status)
+		}
+		if !tk.Done {
+			c := sc.wait(tk.ID, 10*time.Second)
+			if c.Status != 0 {
+				t.Fatalf("RecvMultiInline: %v", ucxx.Status(c.Status))
+			}
+			block = c.Length
+		}
+		if c := cc.wait(sid, 10*time.Second); c.Status != 0 {
+			t.Fatalf("send: %v", ucxx.Status(c.Status))
+		}
+		size, rec := readBlock(t, block)
+		for i, f := range rec {
+			switch ownsIt := own != 0 && uint64(len(frames[i])) >= own; {
+			case ownsIt && (f.memType != uint64(MemHost)|FrameOwnFlag || (f.loc >= block && f.loc < block+size)):
+				t.Errorf("own from %d: frame %d (%d bytes): memory type word %#x at %#x, want its own allocation outside the block at %#x",
+					own, i, len(frames[i]), f.memType, f.loc, block)
+			case !ownsIt && f.memType != uint64(MemHost):
+				t.Errorf("own from %d: frame %d (%d bytes): memory type word %#x, want in the block", own, i, len(frames[i]), f.memType)
+			}
+		}
+		checkFrames(t, takeBlock(t, block), frames, "message with large host frames")
 	}
-	checkFrames(t, takeBlock(t, block), frames, "message with large host frames")
 }
 
 // Frames that arrive shorter or longer than their header announced (two host frames,

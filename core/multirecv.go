@@ -21,9 +21,11 @@ func (e *Engine) RecvMulti(ep uint64, tag uint64) (uint64, error) {
 
 // RecvMultiInline is RecvMulti, waiting up to Options.InlineWait for the receive to
 // end (a message of small host frames that is already there does): then the Ticket is
-// Done, its Length the block's address, and no completion is queued.
-func (e *Engine) RecvMultiInline(ep uint64, tag uint64) (Ticket, error) {
-	t, _, err := e.recvMultiOp(ep, tag, FramePolicy{}, true)
+// Done, its Length the block's address, and no completion is queued. Host frames of
+// at least ownHostFrom bytes (0: none) get allocations of their own
+// (FramePolicy.OwnHostFrom).
+func (e *Engine) RecvMultiInline(ep uint64, tag uint64, ownHostFrom uint64) (Ticket, error) {
+	t, _, err := e.recvMultiOp(ep, tag, FramePolicy{OwnHostFrom: ownHostFrom}, true)
 	return t, err
 }
 
@@ -37,8 +39,9 @@ func (e *Engine) recvMultiOp(ep uint64, tag uint64, policy FramePolicy, inline b
 	op.recv = true
 	id := e.newID()
 	op.id = id
-	if policy != (FramePolicy{}) {
-		op.policy, needID = policy, e.newID()
+	op.policy = policy
+	if policy.asks() {
+		needID = e.newID()
 		op.needID = needID
 	}
 	var budget *inlineBudget

@@ -132,15 +132,13 @@ pybridge/pyconstants_test.go fails when this file is stale.
 	f.fields("FRAME", core.Frame{})
 
 	f.section("The record at the start of a received block (core/block.go): a header (frame\n" +
-		"count, block size), then per frame its location, size and memory type word; host\n" +
-		"frames from OWN_HOST_FRAME_MIN bytes in a C malloc of their own (core/messageplan.go).")
+		"count, block size), then per frame its location, size and memory type word.")
 	f.size("BLOCK_HEADER", core.BlockHeaderSize, nil, "core.BlockHeaderSize")
 	f.size("BLOCK_FRAME_RECORD", core.BlockFrameRecordSize, nil, "core.BlockFrameRecordSize")
 	f.int("BLOCK_ALIGN", core.BlockAlign, "core.BlockAlign")
 	f.int("FRAME_DEVICE_SHIFT", core.FrameDeviceShift, "core.FrameDeviceShift")
 	f.bits("FRAME_USER_FLAG", core.FrameUserFlag, "core.FrameUserFlag")
 	f.bits("FRAME_OWN_FLAG", core.FrameOwnFlag, "core.FrameOwnFlag")
-	f.int("OWN_HOST_FRAME_MIN", core.OwnHostFrameMin, "core.OwnHostFrameMin")
 
 	f.section("PutMany's transfer descriptors: key, offset, address, size, memory type, region.")
 	f.size("TRANSFER_DESCRIPTOR", core.TransferDescriptorSize, core.Transfer{}, "core.TransferDescriptorSize")

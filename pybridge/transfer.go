@@ -66,28 +66,30 @@ func SendMulti(ep uint64, desc uintptr, count int, tag uint64) (res uint64, err 
 	return ticketResult(e.SendMultiInline(ep, desc, count, tag))
 }
 
-// RecvMulti receives a multi-buffer message. The result is as TagRecv's, the "length"
-// being the address of the message's block (core.blockLayout), which the caller frees
-// with free().
-func RecvMulti(ep uint64, tag uint64) (res uint64, err error) {
+// RecvMulti receives a multi-buffer message, host frames of at least ownHostFrom
+// bytes (0: none) in allocations of their own (core.FramePolicy.OwnHostFrom). The
+// result is as TagRecv's, the "length" being the address of the message's block
+// (core/block.go), which the caller frees with free(), and each such frame with it.
+func RecvMulti(ep uint64, tag uint64, ownHostFrom uint64) (res uint64, err error) {
 	defer guard(&err)
 	e, err := current()
 	if err != nil {
 		return 0, err
 	}
-	return ticketResult(e.RecvMultiInline(ep, tag))
+	return ticketResult(e.RecvMultiInline(ep, tag, ownHostFrom))
 }
 
 // RecvMultiAllocated is RecvMulti for a caller that allocates some frames itself: the
-// CUDA frames if cuda, host frames of at least hostFrom bytes (0: none). It returns
-// "id need_id" (core.Engine.RecvMultiAllocated).
-func RecvMultiAllocated(ep uint64, tag uint64, cuda bool, hostFrom uint64) (res string, err error) {
+// CUDA frames if cuda, host frames of at least hostFrom bytes (0: none); of the other
+// host frames, those of at least ownHostFrom bytes (0: none) get allocations of their
+// own. It returns "id need_id" (core.Engine.RecvMultiAllocated).
+func RecvMultiAllocated(ep uint64, tag uint64, cuda bool, hostFrom uint64, ownHostFrom uint64) (res string, err error) {
 	defer guard(&err)
 	e, err := current()
 	if err != nil {
 		return "", err
 	}
-	id, need, err := e.RecvMultiAllocated(ep, tag, core.FramePolicy{CUDA: cuda, HostFrom: hostFrom})
+	id, need, err := e.RecvMultiAllocated(ep, tag, core.FramePolicy{CUDA: cuda, HostFrom: hostFrom, OwnHostFrom: ownHostFrom})
 	if err != nil {
 		return "", err
 	}

@@ -22,7 +22,6 @@ import numpy as np
 import pytest
 
 import ucxx_go
-from ucxx_go._constants import OWN_HOST_FRAME_MIN
 from _support import (
     MiB,
     PROMPT,
@@ -313,9 +312,7 @@ async def test_kept_frame_outlives_its_siblings(pair):
 
 
 async def test_block_is_freed_with_its_last_frame(pair, monkeypatch):
-    """Small frames share their message's block: one kept alive keeps it, the last one
-    dropped frees it. A frame of OWN_HOST_FRAME_MIN bytes or more is an allocation of
-    its own, freed when it alone is dropped, whatever else of its message lives.
+    """One frame keeps its message's whole block; the last one dropped frees it.
 
     Frees are observed directly rather than through RSS: whether an allocator hands
     freed memory back to the kernel is its own business (glibc does for a block this
@@ -327,24 +324,53 @@ async def test_block_is_freed_with_its_last_frame(pair, monkeypatch):
     real_free = _frames._free
     monkeypatch.setattr(_frames, "_free", lambda address: (freed.append(address), real_free(address)))
     client, srv = pair
-    frames = await transfer(client, srv, [np.ones(48 * MiB, dtype=np.uint8), b"small", b"tiny",
-                                          np.ones(OWN_HOST_FRAME_MIN, dtype=np.uint8)])
-    large, small, tiny, edge = frames
+    frames = await transfer(client, srv, [np.ones(48 * MiB, dtype=np.uint8), b"small"])
+    block = frames[0].__array_interface__["data"][0]
+    small = frames[1]
+    del frames
+    gc.collect()
+    assert small.tobytes() == b"small"
+    assert freed == [], "the block was freed while a frame of it lives"
+    del small
+    gc.collect()
+    assert len(freed) == 1 and 0 < block - freed[0] < 4096, "dropping the last frame did not free its block"
+    await wait_in_flight(0)
+
+
+async def test_own_host_min_frames_are_freed_alone(pair, monkeypatch):
+    """With own_host_min, a frame of at least that many bytes is an allocation of its
+    own, freed when it alone is dropped, whatever else of its message lives; the
+    smaller frames share the block, freed with the last of them."""
+    from ucxx_go import _frames
+
+    freed = []
+    real_free = _frames._free
+    monkeypatch.setattr(_frames, "_free", lambda address: (freed.append(address), real_free(address)))
+    client, srv = pair
+    own = 64 << 10
+    sent = [np.ones(48 * MiB, dtype=np.uint8), b"small", b"tiny", np.full(own, 9, dtype=np.uint8),
+            np.full(own - 1, 8, dtype=np.uint8)]
+    frames, _ = await asyncio.wait_for(
+        asyncio.gather(srv.recv_multi(own_host_min=own), client.send_multi(sent)), TIMEOUT)
+    assert [bytes(f) for f in frames[1:3]] == [b"small", b"tiny"] and (frames[3] == 9).all() and (frames[4] == 8).all()
+    large, small, tiny, edge, below = frames
     at = [f.__array_interface__["data"][0] for f in frames]
-    assert small.base is not None and 0 < at[2] - at[1] < 4096, "the small frames are not in one block"
+    assert 0 < at[2] - at[1] < 4096 and 0 < at[4] - at[2] < 8192, "the small frames are not in one block"
     del frames
     del large
     gc.collect()
     assert freed == [at[0]], "dropping the large frame did not free it alone"
     del edge
     gc.collect()
-    assert freed == [at[0], at[3]], "dropping the frame of OWN_HOST_FRAME_MIN bytes did not free it alone"
-    del small
+    assert freed == [at[0], at[3]], "dropping the frame of own_host_min bytes did not free it alone"
+    del small, below
     gc.collect()
     assert tiny.tobytes() == b"tiny" and len(freed) == 2, "the block was freed while a frame of it lives"
     del tiny
     gc.collect()
     assert len(freed) == 3 and 0 < at[1] - freed[2] < 4096, "dropping the last frame did not free its block"
+    with pytest.raises(ValueError):
+        await srv.recv_multi(own_host_min=-1)
     await wait_in_flight(0)
 
 

@@ -66,8 +66,7 @@ FRAME_MEM_TYPE_WORD = 2  # core.Frame.MemType (uint64)
 FRAME_STREAM_WORD = 3  # core.Frame.Stream (uint64)
 
 # The record at the start of a received block (core/block.go): a header (frame
-# count, block size), then per frame its location, size and memory type word; host
-# frames from OWN_HOST_FRAME_MIN bytes in a C malloc of their own (core/messageplan.go).
+# count, block size), then per frame its location, size and memory type word.
 BLOCK_HEADER_SIZE = 16  # core.BlockHeaderSize
 BLOCK_HEADER_WORDS = 2  # core.BlockHeaderSize / 8
 BLOCK_FRAME_RECORD_SIZE = 24  # core.BlockFrameRecordSize
@@ -76,7 +75,6 @@ BLOCK_ALIGN = 64  # core.BlockAlign
 FRAME_DEVICE_SHIFT = 8  # core.FrameDeviceShift
 FRAME_USER_FLAG = 1 << 16  # core.FrameUserFlag
 FRAME_OWN_FLAG = 1 << 17  # core.FrameOwnFlag
-OWN_HOST_FRAME_MIN = 65536  # core.OwnHostFrameMin
 
 # PutMany's transfer descriptors: key, offset, address, size, memory type, region.
 TRANSFER_DESCRIPTOR_SIZE = 48  # core.TransferDescriptorSize

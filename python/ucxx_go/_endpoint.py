@@ -354,7 +354,7 @@ class Endpoint:
         return Request(self._ctx, rid, "Endpoint.send_multi", keep=keep)
 
     async def recv_multi(self, tag=None, force_tag=False, cuda_allocator=None, host_allocator=None,
-                         host_allocator_min=HOST_ALLOCATOR_MIN):
+                         host_allocator_min=HOST_ALLOCATOR_MIN, own_host_min=0):
         """Receive a message sent with ``send_multi``: a list of frames, one per frame
         sent. Host frames are writable numpy uint8 arrays; CUDA frames are
         ``CudaFrame`` objects (``__cuda_array_interface__``), or, with
@@ -362,9 +362,12 @@ class Endpoint:
         ``lambda n: cupy.empty(n, "u1")`` from cupy's pool, ``rmm.DeviceBuffer(size=n)``).
         Memory allocated here is freed when dropped.
 
-        Host frames under 64 KiB share one allocation per message (one of them kept
-        alive keeps the others' memory); larger ones are allocations of their own,
-        freed when dropped. With ``host_allocator``, host frames of at least
+        Host frames share one allocation per message (a frame kept alive keeps the
+        others' memory). With ``own_host_min``, host frames of at least that many
+        bytes are received into allocations of their own, which the engine makes the
+        moment the header is in, each freed when its frame is dropped (a small frame
+        kept alive then keeps only the block of small frames). With
+        ``host_allocator``, host frames of at least
         ``host_allocator_min`` bytes (default 64 KiB) are received, without a copy,
         into what ``host_allocator(nbytes)`` returned for them (e.g.
         ``lambda n: numpy.empty(n, "u1")``: memory each frame owns), which is returned
@@ -391,15 +394,18 @@ class Endpoint:
             return msg
         # On an endpoint the peer broke, the progress thread decides: it drains a
         # message the peer sent before, or fails the receive (Engine.drainable).
+        own_min = int(own_host_min)
+        if own_min < 0:
+            raise ValueError(f"recv_multi: own_host_min must be 0 or more, not {own_host_min}")
         if cuda_allocator is not None or host_allocator is not None:
             host_min = int(host_allocator_min) if host_allocator is not None else 0
             if host_allocator is not None and host_min < 1:
                 raise ValueError(f"recv_multi: host_allocator_min must be at least 1, not {host_allocator_min}")
             address, provided = await self._recv_multi_allocated(self._handle, t, cuda_allocator, host_allocator,
-                                                                 host_min)
+                                                                 host_min, own_min)
             self._received()
             return frames_from_block(address, provided)
-        rid = submit(ext.pybridge_RecvMulti, self._handle, t)
+        rid = submit(ext.pybridge_RecvMulti, self._handle, t, own_min)
         if rid & INLINE_DONE:  # the message was there: its block's address
             address = rid & INLINE_LENGTH
         else:
@@ -474,7 +480,7 @@ class Endpoint:
         self._received()
         return len(msg)
 
-    async def _recv_multi_allocated(self, handle, tag, cuda_allocator, host_allocator, host_min):
+    async def _recv_multi_allocated(self, handle, tag, cuda_allocator, host_allocator, host_min, own_min):
         """recv_multi whose CUDA frames `cuda_allocator` allocates (if given) and host
         frames of at least `host_min` bytes (0: none) `host_allocator`: the Go core
         reports the header (the `need` request) and waits for the frames' memory
@@ -484,7 +490,7 @@ class Endpoint:
         Returns the block's address and the allocated objects, in frame order."""
         ctx = self._ctx
         where = "Endpoint.recv_multi"
-        res = call(ext.pybridge_RecvMultiAllocated, handle, tag, cuda_allocator is not None, host_min)
+        res = call(ext.pybridge_RecvMultiAllocated, handle, tag, cuda_allocator is not None, host_min, own_min)
         rid, need = (int(x) for x in res.split())
         # The message's block is the final request's result, and the final request's
         # until it is delivered; the `need` request reports the same block early, for

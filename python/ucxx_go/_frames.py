@@ -1,11 +1,11 @@
 """Frames of a received multi-buffer or active message: zero-copy arrays over memory the
 Go core allocated (layout: core/block.go), freed when dropped.
 
-Small host frames live in one C allocation (malloc) holding a record and then the
-frames, each BLOCK_ALIGN-aligned and disjoint from the others: frames share no memory,
-but one such frame kept alive keeps the whole block. Host frames of at least
-OWN_HOST_FRAME_MIN bytes are C allocations of their own, each freed when its last
-array is dropped. CUDA frames are separate device allocations, each returned as a
+Host frames live in one C allocation (malloc) holding a record and then the frames,
+each BLOCK_ALIGN-aligned and disjoint from the others: frames share no memory, but one
+host frame kept alive keeps the whole block; those the receive asked to own
+(recv_multi's own_host_min, FRAME_OWN_FLAG) are C allocations of their own, each freed
+when its last array is dropped. CUDA frames are separate device allocations, each returned as a
 CudaFrame and freed when it is dropped. Frames the application allocated (recv_multi's
 allocators) are what it allocated.
 

@@ -7,7 +7,7 @@ worker process finds it by name with no import by the user:
 
 A message is one `send_multi` (distributed's frames as they are, however many) and is
 read with one `recv_multi`. Each host frame arrives in writable memory of its own, as
-tcp's: from 64 KiB up (OWN_HOST_FRAME_MIN) the engine's allocation of that frame alone,
+tcp's: from 64 KiB up (_OWN_HOST_MIN) the engine's allocation of that frame alone,
 received into without a copy, its receive posted the moment the header is in (an
 allocator of ours would cost a trip through the event loop first, and the frame would
 land in UCX's unexpected queue and be copied again); below that copied from the
@@ -28,7 +28,6 @@ from distributed.protocol.utils import host_array
 from distributed.utils import ensure_ip, get_ip, nbytes
 
 import ucxx_go
-from ucxx_go._constants import OWN_HOST_FRAME_MIN
 from ucxx_go.exceptions import UCXError
 
 logger = logging.getLogger("ucxx_go.distributed")
@@ -36,15 +35,19 @@ logger = logging.getLogger("ucxx_go.distributed")
 SCHEME = "ucxgo"
 _PREFIX = SCHEME + "://"
 
+# Host frames from this size are received into allocations of their own
+# (recv_multi's own_host_min); smaller ones are copied out of the message's block.
+_OWN_HOST_MIN = 64 << 10
+
 
 def _owning(frame):
     """`frame` in memory of its own, a host frame as a memoryview (as tcp's): one that
-    recv_multi left in the message's shared block (under OWN_HOST_FRAME_MIN bytes) is
+    recv_multi left in the message's shared block (under _OWN_HOST_MIN bytes) is
     copied into a host_array, one in an allocation of its own is viewed; CUDA frames
     are returned as they are."""
     if not hasattr(frame, "base"):
         return frame
-    if frame.nbytes >= OWN_HOST_FRAME_MIN:
+    if frame.nbytes >= _OWN_HOST_MIN:
         return frame.data
     own = host_array(frame.nbytes)
     own[:] = frame
@@ -231,7 +234,7 @@ class UCXGoComm(Comm):
         if self._closed:
             raise CommClosedError("ucxgo: read on a closed comm")
         try:
-            frames = [_owning(f) for f in await self._ep.recv_multi()]
+            frames = [_owning(f) for f in await self._ep.recv_multi(own_host_min=_OWN_HOST_MIN)]
         except UCXError as e:
             self._failed(e, "read")
         except BaseException:
