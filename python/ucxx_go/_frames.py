@@ -5,9 +5,9 @@ Host frames live in one C allocation (malloc) holding a record and then the fram
 each BLOCK_ALIGN-aligned and disjoint from the others: frames share no memory, but one
 host frame kept alive keeps the whole block; those the receive asked to own
 (recv_multi's own_host_min, FRAME_OWN_FLAG) are C allocations of their own, each freed
-when its last array is dropped. CUDA frames are separate device allocations, each returned as a
-CudaFrame and freed when it is dropped. Frames the application allocated (recv_multi's
-allocators) are what it allocated.
+when its last array is dropped. CUDA frames are separate device allocations, each
+returned as a CudaFrame and freed when it is dropped. Frames the application allocated
+(recv_multi's allocators) are what it allocated.
 
 This module is Python's one reader of the block's record (_record).
 """
