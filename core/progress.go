@@ -251,10 +251,16 @@ func endpointStatus(ep *endpoint) ucxx.Status {
 }
 
 // progress runs the worker until it is idle, handles what UCX reported, and hands
-// completions to the queue.
+// completions to the queue. What UCX reported is handled after every pass, not once
+// the worker is idle: a multi-buffer message's header completing in one pass posts
+// the receives of its frames (multirecv.go) before the next pass reads their
+// fragments, which would otherwise land in UCX's unexpected queue and be copied again
+// (a shared-memory pass reads up to 16 FIFO elements of 8 KiB; 8 frames of 64 KiB are
+// 64 of them).
 func (e *Engine) progress() {
 	for i := 0; i < maxProgressPasses && e.worker.Progress(); i++ {
 		e.worked = true
+		e.drainEvents()
 	}
 	if e.pollDialing() {
 		e.worked = true
