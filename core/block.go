@@ -19,15 +19,15 @@ import (
 // A host frame's location is its offset in the block; host frames start BlockAlign-
 // aligned and never overlap. The block is one C malloc: the consumer frees it with
 // free() once it is done with every host frame in it. A host frame the receive's
-// FramePolicy.OwnHostFrom covers is not in the block: its location is the address of a
-// C malloc of its own, its memory type word MemHost | FrameOwnFlag, and the consumer
-// frees it with free() once done with that frame alone. A CUDA frame is not in the block: its
-// location is the address of its own device allocation, and its memory type word is
-// MemCUDA | device<<FrameDeviceShift, which the consumer frees with FreeCUDA. A frame
-// the application allocated (host or CUDA, see frames.go) is not in the block either:
-// its memory type word is MemHost or MemCUDA | FrameUserFlag, its location the
-// application's address (0 until the application provides it), and the consumer
-// frees nothing of it.
+// FramePolicy.OwnHostFrom covers is not in the block: its location is the address of
+// a C malloc of its own, its memory type word MemHost | FrameOwnFlag, and the
+// consumer frees it with free() once done with that frame alone. A CUDA frame is not
+// in the block: its location is the address of its own device allocation, and its
+// memory type word is MemCUDA | device<<FrameDeviceShift, which the consumer frees
+// with FreeCUDA. A frame the application allocated (host or CUDA, see frames.go) is
+// not in the block either: its memory type word is MemHost or MemCUDA |
+// FrameUserFlag, its location the application's address (0 until the application
+// provides it), and the consumer frees nothing of it.
 //
 // blockRecord is the one writer of this record; pybridge generates the Python reader's
 // constants from the ones below.

@@ -167,10 +167,11 @@ func (e *Engine) advanceDialing(c *dialingConn) {
 
 // finishDialing hands a connection whose hellos were exchanged to Go's poller (for
 // its watch) and makes its endpoint. (A connection in the set always has its
-// endpoint in the handshake phase: failing it takes the connection out, dropDialing.) A socket connected to itself (TCP's simultaneous
-// open, when the kernel picks the listener's port, free since its listener went, as
-// the local one) read our own hello back (its tags ours): nothing listens there
-// (net.Dial refuses it alike).
+// endpoint in the handshake phase: failing it takes the connection out,
+// dropDialing.) A socket connected to itself (TCP's simultaneous open, when the
+// kernel picks the listener's port, free since its listener went, as the local one)
+// read our own hello back (its tags ours): nothing listens there (net.Dial refuses it
+// alike).
 func (e *Engine) finishDialing(c *dialingConn) {
 	if selfConnected(c.fd) || c.peer.recvTag == c.ep.recvTag {
 		e.endDialing(c, ucxx.StatusUnreachable)

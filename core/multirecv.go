@@ -8,7 +8,7 @@ import (
 
 // Receiving a multi-buffer message: its headers one by one into the op's header
 // memory, then, once admission lets it (admission.go), every frame at once into one
-// block (block.go) and the CUDA frames.
+// block (block.go), the CUDA frames and the host frames the receive owns apart.
 
 // RecvMulti queues a multi-buffer receive on endpoint ep (0: on the worker, from any
 // endpoint) and tag. Its completion's

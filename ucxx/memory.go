@@ -31,7 +31,7 @@ func CAlloc(n int) unsafe.Pointer { return C.calloc(1, C.size_t(n)) }
 // CMalloc allocates n bytes of C memory, not zeroed: receive buffers that UCX fills.
 // It returns nil when memory runs out. The C allocator is the process's malloc, so
 // a consumer in another language may release the memory with its free(). From
-// HugePageAdviceMin bytes the memory is advised to the kernel for transparent huge
+// hugePageAdviceMin bytes the memory is advised to the kernel for transparent huge
 // pages (MADV_HUGEPAGE, as numpy advises its own large arrays): a fresh allocation
 // this large is mapped anew, and receiving into it otherwise takes a page fault
 // every 4 KiB (Dask's 50 MiB echo between two workers on one host, 3 runs each:
@@ -40,11 +40,11 @@ func CMalloc(n uint64) unsafe.Pointer {
 	if n == 0 {
 		n = 1
 	}
-	return C.malloc_advised(C.size_t(n), HugePageAdviceMin)
+	return C.malloc_advised(C.size_t(n), hugePageAdviceMin)
 }
 
-// HugePageAdviceMin is the size from which CMalloc advises huge pages: numpy's.
-const HugePageAdviceMin = 4 << 20
+// hugePageAdviceMin is the size from which CMalloc advises huge pages: numpy's.
+const hugePageAdviceMin = 4 << 20
 
 // CFree frees memory from CAlloc or CMalloc.
 func CFree(p unsafe.Pointer) { C.free(p) }
