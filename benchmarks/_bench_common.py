@@ -176,3 +176,16 @@ def device_copy_MBps(src_gpu, dst_gpu, size, iters):
         end.record()
         end.synchronize()
         return size * iters / (cp.cuda.get_elapsed_time(start, end) / 1e3) / 1e6
+
+
+async def await_window(make, count):
+    """Await ``count`` operations made by ``make(i)`` together. One is awaited directly,
+    as code that waits for each operation is written; several through asyncio.gather,
+    whose task per operation costs ~10-20 µs of Python (benchmarks/RESULTS.md, session
+    25: a 1 MiB put on one H200 took 14 µs awaited, 25-37 µs gathered alone)."""
+    if count == 1:
+        await make(0)
+    else:
+        import asyncio
+
+        await asyncio.gather(*(make(i) for i in range(count)))

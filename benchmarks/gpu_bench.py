@@ -4,7 +4,8 @@ importable), beside the same-process device copy, in one run.
     python benchmarks/gpu_bench.py --json gpu.json [--sizes 1MiB,...,1GiB] [--gpus 0,1]
 
 For each size the client sends `iters` messages, keeping `window` of them in flight
-(1: each awaited before the next, as UCXX's send_recv benchmark does), and the server
+(1: each awaited before the next, directly, as UCXX's send_recv benchmark does; more:
+through asyncio.gather), and the server
 receives them into `window` preallocated cupy arrays, then acknowledges with 8 bytes;
 bandwidth = iters * size / time, in MB/s (1e6 bytes). `--gpus C,S` puts the client
 (sender) on GPU C and the server on GPU S (default 0,0). The copy baseline is
@@ -25,7 +26,7 @@ import platform
 import sys
 import time
 
-from _bench_common import device_copy_MBps, parse_bytes
+from _bench_common import await_window, device_copy_MBps, parse_bytes
 
 os.environ.setdefault("UCX_NET_DEVICES", "lo")
 
@@ -57,7 +58,7 @@ def _server(module, sizes, window, gpu, port_queue):
                         await ep.recv(bufs[0])
                     n = iterations(size)
                     for i in range(0, n, window):
-                        await asyncio.gather(*(ep.recv(bufs[j]) for j in range(min(window, n - i))))
+                        await await_window(lambda j: ep.recv(bufs[j]), min(window, n - i))
                     await ep.send(ack)
                     del bufs
                 await ep.close()
@@ -96,7 +97,7 @@ async def _client(module, sizes, window, gpu, port):
         n = iterations(size)
         t0 = time.perf_counter()
         for i in range(0, n, window):
-            await asyncio.gather(*(ep.send(a) for _ in range(min(window, n - i))))
+            await await_window(lambda _: ep.send(a), min(window, n - i))
         await ep.recv(ack)
         dt = time.perf_counter() - t0
         results[str(size)] = n * size / dt / 1e6

@@ -6,7 +6,7 @@
 A target process on GPU `gpus[1]` allocates and registers a cupy buffer of the largest
 size and hands its packed key to the client process on GPU `gpus[0]`, which for each
 size and window puts (then gets) `iters` buffers from its own registered cupy memory,
-`window` in flight, and flushes: bandwidth = iters * size / time (MB/s, 1e6 bytes). The
+`window` in flight (one awaited directly, more through asyncio.gather), and flushes: bandwidth = iters * size / time (MB/s, 1e6 bytes). The
 baseline is the copy between the same devices in one process: cudaMemcpyPeerAsync
 (cudaMemcpyAsync device to device on one GPU), timed with events.
 
@@ -25,7 +25,7 @@ import os
 import sys
 import time
 
-from _bench_common import device_copy_MBps, parse_bytes, serve_one_client
+from _bench_common import await_window, device_copy_MBps, parse_bytes, serve_one_client
 
 os.environ.setdefault("UCX_NET_DEVICES", "lo")
 
@@ -78,7 +78,7 @@ async def _client(gpu, port, sizes, windows):
                 await ep.flush()
                 t0 = time.perf_counter()
                 for i in range(0, iters, w):
-                    await asyncio.gather(*(op(view, remote) for _ in range(min(w, iters - i))))
+                    await await_window(lambda _: op(view, remote), min(w, iters - i))
                 await ep.flush()
                 out[f"{op_name} w{w} {size}"] = size * iters / (time.perf_counter() - t0) / 1e6
     transports = sorted(ep.get_active_transports())

@@ -14,7 +14,7 @@
 #   latency       latency_pieces.py with the defaults and with UCXGO_DEVICE_PROGRAMS=0
 #   dag           the DAG on every GPU (benchmarks/dag/run.py --multi-gpu, data-aware
 #                 policies against hand-placed and managed CuPy)
-#   transfers     GPU 0 to 1 and on GPU 0: two-sided against RAPIDS ucxx (gpu_bench.py),
+#   transfers     GPU 0 to 1 and on GPU 0 (PAIRS, default "0,1 0,0"): two-sided against RAPIDS ucxx (gpu_bench.py),
 #                 one-sided against NIXL (onesided_gpu_bench.py); the peers' wheels from
 #                 .ci/device-peers-kit.sh in /tmp/tx, installed into /tmp/peers-site
 #   ab            an A/B on one machine: builds .devkit/alt (benchmarks/gpu/alt_tree.sh)
@@ -92,7 +92,7 @@ for step in "$@"; do
         python3 -c "import cuda.bindings, cuda.pathfinder" 2>/dev/null || skip="^$"
         python3 -m pip install -q --no-deps --target /tmp/peers-site $(ls /tmp/tx/*.whl | grep -Ev "$skip") \
             > "$out/peers_install.log" 2>&1 || { tail -5 "$out/peers_install.log"; exit 1; }
-        for g in 0,1 0,0; do
+        for g in ${PAIRS:-0,1 0,0}; do
             t=${g/,/to}
             PYTHONPATH=$PYTHONPATH:/tmp/peers-site timeout 250 python3 benchmarks/gpu_bench.py --gpus $g \
                 --markdown "$out/twosided_$t.md" > "$out/twosided_$t.log" 2>&1
