@@ -75,24 +75,37 @@ func ReleaseKey(id uint64) (ok bool, err error) {
 // Put writes n bytes at addr (memory type memType, in region, or 0) to offset of
 // remote key key on endpoint ep; for CUDA memory after the work queued on stream.
 // It returns the request id, or InlineDone|n when the put ended within the call (as
-// TagSend).
-func Put(ep uint64, key uint64, offset uint64, addr uintptr, n uint64, memType int, region uint64, stream uint64) (res uint64, err error) {
+// TagSend). With wait 0 the call does not wait for the put to end (the caller has
+// other work ready): the completion always comes through the queue.
+func Put(ep uint64, key uint64, offset uint64, addr uintptr, n uint64, memType int, region uint64, stream uint64, wait int) (res uint64, err error) {
 	defer guard(&err)
-	e, err := current()
-	if err != nil {
-		return 0, err
-	}
-	return ticketResult(e.PutInline(ep, core.Transfer{Key: key, Offset: offset, Addr: addr, Size: n, MemType: uint8(memType), Region: region}, uintptr(stream)))
+	return rma(ep, core.Transfer{Key: key, Offset: offset, Addr: addr, Size: n, MemType: uint8(memType), Region: region}, false, stream, wait != 0)
 }
 
 // Get reads into n bytes at addr from offset of remote key key; as Put.
-func Get(ep uint64, key uint64, offset uint64, addr uintptr, n uint64, memType int, region uint64, stream uint64) (res uint64, err error) {
+func Get(ep uint64, key uint64, offset uint64, addr uintptr, n uint64, memType int, region uint64, stream uint64, wait int) (res uint64, err error) {
 	defer guard(&err)
+	return rma(ep, core.Transfer{Key: key, Offset: offset, Addr: addr, Size: n, MemType: uint8(memType), Region: region}, true, stream, wait != 0)
+}
+
+// rma is Put and Get.
+func rma(ep uint64, t core.Transfer, get bool, stream uint64, wait bool) (uint64, error) {
 	e, err := current()
 	if err != nil {
 		return 0, err
 	}
-	return ticketResult(e.GetInline(ep, core.Transfer{Key: key, Offset: offset, Addr: addr, Size: n, MemType: uint8(memType), Region: region}, uintptr(stream)))
+	switch {
+	case wait && get:
+		return ticketResult(e.GetInline(ep, t, uintptr(stream)))
+	case wait:
+		return ticketResult(e.PutInline(ep, t, uintptr(stream)))
+	case get:
+		id, err := e.Get(ep, t, uintptr(stream))
+		return ticketResult(core.Ticket{ID: id}, err)
+	default:
+		id, err := e.Put(ep, t, uintptr(stream))
+		return ticketResult(core.Ticket{ID: id}, err)
+	}
 }
 
 // PutMany writes count transfers (core.TransferDescriptorSize bytes each at desc, read

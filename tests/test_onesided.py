@@ -52,6 +52,38 @@ async def test_put_many_posts_all_at_once(pair):
         assert (target[i * 4096:(i + 1) * 4096] == i + 1).all()
 
 
+async def test_gathered_transfers_are_posted_without_waiting(pair, monkeypatch):
+    """Puts and gets started together post at once (no inline wait while the loop has
+    the others ready to run); the last one, and one awaited alone, may wait; all land."""
+    from ucxx_go import _onesided
+
+    client, srv = pair
+    target, _, remote = await shared(srv, client, 64 * 1024)
+    waits = []
+    submit = _onesided.submit
+
+    def recording_submit(fn, *args):
+        waits.append(args[-1])
+        return submit(fn, *args)
+
+    monkeypatch.setattr(_onesided, "submit", recording_submit)
+    pieces = [np.full(4096, i + 1, dtype="u1") for i in range(8)]
+    await asyncio.wait_for(asyncio.gather(*(client.put(p, remote, i * 4096) for i, p in enumerate(pieces))), TIMEOUT)
+    assert waits == [0] * 7 + [1]
+    await asyncio.wait_for(client.flush(), TIMEOUT)
+    for i in range(8):
+        assert (target[i * 4096:(i + 1) * 4096] == i + 1).all()
+    backs = [np.zeros(4096, dtype="u1") for _ in range(8)]
+    waits.clear()
+    await asyncio.wait_for(asyncio.gather(*(client.get(b, remote, i * 4096) for i, b in enumerate(backs))), TIMEOUT)
+    assert waits == [0] * 7 + [1]
+    for i, b in enumerate(backs):
+        assert (b == i + 1).all()
+    waits.clear()
+    await asyncio.wait_for(client.put(pieces[0], remote), TIMEOUT)
+    assert waits == [1]
+
+
 @pytest.mark.parametrize("offset,size", [(4000, 200), (-1, 8), (1 << 40, 8), (0, 0)])
 async def test_out_of_range_fails_before_anything_moves(pair, offset, size):
     client, srv = pair

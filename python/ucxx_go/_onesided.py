@@ -20,7 +20,7 @@ from . import _constants as C
 from . import _context
 from ._bridge import call, ext
 from ._buffers import MEMORY_CUDA, MEMORY_HOST, buffer_info
-from ._request import INLINE_DONE, Request, submit
+from ._request import INLINE_DONE, Request, may_wait_inline, submit
 from .exceptions import UCXInvalidParamError
 
 __all__ = ["Region", "RemoteRegion", "Semaphore", "RemoteSemaphore", "register"]
@@ -204,7 +204,7 @@ async def transfer(ep, local, remote, offset, stream, where):
         raise ValueError(f"Endpoint.{where}: the remote region belongs to another endpoint")
     fn = ext.pybridge_Put if where == "put" else ext.pybridge_Get
     s = own_stream if stream is None else _stream_handle(stream)
-    rid = submit(fn, ep._handle, remote._id, offset, addr, n, mem, region, s)
+    rid = submit(fn, ep._handle, remote._id, offset, addr, n, mem, region, s, may_wait_inline())
     if rid & INLINE_DONE:
         return  # it ended within the call
     await Request(ep._ctx, rid, f"Endpoint.{where}", local, (keep, remote))

@@ -14,7 +14,7 @@ import asyncio
 from ._bridge import call, ext
 from ._constants import INLINE_DONE
 
-__all__ = ["INLINE_DONE", "INLINE_LENGTH", "Request", "submit"]
+__all__ = ["INLINE_DONE", "INLINE_LENGTH", "Request", "may_wait_inline", "submit"]
 
 # The length of an operation that ended within its call, under INLINE_DONE.
 INLINE_LENGTH = INLINE_DONE - 1
@@ -24,6 +24,19 @@ INLINE_LENGTH = INLINE_DONE - 1
 # for it: _bridge.call. Its result is a request id or, for a transfer, possibly
 # INLINE_DONE | length.
 submit = call
+
+
+def may_wait_inline():
+    """1 when a transfer's call may wait for it to end within the call (the inline
+    wait), 0 when the running event loop has other callbacks ready: tasks started
+    together (asyncio.gather) then each post their operation at once and their ends
+    come through the queue, instead of each waiting for its own before the next is
+    posted. An event loop without asyncio's ready queue (uvloop) always waits."""
+    try:
+        ready = asyncio.get_running_loop()._ready
+    except (RuntimeError, AttributeError):
+        return 1
+    return 0 if ready else 1
 
 
 class Completed:
