@@ -28,7 +28,7 @@ func TestConcurrentProducers(t *testing.T) {
 			i := p*perProducer + k
 			bufs[i] = make([]byte, 16)
 			var err error
-			if rids[i], err = server.TagRecv(sep, addr(bufs[i]), 16, si.RecvTag+uint64(p), ^uint64(0), 0); err != nil {
+			if rids[i], err = server.TagRecv(sep, addr(bufs[i]), 16, si.RecvTag+uint64(p), ^uint64(0), 0, 0); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -47,7 +47,7 @@ func TestConcurrentProducers(t *testing.T) {
 					return ctx.Err()
 				}
 				i := p*perProducer + k
-				id, err := client.TagSend(cep, addr(msgs[i]), 16, ci.SendTag+uint64(p), 0)
+				id, err := client.TagSend(cep, addr(msgs[i]), 16, ci.SendTag+uint64(p), 0, 0)
 				if err != nil {
 					return fmt.Errorf("producer %d message %d: %w", p, k, err)
 				}

@@ -74,11 +74,11 @@ func BenchmarkConnectAddress(b *testing.B) {
 	}
 	msg, buf := []byte("12345678"), make([]byte, 8)
 	oneWay := func(from *Engine, fc *collector, fep uint64, to *Engine, tc *collector, tep uint64, tag uint64) {
-		rid, err := to.TagRecv(tep, addr(buf), 8, tag, ^uint64(0), 0)
+		rid, err := to.TagRecv(tep, addr(buf), 8, tag, ^uint64(0), 0, 0)
 		if err != nil {
 			b.Fatal(err)
 		}
-		sid, err := from.TagSend(fep, addr(msg), 8, tag, 0)
+		sid, err := from.TagSend(fep, addr(msg), 8, tag, 0, 0)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -259,7 +259,7 @@ func TestAddressGracefulCloseDeliversTail(t *testing.T) {
 	client, server := newTestEngine(t, Options{}), newTestEngine(t, Options{})
 	cep, sep, cc, sc, _ := addressPair(t, client, server)
 	msg := bytes.Repeat([]byte("tail"), 1<<20)
-	sid, err := client.TagSend(cep, addr(msg), uint64(len(msg)), endpointInfo(t, client, cep).SendTag, 0)
+	sid, err := client.TagSend(cep, addr(msg), uint64(len(msg)), endpointInfo(t, client, cep).SendTag, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +268,7 @@ func TestAddressGracefulCloseDeliversTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	buf := make([]byte, len(msg))
-	rid, err := server.TagRecv(sep, addr(buf), uint64(len(buf)), endpointInfo(t, server, sep).RecvTag, ^uint64(0), 0)
+	rid, err := server.TagRecv(sep, addr(buf), uint64(len(buf)), endpointInfo(t, server, sep).RecvTag, ^uint64(0), 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ func TestAddressControlMessageOfWrongSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := make([]byte, 2*controlSize)
-	sid, err := client.TagSend(cep, addr(bad), uint64(len(bad)), ctl, 0)
+	sid, err := client.TagSend(cep, addr(bad), uint64(len(bad)), ctl, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -319,21 +319,22 @@ func (e *Engine) onThread(f func()) error {
 func (t *progressThread) newID() uint64 { return t.nextID.Add(1) }
 
 // TagSend queues a send of size bytes at addr with tag on endpoint ep and returns the
-// request id its completion will carry. The memory must stay valid until then.
+// request id its completion will carry. The memory must stay valid until then. A CUDA
+// buffer (memType ucxx.MemoryCUDA) is sent once the work queued on stream before the
+// call is done (0: no wait; see cuda.go).
 //
-// Errors: ErrEngineClosed, ErrEndpointClosed, or the endpoint's failure as *ucxx.Error.
-func (e *Engine) TagSend(ep uint64, addr uintptr, size uint64, tag uint64, memType int) (uint64, error) {
-	t, err := e.tagSend(ep, addr, size, tag, memType, 0, false, nil)
+// Errors: ErrEngineClosed, ErrEndpointClosed, or the endpoint's failure as *ucxx.Error;
+// for a CUDA buffer, also ErrNotCUDA, ucxx.ErrNoCUDA or a *ucxx.CUDAError recording
+// the stream's event.
+func (e *Engine) TagSend(ep uint64, addr uintptr, size uint64, tag uint64, memType int, stream uintptr) (uint64, error) {
+	t, err := e.tagSend(ep, addr, size, tag, memType, stream, false, nil)
 	return t.ID, err
 }
 
 // TagSendInline is TagSend, waiting up to Options.InlineWait for the send to end
 // (an eager send usually does): then the Ticket is Done and no completion is queued.
-// A CUDA buffer (memType ucxx.MemoryCUDA) is sent once the work queued on stream
-// before the call is done (0: no wait; see cuda.go).
 //
-// Errors: as TagSend; for a CUDA buffer, also ErrNotCUDA, ucxx.ErrNoCUDA or a
-// *ucxx.CUDAError recording the stream's event.
+// Errors: as TagSend.
 func (e *Engine) TagSendInline(ep uint64, addr uintptr, size uint64, tag uint64, memType int, stream uintptr) (Ticket, error) {
 	return e.tagSend(ep, addr, size, tag, memType, stream, true, nil)
 }
@@ -352,18 +353,18 @@ func (e *Engine) tagSend(ep uint64, addr uintptr, size uint64, tag uint64, memTy
 
 // TagRecv queues a receive into size bytes at addr of the next message matching tag
 // under mask. ep ties the receive to an endpoint (0 for none): it fails when that
-// endpoint fails or closes.
+// endpoint fails or closes. A CUDA buffer is written once the work queued on stream
+// before the call is done, as for TagSend.
 //
 // Errors: as TagSend.
-func (e *Engine) TagRecv(ep uint64, addr uintptr, size uint64, tag, mask uint64, memType int) (uint64, error) {
-	t, err := e.tagRecv(ep, addr, size, tag, mask, memType, 0, false, nil)
+func (e *Engine) TagRecv(ep uint64, addr uintptr, size uint64, tag, mask uint64, memType int, stream uintptr) (uint64, error) {
+	t, err := e.tagRecv(ep, addr, size, tag, mask, memType, stream, false, nil)
 	return t.ID, err
 }
 
 // TagRecvInline is TagRecv, waiting up to Options.InlineWait for the receive to end
 // (it does when the message is already there): then the Ticket is Done, its Length
-// the message's, and no completion is queued. A CUDA buffer is written once the work
-// queued on stream before the call is done, as for TagSendInline.
+// the message's, and no completion is queued.
 func (e *Engine) TagRecvInline(ep uint64, addr uintptr, size uint64, tag, mask uint64, memType int, stream uintptr) (Ticket, error) {
 	return e.tagRecv(ep, addr, size, tag, mask, memType, stream, true, nil)
 }

@@ -38,11 +38,11 @@ func TestEchoOverLoopback(t *testing.T) {
 					msg[i] = byte(i * 7)
 				}
 				out := make([]byte, size+1) // room to spare: a short message is fine
-				rid, err := server.TagRecv(sep, addr(out), uint64(len(out)), si.RecvTag, ^uint64(0), 0)
+				rid, err := server.TagRecv(sep, addr(out), uint64(len(out)), si.RecvTag, ^uint64(0), 0, 0)
 				if err != nil {
 					t.Fatal(err)
 				}
-				sid, err := client.TagSend(cep, addr(msg), uint64(size), ci.SendTag, 0)
+				sid, err := client.TagSend(cep, addr(msg), uint64(size), ci.SendTag, 0, 0)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -64,7 +64,7 @@ func TestEchoOverLoopback(t *testing.T) {
 			if c := cc.wait(closeID, 5*time.Second); c.Status != 0 {
 				t.Fatalf("close: status %d", c.Status)
 			}
-			if _, err := client.TagSend(cep, 0, 0, 0, 0); !errors.Is(err, ucxx.ErrClosed) {
+			if _, err := client.TagSend(cep, 0, 0, 0, 0, 0); !errors.Is(err, ucxx.ErrClosed) {
 				t.Fatalf("send after close: %v, want ErrClosed", err)
 			}
 			// The server learns of the close: its endpoint reports an error event.

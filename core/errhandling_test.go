@@ -125,11 +125,11 @@ func roundTrip(t *testing.T, client *Engine, cep uint64, cc *collector, server *
 			{client, server, cep, sep, cc, sc, ci.SendTag, si.RecvTag, msg, mid},
 			{server, client, sep, cep, sc, cc, si.SendTag, ci.RecvTag, mid, out},
 		} {
-			rid, err := hop.to.TagRecv(hop.toEP, addr(hop.dst), uint64(size), hop.rtag, ^uint64(0), 0)
+			rid, err := hop.to.TagRecv(hop.toEP, addr(hop.dst), uint64(size), hop.rtag, ^uint64(0), 0, 0)
 			if err != nil {
 				t.Fatalf("TagRecv: %v", err)
 			}
-			sid, err := hop.from.TagSend(hop.fromEP, addr(hop.src), uint64(size), hop.sendTag, 0)
+			sid, err := hop.from.TagSend(hop.fromEP, addr(hop.src), uint64(size), hop.sendTag, 0, 0)
 			if err != nil {
 				t.Fatalf("TagSend: %v", err)
 			}
@@ -300,11 +300,11 @@ func TestSharedMemoryOnlyTLS(t *testing.T) {
 			msg := bytes.Repeat([]byte{byte(size)}, size)
 			out := make([]byte, size)
 			const tag = 0x5eed
-			rid, err := server.TagRecv(0, addr(out), uint64(size), tag, ^uint64(0), 0) // on the worker
+			rid, err := server.TagRecv(0, addr(out), uint64(size), tag, ^uint64(0), 0, 0) // on the worker
 			if err != nil {
 				t.Fatal(err)
 			}
-			sid, err := client.TagSend(h, addr(msg), uint64(size), tag, 0)
+			sid, err := client.TagSend(h, addr(msg), uint64(size), tag, 0, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -339,7 +339,7 @@ func TestNoErrorHandlingClose(t *testing.T) {
 	// progress thread has posted it.
 	recvPending := func(t *testing.T, e *Engine, ep uint64, buf []byte) uint64 {
 		t.Helper()
-		rid, err := e.TagRecv(ep, addr(buf), uint64(len(buf)), endpointInfo(t, e, ep).RecvTag, ^uint64(0), 0)
+		rid, err := e.TagRecv(ep, addr(buf), uint64(len(buf)), endpointInfo(t, e, ep).RecvTag, ^uint64(0), 0, 0)
 		if err != nil {
 			t.Fatalf("TagRecv: %v", err)
 		}
@@ -394,7 +394,7 @@ func TestNoErrorHandlingClose(t *testing.T) {
 		if c := cc.wait(rid, 2*time.Second); c.Status != int64(ucxx.StatusCanceled) {
 			t.Fatalf("recv on an aborted endpoint: %+v; want StatusCanceled", c)
 		}
-		if _, err := client.TagSend(cep, addr(buf), 8, 0, 0); !errors.Is(err, ErrEndpointClosed) {
+		if _, err := client.TagSend(cep, addr(buf), 8, 0, 0, 0); !errors.Is(err, ErrEndpointClosed) {
 			t.Fatalf("send after abort: %v; want ErrEndpointClosed", err)
 		}
 		waitIdle(t, client)
@@ -429,7 +429,7 @@ func TestNoErrorHandlingClose(t *testing.T) {
 		cep, sep, cc, sc := pairWith(t, client, server, noErrHandling)
 		release := holdProgress(t, server)
 		msg := make([]byte, 1<<20)
-		sid, err := client.TagSend(cep, addr(msg), uint64(len(msg)), endpointInfo(t, client, cep).SendTag, 0)
+		sid, err := client.TagSend(cep, addr(msg), uint64(len(msg)), endpointInfo(t, client, cep).SendTag, 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -438,7 +438,7 @@ func TestNoErrorHandlingClose(t *testing.T) {
 		closeWithin(t, client, cc, cep, rid, timeout)
 		release()
 		out := make([]byte, len(msg))
-		srid, err := server.TagRecv(sep, addr(out), uint64(len(out)), endpointInfo(t, server, sep).RecvTag, ^uint64(0), 0)
+		srid, err := server.TagRecv(sep, addr(out), uint64(len(out)), endpointInfo(t, server, sep).RecvTag, ^uint64(0), 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -466,7 +466,7 @@ func TestReleaseEndpointDeliversWhatWasSent(t *testing.T) {
 	bufs := make([][]byte, len(sizes))
 	for i, n := range sizes {
 		bufs[i] = bytes.Repeat([]byte{byte(i + 1)}, n)
-		id, err := server.TagSend(sep, addr(bufs[i]), uint64(n), 7, 0)
+		id, err := server.TagSend(sep, addr(bufs[i]), uint64(n), 7, 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -483,7 +483,7 @@ func TestReleaseEndpointDeliversWhatWasSent(t *testing.T) {
 	}
 	for i, n := range sizes {
 		got := make([]byte, n)
-		id, err := client.TagRecv(cep, addr(got), uint64(n), 7, ^uint64(0), 0)
+		id, err := client.TagRecv(cep, addr(got), uint64(n), 7, ^uint64(0), 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

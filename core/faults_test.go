@@ -53,7 +53,7 @@ func TestCancelPendingRecv(t *testing.T) {
 	exchange(t, client, cep, cc, server, sep, sc, make([]byte, 1<<20))
 
 	buf := make([]byte, 64)
-	rid, err := server.TagRecv(sep, addr(buf), uint64(len(buf)), tag, ^uint64(0), 0)
+	rid, err := server.TagRecv(sep, addr(buf), uint64(len(buf)), tag, ^uint64(0), 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestRecvTruncated(t *testing.T) {
 	} {
 		msg, buf := bytes.Repeat([]byte{0xab}, tc.msg), make([]byte, tc.buf)
 		recv := func() uint64 {
-			rid, err := server.TagRecv(sep, addr(buf), uint64(len(buf)), sendTag, ^uint64(0), 0)
+			rid, err := server.TagRecv(sep, addr(buf), uint64(len(buf)), sendTag, ^uint64(0), 0, 0)
 			if err != nil {
 				t.Fatalf("%s: %v", tc.name, err)
 			}
@@ -102,7 +102,7 @@ func TestRecvTruncated(t *testing.T) {
 		if tc.postRecvFirst {
 			rid = recv()
 		}
-		sid, err := client.TagSend(cep, addr(msg), uint64(len(msg)), sendTag, 0)
+		sid, err := client.TagSend(cep, addr(msg), uint64(len(msg)), sendTag, 0, 0)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -223,7 +223,7 @@ func TestRecvFailsWhenPeerShutsDown(t *testing.T) {
 	cep, _, cc, _ := pair(t, client, server)
 	tag := endpointInfo(t, client, cep).RecvTag
 	buf := make([]byte, 64)
-	rid, err := client.TagRecv(cep, addr(buf), uint64(len(buf)), tag, ^uint64(0), 0)
+	rid, err := client.TagRecv(cep, addr(buf), uint64(len(buf)), tag, ^uint64(0), 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestRecvFailsWhenPeerShutsDown(t *testing.T) {
 	if recv.Status != ev.Status {
 		t.Errorf("recv failed with %d, the endpoint with %d: a receive should report the endpoint's error", recv.Status, ev.Status)
 	}
-	if _, err := client.TagSend(cep, addr(buf), 8, 0, 0); err == nil {
+	if _, err := client.TagSend(cep, addr(buf), 8, 0, 0, 0); err == nil {
 		t.Fatal("send on the failed endpoint was accepted")
 	}
 	waitIdle(t, client)
@@ -257,7 +257,7 @@ func TestAbortEndpointCancelsRecv(t *testing.T) {
 	cep, sep, cc, sc := pair(t, client, server)
 	tag := endpointInfo(t, client, cep).RecvTag
 	buf := make([]byte, 64)
-	rid, err := client.TagRecv(cep, addr(buf), uint64(len(buf)), tag, ^uint64(0), 0)
+	rid, err := client.TagRecv(cep, addr(buf), uint64(len(buf)), tag, ^uint64(0), 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func TestAbortEndpointCancelsRecv(t *testing.T) {
 	if c := cc.wait(rid, 5*time.Second); c.Status != int64(ucxx.StatusCanceled) {
 		t.Fatalf("recv on an aborted endpoint: %+v; want status %d", c, ucxx.StatusCanceled)
 	}
-	if _, err := client.TagSend(cep, addr(buf), 8, 0, 0); !errors.Is(err, ErrEndpointClosed) {
+	if _, err := client.TagSend(cep, addr(buf), 8, 0, 0, 0); !errors.Is(err, ErrEndpointClosed) {
 		t.Fatalf("send after abort: %v; want ErrEndpointClosed", err)
 	}
 	// The peer learns of it.
@@ -283,7 +283,7 @@ func TestShutdownWithPendingWorkerRecv(t *testing.T) {
 	e := newTestEngine(t, Options{})
 	c := newCollector(t, e)
 	buf := make([]byte, 64)
-	rid, err := e.TagRecv(0, addr(buf), uint64(len(buf)), 42, ^uint64(0), 0)
+	rid, err := e.TagRecv(0, addr(buf), uint64(len(buf)), 42, ^uint64(0), 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +317,7 @@ func TestOperationsAfterShutdown(t *testing.T) {
 	buf := make([]byte, 8)
 	for name, op := range map[string]func() error{
 		"Shutdown":      func() error { return client.Shutdown(time.Second) },
-		"TagRecv(ep=0)": func() error { _, err := client.TagRecv(0, addr(buf), 8, 1, ^uint64(0), 0); return err },
+		"TagRecv(ep=0)": func() error { _, err := client.TagRecv(0, addr(buf), 8, 1, ^uint64(0), 0, 0); return err },
 		"Cancel":        func() error { return client.Cancel(1) },
 		"Connect":       func() error { _, err := client.Connect("127.0.0.1", 9, time.Second); return err },
 		"CloseEndpoint": func() error { _, err := client.CloseEndpoint(cep, time.Second); return err },
@@ -335,8 +335,8 @@ func TestOperationsAfterShutdown(t *testing.T) {
 	// Endpoint operations check the endpoint first; Shutdown aborted it, so they fail
 	// as closed (ErrEndpointClosed), which is still a ucxx.ErrClosed.
 	for name, op := range map[string]func() error{
-		"TagSend": func() error { _, err := client.TagSend(cep, addr(buf), 8, 1, 0); return err },
-		"TagRecv": func() error { _, err := client.TagRecv(cep, addr(buf), 8, 1, ^uint64(0), 0); return err },
+		"TagSend": func() error { _, err := client.TagSend(cep, addr(buf), 8, 1, 0, 0); return err },
+		"TagRecv": func() error { _, err := client.TagRecv(cep, addr(buf), 8, 1, ^uint64(0), 0, 0); return err },
 	} {
 		if err := op(); !errors.Is(err, ucxx.ErrClosed) {
 			t.Errorf("%s after Shutdown: %v; want a ucxx.ErrClosed", name, err)
@@ -460,19 +460,19 @@ func TestManyEndpoints(t *testing.T) {
 		j := peer[i]
 		cbufs[i], sbufs[j] = make([]byte, 8), make([]byte, 8)
 		cmsgs[i], smsgs[j] = binary.LittleEndian.AppendUint64(nil, uint64(i)), binary.LittleEndian.AppendUint64(nil, uint64(i)|1<<40)
-		if srids[j], err = server.TagRecv(accepts[j].Length, addr(sbufs[j]), 8, sinfo[j].RecvTag, ^uint64(0), 0); err != nil {
+		if srids[j], err = server.TagRecv(accepts[j].Length, addr(sbufs[j]), 8, sinfo[j].RecvTag, ^uint64(0), 0, 0); err != nil {
 			t.Fatal(err)
 		}
-		if crids[i], err = client.TagRecv(ceps[i], addr(cbufs[i]), 8, sinfo[j].SendTag, ^uint64(0), 0); err != nil {
+		if crids[i], err = client.TagRecv(ceps[i], addr(cbufs[i]), 8, sinfo[j].SendTag, ^uint64(0), 0, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := range n {
 		j := peer[i]
-		if csids[i], err = client.TagSend(ceps[i], addr(cmsgs[i]), 8, sinfo[j].RecvTag, 0); err != nil {
+		if csids[i], err = client.TagSend(ceps[i], addr(cmsgs[i]), 8, sinfo[j].RecvTag, 0, 0); err != nil {
 			t.Fatal(err)
 		}
-		if ssids[j], err = server.TagSend(accepts[j].Length, addr(smsgs[j]), 8, sinfo[j].SendTag, 0); err != nil {
+		if ssids[j], err = server.TagSend(accepts[j].Length, addr(smsgs[j]), 8, sinfo[j].SendTag, 0, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -512,12 +512,12 @@ func TestQueueFullBackpressure(t *testing.T) {
 	var err error
 	for i := range n {
 		bufs[i], msgs[i] = make([]byte, 8), binary.LittleEndian.AppendUint64(nil, uint64(i))
-		if rids[i], err = server.TagRecv(sep, addr(bufs[i]), 8, tag, ^uint64(0), 0); err != nil {
+		if rids[i], err = server.TagRecv(sep, addr(bufs[i]), 8, tag, ^uint64(0), 0, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := range n {
-		if sids[i], err = client.TagSend(cep, addr(msgs[i]), 8, tag, 0); err != nil {
+		if sids[i], err = client.TagSend(cep, addr(msgs[i]), 8, tag, 0, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -542,7 +542,7 @@ func TestShutdownDeliversEveryCompletion(t *testing.T) {
 	buf := make([]byte, 64)
 	want := make(map[uint64]bool, n)
 	for i := range n {
-		id, err := e.TagRecv(0, addr(buf), uint64(len(buf)), uint64(i), ^uint64(0), 0)
+		id, err := e.TagRecv(0, addr(buf), uint64(len(buf)), uint64(i), ^uint64(0), 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -594,7 +594,7 @@ func TestCloseEndpointPeerStalled(t *testing.T) {
 	cep, _, cc, _ := pair(t, client, server)
 	release := holdProgress(t, server)
 	msg := make([]byte, 1<<20)
-	sid, err := client.TagSend(cep, addr(msg), uint64(len(msg)), endpointInfo(t, client, cep).SendTag, 0)
+	sid, err := client.TagSend(cep, addr(msg), uint64(len(msg)), endpointInfo(t, client, cep).SendTag, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -608,7 +608,7 @@ func TestCloseEndpointPeerStalled(t *testing.T) {
 		t.Fatalf("close: %+v; want status 0", c)
 	}
 	t.Logf("close answered after %v", time.Since(start).Round(time.Millisecond))
-	if _, err := client.TagSend(cep, addr(msg), 8, 0, 0); !errors.Is(err, ErrEndpointClosed) {
+	if _, err := client.TagSend(cep, addr(msg), 8, 0, 0, 0); !errors.Is(err, ErrEndpointClosed) {
 		t.Fatalf("send after close: %v; want ErrEndpointClosed", err)
 	}
 	// Once the peer runs again the send ends one way or the other, and nothing leaks.
@@ -654,7 +654,7 @@ func TestRecvDrainsBrokenEndpoint(t *testing.T) {
 	ci := endpointInfo(t, client, cep)
 	si := endpointInfo(t, server, sep)
 	msg := []byte("sent before the close")
-	sid, err := client.TagSend(cep, addr(msg), uint64(len(msg)), ci.SendTag, 0)
+	sid, err := client.TagSend(cep, addr(msg), uint64(len(msg)), ci.SendTag, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -678,21 +678,21 @@ func TestRecvDrainsBrokenEndpoint(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	out := make([]byte, 64)
-	rid, err := server.TagRecv(sep, addr(out), 64, si.RecvTag, ^uint64(0), 0)
+	rid, err := server.TagRecv(sep, addr(out), 64, si.RecvTag, ^uint64(0), 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c := sc.wait(rid, 5*time.Second); c.Status != 0 || !bytes.Equal(out[:c.Length], msg) {
 		t.Fatalf("drain: %+v %q", c, out[:c.Length])
 	}
-	rid, _ = server.TagRecv(sep, addr(out), 64, si.RecvTag, ^uint64(0), 0)
+	rid, _ = server.TagRecv(sep, addr(out), 64, si.RecvTag, ^uint64(0), 0, 0)
 	if c := sc.wait(rid, 5*time.Second); c.Status != ev.Status {
 		t.Fatalf("receive with nothing left: status %d, want the peer's %d", c.Status, ev.Status)
 	}
 	// Once the application closes it, the handle drains nothing more.
 	closeID, _ = server.CloseEndpoint(sep, time.Second)
 	sc.wait(closeID, 5*time.Second)
-	rid, _ = server.TagRecv(sep, addr(out), 64, si.RecvTag, ^uint64(0), 0)
+	rid, _ = server.TagRecv(sep, addr(out), 64, si.RecvTag, ^uint64(0), 0, 0)
 	if c := sc.wait(rid, 5*time.Second); c.Status != int64(ucxx.StatusCanceled) {
 		t.Fatalf("receive after our close: status %d, want Canceled", c.Status)
 	}

@@ -161,7 +161,7 @@ func fzInFlight(t *testing.T, e *Engine) int {
 // tagSend sends msg on tag without waiting: a rendezvous message the server never
 // receives completes only when the endpoint closes.
 func (r *fzRun) tagSend(msg []byte, tag uint64) {
-	id, err := r.client.TagSend(r.pair.cep, addr(msg), uint64(len(msg)), tag, 0)
+	id, err := r.client.TagSend(r.pair.cep, addr(msg), uint64(len(msg)), tag, 0, 0)
 	if err != nil {
 		r.t.Fatalf("TagSend: %v", err)
 	}
@@ -173,11 +173,11 @@ func (r *fzRun) tagSend(msg []byte, tag uint64) {
 func (r *fzRun) barrier() {
 	t := r.t
 	msg := []byte("barrier")
-	rid, err := r.server.TagRecv(r.pair.sep, addr(r.barrierBuf), uint64(len(r.barrierBuf)), r.barrierTag, ^uint64(0), 0)
+	rid, err := r.server.TagRecv(r.pair.sep, addr(r.barrierBuf), uint64(len(r.barrierBuf)), r.barrierTag, ^uint64(0), 0, 0)
 	if err != nil {
 		t.Fatalf("TagRecv: %v", err)
 	}
-	sid, err := r.client.TagSend(r.pair.cep, addr(msg), uint64(len(msg)), r.barrierTag, 0)
+	sid, err := r.client.TagSend(r.pair.cep, addr(msg), uint64(len(msg)), r.barrierTag, 0, 0)
 	if err != nil {
 		t.Fatalf("TagSend: %v", err)
 	}

@@ -20,7 +20,7 @@ func TestCloseDeliversToABusyPeer(t *testing.T) {
 	ids := make([]uint64, count)
 	for i := range bufs {
 		bufs[i] = bytes.Repeat([]byte{byte(i + 1)}, size)
-		id, err := server.TagSend(sep, addr(bufs[i]), size, 9, 0)
+		id, err := server.TagSend(sep, addr(bufs[i]), size, 9, 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,7 +33,7 @@ func TestCloseDeliversToABusyPeer(t *testing.T) {
 	release()
 	for i := range bufs {
 		got := make([]byte, size)
-		id, err := client.TagRecv(cep, addr(got), size, 9, ^uint64(0), 0)
+		id, err := client.TagRecv(cep, addr(got), size, 9, ^uint64(0), 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -220,11 +220,11 @@ func exchange(t *testing.T, from *Engine, fromEP uint64, fc *collector, to *Engi
 	t.Helper()
 	tag := endpointInfo(t, to, toEP).RecvTag
 	buf := make([]byte, len(msg)+1)
-	rid, err := to.TagRecv(toEP, addr(buf), uint64(len(buf)), tag, ^uint64(0), 0)
+	rid, err := to.TagRecv(toEP, addr(buf), uint64(len(buf)), tag, ^uint64(0), 0, 0)
 	if err != nil {
 		t.Fatalf("TagRecv: %v", err)
 	}
-	sid, err := from.TagSend(fromEP, addr(msg), uint64(len(msg)), endpointInfo(t, from, fromEP).SendTag, 0)
+	sid, err := from.TagSend(fromEP, addr(msg), uint64(len(msg)), endpointInfo(t, from, fromEP).SendTag, 0, 0)
 	if err != nil {
 		t.Fatalf("TagSend: %v", err)
 	}
@@ -411,7 +411,7 @@ func sendFrames(t *testing.T, e *Engine, ep uint64, c *collector, tag uint64, fr
 // peer's multi-buffer stream), playing a peer that writes headers and frames by hand.
 func sendRaw(t *testing.T, e *Engine, ep uint64, c *collector, tag uint64, b []byte) {
 	t.Helper()
-	id, err := e.TagSend(ep, addr(b), uint64(len(b)), tag|MultiTagBit, 0)
+	id, err := e.TagSend(ep, addr(b), uint64(len(b)), tag|MultiTagBit, 0, 0)
 	if err != nil {
 		t.Fatalf("TagSend: %v", err)
 	}

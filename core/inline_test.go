@@ -33,11 +33,11 @@ func TestInlineCompletion(t *testing.T) {
 	}
 	// A round trip through the queue afterwards: had the inline completions been
 	// queued too, they would come out first.
-	sid, err := client.TagSend(cep, addr(msg), uint64(len(msg)), ci.SendTag, 0)
+	sid, err := client.TagSend(cep, addr(msg), uint64(len(msg)), ci.SendTag, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rid, err := server.TagRecv(sep, addr(out), uint64(len(out)), si.RecvTag, ^uint64(0), 0)
+	rid, err := server.TagRecv(sep, addr(out), uint64(len(out)), si.RecvTag, ^uint64(0), 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

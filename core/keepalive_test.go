@@ -17,7 +17,7 @@ func TestKeepaliveFailsAFrozenPeer(t *testing.T) {
 	server := newTestEngine(t, Options{KeepaliveTimeout: timeout})
 	_, sep, _, sc := pair(t, client, server)
 	buf := make([]byte, 8)
-	id, err := server.TagRecv(sep, addr(buf), 8, 1, ^uint64(0), 0)
+	id, err := server.TagRecv(sep, addr(buf), 8, 1, ^uint64(0), 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestKeepaliveKeepsAnIdleConnection(t *testing.T) {
 		server := newTestEngine(t, Options{KeepaliveTimeout: serverTimeout})
 		cep, sep, cc, sc := pair(t, client, server)
 		buf := make([]byte, 8)
-		id, err := server.TagRecv(sep, addr(buf), 8, 1, ^uint64(0), 0)
+		id, err := server.TagRecv(sep, addr(buf), 8, 1, ^uint64(0), 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +57,7 @@ func TestKeepaliveKeepsAnIdleConnection(t *testing.T) {
 		noCompletion(t, sc, EventEndpointError|sep)
 		noCompletion(t, cc, EventEndpointError|cep)
 		msg := []byte("still up")
-		sid, err := client.TagSend(cep, addr(msg), 8, 1, 0)
+		sid, err := client.TagSend(cep, addr(msg), 8, 1, 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

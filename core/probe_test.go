@@ -20,7 +20,7 @@ const probeTag uint64 = 0x5eed_0000_0000_ab12
 // request id.
 func sendTagged(t *testing.T, client *Engine, cep uint64, cc *collector, tag uint64, msg []byte, wait bool) uint64 {
 	t.Helper()
-	id, err := client.TagSend(cep, addr(msg), uint64(len(msg)), tag, 0)
+	id, err := client.TagSend(cep, addr(msg), uint64(len(msg)), tag, 0, 0)
 	if err != nil {
 		t.Fatalf("TagSend: %v", err)
 	}
@@ -73,7 +73,7 @@ func TestTagProbeKeeps(t *testing.T) {
 		checkProbe(t, res, probeTag, size, false)
 
 		buf := make([]byte, size+1)
-		rid, err := server.TagRecv(0, addr(buf), uint64(len(buf)), probeTag, ^uint64(0), 0)
+		rid, err := server.TagRecv(0, addr(buf), uint64(len(buf)), probeTag, ^uint64(0), 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +113,7 @@ func TestTagProbeRemove(t *testing.T) {
 			t.Fatalf("%d bytes: TagProbe after removing = %+v, %v; want nothing", size, again, err)
 		}
 		other := make([]byte, size+1)
-		oid, err := server.TagRecv(0, addr(other), uint64(len(other)), probeTag, ^uint64(0), 0)
+		oid, err := server.TagRecv(0, addr(other), uint64(len(other)), probeTag, ^uint64(0), 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -237,14 +237,14 @@ func TestBatchedDispatchOrder(t *testing.T) {
 	releaseServer := holdProgress(t, server)
 	rids := make([]uint64, n)
 	for i := range n {
-		if rids[i], err = server.TagRecv(sep, addr(bufs[i]), uint64(len(bufs[i])), si.RecvTag, ^uint64(0), 0); err != nil {
+		if rids[i], err = server.TagRecv(sep, addr(bufs[i]), uint64(len(bufs[i])), si.RecvTag, ^uint64(0), 0, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
 	releaseClient := holdProgress(t, client)
 	sids := make([]uint64, n)
 	for i := range n {
-		if sids[i], err = client.TagSend(cep, addr(msgs[i]), uint64(len(msgs[i])), ci.SendTag, 0); err != nil {
+		if sids[i], err = client.TagSend(cep, addr(msgs[i]), uint64(len(msgs[i])), ci.SendTag, 0, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -338,11 +338,11 @@ func BenchmarkSubmitDispatch(b *testing.B) {
 			msg, buf := make([]byte, 8), make([]byte, 8)
 			b.ReportAllocs()
 			for b.Loop() {
-				rid, err := server.TagRecv(sep, addr(buf), 8, ci.SendTag, ^uint64(0), 0)
+				rid, err := server.TagRecv(sep, addr(buf), 8, ci.SendTag, ^uint64(0), 0, 0)
 				if err != nil {
 					b.Fatal(err)
 				}
-				sid, err := client.TagSend(cep, addr(msg), 8, ci.SendTag, 0)
+				sid, err := client.TagSend(cep, addr(msg), 8, ci.SendTag, 0, 0)
 				if err != nil {
 					b.Fatal(err)
 				}

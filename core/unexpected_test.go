@@ -16,7 +16,7 @@ func floodTags(t *testing.T, e *Engine, ep uint64, c *collector, base uint64, n,
 	msg := bytes.Repeat([]byte{0xab}, size)
 	ids := make([]uint64, n)
 	for i := range ids {
-		id, err := e.TagSend(ep, addr(msg), uint64(size), base+uint64(i+1), 0)
+		id, err := e.TagSend(ep, addr(msg), uint64(size), base+uint64(i+1), 0, 0)
 		if err != nil {
 			break // the receiver already failed the connection
 		}
@@ -66,7 +66,7 @@ func TestUnexpectedWithinTheBoundIsReceivedInOrder(t *testing.T) {
 	for i := range msgs {
 		msgs[i] = []byte(fmt.Sprintf("message %d", i))
 		tag := base + 1 + uint64(i%2) // tags base+1 and base+2, alternating
-		id, err := client.TagSend(cep, addr(msgs[i]), uint64(len(msgs[i])), tag, 0)
+		id, err := client.TagSend(cep, addr(msgs[i]), uint64(len(msgs[i])), tag, 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,8 +77,8 @@ func TestUnexpectedWithinTheBoundIsReceivedInOrder(t *testing.T) {
 	// A barrier: once this message is in, so are the six before it.
 	ping := []byte("ping")
 	recvPing := make([]byte, 4)
-	rid, _ := server.TagRecv(sep, addr(recvPing), 4, base+99, ^uint64(0), 0)
-	sid, _ := client.TagSend(cep, addr(ping), 4, base+99, 0)
+	rid, _ := server.TagRecv(sep, addr(recvPing), 4, base+99, ^uint64(0), 0, 0)
+	sid, _ := client.TagSend(cep, addr(ping), 4, base+99, 0, 0)
 	cc.wait(sid, 5*time.Second)
 	sc.wait(rid, 5*time.Second)
 	if n := unexpectedBytes(t, server); n <= 0 {
@@ -86,7 +86,7 @@ func TestUnexpectedWithinTheBoundIsReceivedInOrder(t *testing.T) {
 	}
 	recv := func(tag, mask uint64) string {
 		buf := make([]byte, 64)
-		id, err := server.TagRecv(sep, addr(buf), 64, tag, mask, 0)
+		id, err := server.TagRecv(sep, addr(buf), 64, tag, mask, 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,7 +139,7 @@ func TestUnexpectedOfAClosedEndpointIsFreed(t *testing.T) {
 	floodTags(t, client, cep, cc, base, 20, 8<<10) // held at the close
 	msg := bytes.Repeat([]byte{0xcd}, 8<<10)
 	for i := range 200 { // in flight at the close
-		if _, err := client.TagSend(cep, addr(msg), uint64(len(msg)), base+uint64(100+i), 0); err != nil {
+		if _, err := client.TagSend(cep, addr(msg), uint64(len(msg)), base+uint64(100+i), 0, 0); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -100,11 +100,9 @@ func rma(ep uint64, t core.Transfer, get bool, stream uint64, wait bool) (uint64
 	case wait:
 		return ticketResult(e.PutInline(ep, t, uintptr(stream)))
 	case get:
-		id, err := e.Get(ep, t, uintptr(stream))
-		return ticketResult(core.Ticket{ID: id}, err)
+		return queued(e.Get(ep, t, uintptr(stream)))
 	default:
-		id, err := e.Put(ep, t, uintptr(stream))
-		return ticketResult(core.Ticket{ID: id}, err)
+		return queued(e.Put(ep, t, uintptr(stream)))
 	}
 }
 

@@ -252,11 +252,11 @@ func TestBridgeRoundTrip(t *testing.T) {
 			what := fmt.Sprintf("%d bytes %s", size, dir.name)
 			msg := bytes.Repeat([]byte{byte(size>>3) | 1}, size)
 			buf := make([]byte, size+1)
-			rres, err := TagRecv(dir.to, bufAddr(buf), uint64(len(buf)), dir.tag, ^uint64(0), 0, 0)
+			rres, err := TagRecv(dir.to, bufAddr(buf), uint64(len(buf)), dir.tag, ^uint64(0), 0, 0, 0) // posted first: no inline wait
 			if err != nil {
 				t.Fatalf("%s: TagRecv: %v", what, err)
 			}
-			sres, err := TagSend(dir.from, bufAddr(msg), uint64(size), dir.tag, 0, 0)
+			sres, err := TagSend(dir.from, bufAddr(msg), uint64(size), dir.tag, 0, 0, 1)
 			if err != nil {
 				t.Fatalf("%s: TagSend: %v", what, err)
 			}
@@ -274,7 +274,7 @@ func TestBridgeRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.c.ok(id, "CloseEndpoint")
-	if _, err := TagSend(p.cep, 0, 0, p.cSend, 0, 0); err == nil {
+	if _, err := TagSend(p.cep, 0, 0, p.cSend, 0, 0, 1); err == nil {
 		t.Fatal("TagSend on a closed endpoint succeeded")
 	} else {
 		wantClosedError(t, err)
@@ -324,7 +324,7 @@ func TestBridgeInline(t *testing.T) {
 		p := connectBridge(t)
 		send := func(msg []byte) {
 			t.Helper()
-			res, err := TagSend(p.cep, bufAddr(msg), uint64(len(msg)), p.cSend, 0, 0)
+			res, err := TagSend(p.cep, bufAddr(msg), uint64(len(msg)), p.cSend, 0, 0, 1)
 			if err != nil {
 				t.Fatalf("TagSend: %v", err)
 			}
@@ -334,7 +334,7 @@ func TestBridgeInline(t *testing.T) {
 		msg := []byte("already here")
 		send(msg)
 		buf := make([]byte, 64)
-		res, err := TagRecv(p.sep, bufAddr(buf), uint64(len(buf)), p.sRecv, ^uint64(0), 0, 0)
+		res, err := TagRecv(p.sep, bufAddr(buf), uint64(len(buf)), p.sRecv, ^uint64(0), 0, 0, 1)
 		if err != nil {
 			t.Fatalf("TagRecv: %v", err)
 		}
@@ -345,7 +345,7 @@ func TestBridgeInline(t *testing.T) {
 		long := bytes.Repeat([]byte{7}, 64)
 		send(long)
 		small := make([]byte, 16)
-		_, err = TagRecv(p.sep, bufAddr(small), uint64(len(small)), p.sRecv, ^uint64(0), 0, 0)
+		_, err = TagRecv(p.sep, bufAddr(small), uint64(len(small)), p.sRecv, ^uint64(0), 0, 0, 1)
 		wantStatusError(t, err, ucxx.StatusMessageTruncated)
 		runtime.KeepAlive(msg)
 		runtime.KeepAlive(long)
@@ -360,11 +360,11 @@ func TestBridgeInline(t *testing.T) {
 		msg := []byte("queued")
 		buf := make([]byte, 64)
 		for i := range 20 {
-			sres, err := TagSend(p.cep, bufAddr(msg), uint64(len(msg)), p.cSend, 0, 0)
+			sres, err := TagSend(p.cep, bufAddr(msg), uint64(len(msg)), p.cSend, 0, 0, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
-			rres, err := TagRecv(p.sep, bufAddr(buf), uint64(len(buf)), p.sRecv, ^uint64(0), 0, 0)
+			rres, err := TagRecv(p.sep, bufAddr(buf), uint64(len(buf)), p.sRecv, ^uint64(0), 0, 0, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -392,11 +392,11 @@ func TestBridgeSendInlineLength(t *testing.T) {
 		msg := bytes.Repeat([]byte{9}, size)
 		buf := make([]byte, size)
 		// The receive through the engine itself: the bridge's would wait inline.
-		rid, err := engine.Load().TagRecv(p.sep, bufAddr(buf), uint64(size), p.sRecv, ^uint64(0), 0)
+		rid, err := engine.Load().TagRecv(p.sep, bufAddr(buf), uint64(size), p.sRecv, ^uint64(0), 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := TagSend(p.cep, bufAddr(msg), uint64(size), p.cSend, 0, 0)
+		res, err := TagSend(p.cep, bufAddr(msg), uint64(size), p.cSend, 0, 0, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -611,7 +611,7 @@ func TestBridgeTransfers(t *testing.T) {
 
 	// A probed message, removed and received.
 	msg := []byte("probe me")
-	sres, err := TagSend(p.cep, bufAddr(msg), uint64(len(msg)), p.cSend, 0, 0)
+	sres, err := TagSend(p.cep, bufAddr(msg), uint64(len(msg)), p.cSend, 0, 0, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -760,7 +760,7 @@ func TestBridgeErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, call := range map[string]func() error{
-		"TagSend":   func() error { _, err := TagSend(p.cep, 0, 0, 0, 0, 0); return err },
+		"TagSend":   func() error { _, err := TagSend(p.cep, 0, 0, 0, 0, 0, 1); return err },
 		"AMSend":    func() error { _, err := AMSend(p.cep, 0, 0, 0, 0); return err },
 		"AMRecv":    func() error { _, err := AMRecv(p.cep); return err },
 		"SendMulti": func() error { _, err := SendMulti(p.cep, 0, 0, 0); return err },

@@ -18,27 +18,38 @@ const InlineDone = 1 << 63
 // within the call; an inline failure is returned as the error. The caller keeps the
 // memory alive until the send ends. memType is UCX's (0 host, 1 CUDA); for CUDA
 // memory, stream is the __cuda_array_interface__ stream whose queued work must be
-// done before the send (0: none).
-func TagSend(ep uint64, addr uintptr, n uint64, tag uint64, memType int, stream uint64) (res uint64, err error) {
+// done before the send (0: none). With wait 0 the call does not wait for the send to
+// end (the caller has other work ready): the completion always comes through the
+// queue.
+func TagSend(ep uint64, addr uintptr, n uint64, tag uint64, memType int, stream uint64, wait int) (res uint64, err error) {
 	defer guard(&err)
 	e, err := current()
 	if err != nil {
 		return 0, err
+	}
+	if wait == 0 {
+		return queued(e.TagSend(ep, addr, n, tag, memType, uintptr(stream)))
 	}
 	return ticketResult(e.TagSendInline(ep, addr, n, tag, memType, uintptr(stream)))
 }
 
 // TagRecv receives up to n bytes into addr matching tag under mask; ep (0 for none)
-// is the endpoint whose failure fails it. The result, memType and stream are as
+// is the endpoint whose failure fails it. The result, memType, stream and wait are as
 // TagSend's, the length being the message's.
-func TagRecv(ep uint64, addr uintptr, n uint64, tag uint64, mask uint64, memType int, stream uint64) (res uint64, err error) {
+func TagRecv(ep uint64, addr uintptr, n uint64, tag uint64, mask uint64, memType int, stream uint64, wait int) (res uint64, err error) {
 	defer guard(&err)
 	e, err := current()
 	if err != nil {
 		return 0, err
 	}
+	if wait == 0 {
+		return queued(e.TagRecv(ep, addr, n, tag, mask, memType, uintptr(stream)))
+	}
 	return ticketResult(e.TagRecvInline(ep, addr, n, tag, mask, memType, uintptr(stream)))
 }
+
+// queued is ticketResult for an operation submitted without an inline wait.
+func queued(id uint64, err error) (uint64, error) { return ticketResult(core.Ticket{ID: id}, err) }
 
 // ticketResult encodes a core.Ticket as TagSend documents.
 func ticketResult(t core.Ticket, err error) (uint64, error) {

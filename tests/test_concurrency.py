@@ -57,3 +57,36 @@ async def test_many_endpoints_to_one_listener():
     for ep in accepted:
         await ep.close()
     listener.close()
+
+
+async def test_gathered_sends_and_receives_are_posted_without_waiting(pair, monkeypatch):
+    """Sends (and receives) started together post at once: no inline wait while the
+    event loop has the others ready to run; the last one, and one awaited alone, may
+    wait. Every message still lands in its own buffer."""
+    from ucxx_go import _endpoint
+
+    client, server = pair
+    waits = []
+    submit = _endpoint.submit
+
+    def recording_submit(fn, *args):
+        waits.append((fn.__name__.rsplit("_", 1)[-1], args[-1]))
+        return submit(fn, *args)
+
+    monkeypatch.setattr(_endpoint, "submit", recording_submit)
+    n = 8
+    outs = [np.empty(1 << 16, dtype="u1") for _ in range(n)]
+    recvs = asyncio.gather(*(server.recv(o, tag=i) for i, o in enumerate(outs)))
+    sends = asyncio.gather(*(client.send(np.full(1 << 16, i, dtype="u1"), tag=i) for i in range(n)))
+    await asyncio.wait_for(asyncio.gather(recvs, sends), 30)
+    assert [w for op, w in waits if op == "TagRecv"] == [0] * n
+    assert [w for op, w in waits if op == "TagSend"] == [0] * (n - 1) + [1]
+    for i, out in enumerate(outs):
+        assert (out == i).all(), f"message {i} landed in the wrong buffer"
+    waits.clear()
+    got = asyncio.ensure_future(server.recv(outs[0]))
+    await asyncio.sleep(0)  # the receive is posted; nothing else is ready when the send runs
+    await asyncio.wait_for(client.send(np.full(1 << 16, 42, dtype="u1")), 30)
+    await asyncio.wait_for(got, 30)
+    assert (outs[0] == 42).all()
+    assert ("TagSend", 1) in waits

@@ -182,7 +182,7 @@ func send(e *core.Engine, r *completionReader, ep uint64, tag uint64, b []byte, 
 	if err != nil {
 		return err
 	}
-	id, err := e.TagSend(ep, ptr(b), uint64(len(b)), info.SendTag|tag, ucxx.MemoryHost)
+	id, err := e.TagSend(ep, ptr(b), uint64(len(b)), info.SendTag|tag, ucxx.MemoryHost, 0)
 	if err != nil {
 		return err
 	}
@@ -200,7 +200,7 @@ func recv(e *core.Engine, r *completionReader, ep uint64, tag uint64, b []byte, 
 	if err != nil {
 		return nil, err
 	}
-	id, err := e.TagRecv(ep, ptr(b), uint64(len(b)), info.RecvTag|tag, ^uint64(0), ucxx.MemoryHost)
+	id, err := e.TagRecv(ep, ptr(b), uint64(len(b)), info.RecvTag|tag, ^uint64(0), ucxx.MemoryHost, 0)
 	if err != nil {
 		return nil, err
 	}

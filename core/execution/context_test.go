@@ -155,7 +155,7 @@ func TestTransfersAreVertices(t *testing.T) {
 		t.Fatalf("the receive's reader is %v before anything was sent", reader.State())
 	}
 	msg := bytes.Repeat([]byte("recv"), 8)
-	sid, err := server.TagSend(sep, addr(msg), uint64(len(msg)), 9, ucxx.MemoryHost)
+	sid, err := server.TagSend(sep, addr(msg), uint64(len(msg)), 9, ucxx.MemoryHost, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

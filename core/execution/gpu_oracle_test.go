@@ -194,12 +194,12 @@ func (r *gpuOracleRun) echo() {
 	buf := make([]byte, 4*gpuOracleWords)
 	base := addr(buf) // held past a completion that never came (the engine may still write it)
 	for e := range r.echoes {
-		id, err := r.server.TagRecv(r.sep, base, e.size, e.tag, ^uint64(0), ucxx.MemoryHost)
+		id, err := r.server.TagRecv(r.sep, base, e.size, e.tag, ^uint64(0), ucxx.MemoryHost, 0)
 		if err == nil {
 			err = r.completion(id, "echo receive")
 		}
 		if err == nil {
-			id, err = r.server.TagSend(r.sep, base, e.size, e.tag|1<<40, ucxx.MemoryHost)
+			id, err = r.server.TagSend(r.sep, base, e.size, e.tag|1<<40, ucxx.MemoryHost, 0)
 			if err == nil {
 				err = r.completion(id, "echo send")
 			}

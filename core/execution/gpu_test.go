@@ -129,7 +129,7 @@ func TestKernelsOnStreams(t *testing.T) {
 	if r := c.Resources(); r.Streams < 2 || r.Modules != 1 {
 		t.Fatalf("resources while running: %+v", r)
 	}
-	sid, _ := server.TagSend(sep, addr(gate), 8, 5, ucxx.MemoryHost)
+	sid, _ := server.TagSend(sep, addr(gate), 8, 5, ucxx.MemoryHost, 0)
 	queueWait(t, server, sid)
 	if err := c.Access(context.Background(), []dag.Access{acc(arrA, 0, 4*n, dag.Read)}); err != nil {
 		t.Fatal(err)
@@ -167,7 +167,7 @@ func TestKernelWaitsForReceiveOnGPU(t *testing.T) {
 	for i := range n {
 		binary.LittleEndian.PutUint32(msg[4*i:], uint32(1000+i))
 	}
-	sid, _ := server.TagSend(sep, addr(msg), uint64(len(msg)), 3, ucxx.MemoryHost)
+	sid, _ := server.TagSend(sep, addr(msg), uint64(len(msg)), 3, ucxx.MemoryHost, 0)
 	queueWait(t, server, sid)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

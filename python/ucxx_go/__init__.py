@@ -38,7 +38,7 @@ from ._endpoint import Endpoint, _abort_handle
 from ._frames import CudaFrame
 from ._listener import Listener
 from ._onesided import Region, RemoteRegion, RemoteSemaphore, Semaphore, register
-from ._request import INLINE_DONE, INLINE_LENGTH, Request, submit
+from ._request import INLINE_DONE, INLINE_LENGTH, Request, may_wait_inline, submit
 from .exceptions import *  # noqa: F401,F403
 
 __version__ = "0.1.0"
@@ -262,7 +262,7 @@ async def recv(buffer, tag):
     (UCXX's worker-level receive: no tag mixing, the full mask)."""
     ctx = _context.get()
     addr, n, keep, mem, stream = buffer_info(buffer, writable=True)
-    rid = submit(ext.pybridge_TagRecv, 0, addr, n, int(tag), _tags.MASK64, mem, stream)
+    rid = submit(ext.pybridge_TagRecv, 0, addr, n, int(tag), _tags.MASK64, mem, stream, may_wait_inline())
     if rid & INLINE_DONE:
         return rid & INLINE_LENGTH
     return await Request(ctx, rid, "recv", buffer, keep)

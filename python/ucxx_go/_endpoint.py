@@ -15,7 +15,7 @@ from . import _onesided, _tags
 from ._bridge import call, ext
 from ._buffers import MEMORY_CUDA, MEMORY_HOST, buffer_info, host_buffer
 from ._frames import frames_from_block, frames_to_provide, free_block
-from ._request import INLINE_DONE, INLINE_LENGTH, Completed, Request, submit
+from ._request import INLINE_DONE, INLINE_LENGTH, Completed, Request, may_wait_inline, submit
 from .exceptions import UCXCloseError, UCXError, UCXMessageTruncatedError, exception_for_status
 
 logger = logging.getLogger("ucxx_go")
@@ -202,7 +202,7 @@ class Endpoint:
         self._check("send")
         addr, n, keep, mem, stream = buffer_info(buffer, writable=False)
         t = self._send_tag if tag is None else _tags.mix(self._send_tag, tag, force_tag)
-        rid = submit(ext.pybridge_TagSend, self._handle, addr, n, t, mem, stream)
+        rid = submit(ext.pybridge_TagSend, self._handle, addr, n, t, mem, stream, may_wait_inline())
         if rid & INLINE_DONE:
             return
         await Request(self._ctx, rid, "Endpoint.send", buffer, keep)
@@ -231,7 +231,7 @@ class Endpoint:
             return self._deliver_kept(msg, keep, n, mem)
         # On an endpoint the peer broke, the progress thread still posts the receive
         # when a message it sent before is waiting (Engine.drainable), else fails it.
-        rid = submit(ext.pybridge_TagRecv, self._handle, addr, n, t, _FULL_MASK, mem, stream)
+        rid = submit(ext.pybridge_TagRecv, self._handle, addr, n, t, _FULL_MASK, mem, stream, may_wait_inline())
         if rid & INLINE_DONE:
             n = rid & INLINE_LENGTH
         else:

@@ -5,7 +5,7 @@ outcome already: ``INLINE_DONE`` set, the length in the low bits, no completion 
 come. Otherwise it is a request id, whose completion comes through the ring
 (_completions): a ``Request`` waits for it, holding what the operation needs until then.
 
-    rid = submit(ext.pybridge_TagRecv, handle, addr, n, tag, mask, mem, stream)
+    rid = submit(ext.pybridge_TagRecv, handle, addr, n, tag, mask, mem, stream, may_wait_inline())
     n = rid & INLINE_LENGTH if rid & INLINE_DONE else await Request(ctx, rid, "Endpoint.recv", buffer, keep)
 """
 
