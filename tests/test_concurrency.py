@@ -60,12 +60,13 @@ async def test_many_endpoints_to_one_listener():
 
 
 async def test_gathered_sends_and_receives_are_posted_without_waiting(pair, monkeypatch):
-    """Sends (and receives) started together post at once: no inline wait while the
-    event loop has the others ready to run; the last one, and one awaited alone, may
-    wait. Every message still lands in its own buffer."""
-    from ucxx_go import _endpoint
+    """Large sends (and receives) started together post at once: no inline wait while
+    the event loop has the others ready to run; the last one, one awaited alone and
+    small ones may wait. Every message still lands in its own buffer."""
+    from ucxx_go import _endpoint, _request
 
     client, server = pair
+    size = _request._NO_WAIT_HOST_MIN
     waits = []
     submit = _endpoint.submit
 
@@ -75,18 +76,24 @@ async def test_gathered_sends_and_receives_are_posted_without_waiting(pair, monk
 
     monkeypatch.setattr(_endpoint, "submit", recording_submit)
     n = 8
-    outs = [np.empty(1 << 16, dtype="u1") for _ in range(n)]
+    outs = [np.empty(size, dtype="u1") for _ in range(n)]
     recvs = asyncio.gather(*(server.recv(o, tag=i) for i, o in enumerate(outs)))
-    sends = asyncio.gather(*(client.send(np.full(1 << 16, i, dtype="u1"), tag=i) for i in range(n)))
+    sends = asyncio.gather(*(client.send(np.full(size, i, dtype="u1"), tag=i) for i in range(n)))
     await asyncio.wait_for(asyncio.gather(recvs, sends), 30)
     assert [w for op, w in waits if op == "TagRecv"] == [0] * n
-    assert [w for op, w in waits if op == "TagSend"] == [0] * (n - 1) + [1]
+    assert [w for op, w in waits if op == "TagSend"][:n - 1] == [0] * (n - 1)  # the last may wait
     for i, out in enumerate(outs):
         assert (out == i).all(), f"message {i} landed in the wrong buffer"
     waits.clear()
     got = asyncio.ensure_future(server.recv(outs[0]))
     await asyncio.sleep(0)  # the receive is posted; nothing else is ready when the send runs
-    await asyncio.wait_for(client.send(np.full(1 << 16, 42, dtype="u1")), 30)
+    await asyncio.wait_for(client.send(np.full(size, 42, dtype="u1")), 30)
     await asyncio.wait_for(got, 30)
     assert (outs[0] == 42).all()
-    assert ("TagSend", 1) in waits
+    assert waits[-1] == ("TagSend", 1)
+    waits.clear()
+    small = [o[:size - 1] for o in outs]
+    recvs = asyncio.gather(*(server.recv(o, tag=i) for i, o in enumerate(small)))
+    sends = asyncio.gather(*(client.send(np.full(size - 1, i, dtype="u1"), tag=i) for i in range(n)))
+    await asyncio.wait_for(asyncio.gather(recvs, sends), 30)
+    assert [w for _, w in waits] == [1] * (2 * n)

@@ -53,12 +53,14 @@ async def test_put_many_posts_all_at_once(pair):
 
 
 async def test_gathered_transfers_are_posted_without_waiting(pair, monkeypatch):
-    """Puts and gets started together post at once (no inline wait while the loop has
-    the others ready to run); the last one, and one awaited alone, may wait; all land."""
-    from ucxx_go import _onesided
+    """Large puts and gets started together post at once (no inline wait while the
+    loop has the others ready to run); the last one, one awaited alone and small ones
+    may wait; all land."""
+    from ucxx_go import _onesided, _request
 
     client, srv = pair
-    target, _, remote = await shared(srv, client, 64 * 1024)
+    piece = _request._NO_WAIT_HOST_MIN
+    target, _, remote = await shared(srv, client, 8 * piece)
     waits = []
     submit = _onesided.submit
 
@@ -67,21 +69,25 @@ async def test_gathered_transfers_are_posted_without_waiting(pair, monkeypatch):
         return submit(fn, *args)
 
     monkeypatch.setattr(_onesided, "submit", recording_submit)
-    pieces = [np.full(4096, i + 1, dtype="u1") for i in range(8)]
-    await asyncio.wait_for(asyncio.gather(*(client.put(p, remote, i * 4096) for i, p in enumerate(pieces))), TIMEOUT)
-    assert waits == [0] * 7 + [1]
+    pieces = [np.full(piece, i + 1, dtype="u1") for i in range(8)]
+    await asyncio.wait_for(asyncio.gather(*(client.put(p, remote, i * piece) for i, p in enumerate(pieces))), TIMEOUT)
+    assert waits[:7] == [0] * 7  # the last may wait: nothing else is ready by then
     await asyncio.wait_for(client.flush(), TIMEOUT)
     for i in range(8):
-        assert (target[i * 4096:(i + 1) * 4096] == i + 1).all()
-    backs = [np.zeros(4096, dtype="u1") for _ in range(8)]
+        assert (target[i * piece:(i + 1) * piece] == i + 1).all()
+    backs = [np.zeros(piece, dtype="u1") for _ in range(8)]
     waits.clear()
-    await asyncio.wait_for(asyncio.gather(*(client.get(b, remote, i * 4096) for i, b in enumerate(backs))), TIMEOUT)
-    assert waits == [0] * 7 + [1]
+    await asyncio.wait_for(asyncio.gather(*(client.get(b, remote, i * piece) for i, b in enumerate(backs))), TIMEOUT)
+    assert waits[:7] == [0] * 7  # the last may wait: nothing else is ready by then
     for i, b in enumerate(backs):
         assert (b == i + 1).all()
     waits.clear()
     await asyncio.wait_for(client.put(pieces[0], remote), TIMEOUT)
     assert waits == [1]
+    waits.clear()
+    small = [p[:piece - 1] for p in pieces]
+    await asyncio.wait_for(asyncio.gather(*(client.put(p, remote, i * piece) for i, p in enumerate(small))), TIMEOUT)
+    assert waits == [1] * 8
 
 
 @pytest.mark.parametrize("offset,size", [(4000, 200), (-1, 8), (1 << 40, 8), (0, 0)])

@@ -262,7 +262,7 @@ async def recv(buffer, tag):
     (UCXX's worker-level receive: no tag mixing, the full mask)."""
     ctx = _context.get()
     addr, n, keep, mem, stream = buffer_info(buffer, writable=True)
-    rid = submit(ext.pybridge_TagRecv, 0, addr, n, int(tag), _tags.MASK64, mem, stream, may_wait_inline())
+    rid = submit(ext.pybridge_TagRecv, 0, addr, n, int(tag), _tags.MASK64, mem, stream, may_wait_inline(n, mem))
     if rid & INLINE_DONE:
         return rid & INLINE_LENGTH
     return await Request(ctx, rid, "recv", buffer, keep)

@@ -202,7 +202,7 @@ class Endpoint:
         self._check("send")
         addr, n, keep, mem, stream = buffer_info(buffer, writable=False)
         t = self._send_tag if tag is None else _tags.mix(self._send_tag, tag, force_tag)
-        rid = submit(ext.pybridge_TagSend, self._handle, addr, n, t, mem, stream, may_wait_inline())
+        rid = submit(ext.pybridge_TagSend, self._handle, addr, n, t, mem, stream, may_wait_inline(n, mem))
         if rid & INLINE_DONE:
             return
         await Request(self._ctx, rid, "Endpoint.send", buffer, keep)
@@ -231,7 +231,7 @@ class Endpoint:
             return self._deliver_kept(msg, keep, n, mem)
         # On an endpoint the peer broke, the progress thread still posts the receive
         # when a message it sent before is waiting (Engine.drainable), else fails it.
-        rid = submit(ext.pybridge_TagRecv, self._handle, addr, n, t, _FULL_MASK, mem, stream, may_wait_inline())
+        rid = submit(ext.pybridge_TagRecv, self._handle, addr, n, t, _FULL_MASK, mem, stream, may_wait_inline(n, mem))
         if rid & INLINE_DONE:
             n = rid & INLINE_LENGTH
         else:

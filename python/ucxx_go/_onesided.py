@@ -204,7 +204,7 @@ async def transfer(ep, local, remote, offset, stream, where):
         raise ValueError(f"Endpoint.{where}: the remote region belongs to another endpoint")
     fn = ext.pybridge_Put if where == "put" else ext.pybridge_Get
     s = own_stream if stream is None else _stream_handle(stream)
-    rid = submit(fn, ep._handle, remote._id, offset, addr, n, mem, region, s, may_wait_inline())
+    rid = submit(fn, ep._handle, remote._id, offset, addr, n, mem, region, s, may_wait_inline(n, mem))
     if rid & INLINE_DONE:
         return  # it ended within the call
     await Request(ep._ctx, rid, f"Endpoint.{where}", local, (keep, remote))

@@ -5,13 +5,14 @@ outcome already: ``INLINE_DONE`` set, the length in the low bits, no completion 
 come. Otherwise it is a request id, whose completion comes through the ring
 (_completions): a ``Request`` waits for it, holding what the operation needs until then.
 
-    rid = submit(ext.pybridge_TagRecv, handle, addr, n, tag, mask, mem, stream, may_wait_inline())
+    rid = submit(ext.pybridge_TagRecv, handle, addr, n, tag, mask, mem, stream, may_wait_inline(n, mem))
     n = rid & INLINE_LENGTH if rid & INLINE_DONE else await Request(ctx, rid, "Endpoint.recv", buffer, keep)
 """
 
 import asyncio
 
 from ._bridge import call, ext
+from ._buffers import MEMORY_HOST
 from ._constants import INLINE_DONE
 
 __all__ = ["INLINE_DONE", "INLINE_LENGTH", "Request", "may_wait_inline", "submit"]
@@ -26,12 +27,24 @@ INLINE_LENGTH = INLINE_DONE - 1
 submit = call
 
 
-def may_wait_inline():
-    """1 when a transfer's call may wait for it to end within the call (the inline
-    wait), 0 when the running event loop has other callbacks ready: tasks started
-    together (asyncio.gather) then each post their operation at once and their ends
-    come through the queue, instead of each waiting for its own before the next is
-    posted. An event loop without asyncio's ready queue (uvloop) always waits."""
+# Host transfers from this size take longer (tens of µs) than a completion's way
+# through the queue costs the caller; smaller ones usually end within microseconds of
+# their call. Measured with four sends in flight between two processes on one host
+# (benchmarks/RESULTS.md, session 25): skipping the wait lost at 8 B and 64 KiB, won
+# at 256 KiB, 1 MiB and 4 MiB.
+_NO_WAIT_HOST_MIN = 256 << 10
+
+
+def may_wait_inline(nbytes, mem):
+    """1 when a transfer of ``nbytes`` of memory type ``mem`` may wait for its end
+    within its call (the inline wait), 0 when it should not: it moves CUDA memory (a
+    device copy takes 10 µs at least) or at least _NO_WAIT_HOST_MIN bytes, and the
+    running event loop has other callbacks ready. Transfers started together
+    (asyncio.gather) then each post at once, their ends coming through the queue,
+    instead of each waiting for its own before the next is posted. An event loop
+    without asyncio's ready queue (uvloop) always waits."""
+    if mem == MEMORY_HOST and nbytes < _NO_WAIT_HOST_MIN:
+        return 1
     try:
         ready = asyncio.get_running_loop()._ready
     except (RuntimeError, AttributeError):
