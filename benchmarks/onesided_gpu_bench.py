@@ -6,7 +6,8 @@
 A target process on GPU `gpus[1]` allocates and registers a cupy buffer of the largest
 size and hands its packed key to the client process on GPU `gpus[0]`, which for each
 size and window puts (then gets) `iters` buffers from its own registered cupy memory,
-`window` in flight (one awaited directly, more through asyncio.gather), and flushes: bandwidth = iters * size / time (MB/s, 1e6 bytes). The
+`window` in flight (one awaited directly, more through asyncio.gather; puts also as one
+`put_many` of the window), and flushes: bandwidth = iters * size / time (MB/s, 1e6 bytes). The
 baseline is the copy between the same devices in one process: cudaMemcpyPeerAsync
 (cudaMemcpyAsync device to device on one GPU), timed with events.
 
@@ -81,6 +82,16 @@ async def _client(gpu, port, sizes, windows):
                     await await_window(lambda _: op(view, remote), min(w, iters - i))
                 await ep.flush()
                 out[f"{op_name} w{w} {size}"] = size * iters / (time.perf_counter() - t0) / 1e6
+        for w in [w for w in windows if w > 1]:
+            # w puts in flight as one put_many: one call, one completion
+            batch = [(view, remote)] * w
+            await ep.put_many(batch)
+            await ep.flush()
+            t0 = time.perf_counter()
+            for i in range(0, iters, w):
+                await ep.put_many(batch[:min(w, iters - i)])
+            await ep.flush()
+            out[f"put_many w{w} {size}"] = size * iters / (time.perf_counter() - t0) / 1e6
     transports = sorted(ep.get_active_transports())
     await ep.send(bytearray(8))
     await ep.close()
@@ -204,6 +215,17 @@ def main():
             row = [f"{nixl[f'{c} {size}']:,.0f}" for c in cols]
             ratios = [f"{results[f'{c} {size}'] / nixl[f'{c} {size}']:.2f}" for c in cols]
             print(f"| {size >> 20} MiB | " + " | ".join(row) + " | " + " | ".join(ratios) + " |")
+    many = [w for w in windows if f"put_many w{w} {sizes[0]}" in results]
+    if many:
+        print("\nOurs with the window's puts as one `put_many` (one call, one completion):\n")
+        print("| size | " + " | ".join(f"put_many w{w} MB/s" for w in many) +
+              (" | " + " | ".join(f"/ NIXL put w{w}" for w in many) if nixl else "") + " |")
+        print("|---:|" + "---:|" * (len(many) * (2 if nixl else 1)))
+        for size in sizes:
+            row = [f"{results[f'put_many w{w} {size}']:,.0f}" for w in many]
+            if nixl:
+                row += [f"{results[f'put_many w{w} {size}'] / nixl[f'put w{w} {size}']:.2f}" for w in many]
+            print(f"| {size >> 20} MiB | " + " | ".join(row) + " |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"results": results, "nixl": nixl, "copy": copies, "transports": transports,
