@@ -27,12 +27,13 @@ INLINE_LENGTH = INLINE_DONE - 1
 submit = call
 
 
-# Host transfers from this size take longer (tens of µs) than a completion's way
-# through the queue costs the caller; smaller ones usually end within microseconds of
-# their call. Measured with four sends in flight between two processes on one host
-# (benchmarks/RESULTS.md, session 25): skipping the wait lost at 8 B and 64 KiB, won
-# at 256 KiB, 1 MiB and 4 MiB.
-_NO_WAIT_HOST_MIN = 256 << 10
+# Host transfers from this size take longer (100 µs and more) than a completion's way
+# through the queue costs the caller; smaller ones usually end within the wait.
+# Measured with four sends in flight between two processes on one host
+# (benchmarks/RESULTS.md, session 25): skipping the wait lost at 8 B and 64 KiB on the
+# 2-core VM and at 256 KiB on a 32-core host (won there on the VM), won at 1 and 4 MiB
+# on the VM and at 1 MiB on the 32-core host.
+_NO_WAIT_HOST_MIN = 1 << 20
 
 
 def may_wait_inline(nbytes, mem):
