@@ -51,14 +51,17 @@ package core
 //     95 -> 40 us, sends as before (benchmarks/results/issue26_host_puts.md).
 //
 //   - RNDV_THRESH=auto,inter:256K: between hosts (UCX's inter-node endpoints) a
-//     message from 256 KiB up goes by rendezvous, whose TCP put lands straight in the
-//     receive buffer (one copy, as the kernel's socket path), instead of UCX's own
-//     choice there, multi-frag eager up to about 24 MB: each 256 KiB fragment is
-//     received into a TCP segment buffer and copied again into the user's buffer.
-//     Two netns joined by a veth pair, UCX_TLS=tcp, one-way, 4 in flight (medians of
+//     message from 256 KiB up goes by rendezvous instead of UCX's own choice there,
+//     multi-frag eager up to about 24 MB. Both copy each piece out of a TCP segment
+//     buffer (UCX_PROTO_INFO: the rendezvous data goes by active messages, rndv/am;
+//     the TCP transport's own put, which would land in place, needs remote keys its
+//     memory domain does not have), but with four messages in flight the rendezvous
+//     was faster: two netns joined by a veth pair, UCX_TLS=tcp, one-way (medians of
 //     3 alternated runs, 2-core VM): 1 MiB 718 -> 1448 MB/s (asyncio socket stream
-//     2938), 10 MiB within the noise (2135 / 1817; runs spread 1500-2800). Intra-node
-//     endpoints (shared memory, loopback) keep UCX's threshold (benchmarks/ucx_settings.md).
+//     2938), 10 MiB within the noise (2135 / 1817; runs spread 1500-2800). With one
+//     message in flight (request and reply) UCX's choice is faster, so the Dask
+//     backend keeps it. Intra-node endpoints (shared memory, loopback) keep UCX's
+//     threshold (benchmarks/ucx_settings.md).
 //
 // RNDV_SCHEME=put_zcopy, as fast over TCP, is not among them: with shared memory and
 // no CMA it leaves UCX no rendezvous protocol, so every message is sent eagerly.
