@@ -59,9 +59,9 @@ package core
 //     was faster: two netns joined by a veth pair, UCX_TLS=tcp, one-way (medians of
 //     3 alternated runs, 2-core VM): 1 MiB 718 -> 1448 MB/s (asyncio socket stream
 //     2938), 10 MiB within the noise (2135 / 1817; runs spread 1500-2800). With one
-//     message in flight (request and reply) UCX's choice is faster, so the Dask
-//     backend keeps it. Intra-node endpoints (shared memory, loopback) keep UCX's
-//     threshold (benchmarks/ucx_settings.md).
+//     message in flight (a raw echo, Dask's network echo) UCX's choice measured a
+//     little faster, within the noise of Dask's runs. Intra-node endpoints (shared
+//     memory, loopback) keep UCX's threshold (benchmarks/ucx_settings.md).
 //
 // RNDV_SCHEME=put_zcopy, as fast over TCP, is not among them: with shared memory and
 // no CMA it leaves UCX no rendezvous protocol, so every message is sent eagerly.

@@ -336,23 +336,6 @@ def test_config_keys_with_underscores_count(monkeypatch):
         dask.config.refresh()
 
 
-def test_dask_processes_use_ucx_rendezvous_threshold(monkeypatch):
-    """Dask's processes keep UCX's own rendezvous threshold between hosts (request and
-    reply traffic), where a plain ucxx_go process sends from 256 KiB by rendezvous; the
-    dask config's ucx-options still decide."""
-    distributed_backend._init_from_config()
-    assert ucxx_go.get_config()["RNDV_THRESH"] == "intra:auto,inter:auto"
-    ucxx_go.reset()
-    monkeypatch.setenv("DASK_DISTRIBUTED__COMM__UCXGO__UCX_OPTIONS", '{"RNDV_THRESH": "512K"}')
-    dask.config.refresh()
-    try:
-        distributed_backend._init_from_config()
-        assert ucxx_go.get_config()["RNDV_THRESH"] == "intra:512K,inter:512K"
-    finally:
-        monkeypatch.delenv("DASK_DISTRIBUTED__COMM__UCXGO__UCX_OPTIONS")
-        dask.config.refresh()
-
-
 async def test_listener_host_port():
     """As TCPListener.get_host_port: refused before start, then the bound (host, port)."""
     listener = listen("ucxgo://127.0.0.1", lambda comm: None)

@@ -89,16 +89,6 @@ def _canonical(cfg):
     return {k.replace("_", "-"): v for k, v in (cfg or {}).items()}
 
 
-# UCX's rendezvous threshold in Dask's processes: UCX's own choice between hosts too
-# (multi-fragment eager up to ~24 MB over TCP), where a plain ucxx_go process sends from
-# 256 KiB by rendezvous (core/ucxdefaults.go). Dask's traffic is request and reply, one
-# message in flight, where rendezvous adds a round trip before the data: across two
-# namespaces (benchmarks/dask_netns.py, 3 alternating runs each, RESULTS.md session 25)
-# distributed's network echo at 1 MiB moved 1,017-1,086 MB/s against 772-982, while a
-# stream of 1 MiB messages, 4 in flight, is faster by rendezvous (ucx_settings.md).
-_DASK_RNDV_THRESH = "auto"
-
-
 def _init_from_config(host=""):
     """Initialise ucxx_go from dask config (distributed.comm.ucxgo.*) the first time;
     for an IPv6 `host`, with UCX's TCP on IPv6 (unless the config or the environment
@@ -109,7 +99,6 @@ def _init_from_config(host=""):
         return
     cfg = _canonical(dask.config.get("distributed.comm.ucxgo", default={}))
     options = dict(cfg.get("ucx-options", {}) or {})
-    options.setdefault("RNDV_THRESH", _DASK_RNDV_THRESH)
     if cfg.get("tls"):
         options.setdefault("TLS", cfg["tls"])
     options = _context.address_family_options(options, ":" in host)
