@@ -14,9 +14,10 @@
 #   latency       latency_pieces.py with the defaults and with UCXGO_DEVICE_PROGRAMS=0
 #   dag           the DAG on every GPU (benchmarks/dag/run.py --multi-gpu, data-aware
 #                 policies against hand-placed and managed CuPy)
-#   transfers     GPU 0 to 1 and on GPU 0 (PAIRS, default "0,1 0,0"): two-sided against RAPIDS ucxx (gpu_bench.py),
-#                 one-sided against NIXL (onesided_gpu_bench.py); the peers' wheels from
-#                 .ci/device-peers-kit.sh in /tmp/tx, installed into /tmp/peers-site
+#   transfers     GPU 0 to 1 and on GPU 0 (PAIRS: client,target pairs, default "0,1 0,0"):
+#                 two-sided against RAPIDS ucxx (gpu_bench.py), one-sided against NIXL
+#                 (onesided_gpu_bench.py); the peers' wheels from .ci/device-peers-kit.sh
+#                 in /tmp/tx, installed into /tmp/peers-site
 #   ab            an A/B on one machine: builds .devkit/alt (benchmarks/gpu/alt_tree.sh)
 #                 into /tmp/alt-site once, then runs AB_CMD (a shell command, run from the
 #                 repository's root with $AB_TAG set to base or alt and $AB_OUT to a folder
