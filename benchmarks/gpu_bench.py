@@ -4,10 +4,10 @@ importable), beside the same-process device copy, in one run.
     python benchmarks/gpu_bench.py --json gpu.json [--sizes 1MiB,...,1GiB] [--gpus 0,1]
 
 For each size the client sends `iters` messages, keeping `window` of them in flight
-(1: each awaited before the next, directly, as UCXX's send_recv benchmark does; more:
-through asyncio.gather), and the server
-receives them into `window` preallocated cupy arrays, then acknowledges with 8 bytes;
-bandwidth = iters * size / time, in MB/s (1e6 bytes). `--gpus C,S` puts the client
+(1: each awaited directly before the next, as UCXX's send_recv benchmark does; more:
+through asyncio.gather), and the server receives them into `window` preallocated cupy
+arrays, then acknowledges with 8 bytes; bandwidth = iters * size / time, in MB/s (1e6
+bytes). `--gpus C,S` puts the client
 (sender) on GPU C and the server on GPU S (default 0,0). The copy baseline is
 cudaMemcpyAsync device to device on one GPU, cudaMemcpyPeerAsync between two (peer
 access enabled), on the null stream, timed with events. Both UCX

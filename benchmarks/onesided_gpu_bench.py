@@ -6,9 +6,9 @@
 A target process on GPU `gpus[1]` allocates and registers a cupy buffer of the largest
 size and hands its packed key to the client process on GPU `gpus[0]`, which for each
 size and window puts (then gets) `iters` buffers from its own registered cupy memory,
-`window` in flight (one awaited directly, more through asyncio.gather; puts also as one
-`put_many` of the window), and flushes: bandwidth = iters * size / time (MB/s, 1e6 bytes). The
-baseline is the copy between the same devices in one process: cudaMemcpyPeerAsync
+`window` in flight (one awaited directly, more through asyncio.gather; puts also as
+one `put_many` of the window), and flushes: bandwidth = iters * size / time (MB/s, 1e6
+bytes). The baseline is the copy between the same devices in one process: cudaMemcpyPeerAsync
 (cudaMemcpyAsync device to device on one GPU), timed with events.
 
 NIXL (the `nixl_cu13` package, its UCX backend and the UCX it bundles), when importable,
