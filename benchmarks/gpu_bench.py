@@ -38,6 +38,19 @@ def iterations(size):
     return max(5, min(200, (4 << 30) // size))
 
 
+def warm_ups(window):
+    """Messages before the timed ones: 3, and at least one into each of the server's
+    `window` buffers, whose first transfer sets up what later ones reuse (CUDA IPC
+    handles, caches): the timed messages measure the steady state."""
+    return max(3, window)
+
+
+def warm_ups_text(name):
+    """How many warm-up messages the backend named "module wN" sent, in words."""
+    n = warm_ups(int(name.rsplit("w", 1)[1]))
+    return f"{n} messages"
+
+
 def _server(module, sizes, window, gpu, port_queue):
     import cupy as cp
     import numpy as np
@@ -54,8 +67,8 @@ def _server(module, sizes, window, gpu, port_queue):
                 for size in sizes:
                     bufs = [cp.empty(size, dtype=cp.uint8) for _ in range(window)]
                     ack = np.zeros(1, dtype="<u8")
-                    for _ in range(3):
-                        await ep.recv(bufs[0])
+                    for k in range(warm_ups(window)):  # each buffer once: its first use
+                        await ep.recv(bufs[k % window])
                     n = iterations(size)
                     for i in range(0, n, window):
                         await await_window(lambda j: ep.recv(bufs[j]), min(window, n - i))
@@ -87,13 +100,15 @@ async def _client(module, sizes, window, gpu, port):
     transports = None
     if hasattr(ep, "get_active_transports"):
         transports = ep.get_active_transports()
-    results = {}
+    results, warm_up_s = {}, {}
     for size in sizes:
         a = cp.arange(size, dtype=cp.uint8)
         ack = np.empty(1, dtype="<u8")
         cp.cuda.runtime.deviceSynchronize()
-        for _ in range(3):  # warm-up: registration, IPC handle caches
+        t0 = time.perf_counter()
+        for _ in range(warm_ups(window)):  # warm-up: registration, IPC handle caches
             await ep.send(a)
+        warm_up_s[str(size)] = time.perf_counter() - t0
         n = iterations(size)
         t0 = time.perf_counter()
         for i in range(0, n, window):
@@ -102,7 +117,7 @@ async def _client(module, sizes, window, gpu, port):
         dt = time.perf_counter() - t0
         results[str(size)] = n * size / dt / 1e6
     await ep.close()
-    return results, transports
+    return {"MBps": results, "warm_up_s": warm_up_s}, transports
 
 
 def run_pair(module, sizes, window, gpus=(0, 0)):
@@ -154,8 +169,8 @@ def main():
                 res["backends"][name] = {"skipped": f"{type(e).__name__}: {e}"}
                 continue
             try:
-                bw, transports = run_pair(module, sizes, window, gpus)
-                res["backends"][name] = {"MBps": bw, "transports": transports}
+                r, transports = run_pair(module, sizes, window, gpus)
+                res["backends"][name] = r | {"transports": transports}
             except Exception as e:
                 res["backends"][name] = {"error": f"{type(e).__name__}: {e}"}
     lines = [f"Device: {res['device']}; GPU {gpus[0]} to GPU {gpus[1]}; `{res['command']}`", "",
@@ -171,7 +186,11 @@ def main():
                 row += ["-", "-"]
         lines.append("| " + " | ".join(row) + " |")
     for m, r in res["backends"].items():
-        lines.append(f"\n{m}: " + (f"transports {r.get('transports')}" if "MBps" in r else r.get("skipped") or r.get("error")))
+        if "MBps" in r:
+            warm = ", ".join(f"{int(k) / 2**20:g} MiB {v * 1e3:.1f}" for k, v in r["warm_up_s"].items())
+            lines.append(f"\n{m}: transports {r.get('transports')}; warm-up ms ({warm_ups_text(m)}): {warm}")
+        else:
+            lines.append(f"\n{m}: " + (r.get("skipped") or r.get("error")))
     table = "\n".join(lines)
     print(table)
     if args.json:
