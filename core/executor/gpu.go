@@ -852,13 +852,31 @@ func (lr *laneRun) gpuWordOp(op ucxx.StreamWordOp) error {
 	return d.StreamWriteWord(lr.stream, op.Addr, op.Value)
 }
 
-// launchReduce queues dst = a op b over n elements.
-func (lr *laneRun) launchReduce(dst, a, b uintptr, n uint64, t reduce.DType, op reduce.Op) error {
+// reduceMaxSources is the most sources one reduction kernel reads (kernels/reduce.cu's
+// ReduceArgs); a reduction of more is one kernel a group, each after the first
+// folding dst into the next sources.
+const reduceMaxSources = 8
+
+// reduceThreads is a reduction kernel's block; reduceMaxBlocks bounds its grid (the
+// kernel strides over the rest).
+const (
+	reduceThreads   = 512
+	reduceMaxBlocks = 4096
+)
+
+// launchReduce queues dst = srcs[0] op srcs[1] op ... over n elements, folded left
+// (at least two sources). In a device program, as pairwise ops (the program's
+// format); else as one kernel reading every source once.
+func (lr *laneRun) launchReduce(dst uintptr, srcs []uintptr, n uint64, t reduce.DType, op reduce.Op) error {
 	if n == 0 {
 		return nil
 	}
 	if lr.prog != nil {
-		if recorded, err := lr.recordReduce(dst, a, b, n, t, op); recorded || err != nil {
+		recorded, err := lr.recordReduce(dst, srcs[0], srcs[1], n, t, op)
+		if err != nil || recorded {
+			for k := 2; k < len(srcs) && err == nil; k++ {
+				_, err = lr.recordReduce(dst, dst, srcs[k], n, t, op)
+			}
 			return err
 		}
 	}
@@ -866,10 +884,41 @@ func (lr *laneRun) launchReduce(dst, a, b uintptr, n uint64, t reduce.DType, op 
 	if err != nil {
 		return err
 	}
-	const threads = 512
-	blocks := min((n+threads-1)/threads, 4096)
-	return f.Launch(ucxx.LaunchShape{Grid: [3]uint32{uint32(blocks), 1, 1}, Block: [3]uint32{threads, 1, 1}}, lr.stream,
-		[]uint64{uint64(dst), uint64(a), uint64(b), n})
+	vectors := (n*t.Size() + 15) / 16
+	blocks := min(max((vectors+reduceThreads-1)/reduceThreads, 1), reduceMaxBlocks)
+	shape := ucxx.LaunchShape{Grid: [3]uint32{uint32(blocks), 1, 1}, Block: [3]uint32{reduceThreads, 1, 1}}
+	for _, group := range reduceGroups(dst, srcs) {
+		if err := f.LaunchPacked(shape, lr.stream, reduceArgs(dst, group, n)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reduceGroups splits a reduction of srcs into dst into its kernels' sources, in
+// order: the first reduceMaxSources sources, then dst and the next
+// reduceMaxSources-1, and so on.
+func reduceGroups(dst uintptr, srcs []uintptr) [][]uintptr {
+	k := min(len(srcs), reduceMaxSources)
+	groups := [][]uintptr{srcs[:k]}
+	for rest := srcs[k:]; len(rest) > 0; rest = rest[k:] {
+		k = min(len(rest), reduceMaxSources-1)
+		groups = append(groups, append([]uintptr{dst}, rest[:k]...))
+	}
+	return groups
+}
+
+// reduceArgs packs a reduction kernel's parameter (kernels/reduce.cu's ReduceArgs):
+// dst, n, the count of sources, then reduceMaxSources source addresses.
+func reduceArgs(dst uintptr, srcs []uintptr, n uint64) []byte {
+	b := make([]byte, 8*(3+reduceMaxSources))
+	binary.LittleEndian.PutUint64(b[0:], uint64(dst))
+	binary.LittleEndian.PutUint64(b[8:], n)
+	binary.LittleEndian.PutUint64(b[16:], uint64(len(srcs)))
+	for i, s := range srcs {
+		binary.LittleEndian.PutUint64(b[24+8*i:], uint64(s))
+	}
+	return b
 }
 
 // gpuReduce is reduce's device form: kernels reading local and peer memory alike.
@@ -894,7 +943,9 @@ func (lr *laneRun) gpuReduce(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it u
 		}
 	}
 	// A later source that is dst itself is folded first, before dst is written
-	// (the operators commute; a float sum's order then differs from a left fold).
+	// (pairwise in a program, or by a kernel after the first of a reduction of more
+	// than reduceMaxSources; the operators commute; a float sum's order then differs
+	// from a left fold).
 	for k := 2; k < len(srcs); k++ {
 		if srcs[k] == dst {
 			srcs[1], srcs[k] = srcs[k], srcs[1]
@@ -906,12 +957,8 @@ func (lr *laneRun) gpuReduce(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it u
 			return err
 		}
 	}
-	for k := 1; k < len(srcs); k++ {
-		first := srcs[0]
-		if k > 1 {
-			first = dst
-		}
-		if err := lr.launchReduce(dst, first, srcs[k], n/t.Size(), t, rop); err != nil {
+	if len(srcs) > 1 {
+		if err := lr.launchReduce(dst, srcs, n/t.Size(), t, rop); err != nil {
 			return err
 		}
 	}
@@ -952,6 +999,7 @@ func (lr *laneRun) gpuMultiLoadReduceStore(op *plan.Op, ol *plan.OpLayout, pipe 
 		*acc = p
 	}
 	block := uint64(tmpBytes) / t.Size() * t.Size()
+	srcs := make([]uintptr, len(in.Ranks))
 	for off := uint64(0); off < n; off += block {
 		m := min(block, n-off)
 		for i, q := range in.Ranks {
@@ -959,14 +1007,18 @@ func (lr *laneRun) gpuMultiLoadReduceStore(op *plan.Op, ol *plan.OpLayout, pipe 
 			if err != nil {
 				return err
 			}
-			if i == 0 {
-				err = lr.copyAsync(*acc, pr.mapped, m)
-			} else {
-				err = lr.launchReduce(*acc, *acc, pr.mapped, m/t.Size(), t, rop)
-			}
-			if err != nil {
-				return err
-			}
+			srcs[i] = pr.mapped
+		}
+		var err error
+		switch len(srcs) {
+		case 0:
+		case 1:
+			err = lr.copyAsync(*acc, srcs[0], m)
+		default:
+			err = lr.launchReduce(*acc, srcs, m/t.Size(), t, rop)
+		}
+		if err != nil {
+			return err
 		}
 		for _, q := range out.Ranks {
 			pr, err := lr.at(q, out.Buffer, plan.Span{Offset: dst.Offset + off, Length: m})

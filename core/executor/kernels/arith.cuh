@@ -54,4 +54,24 @@ template <> struct Arith<double> {
 VIA_FLOAT(__half, __half2float, __float2half_rn)
 VIA_FLOAT(__nv_bfloat16, __bfloat162float, __float2bfloat16_rn)
 
+// apply is the operator OP (0 sum, 1 prod, 2 min, 3 max) on two elements.
+template <typename T, int OP> __device__ __forceinline__ T apply(T x, T y) {
+  if constexpr (OP == 0) return Arith<T>::sum(x, y);
+  else if constexpr (OP == 1) return Arith<T>::prod(x, y);
+  else if constexpr (OP == 2) return Arith<T>::mn(x, y);
+  else return Arith<T>::mx(x, y);
+}
+
+// apply16 is apply over the elements of 16 bytes.
+template <typename T, int OP> __device__ __forceinline__ uint4 apply16(uint4 x, uint4 y) {
+  constexpr int k = 16 / sizeof(T);
+  T a[k], b[k];
+  memcpy(a, &x, 16);
+  memcpy(b, &y, 16);
+#pragma unroll
+  for (int j = 0; j < k; j++) a[j] = apply<T, OP>(a[j], b[j]);
+  memcpy(&x, a, 16);
+  return x;
+}
+
 #endif

@@ -95,25 +95,6 @@ __device__ void copy_bytes(char *dst, const char *src, unsigned long long n) {
     copy_units((unsigned char *)dst, (const unsigned char *)src, n);
 }
 
-template <typename T, int OP> __device__ __forceinline__ T apply(T x, T y) {
-  if constexpr (OP == 0) return Arith<T>::sum(x, y);
-  else if constexpr (OP == 1) return Arith<T>::prod(x, y);
-  else if constexpr (OP == 2) return Arith<T>::mn(x, y);
-  else return Arith<T>::mx(x, y);
-}
-
-// apply16 is apply over the elements of 16 bytes.
-template <typename T, int OP> __device__ __forceinline__ uint4 apply16(uint4 x, uint4 y) {
-  constexpr int k = 16 / sizeof(T);
-  T a[k], b[k];
-  memcpy(a, &x, 16);
-  memcpy(b, &y, 16);
-#pragma unroll
-  for (int j = 0; j < k; j++) a[j] = apply<T, OP>(a[j], b[j]);
-  memcpy(&x, a, 16);
-  return x;
-}
-
 // reduce_elements is dst[i] = a[i] op b[i] for n elements: 16 bytes a load, two in
 // flight a thread, where the three addresses allow it.
 template <typename T, int OP> __device__ void reduce_elements(T *dst, const T *a, const T *b, unsigned long long n) {
