@@ -85,6 +85,7 @@ func (c *Communicator) StartCollective(kind string, root int, call executor.Call
 		return nil, err
 	}
 	call.Sliced = ch.sliced
+	call.ProgramWaits = ch.programWaits
 	return c.x.Start(call)
 }
 

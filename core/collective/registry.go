@@ -190,14 +190,24 @@ const (
 	// 3,547-3,625 / 3,770-3,860 / 3,145-3,260 (16 pieces 3,763-3,816).
 	deviceDeepPipelineMinBytes = 256 << 20
 	deviceDeepPipelineChunks   = 32
+	// deviceProgramWaitsMinBytes: device chains from this size run unsliced, with
+	// their signals and waits in programs (executor.Call.ProgramWaits: the copy
+	// engines copy, a wait spins in a kernel). One rank a GPU, 4 ranks, 32 pieces, µs
+	// a call, waits-only / sliced: 1 GiB on 4 x H200 3,451, 3,376 / 3,640, 3,859
+	// (RESULTS.md, session 22) and 3,456, 3,362 / 3,490, 3,565 (session 26), on 4 x
+	// H100 3,691, 3,384, 3,425 / 3,589, 3,531, 3,529 (session 23); at 256 MiB waits
+	// lost on both (H100 1,033-1,079 / 979-989, H200 1,018-1,060 / 921-938).
+	deviceProgramWaitsMinBytes = 1 << 30
 )
 
 // choice is a built-in algorithm with its options; sliced asks for sliced device
-// programs (executor.Call.Sliced).
+// programs (executor.Call.Sliced), programWaits for waits-only ones
+// (executor.Call.ProgramWaits).
 type choice struct {
-	name   string
-	o      builtin.Options
-	sliced bool
+	name         string
+	o            builtin.Options
+	sliced       bool
+	programWaits bool
 }
 
 // builtinChoice picks the built-in algorithm for a request. It depends on the
@@ -236,7 +246,8 @@ func builtinChoice(r Request) choice {
 			o.Chunks = pipelineChunks
 		}
 		if r.Ranks <= 4 {
-			return choice{name: "chain", o: o, sliced: deep}
+			waits := deep && r.Bytes >= deviceProgramWaitsMinBytes
+			return choice{name: "chain", o: o, sliced: deep && !waits, programWaits: waits}
 		}
 		return choice{name: "tree", o: o} // (sliced trees: not measured)
 	case "reduce":

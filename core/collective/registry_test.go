@@ -60,7 +60,8 @@ func TestBuiltinChoiceDevice(t *testing.T) {
 
 // TestBuiltinChoiceDeviceBroadcast: broadcasts among more than 2 ranks on device
 // memory pipeline deeper from devicePipelineMinBytes, chains sliced, and deeper again
-// from deviceDeepPipelineMinBytes; 2 ranks and host memory keep the host rule.
+// from deviceDeepPipelineMinBytes; chains from deviceProgramWaitsMinBytes run
+// waits-only instead of sliced; 2 ranks and host memory keep the host rule.
 func TestBuiltinChoiceDeviceBroadcast(t *testing.T) {
 	for _, c := range []struct {
 		bytes  uint64
@@ -69,27 +70,30 @@ func TestBuiltinChoiceDeviceBroadcast(t *testing.T) {
 		name   string
 		chunks int
 		sliced bool
+		waits  bool
 	}{
-		{8, 4, executor.MemoryCUDA, "chain", 0, false},
-		{pipelineMinBytes, 4, executor.MemoryCUDA, "chain", pipelineChunks, false},
-		{devicePipelineMinBytes - 1, 4, executor.MemoryCUDA, "chain", pipelineChunks, false},
-		{devicePipelineMinBytes, 4, executor.MemoryCUDA, "chain", devicePipelineChunks, true},
-		{deviceDeepPipelineMinBytes - 1, 3, executor.MemoryCUDA, "chain", devicePipelineChunks, true},
-		{deviceDeepPipelineMinBytes, 4, executor.MemoryCUDA, "chain", deviceDeepPipelineChunks, true},
-		{1 << 30, 3, executor.MemoryCUDA, "chain", deviceDeepPipelineChunks, true},
-		{1 << 30, 8, executor.MemoryCUDA, "tree", devicePipelineChunks, false},
-		{1 << 30, 2, executor.MemoryCUDA, "chain", pipelineChunks, false},
-		{1 << 30, 4, executor.MemoryHost, "chain", pipelineChunks, false},
+		{8, 4, executor.MemoryCUDA, "chain", 0, false, false},
+		{pipelineMinBytes, 4, executor.MemoryCUDA, "chain", pipelineChunks, false, false},
+		{devicePipelineMinBytes - 1, 4, executor.MemoryCUDA, "chain", pipelineChunks, false, false},
+		{devicePipelineMinBytes, 4, executor.MemoryCUDA, "chain", devicePipelineChunks, true, false},
+		{deviceDeepPipelineMinBytes - 1, 3, executor.MemoryCUDA, "chain", devicePipelineChunks, true, false},
+		{deviceDeepPipelineMinBytes, 4, executor.MemoryCUDA, "chain", deviceDeepPipelineChunks, true, false},
+		{deviceProgramWaitsMinBytes - 1, 4, executor.MemoryCUDA, "chain", deviceDeepPipelineChunks, true, false},
+		{deviceProgramWaitsMinBytes, 4, executor.MemoryCUDA, "chain", deviceDeepPipelineChunks, false, true},
+		{1 << 30, 3, executor.MemoryCUDA, "chain", deviceDeepPipelineChunks, false, true},
+		{1 << 30, 8, executor.MemoryCUDA, "tree", devicePipelineChunks, false, false},
+		{1 << 30, 2, executor.MemoryCUDA, "chain", pipelineChunks, false, false},
+		{1 << 30, 4, executor.MemoryHost, "chain", pipelineChunks, false, false},
 	} {
 		ch := builtinChoice(Request{Collective: Broadcast, Bytes: c.bytes, Ranks: c.ranks, Memory: c.mem})
-		if ch.name != c.name || ch.o.Chunks != c.chunks || ch.sliced != c.sliced {
-			t.Errorf("broadcast of %d bytes, %d ranks, %v: %s in %d pieces, sliced %t; want %s in %d, sliced %t", c.bytes,
-				c.ranks, c.mem, ch.name, ch.o.Chunks, ch.sliced, c.name, c.chunks, c.sliced)
+		if ch.name != c.name || ch.o.Chunks != c.chunks || ch.sliced != c.sliced || ch.programWaits != c.waits {
+			t.Errorf("broadcast of %d bytes, %d ranks, %v: %s in %d pieces, sliced %t, waits-only %t; want %s in %d, sliced %t, waits-only %t",
+				c.bytes, c.ranks, c.mem, ch.name, ch.o.Chunks, ch.sliced, ch.programWaits, c.name, c.chunks, c.sliced, c.waits)
 		}
 	}
 	for _, kind := range []string{AllReduce, AllGather, ReduceScatter, AllToAll, Reduce} {
-		if ch := builtinChoice(Request{Collective: kind, Bytes: 1 << 30, Ranks: 4, Memory: executor.MemoryCUDA}); ch.sliced {
-			t.Errorf("%s of 1 GiB on 4 devices asks to be sliced", kind)
+		if ch := builtinChoice(Request{Collective: kind, Bytes: 1 << 30, Ranks: 4, Memory: executor.MemoryCUDA}); ch.sliced || ch.programWaits {
+			t.Errorf("%s of 1 GiB on 4 devices asks to be sliced or waits-only", kind)
 		}
 	}
 }

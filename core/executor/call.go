@@ -50,6 +50,12 @@ type Call struct {
 	// Sliced asks that a device call run its GPU lanes as sliced programs
 	// (slices.go): granted where the plan allows it at the call's sizes.
 	Sliced bool
+	// ProgramWaits asks that a device call too large to run whole as programs, and
+	// not sliced, record only its signals and waits into its lanes' programs: a wait
+	// then spins in a kernel and sees its signal within µs, where a stream's wait
+	// sees it tens of µs late, while the copies stay on the copy engines and the
+	// reductions are kernels queued between the programs (program.go).
+	ProgramWaits bool
 }
 
 // Blocks are a rank's per-call blocks: offsets and lengths, one per rank, in bytes.
@@ -219,9 +225,13 @@ func (x *Executor) finish(st *callStart) error {
 				run.cuda.hostWaits = true
 			}
 		}
-		run.cuda.programs = devicePrograms && max(c.Send.Bytes, c.Recv.Bytes) <= programMaxBytes
-		if st.slices > 0 {
+		size := max(c.Send.Bytes, c.Recv.Bytes)
+		run.cuda.programs = devicePrograms && size <= programMaxBytes
+		switch {
+		case st.slices > 0:
 			run.cuda.programs, run.cuda.slices = true, int(st.slices)
+		case !run.cuda.programs && devicePrograms && (c.ProgramWaits || size >= programWaitsMinBytes):
+			run.cuda.programs, run.cuda.waitsOnly = true, true
 		}
 	}
 	if err := run.lanes(); err != nil {

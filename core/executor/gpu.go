@@ -500,6 +500,8 @@ type cudaCall struct {
 	// every op, signalling and waiting on its own word of each counter (slices.go);
 	// 0 for an unsliced call.
 	slices int
+	// waitsOnly: the programs hold only signals and waits (Call.ProgramWaits).
+	waitsOnly bool
 }
 
 // deviceWaitLanes is the most lanes a rank's device call may give streams that

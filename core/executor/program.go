@@ -4,6 +4,7 @@ package executor
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -25,6 +26,11 @@ import (
 // are visible to every device and the host; an op after a wait sees what was written
 // before the word reached its value. A sliced call's programs run on several blocks,
 // each so on its own slice of every op (slices.go).
+//
+// A waits-only call (Call.ProgramWaits) records only its signals and waits: its
+// copies go to the copy engines and its reductions to the reduction kernels, queued
+// between the programs that hold them, and a wait spins in its program until its
+// word arrives, so the op after it starts within µs of the signal.
 //
 // Device waits spin in the block, as cuStreamWaitValue64 holds its stream: where
 // ranks share a GPU the lanes wait on the host instead (hostWaits), and programs
@@ -72,6 +78,11 @@ var (
 	// case a plan moves more than its call's buffers hold; programMaxBytes, or
 	// UCXGO_PROGRAM_OP_MAX_BYTES.
 	programOpMaxBytes = envBytes("UCXGO_PROGRAM_OP_MAX_BYTES", programMaxBytes)
+	// programWaitsMinBytes, from UCXGO_PROGRAM_WAITS_MIN_BYTES: every device call at
+	// least this large that is neither sliced nor run whole as programs records only
+	// its signals and waits (Call.ProgramWaits), asked or not; for tests and
+	// measuring.
+	programWaitsMinBytes = envBytes("UCXGO_PROGRAM_WAITS_MIN_BYTES", math.MaxUint64)
 )
 
 // envBytes is the environment variable name's value as a byte count, else def (unset,
@@ -135,10 +146,11 @@ func (p *deviceProgram) params() []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&p.words[0])), programWords*8)
 }
 
-// recordCopy records a copy into the lane's program; a large copy is queued on the
-// stream after the program, but for a sliced call's, whose programs run every op.
+// recordCopy records a copy into the lane's program; a large copy, or any in a
+// waits-only call, is queued on the stream after the program, but for a sliced
+// call's, whose programs run every op.
 func (lr *laneRun) recordCopy(dst, src uintptr, n uint64) error {
-	if n > programOpMaxBytes && lr.r.cuda.slices == 0 {
+	if (n > programOpMaxBytes || lr.r.cuda.waitsOnly) && lr.r.cuda.slices == 0 {
 		if err := lr.launchProgram(); err != nil {
 			return err
 		}
@@ -158,9 +170,10 @@ func (lr *laneRun) recordWordOp(op ucxx.StreamWordOp) error {
 
 // recordReduce records dst = a op b over n elements into the lane's program; it
 // reports false, having launched what the program held, for a reduction too large
-// for one (the caller launches the reduction kernel), but in a sliced call.
+// for one or in a waits-only call (the caller launches the reduction kernel), but
+// in a sliced call.
 func (lr *laneRun) recordReduce(dst, a, b uintptr, n uint64, t reduce.DType, op reduce.Op) (bool, error) {
-	if n*t.Size() > programOpMaxBytes && lr.r.cuda.slices == 0 {
+	if (n*t.Size() > programOpMaxBytes || lr.r.cuda.waitsOnly) && lr.r.cuda.slices == 0 {
 		return false, lr.launchProgram()
 	}
 	if !lr.prog.reduces {

@@ -121,8 +121,12 @@ asyncio.run(main())
 """
 
 
+# waits-only: every call past the programs' size records only its signals and waits
+# (copies on the copy engines, reductions as kernels), the pipelined chains too (not
+# sliced).
 MODES = {"programs": {"UCXGO_DEVICE_PROGRAMS": "1"}, "driver-calls": {"UCXGO_DEVICE_PROGRAMS": "0"},
-         "sliced": {"UCXGO_DEVICE_PROGRAMS": "1", "UCXGO_SLICED_MIN_BYTES": "1"}}
+         "sliced": {"UCXGO_DEVICE_PROGRAMS": "1", "UCXGO_SLICED_MIN_BYTES": "1"},
+         "waits-only": {"UCXGO_DEVICE_PROGRAMS": "1", "UCXGO_PROGRAM_WAITS_MIN_BYTES": "1", "UCXGO_SLICED_BLOCKS": "1"}}
 
 
 @pytest.mark.parametrize("n,mode", [(n, m) for m in MODES for n in (2, 4)] + [(3, "sliced")])
