@@ -30,6 +30,9 @@ out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 k=$PWD/.devkit
 cp /tmp/kit/go.tar.xz "$k/" 2>/dev/null
+if ls /tmp/kit/ucx.part.* >/dev/null 2>&1; then  # the libucx wheel's two parts (.ci/device-kit.sh)
+    cat /tmp/kit/ucx.part.* > "/tmp/kit/$(cat /tmp/kit/ucx.name)" && rm /tmp/kit/ucx.part.*
+fi
 mkdir -p "$k/wheels" && cp /tmp/kit/libucx_cu13-*.whl "$k/wheels/" 2>/dev/null
 # shellcheck disable=SC1091
 source "$k/activate.sh" || exit 2

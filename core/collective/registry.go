@@ -194,9 +194,10 @@ const (
 	// their signals and waits in programs (executor.Call.ProgramWaits: the copy
 	// engines copy, a wait spins in a kernel). One rank a GPU, 4 ranks, 32 pieces, µs
 	// a call, waits-only / sliced: 1 GiB on 4 x H200 3,451, 3,376 / 3,640, 3,859
-	// (RESULTS.md, session 22) and 3,456, 3,362 / 3,490, 3,565 (session 26), on 4 x
-	// H100 3,691, 3,384, 3,425 / 3,589, 3,531, 3,529 (session 23); at 256 MiB waits
-	// lost on both (H100 1,033-1,079 / 979-989, H200 1,018-1,060 / 921-938).
+	// (RESULTS.md, session 22), 3,456, 3,362 / 3,490, 3,565 and 3,942, 3,445, 3,580 /
+	// 3,568, 3,591, 3,567 (session 26: medians 3,451 / 3,568, NCCL's 3,140), on 4 x
+	// H100 3,691, 3,384, 3,425 / 3,589, 3,531, 3,529 (session 23: a tie); at 256 MiB
+	// waits lost on both (H100 1,033-1,079 / 979-989, H200 1,018-1,060 / 921-938).
 	deviceProgramWaitsMinBytes = 1 << 30
 )
 
