@@ -10,8 +10,10 @@
 // time.
 //
 // Kernel names: reduce_<op>_<type>, op in sum prod min max, type in i8 i16 i32 i64 u8
-// u16 u32 u64 f16 bf16 f32 f64. The one parameter is a ReduceArgs, by value (its
-// layout: program_format.h, generated from core/executor/program.go).
+// u16 u32 u64 f16 bf16 f32 f64. The one parameter is a ReduceArgs, by value: its
+// source count, REDUCE_MAX_SOURCES, comes from program_format.h (generated from the
+// executor's Go constants); gpu.go's reduceArgs packs it, and TestReducePTXTakesReduceArgs
+// checks the PTX's parameter size against that.
 #include "arith.cuh"
 #include "program_format.h"
 
