@@ -14,7 +14,7 @@ leaves); rank 0 prints rows and writes JSON.
         --variants chain:c4,chain:c8,chain:c16,chain:c8l2 --sizes-mib 24,96,384,768 --out sweep.json
 
 A variant is ``name:c<chunks>[l<lanes>]`` (reduce_scatter: ``allpairs:c1l2`` and the
-like, ``read`` or ``pipelined:c<pieces>``: read_reduce_scatter and
+like, ``read``, ``read1`` or ``pipelined:c<pieces>``: read_reduce_scatter and
 pipelined_reduce_scatter below; sizes are the input's). Sizes must divide into every variant's
 pieces (a plan is cut evenly; the communicator's own call takes fewer pieces instead,
 or for an allreduce pads a tail).
@@ -33,13 +33,15 @@ import numpy as np
 from collectives_bench import Nccl
 
 
-def read_reduce_scatter(n):
+def read_reduce_scatter(n, one_op=False):
     """An out-of-place reduce-scatter that pulls: after a handshake, rank r reduces
     block r of its input with block r of each peer's input, read over the peer's
-    memory channel (rre, one peer an op, into the output), then tells each peer it is
-    done reading (the peer returns only then); every op on one lane (a lane a peer
-    would order the reductions through semaphores, which the host takes). Not a
-    built-in: 1.6x the built-in's time at 1 GiB on 4 x H100 (RESULTS.md, session 21)."""
+    memory channel (rre, one peer an op, into the output; the DSL fuses the ops after
+    the first into one), then tells each peer it is done reading (the peer returns
+    only then); every op on one lane (a lane a peer would order the reductions through
+    semaphores, which the host takes). Not a built-in: 1.6x the built-in's time at 1
+    GiB on 4 x H100 (RESULTS.md, session 21). one_op (variant "read1"): the plan's
+    reductions merged into one rre reading every peer at once (one kernel pass)."""
     from ucxx_go._plan import ExecutionPlan
     from ucxx_go.language.builtins_common import signal_all, wait_all
     from ucxx_go.language.channel import MemoryChannel
@@ -59,7 +61,27 @@ def read_reduce_scatter(n):
                                      tb=0, local_dst_chunk=out, op=None)
         signal_all(list(chans.values()), 0, data_sync=SyncType.before)
         wait_all(list(chans.values()), 0, data_sync=SyncType.after)
-    return ExecutionPlan.from_json(prog.to_json())
+    text = prog.to_json()
+    if one_op:
+        text = json.dumps(_merge_reductions(json.loads(text)))
+    return ExecutionPlan.from_json(text)
+
+
+def _merge_reductions(plan):
+    """Each lane's rre, nop, rre whose second accumulates into the first's output, as
+    one rre over all their sources."""
+    for gpu in plan["gpus"]:
+        for tb in gpu["threadblocks"]:
+            ops, out = tb["ops"], []
+            for op in ops:
+                if (op["name"] == "rre" and len(out) >= 2 and out[-1]["name"] == "nop" and out[-2]["name"] == "rre"
+                        and op["dst_buff"] == out[-2]["dst_buff"] and op["src_buff"][0] == op["dst_buff"][0]):
+                    out.pop()
+                    out[-1] = dict(out[-1], src_buff=out[-1]["src_buff"] + op["src_buff"][1:])
+                else:
+                    out.append(op)
+            tb["ops"] = out
+    return plan
 
 
 def pipelined_reduce_scatter(n, c):
@@ -104,8 +126,8 @@ def pipelined_reduce_scatter(n, c):
 def variant_plan(collective, spec, n, inplace=True):
     from ucxx_go._plan import ExecutionPlan
     from ucxx_go.language.builtins import Options, builtin_plan
-    if collective == "reduce_scatter" and spec == "read":
-        return read_reduce_scatter(n)
+    if collective == "reduce_scatter" and spec in ("read", "read1"):
+        return read_reduce_scatter(n, one_op=spec == "read1")
     if collective == "reduce_scatter" and spec.startswith("pipelined:c"):
         return pipelined_reduce_scatter(n, int(spec.split(":c")[1]))
     name, opts = spec.split(":")
