@@ -4,7 +4,7 @@
 # their own libucx: it runs on the kit's libucx-cu13 1.22, as every table in
 # benchmarks/RESULTS.md says) and NIXL 1.5.1 (59 MB, with its own UCX). A device call
 # carries at most 64 MiB with the working tree, so they go in three folders, three
-# calls while the machine stays warm, after .ci/device-kit.sh's three:
+# calls while the machine stays warm, after .ci/device-kit.sh's:
 #   bash .ci/device-peers-kit.sh            # here: .devkit-tx1/ .devkit-tx2/ .devkit-tx3/
 #   call, carry [".devkit-tx1"]:  mkdir -p /tmp/tx && cp .devkit-tx1/* /tmp/tx/
 #   call, carry [".devkit-tx2"]:  cp .devkit-tx2/* /tmp/tx/

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine (no Go, no network), from the repository's root, after
-# the kit's three calls (.ci/device-kit.sh): builds ucxx_go from the working tree into
+# the kit's calls (.ci/device-kit.sh): builds ucxx_go from the working tree into
 # /tmp/ucxxgo-site once per machine (REBUILD=1: again), then each step named, results
 # under $OUT (or ./gpu-out):
 #
