@@ -29,8 +29,11 @@ type endpointTable struct {
 	byTagID map[uint32]*endpoint
 	retired []uint32
 
-	mu        sync.RWMutex         // guards published
+	mu        sync.RWMutex         // guards published and gone
 	published map[uint64]*endpoint // endpoints the application was given, until closed
+	// gone is, for application threads, why each dead endpoint's peer broke it (dead's
+	// statuses): work submitted on one fails with that status, not as closed.
+	gone map[uint64]ucxx.Status
 
 	// thread trips when another thread uses the progress thread's side (threadowner.go).
 	thread threadOwner
@@ -43,6 +46,7 @@ func newEndpointTable() endpointTable {
 		dead:      make(map[uint64]deadEndpoint),
 		byTagID:   make(map[uint32]*endpoint),
 		published: make(map[uint64]*endpoint),
+		gone:      make(map[uint64]ucxx.Status),
 	}
 }
 
@@ -127,10 +131,15 @@ func (t *endpointTable) remove(ep *endpoint) {
 	delete(t.byHandle, ep.handle)
 	t.retire(ep, ep.recvTag)
 	t.retire(ep, ep.ctlTag)
+	st := ucxx.Status(ep.failed.Load())
+	dead := ep.known && st != ucxx.StatusCanceled && st != ucxx.StatusOK
 	t.mu.Lock()
 	delete(t.published, ep.handle)
+	if dead {
+		t.gone[ep.handle] = st
+	}
 	t.mu.Unlock()
-	if st := ucxx.Status(ep.failed.Load()); ep.known && st != ucxx.StatusCanceled && st != ucxx.StatusOK {
+	if dead {
 		t.dead[ep.handle] = deadEndpoint{status: st, sendTag: ep.sendTag, recvTag: ep.recvTag}
 	}
 }
@@ -181,6 +190,9 @@ func (t *endpointTable) deadInfo(h uint64) (deadEndpoint, bool) {
 func (t *endpointTable) forget(h uint64) {
 	t.thread.check("endpoint table")
 	delete(t.dead, h)
+	t.mu.Lock()
+	delete(t.gone, h)
+	t.mu.Unlock()
 }
 
 // schedule sets ep's deadline and watches it.
@@ -219,9 +231,12 @@ func (t *endpointTable) nextDeadline() time.Time {
 // it. Application threads.
 func (t *endpointTable) live(h uint64) (*endpoint, error) {
 	t.mu.RLock()
-	ep := t.published[h]
+	ep, gone := t.published[h], t.gone[h]
 	t.mu.RUnlock()
 	if ep == nil {
+		if gone != ucxx.StatusOK { // its peer broke it and UCX has closed it since
+			return nil, &ucxx.Error{Op: "Endpoint", Status: gone}
+		}
 		return nil, ErrEndpointClosed
 	}
 	switch st := ucxx.Status(ep.failed.Load()); st {
@@ -246,13 +261,16 @@ func (t *endpointTable) publishedInfo(h uint64) (EndpointInfo, bool) {
 }
 
 // status is the status that ended the published endpoint h: StatusOK while it is
-// usable, StatusCanceled once the application closed it or it is gone. Application
-// threads.
+// usable, why its peer broke it, StatusCanceled once the application closed it or
+// it never was. Application threads.
 func (t *endpointTable) status(h uint64) ucxx.Status {
 	t.mu.RLock()
-	ep := t.published[h]
+	ep, gone := t.published[h], t.gone[h]
 	t.mu.RUnlock()
 	if ep == nil {
+		if gone != ucxx.StatusOK {
+			return gone
+		}
 		return ucxx.StatusCanceled
 	}
 	return ucxx.Status(ep.failed.Load())

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ucxx-go/ucxx-go/ucxx"
 )
@@ -530,5 +531,45 @@ func TestEndpointInfoAfterThePeerBrokeIt(t *testing.T) {
 		if info, err := client.EndpointInfo(h); !errors.Is(err, ErrEndpointClosed) {
 			t.Errorf("EndpointInfo(%#x) of a closed or unknown endpoint: %+v, %v; want ErrEndpointClosed", h, info, err)
 		}
+	}
+}
+
+// TestSendOnAnEndpointItsPeerBrokeSaysWhy: work submitted on an endpoint its peer
+// broke fails with the status it broke with, also once UCX has closed it (it once
+// failed as closed then, as if the application had closed it); once the application
+// closes it, the endpoint is closed.
+func TestSendOnAnEndpointItsPeerBrokeSaysWhy(t *testing.T) {
+	client, server := newTestEngine(t, Options{}), newTestEngine(t, Options{})
+	cep, sep, cc, _ := pair(t, client, server)
+	if err := server.AbortEndpoint(sep); err != nil {
+		t.Fatal(err)
+	}
+	broke := ucxx.Status(cc.wait(EventEndpointError|cep, 10*time.Second).Status)
+	if broke == ucxx.StatusOK {
+		t.Fatal("the client's endpoint did not fail")
+	}
+	for deadline := time.Now().Add(10 * time.Second); endpointInfo(t, client, cep).UCPHandle != 0; {
+		if time.Now().After(deadline) { // UCX's close of it has no event
+			t.Fatal("UCX did not close the broken endpoint")
+		}
+		runtime.Gosched()
+	}
+	buf := make([]byte, 8)
+	_, err := client.TagSend(cep, uintptr(unsafe.Pointer(&buf[0])), 8, 1, ucxx.MemoryHost, 0)
+	if ucxx.StatusOf(err) != broke || errors.Is(err, ErrEndpointClosed) {
+		t.Errorf("send on an endpoint its peer broke (%v), after UCX closed it: %v", broke, err)
+	}
+	if st := client.EndpointStatus(cep); st != broke {
+		t.Errorf("EndpointStatus = %v, want %v", st, broke)
+	}
+	if err := client.AbortEndpoint(cep); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, client)
+	if _, err := client.TagSend(cep, uintptr(unsafe.Pointer(&buf[0])), 8, 1, ucxx.MemoryHost, 0); !errors.Is(err, ErrEndpointClosed) {
+		t.Errorf("send on an endpoint the application closed: %v, want ErrEndpointClosed", err)
+	}
+	if st := client.EndpointStatus(cep); st != ucxx.StatusCanceled {
+		t.Errorf("EndpointStatus after the close = %v, want StatusCanceled", st)
 	}
 }

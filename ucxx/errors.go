@@ -74,8 +74,15 @@ func (e *Error) Is(target error) bool {
 // Error makes Status usable as an errors.Is target.
 func (s Status) Error() string { return s.String() }
 
-// ErrClosed is returned for any use of an object after its Close.
-var ErrClosed = fmt.Errorf("ucxx: use of closed object: %w", os.ErrClosed)
+// ErrClosed is returned for any use of an object after its Close. It is also
+// os.ErrClosed (errors.Is), whose text ("file already closed") it does not repeat:
+// what was closed is not a file.
+var ErrClosed error = closedError{}
+
+type closedError struct{}
+
+func (closedError) Error() string        { return "ucxx: use of closed object" }
+func (closedError) Is(target error) bool { return target == os.ErrClosed }
 
 // StatusOf returns the UCS status an error carries: the Error's status, or
 // StatusIOError for an error that carries none, and StatusOK for nil.

@@ -3,9 +3,11 @@ package ucxx
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -76,6 +78,12 @@ func TestVersionAndStatus(t *testing.T) {
 	}
 	if StatusOK.Err("x") != nil {
 		t.Fatal("StatusOK.Err is not nil")
+	}
+	// ErrClosed is os.ErrClosed too, without its "file already closed": what was
+	// closed is an endpoint, a worker, a listener.
+	wrapped := fmt.Errorf("core: endpoint closed: %w", ErrClosed)
+	if !errors.Is(wrapped, ErrClosed) || !errors.Is(wrapped, os.ErrClosed) || strings.Contains(wrapped.Error(), "file") {
+		t.Fatalf("ErrClosed wrapped: %q", wrapped)
 	}
 }
 
