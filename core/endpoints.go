@@ -1,7 +1,10 @@
 package core
 
 import (
+	crand "crypto/rand"
+	"encoding/binary"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"time"
 
@@ -35,6 +38,9 @@ type endpointTable struct {
 	// statuses): work submitted on one fails with that status, not as closed.
 	gone map[uint64]ucxx.Status
 
+	// tagIDs draws the endpoint ids of new tags (newRecvTag).
+	tagIDs *rand.Rand
+
 	// thread trips when another thread uses the progress thread's side (threadowner.go).
 	thread threadOwner
 }
@@ -47,6 +53,7 @@ func newEndpointTable() endpointTable {
 		byTagID:   make(map[uint32]*endpoint),
 		published: make(map[uint64]*endpoint),
 		gone:      make(map[uint64]ucxx.Status),
+		tagIDs:    rand.New(rand.NewChaCha8(tagSeed())),
 	}
 }
 
@@ -70,10 +77,23 @@ func (t *endpointTable) addControlTag(ep *endpoint) {
 func (t *endpointTable) newRecvTag() uint64 {
 	t.thread.check("endpoint table")
 	for {
-		if id := rand.Uint32() & tagEndpointIDMask; id != 0 && t.byTagID[id] == nil {
+		if id := t.tagIDs.Uint32() & tagEndpointIDMask; id != 0 && t.byTagID[id] == nil {
 			return uint64(id) << UserTagBits
 		}
 	}
+}
+
+// tagSeed seeds an engine's tag ids from the kernel. Not from math/rand's global
+// source: Go seeds that from the process's AT_RANDOM bytes, which a child forked
+// before the extension loaded shares with its parent, so a parent and child that
+// both start Go after the fork drew the same ids, and a connection between them
+// failed as connected to itself (dialing.go), in about one try of four.
+func tagSeed() (seed [32]byte) {
+	if _, err := crand.Read(seed[:]); err != nil { // not on Linux: getrandom
+		binary.LittleEndian.PutUint64(seed[:], uint64(time.Now().UnixNano()))
+		binary.LittleEndian.PutUint64(seed[8:], uint64(os.Getpid()))
+	}
+	return seed
 }
 
 // owner returns the endpoint whose receive tag the message tag carries, or nil.
