@@ -46,6 +46,9 @@ def test_exception_family():
     assert isinstance(e, ex.UCXConnectionResetError) and e.status == -25 and "Endpoint.recv" in str(e)
     assert isinstance(ex.exception_for_status(-45), ex.UCXFirstLinkFailureError)
     assert type(ex.exception_for_status(-99)) is ex.UCXError
+    # ExceedsLimit comes from our bounds: the text names the settings that move them.
+    e = ex.exception_for_status(-21, "Endpoint.recv")
+    assert isinstance(e, ex.UCXExceedsLimitError) and "UCXGO_MAX_UNEXPECTED_BYTES" in str(e)
 
 
 def test_listener_needs_callable():

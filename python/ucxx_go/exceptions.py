@@ -79,6 +79,14 @@ _STATUSES = [
 _BY_STATUS = {status: _make(name, status, text) for name, status, text in _STATUSES}
 _TEXT = {status: text for _, status, text in _STATUSES}
 
+# What ucxx_go adds to UCX's description where the status usually comes from ucxx_go
+# itself: ExceedsLimit is one of the bounds on what a peer may make this process hold.
+_HINTS = {
+    -21: "a bound on what a peer may make this process hold: max_unexpected_bytes "
+         "(UCXGO_MAX_UNEXPECTED_BYTES) for messages sent with no receive posted, "
+         "multi_buffer_limits for recv_multi",
+}
+
 
 class UCXCloseError(UCXError):
     """The endpoint or listener was closed, or ucxx_go was reset, before the call."""
@@ -153,6 +161,8 @@ def exception_for_status(status, where=""):
         else:
             cls = UCXError
     text = _TEXT.get(status, f"UCS status {status}")
+    if status in _HINTS:
+        text = f"{text} ({_HINTS[status]})"
     exc = cls(f"{where}: {text}" if where else text)
     exc.status = status
     return exc
