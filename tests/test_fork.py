@@ -55,7 +55,10 @@ def test_import_loads_no_extension():
     assert r["threads_after_use"] > r["threads_after_import"]
 
 
-def test_child_forked_before_first_use_works():
+# Three fresh tries: when both processes drew their endpoints' tags from Go's runtime
+# source, seeded from the AT_RANDOM bytes a fork shares, one try in four failed.
+@pytest.mark.parametrize("attempt", range(3))
+def test_child_forked_before_first_use_works(attempt):
     r = run_scenario("fork_after_import")
     assert r["echo"] == "ok"
     assert r["child_exitcode"] == 0
