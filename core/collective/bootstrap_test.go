@@ -3,9 +3,12 @@ package collective
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +25,27 @@ func TestMain(m *testing.M) {
 // freeRoot returns a loopback address with a port nothing listens on now.
 func freeRoot(t *testing.T) string {
 	t.Helper()
+	// Below the kernel's ephemeral range: a port picked from it (listening on port 0)
+	// and closed again could be handed to another test's outgoing connection before
+	// the root listens there ("address already in use", once in CI).
+	lo := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil {
+				lo = v
+			}
+		}
+	}
+	for range 64 {
+		if lo <= 10001 {
+			break
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(10000+rand.IntN(lo-10000)))
+		if l, err := net.Listen("tcp", addr); err == nil {
+			l.Close()
+			return addr
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ seconds are stopped and the launcher exits with 124.
 
 import argparse
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -22,7 +23,26 @@ import time
 
 
 def _free_port(host):
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+    """A port nothing listens on at host, below the kernel's ephemeral range where it
+    can: a port the kernel picked (binding port 0) and this process let go may be
+    handed to some outgoing connection before the root listens there."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    low = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    pick = random.SystemRandom()
+    for _ in range(64 if low > 10001 else 0):
+        port = pick.randrange(10000, low)
+        with socket.socket(family) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
+    with socket.socket(family) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
 
