@@ -84,10 +84,12 @@ def nothing_left_open():
 
 
 def free_port():
-    """A TCP port nothing listens on (just bound and released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port nothing listens on, below the ephemeral range (the launcher's pick:
+    a port the kernel picked and this process released may go to another connection
+    before the test listens there)."""
+    from ucxx_go.launch import _free_port
+
+    return _free_port("127.0.0.1")
 
 
 @contextlib.asynccontextmanager
