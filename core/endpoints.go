@@ -17,11 +17,7 @@ import (
 type endpointTable struct {
 	byHandle  map[uint64]*endpoint // every endpoint UCX has not finished closing
 	byRecvTag map[uint64]*endpoint // ready endpoints by receive tag (active messages)
-	// dead remembers endpoints their peer broke, after UCX closed them, until the
-	// application closes or aborts them: a receive may still drain what the peer sent
-	// before it went away (UCXX's semantics).
-	dead  map[uint64]deadEndpoint
-	timed []*endpoint // endpoints with a handshake or close deadline
+	timed     []*endpoint          // endpoints with a handshake or close deadline
 	// ucxClosing counts endpoints whose UCX close is in flight: a forced close ends
 	// in some pass of ucp_worker_progress with no event to wake the thread for it.
 	ucxClosing int
@@ -32,11 +28,15 @@ type endpointTable struct {
 	byTagID map[uint32]*endpoint
 	retired []uint32
 
-	mu        sync.RWMutex         // guards published and gone
+	// mu guards published, and dead's changes (the progress thread, its only writer,
+	// reads it without).
+	mu        sync.RWMutex
 	published map[uint64]*endpoint // endpoints the application was given, until closed
-	// gone is, for application threads, why each dead endpoint's peer broke it (dead's
-	// statuses): work submitted on one fails with that status, not as closed.
-	gone map[uint64]ucxx.Status
+	// dead remembers endpoints their peer broke, after UCX closed them, until the
+	// application closes or aborts them: a receive may still drain what the peer sent
+	// before it went away (UCXX's semantics), and work submitted on one fails with the
+	// status it broke with (live), not as closed.
+	dead map[uint64]deadEndpoint
 
 	// tagIDs draws the endpoint ids of new tags (newRecvTag).
 	tagIDs *rand.Rand
@@ -52,7 +52,6 @@ func newEndpointTable() endpointTable {
 		dead:      make(map[uint64]deadEndpoint),
 		byTagID:   make(map[uint32]*endpoint),
 		published: make(map[uint64]*endpoint),
-		gone:      make(map[uint64]ucxx.Status),
 		tagIDs:    rand.New(rand.NewChaCha8(tagSeed())),
 	}
 }
@@ -151,17 +150,12 @@ func (t *endpointTable) remove(ep *endpoint) {
 	delete(t.byHandle, ep.handle)
 	t.retire(ep, ep.recvTag)
 	t.retire(ep, ep.ctlTag)
-	st := ucxx.Status(ep.failed.Load())
-	dead := ep.known && st != ucxx.StatusCanceled && st != ucxx.StatusOK
 	t.mu.Lock()
 	delete(t.published, ep.handle)
-	if dead {
-		t.gone[ep.handle] = st
-	}
-	t.mu.Unlock()
-	if dead {
+	if st := ucxx.Status(ep.failed.Load()); ep.known && st != ucxx.StatusCanceled && st != ucxx.StatusOK {
 		t.dead[ep.handle] = deadEndpoint{status: st, sendTag: ep.sendTag, recvTag: ep.recvTag}
 	}
+	t.mu.Unlock()
 }
 
 // retire keeps tag's endpoint id known as ep's for a while after ep goes (the last
@@ -209,9 +203,8 @@ func (t *endpointTable) deadInfo(h uint64) (deadEndpoint, bool) {
 // forget drops what is remembered of a dead endpoint the application closed.
 func (t *endpointTable) forget(h uint64) {
 	t.thread.check("endpoint table")
-	delete(t.dead, h)
 	t.mu.Lock()
-	delete(t.gone, h)
+	delete(t.dead, h)
 	t.mu.Unlock()
 }
 
@@ -251,14 +244,16 @@ func (t *endpointTable) nextDeadline() time.Time {
 // it. Application threads.
 func (t *endpointTable) live(h uint64) (*endpoint, error) {
 	t.mu.RLock()
-	ep, gone := t.published[h], t.gone[h]
-	t.mu.RUnlock()
+	ep := t.published[h]
 	if ep == nil {
-		if gone != ucxx.StatusOK { // its peer broke it and UCX has closed it since
-			return nil, &ucxx.Error{Op: "Endpoint", Status: gone}
+		d, dead := t.dead[h]
+		t.mu.RUnlock()
+		if dead { // its peer broke it and UCX has closed it since
+			return nil, &ucxx.Error{Op: "Endpoint", Status: d.status}
 		}
 		return nil, ErrEndpointClosed
 	}
+	t.mu.RUnlock()
 	switch st := ucxx.Status(ep.failed.Load()); st {
 	case ucxx.StatusOK:
 		return ep, nil
@@ -285,14 +280,16 @@ func (t *endpointTable) publishedInfo(h uint64) (EndpointInfo, bool) {
 // it never was. Application threads.
 func (t *endpointTable) status(h uint64) ucxx.Status {
 	t.mu.RLock()
-	ep, gone := t.published[h], t.gone[h]
-	t.mu.RUnlock()
+	ep := t.published[h]
 	if ep == nil {
-		if gone != ucxx.StatusOK {
-			return gone
+		d, dead := t.dead[h]
+		t.mu.RUnlock()
+		if dead {
+			return d.status
 		}
 		return ucxx.StatusCanceled
 	}
+	t.mu.RUnlock()
 	return ucxx.Status(ep.failed.Load())
 }
 
