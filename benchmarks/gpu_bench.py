@@ -45,12 +45,6 @@ def warm_ups(window):
     return max(3, window)
 
 
-def warm_ups_text(name):
-    """How many warm-up messages the backend named "module wN" sent, in words."""
-    n = warm_ups(int(name.rsplit("w", 1)[1]))
-    return f"{n} messages"
-
-
 def _server(module, sizes, window, gpu, port_queue):
     import cupy as cp
     import numpy as np
@@ -117,7 +111,7 @@ async def _client(module, sizes, window, gpu, port):
         dt = time.perf_counter() - t0
         results[str(size)] = n * size / dt / 1e6
     await ep.close()
-    return {"MBps": results, "warm_up_s": warm_up_s}, transports
+    return {"MBps": results, "warm_ups": warm_ups(window), "warm_up_s": warm_up_s}, transports
 
 
 def run_pair(module, sizes, window, gpus=(0, 0)):
@@ -188,7 +182,7 @@ def main():
     for m, r in res["backends"].items():
         if "MBps" in r:
             warm = ", ".join(f"{int(k) / 2**20:g} MiB {v * 1e3:.1f}" for k, v in r["warm_up_s"].items())
-            lines.append(f"\n{m}: transports {r.get('transports')}; warm-up ms ({warm_ups_text(m)}): {warm}")
+            lines.append(f"\n{m}: transports {r.get('transports')}; warm-up ms ({r['warm_ups']} messages): {warm}")
         else:
             lines.append(f"\n{m}: " + (r.get("skipped") or r.get("error")))
     table = "\n".join(lines)

@@ -36,10 +36,7 @@ func freeRoot(t *testing.T) string {
 			}
 		}
 	}
-	for range 64 {
-		if lo <= 10001 {
-			break
-		}
+	for i := 0; i < 64 && lo > 10001; i++ {
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(10000+rand.IntN(lo-10000)))
 		if l, err := net.Listen("tcp", addr); err == nil {
 			l.Close()
