@@ -259,13 +259,15 @@ func callOn(h uint64, send uintptr, sendBytes uint64, sendMem int, sendStream ui
 // CommExecute runs plan planH on communicator h (MSCCL++'s execute): send and recv
 // buffers of sendBytes and recvBytes (UCS memory types sendMem and recvMem; device
 // buffers' streams sendStream and recvStream, 0 for none), reductions over dtype
-// with op (0: the plan's).
-func CommExecute(h, planH uint64, send uintptr, sendBytes uint64, sendMem int, sendStream uint64, recv uintptr, recvBytes uint64, recvMem int, recvStream uint64, dtype, op, spinUs int) (ticket int64, err error) {
+// with op (0: the plan's); ordered: stream-ordered on device memory
+// (executor.Call.Ordered: done once queued).
+func CommExecute(h, planH uint64, send uintptr, sendBytes uint64, sendMem int, sendStream uint64, recv uintptr, recvBytes uint64, recvMem int, recvStream uint64, dtype, op int, ordered bool, spinUs int) (ticket int64, err error) {
 	defer collectiveGuard(&err)
 	c, call, err := callOn(h, send, sendBytes, sendMem, sendStream, recv, recvBytes, recvMem, recvStream, dtype, op)
 	if err != nil {
 		return 0, err
 	}
+	call.Ordered = ordered
 	if call.Plan, err = planOf(planH); err != nil {
 		return 0, err
 	}
@@ -275,15 +277,29 @@ func CommExecute(h, planH uint64, send uintptr, sendBytes uint64, sendMem int, s
 
 // CommCollective runs collective kind ("allreduce", "allgather", "reducescatter",
 // "broadcast", "reduce", "alltoall") on communicator h with a plan from its
-// registry; buffers, types and spinUs as CommExecute's, root for broadcast and reduce.
-func CommCollective(h uint64, kind string, root int, send uintptr, sendBytes uint64, sendMem int, sendStream uint64, recv uintptr, recvBytes uint64, recvMem int, recvStream uint64, dtype, op, spinUs int) (ticket int64, err error) {
+// registry; buffers, types, ordered and spinUs as CommExecute's, root for broadcast
+// and reduce.
+func CommCollective(h uint64, kind string, root int, send uintptr, sendBytes uint64, sendMem int, sendStream uint64, recv uintptr, recvBytes uint64, recvMem int, recvStream uint64, dtype, op int, ordered bool, spinUs int) (ticket int64, err error) {
 	defer collectiveGuard(&err)
 	c, call, err := callOn(h, send, sendBytes, sendMem, sendStream, recv, recvBytes, recvMem, recvStream, dtype, op)
 	if err != nil {
 		return 0, err
 	}
+	call.Ordered = ordered
 	call.Patience = time.Duration(spinUs) * time.Microsecond
 	return startFinish(spinUs, func() (func() error, error) { return c.StartCollective(kind, root, call) })
+}
+
+// CommSynchronize waits until every stream-ordered call of communicator h has ended
+// on the device and returns the first failure one met (collective.Synchronize), as
+// a collective call does: 0 when done within spinUs, else a ticket for CommWait.
+func CommSynchronize(h uint64, spinUs int) (ticket int64, err error) {
+	defer collectiveGuard(&err)
+	c, err := comm(h)
+	if err != nil {
+		return 0, err
+	}
+	return finish(spinUs, c.Synchronize)
 }
 
 // CommBuiltinChoice returns, as JSON {"algorithm", "lanes", "chunks", "uneven"}, the built-in

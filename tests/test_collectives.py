@@ -281,6 +281,35 @@ def test_alltoallv_moves_every_block_and_checks_the_counts(tmp_path):
     assert out.count(" ok") == 3
 
 
+def test_stream_ordered_calls_on_host_memory_run_as_ordinary_ones(tmp_path):
+    """stream_ordered=True on host buffers (nothing to order on) returns once done;
+    synchronize has nothing to wait for."""
+    out = run_ranks(tmp_path, 2, """
+        import asyncio, os, numpy as np, ucxx_go
+        async def main():
+            comm = await ucxx_go.Communicator.init(timeout=30)
+            r, n = comm.rank, comm.size
+            await comm.synchronize()
+            x = np.full(1000, r + 1, np.float32)
+            for _ in range(3):
+                await comm.allreduce(x, stream_ordered=True)
+            assert (x == 3 * 2 * 2).all(), x[:4]
+            g = np.zeros(2 * 10, np.int64)
+            await comm.allgather(np.full(10, r, np.int64), g, stream_ordered=True)
+            assert (g == np.repeat([0, 1], 10)).all(), g
+            await comm.synchronize()
+            os.write(1, f"rank {r} ok\\n".encode())
+            comm.close()
+            try:
+                await comm.synchronize()
+                raise SystemExit("synchronize on a closed communicator")
+            except ucxx_go.UCXCloseError:
+                pass
+        asyncio.run(main())
+    """)
+    assert out.count(" ok") == 2
+
+
 def test_eight_ranks(tmp_path):
     body = (COLLECTIVES_BODY.replace("SIZES = [0, 1, 7, 1000, 12345]", "SIZES = [0, 7, 1000]")
             .replace('TYPES = ["int8", "uint8", "int16", "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32", "float64"]',

@@ -71,7 +71,7 @@ async def main():
 
     def crossing(spin, count=True):
         def f():
-            t = call(ext.pybridge_CommCollective, h, "allreduce", 0, sa, sn, sm, 0, ra, rn, rm, 0, code, opc, spin)
+            t = call(ext.pybridge_CommCollective, h, "allreduce", 0, sa, sn, sm, 0, ra, rn, rm, 0, code, opc, False, spin)
             if t:
                 hops[spin] += count
                 call(ext.pybridge_CommWait, t)
@@ -87,7 +87,7 @@ async def main():
         s_addr, s_n, s_keep, s_mem, _ = buffer_info(x, writable=False)
         r_addr, r_n, r_keep, r_mem, _ = buffer_info(out, writable=True)
         t = call(ext.pybridge_CommCollective, h, "allreduce", 0, s_addr, s_n, s_mem, 0, r_addr, r_n, r_mem, 0,
-                 dtype_code(x, None), op_code("sum"), C.SPIN_US)
+                 dtype_code(x, None), op_code("sum"), False, C.SPIN_US)
         if t:
             call(ext.pybridge_CommWait, t)
 

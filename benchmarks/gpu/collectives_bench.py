@@ -47,18 +47,20 @@ class Ucxx:
         self.comm = await ucxx_go.Communicator.init(timeout=300)
         return self.comm.rank, self.comm.size
 
+    ordered = False  # --ordered: every call stream-ordered (returns once queued, as NCCL's)
+
     async def run(self, name, x, out):
-        c = self.comm
+        c, o = self.comm, self.ordered
         if name == "allreduce":
-            await c.allreduce(x, out)
+            await c.allreduce(x, out, stream_ordered=o)
         elif name == "allgather":
-            await c.allgather(x, out)
+            await c.allgather(x, out, stream_ordered=o)
         elif name == "reduce_scatter":
-            await c.reduce_scatter(x, out)
+            await c.reduce_scatter(x, out, stream_ordered=o)
         elif name == "broadcast":
-            await c.broadcast(x, root=0)
+            await c.broadcast(x, root=0, stream_ordered=o)
         elif name == "alltoall":
-            await c.alltoall(x, out)
+            await c.alltoall(x, out, stream_ordered=o)
 
     async def barrier(self):
         await self.comm.barrier()
@@ -142,12 +144,15 @@ async def main():
     ap.add_argument("--copy", action="store_true")
     ap.add_argument("--nccl-wrap-each-call", action="store_true",
                     help="make NCCL's torch tensors in every call (sessions 17-19's timing) instead of once a size")
+    ap.add_argument("--ordered", action="store_true",
+                    help="ucxx: stream-ordered calls (queued on CuPy's current stream, the await returns once queued)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     rank = int(os.environ["RANK"])
     cp.cuda.Device(rank % cp.cuda.runtime.getDeviceCount()).use()
     lib = Ucxx() if a.lib == "ucxx" else Nccl()
     lib.wrap_each_call = a.nccl_wrap_each_call
+    lib.ordered = a.ordered
     rank, n = await lib.start()
     rows = []
     for name in a.ops.split(","):
@@ -180,7 +185,7 @@ async def main():
     path = f"{a.out}.rank{rank}"
     json.dump([[nm, b, m.tolist()] for nm, b, m in rows], open(path, "w"))
     await lib.barrier()
-    result = {"lib": a.lib, "ranks": n, "gpus": cp.cuda.runtime.getDeviceCount(),
+    result = {"lib": a.lib + ("-ordered" if a.ordered and a.lib == "ucxx" else ""), "ranks": n, "gpus": cp.cuda.runtime.getDeviceCount(),
               "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "rows": []}
     if rank == 0:
         per_rank = [json.load(open(f"{a.out}.rank{q}")) for q in range(n)]

@@ -9,7 +9,8 @@
 #                 interleaved rounds (default 4) of collectives_bench.py from MINB (default
 #                 8 B) to MAXB bytes (default 2 MiB), ITERS calls a size (default 60), each of
 #                 LIBS in turn (default "ucxx nccl"; nccl-wrap: NCCL with its torch tensors
-#                 made in every timed call, the benchmark's old way); tarred as
+#                 made in every timed call, the benchmark's old way; ucxx-ordered: ours with
+#                 stream-ordered calls); tarred as
 #                 collectives${TAG}.tgz
 #   latency       latency_pieces.py with the defaults and with UCXGO_DEVICE_PROGRAMS=0
 #   dag           the DAG on every GPU (benchmarks/dag/run.py --multi-gpu, data-aware
@@ -66,6 +67,7 @@ for step in "$@"; do
             for lib in ${LIBS:-ucxx nccl}; do
                 a="--lib $lib"
                 [ "$lib" = nccl-wrap ] && a="--lib nccl --nccl-wrap-each-call"
+                [ "$lib" = ucxx-ordered ] && a="--lib ucxx --ordered"
                 timeout 300 python3 -m ucxx_go.launch -n "$n" $b $a --out "$r/r${round}_${lib/-/}.json" \
                     > "$r/r${round}_${lib/-/}.log" 2>&1
                 echo "collectives round $round $lib rc=$?"

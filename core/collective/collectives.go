@@ -201,6 +201,7 @@ func divides(kind string, ch choice, n int, bytes, e uint64) bool {
 // small copies around one run, which may run here); a large one runs elsewhere
 // (allReduceUneven).
 func (c *Communicator) startAllReduceUneven(ch choice, form runForm, call executor.Call, e uint64) (rest func() error, err error) {
+	call.Ordered = false // the staging copies around the run wait on the host
 	if form == headAndTail {
 		return func() error { return c.allReduceUneven(ch, call, e) }, nil
 	}

@@ -25,6 +25,18 @@ func (c *Communicator) StartExecute(call executor.Call) (rest func() error, err 
 	return c.x.Start(call)
 }
 
+// Synchronize waits until every stream-ordered call (executor.Call.Ordered) this
+// communicator made has ended on the device, and returns the first failure one met
+// (the communicator's calls fail after it).
+//
+// Errors: ErrClosed; the executor's (executor.Synchronize).
+func (c *Communicator) Synchronize() error {
+	if err := c.open(); err != nil {
+		return err
+	}
+	return c.x.Synchronize()
+}
+
 // describe is a call's description for the executor's fingerprint: the collective
 // and its root, so that ranks calling different collectives with one plan, or
 // different roots, fail with ErrMismatch.

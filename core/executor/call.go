@@ -56,6 +56,12 @@ type Call struct {
 	// sees it tens of µs late, while the copies stay on the copy engines and the
 	// reductions are kernels queued between the programs (program.go).
 	ProgramWaits bool
+	// Ordered asks that a device call be stream-ordered (ordered.go), as NCCL's are:
+	// queued after the work its Streams hold and before the work they get next,
+	// returning once queued. Its failures on the device come back from a later call,
+	// Synchronize or Close. Ignored for host memory and for buffers without a stream
+	// (nothing to order on: the call returns once done).
+	Ordered bool
 }
 
 // Blocks are a rank's per-call blocks: offsets and lengths, one per rank, in bytes.
@@ -71,7 +77,8 @@ const (
 
 // Execute runs c's plan with the other ranks, which make the same call; it returns
 // once this rank's part is done (its lanes ended; what peers write into its buffers
-// has landed, as the plan's waits say).
+// has landed, as the plan's waits say), or, for a stream-ordered call (c.Ordered),
+// once it is queued on the device (ordered.go).
 //
 // Before any byte moves every rank announces the call (a fingerprint of the plan,
 // sizes, type, operator and description) and checks everyone's: calls that differ,
@@ -155,6 +162,9 @@ func (x *Executor) begin(c Call) (*callStart, error) {
 	if x.closed {
 		return nil, ErrClosed
 	}
+	if x.broken == nil && x.gpu != nil {
+		x.broken = x.gpu.flight.failure() // a stream-ordered call failed on the device
+	}
 	if x.broken != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBroken, x.broken)
 	}
@@ -234,11 +244,45 @@ func (x *Executor) finish(st *callStart) error {
 			run.cuda.programs, run.cuda.waitsOnly = true, true
 		}
 	}
+	if c.Memory == MemoryCUDA {
+		return x.runDevice(run, st)
+	}
 	if err := run.lanes(); err != nil {
 		x.broken = err
 		return err
 	}
 	return nil
+}
+
+// runDevice runs a device call's lanes: after the ordered calls still in flight, and
+// for an ordered call with a stream to order on, without waiting for them to end
+// (ordered.go); x.mu is held.
+func (x *Executor) runDevice(run *callRun, st *callStart) error {
+	g, c := x.gpu, &run.c
+	x.callerStreams = orderedStreams(c, x.callerStreams)
+	err := g.cctx.Use(func() (err error) {
+		if err = g.orderAfter(run.ctx.gpu.streams, x.callerStreams); err != nil || !c.Ordered || len(x.callerStreams) == 0 {
+			return err
+		}
+		run.flight, err = g.takeFlight(len(c.Plan.Ranks[run.me].Lanes))
+		return err
+	})
+	if err == nil {
+		err = run.lanes()
+	}
+	if fc := run.flight; fc != nil {
+		run.flight = nil
+		ferr := g.cctx.Use(func() error {
+			return g.fly(fc, run.ctx, setupPeers(c.Plan, run.me), x.callerStreams, st.scope.deadline)
+		})
+		if err == nil {
+			err = ferr
+		}
+	}
+	if err != nil {
+		x.broken = err
+	}
+	return err
 }
 
 // matchCalls compares the ranks' announcements of st's call (collect's peers) with
@@ -402,7 +446,7 @@ func (x *Executor) deviceCall(c Call) (devBuffers, error) {
 	if err != nil {
 		return d, err
 	}
-	if err := g.awaitCaller(c.Plan, c.Streams); err != nil {
+	if err := g.awaitCaller(c.Plan, c.Streams, c.Ordered); err != nil {
 		return d, err
 	}
 	if d.inHandle, d.inOffset, d.inID, err = g.deviceBuffers(c.Send); err != nil {
@@ -570,6 +614,9 @@ type callRun struct {
 	flag  uint64
 	// cuda is a device call's view of the peers' buffers (nil for host memory).
 	cuda *cudaCall
+	// flight: the call is stream-ordered; its lanes record their ends into it
+	// instead of draining (ordered.go).
+	flight *flightCall
 
 	errOnce sync.Once
 	err     error

@@ -213,6 +213,7 @@ func (x *Executor) touchContext(c *planContext) {
 // closeContext frees a context, its device side first.
 func (x *Executor) closeContext(c *planContext) {
 	if c.gpu != nil {
+		x.gpu.settle() // a stream-ordered call in flight may use it (its failure breaks the next call)
 		x.gpu.closeContext(c)
 	}
 	c.close()

@@ -66,6 +66,9 @@ type Executor struct {
 	peerLook func(int) error
 	// gpu is the CUDA side, made by the first call on device memory.
 	gpu *gpuState
+	// callerStreams is the current device call's distinct caller streams (ordered.go),
+	// reused call after call.
+	callerStreams []uintptr
 }
 
 // New returns an executor for w's ranks. It sets nothing up: the first Execute
@@ -88,8 +91,9 @@ func New(w World, opts Options) *Executor {
 	return x
 }
 
-// Close unmaps every segment; a call in progress finishes first. A second Close
-// returns an error wrapping os.ErrClosed.
+// Close unmaps every segment; a call in progress finishes first, and so do the
+// stream-ordered calls still on the device. A second Close returns an error wrapping
+// os.ErrClosed.
 func (x *Executor) Close() error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -97,6 +101,9 @@ func (x *Executor) Close() error {
 		return ErrClosed
 	}
 	x.closed = true
+	if x.gpu != nil {
+		x.gpu.settle() // nothing queued may outlive what it uses; a failure found here has no caller left
+	}
 	for _, c := range x.ctxs {
 		x.closeContext(c)
 	}

@@ -80,6 +80,9 @@ type gpuState struct {
 	callerStreams []uintptr // the stream each of callerEvents[:callerReady] was recorded on
 	callerReady   int
 	fenced        map[*plan.Plan]bool
+
+	// flight holds the stream-ordered calls queued and not yet seen done (ordered.go).
+	flight flight
 }
 
 // ipcKey names a peer allocation: the rank and the allocation's buffer id in its
@@ -129,6 +132,7 @@ func (x *Executor) useGPU(dev int) (*gpuState, error) {
 	g := &gpuState{d: d, dev: dev, cctx: cctx, fns: make(map[[2]uint8]ucxx.CUDAFunction), programFns: make(map[[2]uint8]ucxx.CUDAFunction),
 		opened:   make(map[ipcKey]*ipcEntry),
 		exported: make(map[uint64]exportedBuffer)}
+	g.flight.alive = x.alive
 	if err := cctx.Use(func() (err error) { g.mod, err = d.LoadModule(reducePTX); return err }); err != nil {
 		cctx.Release()
 		return nil, fmt.Errorf("executor: load the reduction kernels: %w", err)
@@ -165,6 +169,14 @@ func (g *gpuState) close() {
 		for _, ev := range g.callerEvents {
 			ev.Destroy()
 		}
+		g.flight.mu.Lock()
+		for _, fc := range append(g.flight.calls, g.flight.spare...) {
+			for _, e := range fc.ends {
+				e.Destroy()
+			}
+		}
+		g.flight.calls, g.flight.spare, g.flight.closed = nil, nil, true
+		g.flight.mu.Unlock()
 		g.mod.Unload()
 		if g.programMod != (ucxx.CUDAModule{}) {
 			g.programMod.Unload()
@@ -177,16 +189,17 @@ func (g *gpuState) close() {
 // awaitCaller makes the current call wait for the work its caller queued on streams
 // (0: none; a stream named twice, as an in-place call's send and receive stream,
 // counts once): recorded for its lanes to wait on the device where the plan is
-// fenced against peers reaching buffers still in use (callerWorkFenced), else waited
-// for here, on the host, before the call is announced. The events are the state's,
+// fenced against peers reaching buffers still in use (callerWorkFenced) and the call
+// is ordered (or fencedCallerWait is on), else waited for here, on the host, before
+// the call is announced. The events are the state's,
 // reused call after call (an event made and destroyed a call cost 1-2 µs of a 40 µs
 // small call on 2 x H100).
-func (g *gpuState) awaitCaller(p *plan.Plan, streams []uintptr) error {
+func (g *gpuState) awaitCaller(p *plan.Plan, streams []uintptr, ordered bool) error {
 	g.callerReady = 0
 	if !slices.ContainsFunc(streams, func(s uintptr) bool { return s != 0 }) {
 		return nil // data the caller's streams do not write: nothing to wait for
 	}
-	fenced := fencedCallerWait && g.isFenced(p)
+	fenced := (fencedCallerWait || ordered) && g.isFenced(p)
 	var failed uintptr
 	err := g.cctx.Use(func() error {
 		for i, s := range streams {
@@ -307,6 +320,9 @@ func (g *gpuState) open(rank int, id uint64, base uintptr, h ucxx.IPCHandle, pin
 	p, err := g.d.OpenIPC(h)
 	var ce *ucxx.CUDAError
 	if err != nil && errors.As(err, &ce) && ce.Code == cudaErrorAlreadyMapped {
+		if err := g.settle(); err != nil { // a call in flight may use what is closed here
+			return 0, err
+		}
 		for ok, e := range g.opened {
 			if ok.rank == rank && e.base == base && !e.pinned {
 				g.closeLocked(ok)
@@ -318,6 +334,10 @@ func (g *gpuState) open(rank int, id uint64, base uintptr, h ucxx.IPCHandle, pin
 		return 0, &RankError{Rank: rank, Op: "open its device buffer", Err: err}
 	}
 	if len(g.order) >= maxOpened {
+		if err := g.settle(); err != nil { // a call in flight may use what is closed here
+			g.d.CloseIPC(p)
+			return 0, err
+		}
 		for _, old := range g.order {
 			if !g.opened[old].pinned {
 				g.closeLocked(old)
@@ -618,6 +638,12 @@ func (r *callRun) runGPULane(li int) {
 				return lr.locate(err, oi, &ops[oi])
 			}
 		}
+		if r.flight != nil { // stream-ordered: the lane's end is an event, not a wait
+			if err := lr.launchProgram(); err != nil {
+				return err
+			}
+			return r.flight.ends[li].Record(lr.stream)
+		}
 		return lr.drain()
 	})
 	switch {
@@ -634,14 +660,7 @@ func (r *callRun) runGPULane(li int) {
 
 // releaseCounters lets every stream wait on this rank's counters through (a failed
 // call: nothing must stay blocked on the device). The executor is broken after.
-func (r *callRun) releaseCounters() {
-	for k := range r.ctx.expected {
-		for b := range maxSlices {
-			w := r.ctx.counter(r.me, uint64(k), r.me).at(b)
-			w.store(w.load() + 1<<62)
-		}
-	}
-}
+func (r *callRun) releaseCounters() { releaseOwnCounters(r.ctx) }
 
 // drain waits until the lane's stream is done, watching the call's deadline and
 // abort and the connected ranks' lives: polled (cuStreamQuery) without sleeping for

@@ -13,6 +13,16 @@ traffic never mixes with the application's endpoints). ``python -m ucxx_go.launc
 Collectives (allreduce, allgather, reduce_scatter, broadcast, reduce, alltoall) and
 ``execute(plan, ...)`` run MSCCL++ execution plans with the Go executor
 (core/executor): one crossing into Go per call, no Python per op.
+
+Stream-ordered calls (GPU buffers, ``stream_ordered=True``), as NCCL's: the call is
+queued on the buffers' stream (CuPy's current stream, or the one
+``__cuda_array_interface__`` names) after the work it holds, work queued there later
+runs after the call, and the await returns once the call is queued, not once it is
+done. Keep the buffers alive (or used only on that stream) until the stream has
+passed the call. A failure on the device (a rank died, the timeout passed) comes back
+from ``await comm.synchronize()`` or the communicator's next call, after which its
+calls fail; no stream stays blocked. Buffers without a stream, and host buffers, run
+as an ordinary call (done when the await returns).
 """
 
 import asyncio
@@ -134,7 +144,7 @@ class Communicator:
         if ticket:
             await _rest(ticket, None)
 
-    async def execute(self, plan, send, recv=None, *, dtype=None, op=None):
+    async def execute(self, plan, send, recv=None, *, dtype=None, op=None, stream_ordered=False):
         """Run an execution plan with the other ranks, which make the same call
         (MSCCL++'s ``Executor.execute``).
 
@@ -149,6 +159,9 @@ class Communicator:
             The element type of reductions; default `send`'s own.
         op : {"sum", "prod", "min", "max"}, optional
             Every reduction's operator; default each op's own (``reduce_op``).
+        stream_ordered : bool
+            GPU buffers: queue the call on their stream and return once queued (see
+            the module's doc).
 
         Raises
         ------
@@ -174,20 +187,22 @@ class Communicator:
         opc = 0 if op is None else op_code(op)
         try:
             ticket = ext.pybridge_CommExecute(h, plan._h, s_addr, s_n, s_mem, s_stream, r_addr, r_n, r_mem, r_stream, code,
-                                              opc, SPIN_US)
+                                              opc, stream_ordered is True, SPIN_US)
         except RuntimeError as e:
             raise translate(e) from None
         if ticket:  # written out flat as _start: no helper calls on every small call
             await _rest(ticket, (s_keep, r_keep))
 
-    async def allreduce(self, x, out=None, op="sum"):
+    async def allreduce(self, x, out=None, op="sum", *, stream_ordered=False):
         """Reduce `x` element-wise over all ranks into `out` (every rank gets the result);
         in place when `out` is omitted.
 
         `x` and `out`: numpy arrays or anything with the buffer protocol, of one of
         int8..int64, uint8..uint64, float16, bfloat16, float32, float64 (any element
         count, 0 included). Every rank passes the same count, type and `op` ("sum",
-        "prod", "min", "max"). Returns `out` (or `x`).
+        "prod", "min", "max"). Returns `out` (or `x`). ``stream_ordered=True`` (GPU
+        buffers, every collective takes it): queued on the buffers' stream, the await
+        returns once queued (see the module's doc).
 
         Raises
         ------
@@ -199,56 +214,56 @@ class Communicator:
             `x` and `out` differ in size, or overlap other than as one buffer.
         """
         out = x if out is None else out
-        pending = self._start("allreduce", x, out, op=op)
+        pending = self._start("allreduce", x, out, op=op, ordered=stream_ordered)
         if pending is not None:
             await pending
         return out
 
-    async def allgather(self, x, out=None):
+    async def allgather(self, x, out=None, *, stream_ordered=False):
         """Gather every rank's `x` into `out`, rank r's at block r (`out` holds size ×
         `x`). In place: pass `out` alone (this rank's block already in it), or `x` as
         the rank's block of `out`. Returns `out`."""
         if out is None:
             out = x
             x = _view_like(out, self.rank, self.size)
-        pending = self._start("allgather", x, out, dtype=out)
+        pending = self._start("allgather", x, out, dtype=out, ordered=stream_ordered)
         if pending is not None:
             await pending
         return out
 
-    async def reduce_scatter(self, x, out=None, op="sum"):
+    async def reduce_scatter(self, x, out=None, op="sum", *, stream_ordered=False):
         """Reduce `x` element-wise over all ranks and give rank r block r of the result
         in `out` (`x` holds size × `out`). In place (`out` omitted): the result lands in
         this rank's block of `x`, which is returned."""
         if out is None:
             out = _view_like(x, self.rank, self.size)
-        pending = self._start("reducescatter", x, out, op=op, dtype=x)
+        pending = self._start("reducescatter", x, out, op=op, dtype=x, ordered=stream_ordered)
         if pending is not None:
             await pending
         return out
 
-    async def broadcast(self, x, root=0, out=None):
+    async def broadcast(self, x, root=0, out=None, *, stream_ordered=False):
         """Copy the root's `x` to every rank's `x` (or `out`). Returns the buffer written."""
         out = x if out is None else out
-        pending = self._start("broadcast", x, out, root=root)
+        pending = self._start("broadcast", x, out, root=root, ordered=stream_ordered)
         if pending is not None:
             await pending
         return out
 
-    async def reduce(self, x, out=None, root=0, op="sum"):
+    async def reduce(self, x, out=None, root=0, op="sum", *, stream_ordered=False):
         """Reduce `x` element-wise over all ranks into the root's `out` (in place when
         `out` is omitted); the other ranks' buffers are left as they are."""
         out = x if out is None else out
-        pending = self._start("reduce", x, out, root=root, op=op)
+        pending = self._start("reduce", x, out, root=root, op=op, ordered=stream_ordered)
         if pending is not None:
             await pending
         return out
 
-    async def alltoall(self, x, out=None):
+    async def alltoall(self, x, out=None, *, stream_ordered=False):
         """Send block j of `x` to rank j, which puts it at its block r (this rank's);
         `x` and `out` hold size equal blocks. In place when `out` is omitted."""
         out = x if out is None else out
-        pending = self._start("alltoall", x, out)
+        pending = self._start("alltoall", x, out, ordered=stream_ordered)
         if pending is not None:
             await pending
         return out
@@ -292,6 +307,23 @@ class Communicator:
             await pending
         return out
 
+    async def synchronize(self):
+        """Return once every stream-ordered call this communicator made has ended on
+        the device (the host waits for the device, as ``cupy.cuda.Stream.synchronize``
+        does for one stream); without such calls at once.
+
+        Raises
+        ------
+        RankFailedError, CollectiveTimeoutError
+            A stream-ordered call failed on the device: a rank died or the timeout
+            passed (``.rank`` names the rank where known). The communicator's calls
+            fail after it (CommunicatorBrokenError).
+        """
+        self._check()
+        pending = self._run(None, ext.pybridge_CommSynchronize, self._h)
+        if pending is not None:
+            await pending
+
     async def split(self, color, key=0):
         """Form sub-communicators (MPI's Comm_split): the ranks that pass the same
         `color` form one, ranked by `key` then by rank; a negative color joins none
@@ -326,7 +358,7 @@ class Communicator:
         self._check()
         call(ext.pybridge_CommRegisterPlan, self._h, plan._h)
 
-    def _start(self, kind, send, recv, root=0, op=None, dtype=None):
+    def _start(self, kind, send, recv, root=0, op=None, dtype=None, ordered=False):
         """Start collective kind from the registry's plan: None when it ended in the
         crossing, else an awaitable for the rest (see _run). Not a coroutine: the
         public methods await only what outlives the crossing. Written out flat (no
@@ -343,7 +375,8 @@ class Communicator:
         opc = 0 if op is None else op_code(op)
         try:
             ticket = ext.pybridge_CommCollective(h, kind, root if type(root) is int else int(root), s_addr, s_n, s_mem,
-                                                 s_stream, r_addr, r_n, r_mem, r_stream, code, opc, SPIN_US)
+                                                 s_stream, r_addr, r_n, r_mem, r_stream, code, opc, ordered is True,
+                                                 SPIN_US)
         except RuntimeError as e:
             raise translate(e) from None
         return _rest(ticket, (s_keep, r_keep)) if ticket else None

@@ -1,0 +1,343 @@
+package executor
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ucxx-go/ucxx-go/core/internal/pause"
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// Stream-ordered device calls (Call.Ordered), NCCL's semantics: the call is queued
+// after the work its caller's streams hold and before the work they get next, and
+// returns once queued, not once done. Ten calls in a row then cost the device's time
+// for ten, not ten host round trips (an unordered call's host waits for its lanes).
+//
+// What the host's wait at a call's end gave, the device keeps instead:
+//   - the call's lanes wait on the device for the caller's streams (an event
+//     recorded at the call's start), and every peer reaches this rank's buffers
+//     only after a wait on a signal this rank's lanes send after that (the plan is
+//     fenced: callerWorkFenced; the device lanes keep their opening handshakes);
+//   - the caller's streams wait on the device for every lane's end (an event each);
+//   - a device call after an ordered one starts its lanes after the earlier call's
+//     lanes ended: through the caller's stream, which waits for them, where the two
+//     calls share one; else each lane waits for the earlier call's lane ends
+//     (orderAfter). Counters count signals across calls, so a signal queued for a
+//     later call only ever meets that call's wait.
+//
+// Where a call cannot be ordered so it runs as an unordered call does, which the
+// semantics allow: buffers without a stream (nothing to order on), host memory,
+// a plan that is not fenced (the host waits for the caller's streams first).
+//
+// Calls queued and not yet seen done are in flight (at most maxInFlight: the next
+// call waits for the oldest). A watcher goroutine polls them while any are, against
+// their deadlines and the lives of their ranks: a call that fails there (a rank died,
+// the deadline passed) releases this rank's counters so no stream stays blocked,
+// and breaks the executor; Synchronize, Close and the next call report it. Before
+// anything a queued op may still use is freed (a context's streams and scratch, a
+// peer allocation's mapping), the host waits for the calls in flight (settle).
+
+// maxInFlight bounds the ordered calls queued and not yet seen done.
+const maxInFlight = 64
+
+// flightPollPause is how often the watcher looks at the calls in flight: how late a
+// dead rank or a passed deadline is noticed, nothing on any call's path.
+const flightPollPause = 500 * time.Microsecond
+
+// flightCall is a stream-ordered call queued on the device.
+type flightCall struct {
+	// ends[:n] are recorded on the call's lane streams after their last ops.
+	ends     []ucxx.CUDAEvent
+	n        int
+	ctx      *planContext
+	peers    []int // the ranks the call waits on
+	deadline time.Time
+	// streams are the caller's streams the call is ordered on (deduplicated).
+	streams []uintptr
+}
+
+// flight is a gpuState's stream-ordered calls still in flight.
+type flight struct {
+	mu    sync.Mutex
+	calls []*flightCall // oldest first
+	spare []*flightCall
+	// err is the first failure of a call in flight, for good (the executor is
+	// broken after it).
+	err error
+	// watching: a watcher goroutine runs (until no call is in flight).
+	watching bool
+	// closed: the GPU side is gone (its events with it): nothing is polled again.
+	closed bool
+	// alive and timeout are the executor's (its scope's look at a rank's process).
+	alive func(r int) bool
+}
+
+// failure returns the first failure of a call in flight, or nil.
+func (f *flight) failure() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
+// orderedStreams returns the caller's streams an ordered call c is queued on (its
+// distinct non-zero Streams), into buf.
+func orderedStreams(c *Call, buf []uintptr) []uintptr {
+	buf = buf[:0]
+	for _, s := range c.Streams {
+		if s != 0 && !slices.Contains(buf, s) {
+			buf = append(buf, s)
+		}
+	}
+	return buf
+}
+
+// orderAfter makes a device call's lanes (streams) start after the newest ordered
+// call in flight ended on every lane, unless the call waits for a stream that call
+// is ordered on (that stream waits for its ends: the caller's event covers them).
+// Call it with the context current, before any lane queues an op.
+func (g *gpuState) orderAfter(streams []ucxx.CUDAStream, callerStreams []uintptr) error {
+	f := &g.flight
+	f.mu.Lock()
+	var last *flightCall
+	if len(f.calls) > 0 {
+		last = f.calls[len(f.calls)-1]
+	}
+	f.mu.Unlock()
+	if last == nil {
+		return nil
+	}
+	for _, s := range callerStreams {
+		if slices.Contains(last.streams, s) {
+			return nil
+		}
+	}
+	for _, s := range streams {
+		for _, e := range last.ends[:last.n] {
+			if err := g.d.StreamWaitEvent(s.Handle(), e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// takeFlight returns a flight call with an end event for each of lanes, waiting
+// for the oldest call in flight when maxInFlight are. Call it with the context
+// current.
+func (g *gpuState) takeFlight(lanes int) (*flightCall, error) {
+	f := &g.flight
+	f.mu.Lock()
+	full := len(f.calls) >= maxInFlight
+	f.mu.Unlock()
+	if full {
+		if err := g.settleTo(maxInFlight - 1); err != nil {
+			return nil, err
+		}
+	}
+	f.mu.Lock()
+	var fc *flightCall
+	if k := len(f.spare); k > 0 {
+		fc, f.spare = f.spare[k-1], f.spare[:k-1]
+	} else {
+		fc = new(flightCall)
+	}
+	f.mu.Unlock()
+	for len(fc.ends) < lanes {
+		e, err := g.d.NewEvent(false)
+		if err != nil {
+			g.flight.mu.Lock()
+			f.spare = append(f.spare, fc)
+			g.flight.mu.Unlock()
+			return nil, err
+		}
+		fc.ends = append(fc.ends, e)
+	}
+	fc.n = lanes
+	return fc, nil
+}
+
+// fly puts a queued call in flight: the caller's streams wait for its lanes' ends,
+// and the watcher watches it. Call it with the context current.
+func (g *gpuState) fly(fc *flightCall, ctx *planContext, peers []int, callerStreams []uintptr, deadline time.Time) error {
+	var err error
+	for _, s := range callerStreams {
+		for _, e := range fc.ends[:fc.n] {
+			if err == nil {
+				err = g.d.StreamWaitEvent(s, e)
+			}
+		}
+	}
+	fc.ctx, fc.peers, fc.deadline = ctx, peers, deadline
+	fc.streams = append(fc.streams[:0], callerStreams...)
+	f := &g.flight
+	f.mu.Lock()
+	f.calls = append(f.calls, fc)
+	start := !f.watching
+	f.watching = true
+	f.mu.Unlock()
+	if start {
+		go g.watch()
+	}
+	if err != nil {
+		return fmt.Errorf("executor: order the caller's stream after the call: %w", err)
+	}
+	return nil
+}
+
+// watch polls the calls in flight until none is.
+func (g *gpuState) watch() {
+	for {
+		if g.pollFlight() == 0 {
+			return
+		}
+		time.Sleep(flightPollPause)
+	}
+}
+
+// pollFlight retires the calls in flight that ended, oldest first, checks the
+// oldest still running against its deadline and its ranks' lives (failing it:
+// fail), and returns how many remain; at 0 the watcher, if any, stops.
+func (g *gpuState) pollFlight() int {
+	f := &g.flight
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		f.watching = false
+		return 0
+	}
+	for len(f.calls) > 0 {
+		fc := f.calls[0]
+		done, err := g.ended(fc)
+		if err != nil {
+			g.failFlight(err)
+			done = true // a device error: nothing of it will end better
+		}
+		if !done {
+			if err := g.checkFlight(fc); err != nil {
+				g.failFlight(err)
+			}
+			break
+		}
+		f.calls[0] = nil
+		f.calls = f.calls[1:]
+		fc.ctx, fc.peers = nil, nil
+		f.spare = append(f.spare, fc)
+	}
+	if len(f.calls) == 0 {
+		f.watching = false
+		f.calls = f.calls[:0:0]
+	}
+	return len(f.calls)
+}
+
+// ended reports whether every lane of fc ended.
+func (g *gpuState) ended(fc *flightCall) (bool, error) {
+	done := true
+	err := g.cctx.Use(func() error {
+		for _, e := range fc.ends[:fc.n] {
+			ok, err := e.Done()
+			if err != nil {
+				return err
+			}
+			if !ok {
+				done = false
+				return nil
+			}
+		}
+		return nil
+	})
+	return done, err
+}
+
+// checkFlight fails a call still running whose deadline passed or one of whose
+// ranks died.
+func (g *gpuState) checkFlight(fc *flightCall) error {
+	for _, q := range fc.peers {
+		if g.flight.alive != nil && !g.flight.alive(q) {
+			return &RankError{Rank: q, Op: "a stream-ordered call", Err: fmt.Errorf("the rank's process ended: %w", ErrRankFailed)}
+		}
+	}
+	if time.Now().After(fc.deadline) {
+		return &RankError{Rank: -1, Op: "a stream-ordered call", Err: fmt.Errorf("its lanes did not finish in time: %w", ErrTimeout)}
+	}
+	return nil
+}
+
+// failFlight records the first failure and releases this rank's counters of every
+// call in flight, so that none of their waits holds a stream; g.flight.mu is held.
+func (g *gpuState) failFlight(err error) {
+	f := &g.flight
+	if f.err != nil {
+		return // released at the first (no call joins the flight after it)
+	}
+	f.err = err
+	released := map[*planContext]bool{}
+	for _, fc := range f.calls {
+		if fc.ctx != nil && !released[fc.ctx] {
+			released[fc.ctx] = true
+			releaseOwnCounters(fc.ctx)
+		}
+	}
+}
+
+// settle waits until no ordered call is in flight (the host waits for the device),
+// and returns the first failure of one.
+func (g *gpuState) settle() error { return g.settleTo(0) }
+
+// settleTo waits until at most left ordered calls are in flight, polling without
+// sleeping for the first drainSpin, then every drainPause. After a failure (its
+// counters released, the calls' streams normally end at once) it waits at most
+// flightGrace more: a stream held by something else (the caller's own work) must
+// not hold the host too.
+func (g *gpuState) settleTo(left int) error {
+	start := time.Now()
+	var failed time.Time
+	for g.pollFlight() > left {
+		if err := g.flight.failure(); err != nil {
+			if failed.IsZero() {
+				failed = time.Now()
+			} else if time.Since(failed) > flightGrace {
+				return err
+			}
+		}
+		if time.Since(start) < drainSpin {
+			pause.Yield()
+			continue
+		}
+		pause.For(drainPause)
+	}
+	return g.flight.failure()
+}
+
+// flightGrace is how long settling waits for calls in flight to end after a failure.
+const flightGrace = time.Second
+
+// releaseOwnCounters lets every stream wait on this rank's counters of ctx through
+// (every word of every counter): after a failure, nothing must stay blocked on the
+// device.
+func releaseOwnCounters(ctx *planContext) {
+	for k := range ctx.expected {
+		for b := range maxSlices {
+			w := ctx.counter(ctx.rank, uint64(k), ctx.rank).at(b)
+			w.store(w.load() + 1<<62)
+		}
+	}
+}
+
+// Synchronize waits until every stream-ordered call made so far has ended on the
+// device, and returns the first failure one of them met (the executor is broken
+// after it: a *RankError wrapping ErrRankFailed or ErrTimeout, or the device's
+// error). Without ordered calls it returns nil at once.
+func (x *Executor) Synchronize() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.closed {
+		return ErrClosed
+	}
+	if x.gpu == nil {
+		return nil
+	}
+	return x.gpu.settle()
+}

@@ -1,0 +1,168 @@
+"""Stream-ordered collectives (``stream_ordered=True``), NCCL's semantics: a call is
+queued on its buffers' stream after the work there and before the work queued after
+it, and the await returns once it is queued. Ranks as processes sharing the GPU (or
+one GPU each where there are several). Each chain below feeds every call's result
+through work on the stream into the next call, so a call that read its input early,
+or whose result landed late, gives a wrong number. Skipped where cupy or a GPU is
+missing."""
+
+import pytest
+
+from _support import cupy_gpus
+
+cp, _GPUS = cupy_gpus()
+
+from test_collectives_gpu import run_ranks  # noqa: E402
+
+CHAINS = r"""
+import asyncio, os, sys, numpy as np, cupy as cp, ucxx_go
+sys.path.insert(0, @TESTS@)
+from _cuda_spin import spin_on
+
+async def main():
+    comm = await ucxx_go.Communicator.init(timeout=120)
+    r, n = comm.rank, comm.size
+    cp.cuda.Device(r % cp.cuda.runtime.getDeviceCount()).use()
+    own_gpu = cp.cuda.runtime.getDeviceCount() >= n
+    tri = n * (n - 1) // 2
+    s = cp.cuda.Stream(non_blocking=True)
+    # Programs (small), whole copies and sliced or waits-only chains (large): 20 calls
+    # queued back to back, each step's input made on the stream from the last result.
+    for count in [256, 1 << 16, (1 << 22) + 1024]:
+        with s:
+            x = cp.full(count, r + 1, cp.float32)
+            want = float(n * (n + 1) // 2)
+            for step in range(20):
+                await comm.allreduce(x, stream_ordered=True)
+                x /= n          # on the stream, after the call
+                x += r
+                want = want + tri
+            await comm.allreduce(x, stream_ordered=True)
+            got = cp.asnumpy(x)  # on the stream: after the last call
+        assert (got == want).all(), ("allreduce chain", count, got[:4], want)
+        with s:
+            y = cp.full(count, r, cp.float32)
+            g = cp.empty(n * count, cp.float32)
+            for step in range(5):
+                await comm.allgather(y, g, stream_ordered=True)
+                y = g[((r + 1) % n) * count:((r + 1) % n + 1) * count] + 1
+            got = cp.asnumpy(y)
+        # step k hands each rank its right neighbour's value + 1: rank r ends with ((r + 5) % n) + 5
+        assert (got == (r + 5) % n + 5).all(), ("allgather chain", count, got[:4])
+        with s:
+            b = cp.full(count, 7 if r == n - 1 else 0, cp.float32)
+            for step in range(4):
+                await comm.broadcast(b, root=n - 1, stream_ordered=True)
+                if r == n - 1:
+                    b += 1
+            got = cp.asnumpy(b)
+        # the root adds 1 after each call: the others end with its value before the last
+        assert (got == (11 if r == n - 1 else 10)).all(), ("broadcast chain", count, got[:4])
+        with s:
+            a = cp.full(n * count, r, cp.float32)
+            o = cp.empty(count, cp.float32)
+            await comm.reduce_scatter(a, o, stream_ordered=True)
+            o += 1
+            t = cp.empty(n * count, cp.float32)
+            await comm.alltoall(cp.tile(o, n), t, stream_ordered=True)
+            got = cp.asnumpy(t)
+        assert (got == tri + 1).all(), ("reduce_scatter then alltoall", count, got[:4])
+    # Calls on two streams in turn: the later call's lanes start after the earlier's.
+    s2 = cp.cuda.Stream(non_blocking=True)
+    xs = [cp.full(1 << 20, r + k, cp.float32) for k in range(6)]
+    cp.cuda.Device().synchronize()  # made on the null stream, which s and s2 do not wait for
+    for k, x in enumerate(xs):
+        with (s if k % 2 else s2):
+            await comm.allreduce(x, stream_ordered=True)
+    s.synchronize(); s2.synchronize()
+    for k, x in enumerate(xs):
+        assert (cp.asnumpy(x) == tri + n * k).all(), ("two streams", k)
+    # Ordered and unordered calls mixed on one stream.
+    with s:
+        x = cp.full(1 << 18, r + 1, cp.float32)
+        await comm.allreduce(x, stream_ordered=True)
+        x += 1
+        await comm.allreduce(x)
+        x += 1
+        await comm.allreduce(x, stream_ordered=True)
+        got = cp.asnumpy(x)
+    assert (got == (n * (n + 1) // 2 + 1) * n * n + n).all(), ("mixed", got[:4])
+    # The await returns while the stream is still busy with work queued before the
+    # call (ranks with a GPU each: ranks sharing one wait for each other on the host).
+    with s:
+        x = cp.full(1 << 16, r + 1, cp.float32)
+        spin_on(s, 2.0)
+        await comm.allreduce(x, stream_ordered=True)
+        queued_early = not s.done
+        got = cp.asnumpy(x)
+    assert (got == n * (n + 1) // 2).all(), ("after the spin", got[:4])
+    if own_gpu:
+        assert queued_early, "the stream-ordered call waited for the stream"
+    await comm.synchronize()
+    os.write(1, f"rank {r} ok\n".encode())
+    comm.close()
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_stream_ordered_chains(tmp_path, n):
+    import pathlib
+
+    tests = pathlib.Path(__file__).resolve().parent
+    out = run_ranks(tmp_path, n, CHAINS.replace("@TESTS@", repr(str(tests))), timeout=400)
+    assert out.count(" ok") == n, out
+
+
+DEATH = r"""
+import asyncio, os, sys, time, cupy as cp, ucxx_go
+sys.path.insert(0, @TESTS@)
+from _cuda_spin import spin_on
+
+async def main():
+    comm = await ucxx_go.Communicator.init(timeout=30)
+    r, n = comm.rank, comm.size
+    cp.cuda.Device(r % cp.cuda.runtime.getDeviceCount()).use()
+    s = cp.cuda.Stream(non_blocking=True)
+    x = cp.ones(1 << 16, cp.float32)
+    await comm.allreduce(x)
+    with s:
+        if r == 1:
+            spin_on(s, 30.0)  # its part of the call never runs: the process ends first
+        failed = None
+        await comm.allreduce(x, stream_ordered=True)
+        if r == 1:
+            await comm.barrier()  # rank 0 queued its part too
+            os._exit(0)
+        await comm.barrier()
+        if failed is None:
+            try:
+                await comm.synchronize()
+            except ucxx_go.RankFailedError as e:
+                failed = e
+        assert failed is not None and failed.rank == 1, repr(failed)
+        s.synchronize()  # released: the stream does not stay blocked
+        try:
+            await comm.allreduce(x, stream_ordered=True)
+            raise SystemExit("a call after the failure ran")
+        except (ucxx_go.CommunicatorBrokenError, ucxx_go.RankFailedError):
+            pass
+    os.write(1, b"rank 0 ok\n")
+    comm.close()
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.skipif(_GPUS < 2, reason="ranks sharing a GPU wait for signals on the host, where a rank's death "
+                    "fails the call itself (test_collectives_gpu's paths)")
+def test_stream_ordered_call_whose_rank_dies(tmp_path):
+    """A rank dies with a stream-ordered call queued on the others: the survivor's
+    synchronize raises RankFailedError naming it, its stream is released (does not stay
+    blocked in the call's waits), and its next call fails."""
+    import pathlib
+
+    tests = pathlib.Path(__file__).resolve().parent
+    out = run_ranks(tmp_path, 2, DEATH.replace("@TESTS@", repr(str(tests))), timeout=200)
+    assert out.count(" ok") == 1, out
