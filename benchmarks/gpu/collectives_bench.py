@@ -10,7 +10,7 @@ Rank r uses GPU r % (visible GPUs): with CUDA_VISIBLE_DEVICES=0 every rank share
 GPU. Times are nccl-tests': per size the median over iterations of the slowest rank's
 time per call (each call followed by a device synchronize: "per call"), and the time
 of `--inflight` calls issued back to back then one synchronize, per call ("in
-flight"). Bus bandwidth = bytes / time x factor: allreduce 2(n-1)/n, allgather and
+flight"; "queued": the same calls' time before the synchronize, the host's part). Bus bandwidth = bytes / time x factor: allreduce 2(n-1)/n, allgather and
 reduce_scatter (n-1)/n, broadcast 1, alltoall (n-1)/n; bytes are the per-rank buffer
 nccl-tests counts (allgather: the output, reduce_scatter: the input). Rank 0 writes
 JSON; `--copy` adds the device-to-device copy rate each rank gets with all copying at
@@ -174,10 +174,11 @@ async def main():
             t0 = time.perf_counter()
             for _ in range(a.inflight):
                 await lib.run(name, x, out)
+            queued = (time.perf_counter() - t0) / a.inflight  # the host's time a call, before the sync
             lib.sync()
             inflight = (time.perf_counter() - t0) / a.inflight
             # the slowest rank's median: gather through a tiny allreduce of our own
-            med = np.array([statistics.median(per_call), inflight], np.float64)
+            med = np.array([statistics.median(per_call), inflight, queued], np.float64)
             rows.append((name, counted, med))
             if time.monotonic() - t_op > a.budget_s:
                 break
@@ -192,8 +193,9 @@ async def main():
         for i, (nm, b, _) in enumerate(per_rank[0]):
             t_call = max(pr[i][2][0] for pr in per_rank)
             t_fl = max(pr[i][2][1] for pr in per_rank)
+            t_q = max(pr[i][2][2] for pr in per_rank)
             f = FACTORS[nm](n)
-            result["rows"].append({"op": nm, "bytes": b, "us_per_call": t_call * 1e6, "us_inflight": t_fl * 1e6,
+            result["rows"].append({"op": nm, "bytes": b, "us_per_call": t_call * 1e6, "us_inflight": t_fl * 1e6, "us_queued": t_q * 1e6,
                                    "busbw_per_call": b / t_call * f / 1e9, "busbw_inflight": b / t_fl * f / 1e9})
     if a.copy:
         cps = []
@@ -214,7 +216,8 @@ async def main():
         json.dump(result, open(a.out, "w"), indent=1)
         for row in result["rows"]:
             print(f"{a.lib} {row['op']:15s} {row['bytes']:>11d} B {row['us_per_call']:10.1f} us "
-                  f"{row['busbw_per_call']:8.2f} GB/s  inflight {row['us_inflight']:10.1f} us {row['busbw_inflight']:8.2f} GB/s",
+                  f"{row['busbw_per_call']:8.2f} GB/s  inflight {row['us_inflight']:10.1f} us {row['busbw_inflight']:8.2f} GB/s"
+                  f"  queued {row['us_queued']:8.1f} us",
                   flush=True)
 
 
