@@ -199,6 +199,21 @@ const (
 	// H100 3,691, 3,384, 3,425 / 3,589, 3,531, 3,529 (session 23: a tie); at 256 MiB
 	// waits lost on both (H100 1,033-1,079 / 979-989, H200 1,018-1,060 / 921-938).
 	deviceProgramWaitsMinBytes = 1 << 30
+	// deviceMidSlicedMinBytes to deviceMidSlicedMaxBytes: on device memory among
+	// more than 2 ranks, allgather, alltoall and chain broadcasts of these sizes run
+	// sliced (executor.Call.Sliced): each hop then costs µs in a spinning block
+	// instead of a stream wait's tens, which sets these sizes' time; from 64 MiB the
+	// copy engines' copies win. Measured on 4 x H200, one rank a GPU, stream-ordered
+	// calls, A/B in 3 alternating rounds (RESULTS.md, session 27; µs a call with a
+	// synchronize each, then with ten in flight, sliced / not): allgather 512 KiB
+	// 64-71 / 67-71 and 38-47 / 74-76, 8 MiB 84-87 / 90-92 and 56-66 / 57-84;
+	// broadcast 512 KiB 58-60 / 52-72 and 28-36 / 37-144, 8 MiB 96-101 / 101-112 and
+	// 61-71 / 73-79; alltoall 512 KiB 66-80 / 62-82 and 43-52 / 67-71, 8 MiB 85-90 /
+	// 88-90 and 57-63 / 67-128. Not sliced: reduce-scatter (a call with a synchronize
+	// 5-10% slower sliced at 128 KiB-8 MiB), allreduce (no gain), 128 KiB (broadcast
+	// and alltoall a call slower), 2 ranks (broadcast 128 KiB-2 MiB 38-69 / 32-36).
+	deviceMidSlicedMinBytes = 512 << 10
+	deviceMidSlicedMaxBytes = 16 << 20
 )
 
 // choice is a built-in algorithm with its options; sliced asks for sliced device
@@ -248,15 +263,24 @@ func builtinChoice(r Request) choice {
 		}
 		if r.Ranks <= 4 {
 			waits := deep && r.Bytes >= deviceProgramWaitsMinBytes
-			return choice{name: "chain", o: o, sliced: deep && !waits, programWaits: waits}
+			return choice{name: "chain", o: o, sliced: (deep && !waits) || midSliced(r), programWaits: waits}
 		}
 		return choice{name: "tree", o: o} // (sliced trees: not measured)
 	case "reduce":
 		return choice{name: "direct", o: o}
 	case "alltoall":
-		return choice{name: "pairwise", o: o}
+		return choice{name: "pairwise", o: o, sliced: midSliced(r)}
+	case "allgather":
+		return choice{name: "allpairs", o: o, sliced: midSliced(r)}
 	}
-	return choice{name: "allpairs", o: o}
+	return choice{name: "allpairs", o: o} // reduce-scatter
+}
+
+// midSliced reports whether a device call among more than 2 ranks is of the sizes
+// that run sliced (deviceMidSlicedMinBytes to deviceMidSlicedMaxBytes): allgather,
+// alltoall and chain broadcasts ask for it.
+func midSliced(r Request) bool {
+	return r.Memory == executor.MemoryCUDA && r.Ranks > 2 && r.Bytes >= deviceMidSlicedMinBytes && r.Bytes <= deviceMidSlicedMaxBytes
 }
 
 // errNoPlan: no plan for a collective (an unknown one).

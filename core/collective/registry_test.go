@@ -61,7 +61,8 @@ func TestBuiltinChoiceDevice(t *testing.T) {
 // TestBuiltinChoiceDeviceBroadcast: broadcasts among more than 2 ranks on device
 // memory pipeline deeper from devicePipelineMinBytes, chains sliced, and deeper again
 // from deviceDeepPipelineMinBytes; chains from deviceProgramWaitsMinBytes run
-// waits-only instead of sliced; 2 ranks and host memory keep the host rule.
+// waits-only instead of sliced (and mid sizes sliced: TestBuiltinChoiceDeviceMidSliced);
+// 2 ranks and host memory keep the host rule.
 func TestBuiltinChoiceDeviceBroadcast(t *testing.T) {
 	for _, c := range []struct {
 		bytes  uint64
@@ -73,7 +74,8 @@ func TestBuiltinChoiceDeviceBroadcast(t *testing.T) {
 		waits  bool
 	}{
 		{8, 4, executor.MemoryCUDA, "chain", 0, false, false},
-		{pipelineMinBytes, 4, executor.MemoryCUDA, "chain", pipelineChunks, false, false},
+		{pipelineMinBytes, 4, executor.MemoryCUDA, "chain", pipelineChunks, true, false}, // midSliced
+		{deviceMidSlicedMaxBytes + 1, 4, executor.MemoryCUDA, "chain", pipelineChunks, false, false},
 		{devicePipelineMinBytes - 1, 4, executor.MemoryCUDA, "chain", pipelineChunks, false, false},
 		{devicePipelineMinBytes, 4, executor.MemoryCUDA, "chain", devicePipelineChunks, true, false},
 		{deviceDeepPipelineMinBytes - 1, 3, executor.MemoryCUDA, "chain", devicePipelineChunks, true, false},
@@ -95,6 +97,37 @@ func TestBuiltinChoiceDeviceBroadcast(t *testing.T) {
 		if ch := builtinChoice(Request{Collective: kind, Bytes: 1 << 30, Ranks: 4, Memory: executor.MemoryCUDA}); ch.sliced || ch.programWaits {
 			t.Errorf("%s of 1 GiB on 4 devices asks to be sliced or waits-only", kind)
 		}
+	}
+}
+
+// TestBuiltinChoiceDeviceMidSliced: allgather, alltoall and chain broadcasts on
+// device memory among more than 2 ranks run sliced from deviceMidSlicedMinBytes to
+// deviceMidSlicedMaxBytes; reduce-scatter, allreduce, reduce, 2 ranks, trees and host
+// memory never at these sizes.
+func TestBuiltinChoiceDeviceMidSliced(t *testing.T) {
+	for _, kind := range []string{AllGather, ReduceScatter, AllToAll, Broadcast, AllReduce, Reduce} {
+		for _, c := range []struct {
+			bytes uint64
+			ranks int
+			mem   executor.Memory
+			want  bool
+		}{
+			{deviceMidSlicedMinBytes - 1, 4, executor.MemoryCUDA, false},
+			{deviceMidSlicedMinBytes, 4, executor.MemoryCUDA, true},
+			{deviceMidSlicedMaxBytes, 3, executor.MemoryCUDA, true},
+			{deviceMidSlicedMaxBytes + 1, 4, executor.MemoryCUDA, false},
+			{1 << 20, 2, executor.MemoryCUDA, false},
+			{1 << 20, 4, executor.MemoryHost, false},
+		} {
+			want := c.want && kind != AllReduce && kind != Reduce && kind != ReduceScatter
+			ch := builtinChoice(Request{Collective: kind, Bytes: c.bytes, Ranks: c.ranks, Memory: c.mem})
+			if ch.sliced != want || ch.programWaits {
+				t.Errorf("%s of %d bytes, %d ranks, %v: sliced %t, waits-only %t; want sliced %t", kind, c.bytes, c.ranks, c.mem, ch.sliced, ch.programWaits, want)
+			}
+		}
+	}
+	if ch := builtinChoice(Request{Collective: Broadcast, Bytes: 1 << 20, Ranks: 8, Memory: executor.MemoryCUDA}); ch.sliced {
+		t.Error("a device tree broadcast asks to be sliced")
 	}
 }
 
