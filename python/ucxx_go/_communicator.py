@@ -187,7 +187,7 @@ class Communicator:
         opc = 0 if op is None else op_code(op)
         try:
             ticket = ext.pybridge_CommExecute(h, plan._h, s_addr, s_n, s_mem, s_stream, r_addr, r_n, r_mem, r_stream, code,
-                                              opc, stream_ordered is True, SPIN_US)
+                                              opc, bool(stream_ordered), SPIN_US)
         except RuntimeError as e:
             raise translate(e) from None
         if ticket:  # written out flat as _start: no helper calls on every small call
@@ -375,7 +375,7 @@ class Communicator:
         opc = 0 if op is None else op_code(op)
         try:
             ticket = ext.pybridge_CommCollective(h, kind, root if type(root) is int else int(root), s_addr, s_n, s_mem,
-                                                 s_stream, r_addr, r_n, r_mem, r_stream, code, opc, ordered is True,
+                                                 s_stream, r_addr, r_n, r_mem, r_stream, code, opc, bool(ordered),
                                                  SPIN_US)
         except RuntimeError as e:
             raise translate(e) from None
