@@ -172,6 +172,9 @@ type cudaGate struct {
 	gated   []submission
 	pinned  bool  // pinNearGPU ran
 	cpus    []int // the CPUs the progress thread was pinned to, if it was
+	// nearCPUs brings the NVML lookup's answer (the CPUs near the GPU, nil for none)
+	// to pinWhenKnown; nil once taken, or when no lookup runs.
+	nearCPUs chan []int
 }
 
 // ready reports whether s may be dispatched: its stream event is done, and its
@@ -327,7 +330,10 @@ func devicePrimaryContext(device int) (ucxx.CUDAContext, error) {
 // device, as MSCCL++ binds its proxy thread to its GPU's NUMA node: the thread that
 // drives the GPU's transfers then runs where its memory traffic is short. The device
 // is found in NVML by PCI bus id (CUDA's ordinals and NVML's indexes may differ).
-// Nothing happens when NVML or the bus id is unavailable, or Options.NoGPUAffinity.
+// The lookup (NVML's start and a walk over every GPU, ~10 ms) runs on a goroutine of
+// its own, off the path of the transfer that made the device current: the thread
+// pins itself when it next dispatches after the answer came (pinWhenKnown). Nothing
+// happens when NVML or the bus id is unavailable, or Options.NoGPUAffinity.
 func (c *cudaGate) pinNearGPU(device int) {
 	if c.noAffinity || c.pinned {
 		return
@@ -337,7 +343,27 @@ func (c *cudaGate) pinNearGPU(device int) {
 	if err != nil {
 		return
 	}
-	if cpus, ok := topology.CPUsNearGPU(bus); ok && topology.PinThreadToCPUs(cpus) == nil {
-		c.cpus, _ = topology.ThreadCPUs()
+	near := make(chan []int, 1)
+	c.nearCPUs = near
+	go func() {
+		cpus, _ := topology.CPUsNearGPU(bus)
+		near <- cpus
+	}()
+}
+
+// pinWhenKnown pins the calling thread (the progress thread: it dispatches) to the
+// CPUs pinNearGPU's lookup found, once its answer is in; a look at a nil channel
+// otherwise.
+func (c *cudaGate) pinWhenKnown() {
+	if c.nearCPUs == nil {
+		return
+	}
+	select {
+	case cpus := <-c.nearCPUs:
+		c.nearCPUs = nil
+		if len(cpus) > 0 && topology.PinThreadToCPUs(cpus) == nil {
+			c.cpus, _ = topology.ThreadCPUs()
+		}
+	default:
 	}
 }

@@ -114,6 +114,7 @@ func (e *Engine) teardownWorker() {
 
 // dispatch takes every queued submission and issues it, in order.
 func (e *Engine) dispatch() {
+	e.cuda.pinWhenKnown()
 	if e.cuda.waiting() {
 		e.cuda.release(e.closing.Load())
 	}
