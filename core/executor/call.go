@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,9 +59,9 @@ type Call struct {
 	ProgramWaits bool
 	// Ordered asks that a device call be stream-ordered (ordered.go), as NCCL's are:
 	// queued after the work its Streams hold and before the work they get next,
-	// returning once queued. Its failures on the device come back from a later call,
-	// Synchronize or Close. Ignored for host memory and for buffers without a stream
-	// (nothing to order on: the call returns once done).
+	// returning once queued. Its failures on the device come back from a later call
+	// or Synchronize. Ignored for host memory, for buffers without a stream and on
+	// the per-thread default stream (the call returns once done).
 	Ordered bool
 }
 
@@ -113,11 +114,11 @@ func (x *Executor) Execute(c Call) error {
 func (x *Executor) Start(c Call) (rest func() error, err error) {
 	// A call still running elsewhere holds the executor: never wait for it here.
 	if !x.mu.TryLock() {
-		return func() error { return x.Execute(c) }, nil
+		return deferCall(x, c)
 	}
 	if x.closed || x.broken != nil || x.board == nil || !x.caughtUp(x.seq+1) {
 		x.mu.Unlock()
-		return func() error { return x.Execute(c) }, nil
+		return deferCall(x, c)
 	}
 	st, err := x.begin(c)
 	if err != nil || st == nil {
@@ -135,6 +136,19 @@ func (x *Executor) Start(c Call) (rest func() error, err error) {
 	}
 	defer x.mu.Unlock()
 	return nil, x.finish(st)
+}
+
+// deferCall returns c's whole run for another goroutine. The per-thread default
+// stream names the calling thread's own: a device call on it waits for that stream
+// here, on the host, first, and leaves it out of the call.
+func deferCall(x *Executor, c Call) (rest func() error, err error) {
+	if c.Memory == MemoryCUDA && slices.Contains(c.Streams, ucxx.StreamPerThread) {
+		if err := awaitPerThreadStream(c); err != nil {
+			return nil, err
+		}
+		c.Streams = slices.DeleteFunc(slices.Clone(c.Streams), func(s uintptr) bool { return s == ucxx.StreamPerThread })
+	}
+	return func() error { return x.Execute(c) }, nil
 }
 
 // callStart is a call announced on the board, waiting for the rest.
@@ -245,7 +259,7 @@ func (x *Executor) finish(st *callStart) error {
 		}
 	}
 	if c.Memory == MemoryCUDA {
-		return x.runDevice(run, st)
+		return x.runDevice(run)
 	}
 	if err := run.lanes(); err != nil {
 		x.broken = err
@@ -257,8 +271,15 @@ func (x *Executor) finish(st *callStart) error {
 // runDevice runs a device call's lanes: after the ordered calls still in flight, and
 // for an ordered call with a stream to order on, without waiting for them to end
 // (ordered.go); x.mu is held.
-func (x *Executor) runDevice(run *callRun, st *callStart) error {
+func (x *Executor) runDevice(run *callRun) error {
 	g, c := x.gpu, &run.c
+	if err := g.flight.failure(); err != nil {
+		// An ordered call failed while this one waited for its caller's stream (the
+		// host's wait in awaitCaller ends once the failure released the counters):
+		// its lanes would pass every wait on released counters.
+		x.broken = err
+		return fmt.Errorf("%w: %v", ErrBroken, err)
+	}
 	x.callerStreams = orderedStreams(c, x.callerStreams)
 	err := g.cctx.Use(func() (err error) {
 		if err = g.orderAfter(run.ctx.gpu.streams, x.callerStreams); err != nil || !c.Ordered || len(x.callerStreams) == 0 {
@@ -270,10 +291,15 @@ func (x *Executor) runDevice(run *callRun, st *callStart) error {
 	if err == nil {
 		err = run.lanes()
 	}
+	if err == nil && run.flight == nil {
+		if ferr := g.flight.failure(); ferr != nil { // its lanes may have passed released waits
+			err = fmt.Errorf("%w: %v", ErrBroken, ferr)
+		}
+	}
 	if fc := run.flight; fc != nil {
 		run.flight = nil
 		ferr := g.cctx.Use(func() error {
-			return g.fly(fc, run.ctx, setupPeers(c.Plan, run.me), x.callerStreams, st.scope.deadline)
+			return g.fly(fc, run.ctx, setupPeers(c.Plan, run.me), x.callerStreams)
 		})
 		if err == nil {
 			err = ferr
@@ -445,6 +471,13 @@ func (x *Executor) deviceCall(c Call) (devBuffers, error) {
 	g, err := x.useGPU(dev)
 	if err != nil {
 		return d, err
+	}
+	if !g.isFenced(c.Plan) {
+		// A peer may reach this rank's buffers once the call is announced: its
+		// ordered calls must have ended on the device, as its caller's work (below).
+		if err := g.settle(); err != nil {
+			return d, err
+		}
 	}
 	if err := g.awaitCaller(c.Plan, c.Streams, c.Ordered); err != nil {
 		return d, err

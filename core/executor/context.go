@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ucxx-go/ucxx-go/core/plan"
 )
@@ -47,6 +48,9 @@ type planContext struct {
 	alternate bool
 	// gpu holds the device side of a context for device memory (gpu.go).
 	gpu *gpuContext
+	// released: this rank's counters were let through after a failure
+	// (releaseOwnCounters: once a context).
+	released atomic.Bool
 }
 
 func counterCount(p *plan.Plan, r int) int {
@@ -104,13 +108,18 @@ func (x *Executor) context(p *plan.Plan, need uint64, mem Memory) (*planContext,
 			x.touchContext(c)
 			return c, nil
 		}
-		x.closeContext(c)
 		x.ctxs = append(x.ctxs[:i:i], x.ctxs[i+1:]...)
+		if err := x.retireContext(c); err != nil {
+			return nil, err
+		}
 		break
 	}
 	if len(x.ctxs) >= x.opts.MaxContexts {
-		x.closeContext(x.ctxs[0])
+		c := x.ctxs[0]
 		x.ctxs = x.ctxs[1:]
+		if err := x.retireContext(c); err != nil {
+			return nil, err
+		}
 	}
 	x.nctx++
 	c, err := x.makeContext(p, capacityFor(need), x.nctx, mem)
@@ -210,10 +219,35 @@ func (x *Executor) touchContext(c *planContext) {
 	x.ctxs[len(x.ctxs)-1] = c
 }
 
-// closeContext frees a context, its device side first.
+// retireContext frees a context a call replaces (its scratch grew) or evicts (too
+// many): every rank does so at the same call. A device context is freed only once
+// no rank's device can still reach it: this rank's stream-ordered calls ended
+// (settle), then a barrier, which every rank enters after settling its own, since a
+// peer's ordered call may still be reading this rank's scratch.
+func (x *Executor) retireContext(c *planContext) error {
+	if c.gpu != nil {
+		if err := x.gpu.settle(); err != nil {
+			x.closeContext(c)
+			return err
+		}
+		want, err := x.enterBarrier()
+		if err == nil {
+			err = x.awaitBarrier(want)
+		}
+		if err != nil {
+			x.closeContext(c)
+			return err
+		}
+	}
+	x.closeContext(c)
+	return nil
+}
+
+// closeContext frees a context, its device side first (after this rank's
+// stream-ordered calls in flight ended, or failed: ordered.go).
 func (x *Executor) closeContext(c *planContext) {
 	if c.gpu != nil {
-		x.gpu.settle() // a stream-ordered call in flight may use it (its failure breaks the next call)
+		x.gpu.settle()
 		x.gpu.closeContext(c)
 	}
 	c.close()

@@ -102,7 +102,11 @@ func (x *Executor) Close() error {
 	}
 	x.closed = true
 	if x.gpu != nil {
-		x.gpu.settle() // nothing queued may outlive what it uses; a failure found here has no caller left
+		// Nothing queued may outlive what it uses (a failure found here has no caller
+		// left: Synchronize reports failures); then the watcher stops before the board
+		// it looks at goes.
+		x.gpu.settle()
+		x.gpu.flight.shut()
 	}
 	for _, c := range x.ctxs {
 		x.closeContext(c)

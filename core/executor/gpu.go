@@ -132,7 +132,8 @@ func (x *Executor) useGPU(dev int) (*gpuState, error) {
 	g := &gpuState{d: d, dev: dev, cctx: cctx, fns: make(map[[2]uint8]ucxx.CUDAFunction), programFns: make(map[[2]uint8]ucxx.CUDAFunction),
 		opened:   make(map[ipcKey]*ipcEntry),
 		exported: make(map[uint64]exportedBuffer)}
-	g.flight.alive = x.alive
+	g.flight.alive = x.board.alive // the board the call was announced on: the watcher's only look at it
+	g.flight.timeout = x.opts.Timeout
 	if err := cctx.Use(func() (err error) { g.mod, err = d.LoadModule(reducePTX); return err }); err != nil {
 		cctx.Release()
 		return nil, fmt.Errorf("executor: load the reduction kernels: %w", err)
@@ -174,6 +175,7 @@ func (g *gpuState) close() {
 			for _, e := range fc.ends {
 				e.Destroy()
 			}
+			fc.start.Destroy()
 		}
 		g.flight.calls, g.flight.spare, g.flight.closed = nil, nil, true
 		g.flight.mu.Unlock()
@@ -261,6 +263,35 @@ const maxFencedPlans = 256
 // (2 ranks, 8 B and 2 MiB allreduce: 65-75 against 55-63 us a call; the collective
 // table within the spread of two default runs; benchmarks/RESULTS.md, session 17).
 var fencedCallerWait = os.Getenv("UCXGO_FENCED_CALLER_WAIT") == "1"
+
+// awaitPerThreadStream waits, on the calling thread, for the work its per-thread
+// default stream holds, in the context of the GPU holding c's buffers.
+func awaitPerThreadStream(c Call) error {
+	addr := c.Send.Addr
+	if c.Send.Bytes == 0 {
+		addr = c.Recv.Addr
+	}
+	if addr == 0 {
+		return nil
+	}
+	dev, err := deviceOf(addr)
+	if err != nil {
+		return err
+	}
+	d, err := ucxx.CUDA()
+	if err != nil {
+		return fmt.Errorf("executor: %v: %w", err, ErrUnsupported)
+	}
+	cctx, err := d.RetainPrimary(dev)
+	if err != nil {
+		return err
+	}
+	defer cctx.Release()
+	if err := cctx.AwaitStream(ucxx.StreamPerThread); err != nil {
+		return fmt.Errorf("executor: wait for the per-thread default stream: %w", err)
+	}
+	return nil
+}
 
 // deviceOf returns the GPU holding addr.
 func deviceOf(addr uintptr) (int, error) {
@@ -465,8 +496,10 @@ func (g *gpuState) connect(c *planContext, records []*record) error {
 
 func (g *gpuState) closeContext(c *planContext) {
 	g.cctx.Use(func() error {
-		for _, s := range c.gpu.streams {
-			s.Sync()
+		if !g.flight.stuck() { // after a failure whose calls did not end: leak, never hang
+			for _, s := range c.gpu.streams {
+				s.Sync()
+			}
 		}
 		for q, id := range c.gpu.peerIDs {
 			if id != 0 {
@@ -625,6 +658,11 @@ func (r *callRun) runGPULane(li int) {
 	err := g.cctx.Use(func() error {
 		for _, ev := range g.callerEvents[:g.callerReady] {
 			if err := g.d.StreamWaitEvent(lr.stream, ev); err != nil {
+				return err
+			}
+		}
+		if li == 0 && r.flight != nil { // the call's start, for its timeout (ordered.go)
+			if err := r.flight.start.Record(lr.stream); err != nil {
 				return err
 			}
 		}

@@ -28,16 +28,24 @@ import (
 //     later call only ever meets that call's wait.
 //
 // Where a call cannot be ordered so it runs as an unordered call does, which the
-// semantics allow: buffers without a stream (nothing to order on), host memory,
-// a plan that is not fenced (the host waits for the caller's streams first).
+// semantics allow: buffers without a stream (nothing to order on), host memory, a
+// caller's per-thread default stream (CU_STREAM_PER_THREAD names the calling
+// thread's, and the call may be queued from another). A plan that is not fenced
+// lets a peer reach this rank's buffers on the strength of the announcement alone:
+// before such a call is announced the host waits for the caller's streams and for
+// the ordered calls in flight.
 //
 // Calls queued and not yet seen done are in flight (at most maxInFlight: the next
 // call waits for the oldest). A watcher goroutine polls them while any are, against
-// their deadlines and the lives of their ranks: a call that fails there (a rank died,
-// the deadline passed) releases this rank's counters so no stream stays blocked,
-// and breaks the executor; Synchronize, Close and the next call report it. Before
-// anything a queued op may still use is freed (a context's streams and scratch, a
-// peer allocation's mapping), the host waits for the calls in flight (settle).
+// the lives of their ranks and the executor's timeout, counted from when the call's
+// first lane started on the device (after the caller's work and the earlier calls,
+// which are no rank's lateness): a call that fails there (a rank died, the timeout
+// passed) releases this rank's counters so no stream stays blocked,
+// and breaks the executor; Synchronize and the next call report it (Close waits for
+// the calls in flight, for flightGrace at most after a failure, and reports
+// nothing). Before anything a queued op may still use is freed (a context's streams
+// and scratch, a peer allocation's mapping), the host waits for the calls in flight
+// (settle); a context a call replaces waits for every rank's (retireContext).
 
 // maxInFlight bounds the ordered calls queued and not yet seen done.
 const maxInFlight = 64
@@ -48,12 +56,16 @@ const flightPollPause = 500 * time.Microsecond
 
 // flightCall is a stream-ordered call queued on the device.
 type flightCall struct {
-	// ends[:n] are recorded on the call's lane streams after their last ops.
-	ends     []ucxx.CUDAEvent
-	n        int
-	ctx      *planContext
-	peers    []int // the ranks the call waits on
-	deadline time.Time
+	// ends[:n] are recorded on the call's lane streams after their last ops; start
+	// on lane 0's before its first, after its waits for the caller and earlier calls.
+	ends  []ucxx.CUDAEvent
+	n     int
+	start ucxx.CUDAEvent
+	ctx   *planContext
+	peers []int // the ranks the call waits on
+	// started is when the watcher first saw start done (zero: not yet); the call
+	// fails the executor's timeout after it.
+	started time.Time
 	// streams are the caller's streams the call is ordered on (deduplicated).
 	streams []uintptr
 }
@@ -64,14 +76,16 @@ type flight struct {
 	calls []*flightCall // oldest first
 	spare []*flightCall
 	// err is the first failure of a call in flight, for good (the executor is
-	// broken after it).
-	err error
+	// broken after it), found at failedAt.
+	err      error
+	failedAt time.Time
 	// watching: a watcher goroutine runs (until no call is in flight).
 	watching bool
 	// closed: the GPU side is gone (its events with it): nothing is polled again.
 	closed bool
-	// alive and timeout are the executor's (its scope's look at a rank's process).
-	alive func(r int) bool
+	// alive is the board's look at a rank's process; timeout the executor's.
+	alive   func(r int) bool
+	timeout time.Duration
 }
 
 // failure returns the first failure of a call in flight, or nil.
@@ -81,11 +95,30 @@ func (f *flight) failure() error {
 	return f.err
 }
 
+// stuck reports whether a failure left calls in flight that did not end.
+func (f *flight) stuck() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err != nil && len(f.calls) > 0
+}
+
+// shut stops the watching for good (the executor closes: the board the watcher
+// looks at goes); a poll in progress finishes first.
+func (f *flight) shut() {
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+}
+
 // orderedStreams returns the caller's streams an ordered call c is queued on (its
-// distinct non-zero Streams), into buf.
+// distinct non-zero Streams), into buf; none when one is the per-thread default
+// stream, which only the calling thread can name.
 func orderedStreams(c *Call, buf []uintptr) []uintptr {
 	buf = buf[:0]
 	for _, s := range c.Streams {
+		if s == ucxx.StreamPerThread {
+			return buf[:0]
+		}
 		if s != 0 && !slices.Contains(buf, s) {
 			buf = append(buf, s)
 		}
@@ -144,23 +177,31 @@ func (g *gpuState) takeFlight(lanes int) (*flightCall, error) {
 		fc = new(flightCall)
 	}
 	f.mu.Unlock()
-	for len(fc.ends) < lanes {
-		e, err := g.d.NewEvent(false)
-		if err != nil {
-			g.flight.mu.Lock()
-			f.spare = append(f.spare, fc)
-			g.flight.mu.Unlock()
-			return nil, err
-		}
-		fc.ends = append(fc.ends, e)
+	var err error
+	if fc.start == (ucxx.CUDAEvent{}) {
+		fc.start, err = g.d.NewEvent(false)
 	}
-	fc.n = lanes
+	for err == nil && len(fc.ends) < lanes {
+		var e ucxx.CUDAEvent
+		if e, err = g.d.NewEvent(false); err == nil {
+			fc.ends = append(fc.ends, e)
+		}
+	}
+	if err != nil {
+		f.mu.Lock()
+		f.spare = append(f.spare, fc)
+		f.mu.Unlock()
+		return nil, err
+	}
+	fc.n, fc.started = lanes, time.Time{}
 	return fc, nil
 }
 
 // fly puts a queued call in flight: the caller's streams wait for its lanes' ends,
-// and the watcher watches it. Call it with the context current.
-func (g *gpuState) fly(fc *flightCall, ctx *planContext, peers []int, callerStreams []uintptr, deadline time.Time) error {
+// and the watcher watches it. After a failure of another call in flight the call's
+// counters are released too (its waits must not hold a stream) and the failure is
+// its error. Call it with the context current.
+func (g *gpuState) fly(fc *flightCall, ctx *planContext, peers []int, callerStreams []uintptr) error {
 	var err error
 	for _, s := range callerStreams {
 		for _, e := range fc.ends[:fc.n] {
@@ -169,21 +210,25 @@ func (g *gpuState) fly(fc *flightCall, ctx *planContext, peers []int, callerStre
 			}
 		}
 	}
-	fc.ctx, fc.peers, fc.deadline = ctx, peers, deadline
+	fc.ctx, fc.peers = ctx, peers
 	fc.streams = append(fc.streams[:0], callerStreams...)
+	if err != nil {
+		err = fmt.Errorf("executor: order the caller's stream after the call: %w", err)
+	}
 	f := &g.flight
 	f.mu.Lock()
 	f.calls = append(f.calls, fc)
-	start := !f.watching
-	f.watching = true
+	if f.err != nil {
+		releaseOwnCounters(ctx)
+		err = f.err
+	}
+	start := !f.watching && !f.closed
+	f.watching = f.watching || start
 	f.mu.Unlock()
 	if start {
 		go g.watch()
 	}
-	if err != nil {
-		return fmt.Errorf("executor: order the caller's stream after the call: %w", err)
-	}
-	return nil
+	return err
 }
 
 // watch polls the calls in flight until none is.
@@ -197,8 +242,8 @@ func (g *gpuState) watch() {
 }
 
 // pollFlight retires the calls in flight that ended, oldest first, checks the
-// oldest still running against its deadline and its ranks' lives (failing it:
-// fail), and returns how many remain; at 0 the watcher, if any, stops.
+// oldest still running against its ranks' lives and the timeout (failing it:
+// failFlight), and returns how many remain; at 0 the watcher, if any, stops.
 func (g *gpuState) pollFlight() int {
 	f := &g.flight
 	f.mu.Lock()
@@ -232,7 +277,8 @@ func (g *gpuState) pollFlight() int {
 	return len(f.calls)
 }
 
-// ended reports whether every lane of fc ended.
+// ended reports whether every lane of fc ended, and notes when it is first seen
+// started.
 func (g *gpuState) ended(fc *flightCall) (bool, error) {
 	done := true
 	err := g.cctx.Use(func() error {
@@ -243,7 +289,16 @@ func (g *gpuState) ended(fc *flightCall) (bool, error) {
 			}
 			if !ok {
 				done = false
-				return nil
+				break
+			}
+		}
+		if !done && fc.started.IsZero() {
+			ok, err := fc.start.Done()
+			if err != nil {
+				return err
+			}
+			if ok {
+				fc.started = time.Now()
 			}
 		}
 		return nil
@@ -251,16 +306,16 @@ func (g *gpuState) ended(fc *flightCall) (bool, error) {
 	return done, err
 }
 
-// checkFlight fails a call still running whose deadline passed or one of whose
-// ranks died.
+// checkFlight fails a call still running one of whose ranks died, or that started
+// more than the timeout ago.
 func (g *gpuState) checkFlight(fc *flightCall) error {
 	for _, q := range fc.peers {
 		if g.flight.alive != nil && !g.flight.alive(q) {
 			return &RankError{Rank: q, Op: "a stream-ordered call", Err: fmt.Errorf("the rank's process ended: %w", ErrRankFailed)}
 		}
 	}
-	if time.Now().After(fc.deadline) {
-		return &RankError{Rank: -1, Op: "a stream-ordered call", Err: fmt.Errorf("its lanes did not finish in time: %w", ErrTimeout)}
+	if !fc.started.IsZero() && time.Since(fc.started) > g.flight.timeout {
+		return &RankError{Rank: -1, Op: "a stream-ordered call", Err: fmt.Errorf("its lanes did not finish within %v of starting: %w", g.flight.timeout, ErrTimeout)}
 	}
 	return nil
 }
@@ -270,13 +325,11 @@ func (g *gpuState) checkFlight(fc *flightCall) error {
 func (g *gpuState) failFlight(err error) {
 	f := &g.flight
 	if f.err != nil {
-		return // released at the first (no call joins the flight after it)
+		return // released at the first; a call joining later releases its own (fly)
 	}
-	f.err = err
-	released := map[*planContext]bool{}
+	f.err, f.failedAt = err, time.Now()
 	for _, fc := range f.calls {
-		if fc.ctx != nil && !released[fc.ctx] {
-			released[fc.ctx] = true
+		if fc.ctx != nil {
 			releaseOwnCounters(fc.ctx)
 		}
 	}
@@ -287,20 +340,15 @@ func (g *gpuState) failFlight(err error) {
 func (g *gpuState) settle() error { return g.settleTo(0) }
 
 // settleTo waits until at most left ordered calls are in flight, polling without
-// sleeping for the first drainSpin, then every drainPause. After a failure (its
-// counters released, the calls' streams normally end at once) it waits at most
-// flightGrace more: a stream held by something else (the caller's own work) must
+// sleeping for the first drainSpin, then every drainPause. Once flightGrace has
+// passed since a failure (its counters released, the calls' streams normally end at
+// once) it returns: a stream held by something else (the caller's own work) must
 // not hold the host too.
 func (g *gpuState) settleTo(left int) error {
 	start := time.Now()
-	var failed time.Time
 	for g.pollFlight() > left {
-		if err := g.flight.failure(); err != nil {
-			if failed.IsZero() {
-				failed = time.Now()
-			} else if time.Since(failed) > flightGrace {
-				return err
-			}
+		if g.flight.pastGrace() {
+			break
 		}
 		if time.Since(start) < drainSpin {
 			pause.Yield()
@@ -311,13 +359,24 @@ func (g *gpuState) settleTo(left int) error {
 	return g.flight.failure()
 }
 
+// pastGrace reports whether a failure was found more than flightGrace ago.
+func (f *flight) pastGrace() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err != nil && time.Since(f.failedAt) > flightGrace
+}
+
 // flightGrace is how long settling waits for calls in flight to end after a failure.
 const flightGrace = time.Second
 
 // releaseOwnCounters lets every stream wait on this rank's counters of ctx through
 // (every word of every counter): after a failure, nothing must stay blocked on the
-// device.
+// device. Once a context: the device compares the words as signed differences
+// (cuStreamWaitValue64's GEQ), which a third 2^62 would turn negative again.
 func releaseOwnCounters(ctx *planContext) {
+	if !ctx.released.CompareAndSwap(false, true) {
+		return
+	}
 	for k := range ctx.expected {
 		for b := range maxSlices {
 			w := ctx.counter(ctx.rank, uint64(k), ctx.rank).at(b)
@@ -327,17 +386,22 @@ func releaseOwnCounters(ctx *planContext) {
 }
 
 // Synchronize waits until every stream-ordered call made so far has ended on the
-// device, and returns the first failure one of them met (the executor is broken
-// after it: a *RankError wrapping ErrRankFailed or ErrTimeout, or the device's
-// error). Without ordered calls it returns nil at once.
+// device, and returns the first failure one of them met (a *RankError wrapping
+// ErrRankFailed or ErrTimeout, or the device's error), or ErrBroken when an earlier
+// call broke the executor. Without ordered calls it returns at once.
 func (x *Executor) Synchronize() error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.closed {
 		return ErrClosed
 	}
-	if x.gpu == nil {
-		return nil
+	if x.gpu != nil {
+		if err := x.gpu.settle(); err != nil {
+			return err
+		}
 	}
-	return x.gpu.settle()
+	if x.broken != nil {
+		return fmt.Errorf("%w: %v", ErrBroken, x.broken)
+	}
+	return nil
 }
