@@ -203,6 +203,9 @@ func divides(kind string, ch choice, n int, bytes, e uint64) bool {
 func (c *Communicator) startAllReduceUneven(ch choice, form runForm, call executor.Call, e uint64) (rest func() error, err error) {
 	call.Ordered = false // the staging copies around the run wait on the host
 	if form == headAndTail {
+		if err := executor.HandOff(&call); err != nil { // the rest runs on a goroutine
+			return nil, err
+		}
 		return func() error { return c.allReduceUneven(ch, call, e) }, nil
 	}
 	tail, finish, err := c.paddedTail(call, 0, e)

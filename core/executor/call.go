@@ -138,17 +138,27 @@ func (x *Executor) Start(c Call) (rest func() error, err error) {
 	return nil, x.finish(st)
 }
 
-// deferCall returns c's whole run for another goroutine. The per-thread default
-// stream names the calling thread's own: a device call on it waits for that stream
-// here, on the host, first, and leaves it out of the call.
+// deferCall returns c's whole run for another goroutine (HandOff first).
 func deferCall(x *Executor, c Call) (rest func() error, err error) {
-	if c.Memory == MemoryCUDA && slices.Contains(c.Streams, ucxx.StreamPerThread) {
-		if err := awaitPerThreadStream(c); err != nil {
-			return nil, err
-		}
-		c.Streams = slices.DeleteFunc(slices.Clone(c.Streams), func(s uintptr) bool { return s == ucxx.StreamPerThread })
+	if err := HandOff(&c); err != nil {
+		return nil, err
 	}
 	return func() error { return x.Execute(c) }, nil
+}
+
+// HandOff readies c to be run from another thread than the caller's: the per-thread
+// default stream (ucxx.StreamPerThread) names the calling thread's own, so a device
+// call on it waits for that stream here, on the host, and leaves it out of
+// c.Streams. Call it on the caller's thread before handing a call to a goroutine.
+func HandOff(c *Call) error {
+	if c.Memory != MemoryCUDA || !slices.Contains(c.Streams, ucxx.StreamPerThread) {
+		return nil
+	}
+	if err := awaitPerThreadStream(*c); err != nil {
+		return err
+	}
+	c.Streams = slices.DeleteFunc(slices.Clone(c.Streams), func(s uintptr) bool { return s == ucxx.StreamPerThread })
+	return nil
 }
 
 // callStart is a call announced on the board, waiting for the rest.

@@ -87,6 +87,18 @@ async def main():
         await comm.allreduce(x, stream_ordered=True)
         got = cp.asnumpy(x)
     assert (got == (n * (n + 1) // 2 + 1) * n * n + n).all(), ("mixed", got[:4])
+    # On the per-thread default stream (which only the calling thread can name) a
+    # stream-ordered call runs as an ordinary one: done when the await returns.
+    ptds = getattr(cp.cuda.Stream, "ptds", None)
+    if ptds is not None:
+        with ptds:
+            x = cp.full(1 << 18, r + 1, cp.float32)
+            x *= 2
+            await comm.allreduce(x, stream_ordered=True)
+            x += 1
+            await comm.allreduce(x, stream_ordered=True)
+            got = cp.asnumpy(x)
+        assert (got == (n * (n + 1) + 1) * n).all(), ("per-thread default stream", got[:4])
     # The await returns while the stream is still busy with work queued before the
     # call (ranks with a GPU each: ranks sharing one wait for each other on the host).
     with s:
