@@ -39,13 +39,13 @@ import (
 // call waits for the oldest). A watcher goroutine polls them while any are, against
 // the lives of their ranks and the executor's timeout, counted from when the call's
 // first lane started on the device (after the caller's work and the earlier calls,
-// which are no rank's lateness): a call that fails there (a rank died, the timeout
-// passed) releases this rank's counters so no stream stays blocked,
-// and breaks the executor; Synchronize and the next call report it (Close waits for
-// the calls in flight, for flightGrace at most after a failure, and reports
-// nothing). Before anything a queued op may still use is freed (a context's streams
-// and scratch, a peer allocation's mapping), the host waits for the calls in flight
-// (settle); a context a call replaces waits for every rank's (retireContext).
+// which are no rank's lateness). A call that fails there (a rank died, the timeout
+// passed) releases this rank's counters, so that no stream stays blocked, and breaks
+// the executor: Synchronize and the next call report it; Close waits for the calls
+// in flight (for flightGrace at most after a failure) and reports nothing. Before
+// anything a queued op may still use is freed (a context's streams and scratch, a
+// peer allocation's mapping), the host waits for the calls in flight (settle); a
+// context a call replaces waits for every rank's (retireContext).
 
 // maxInFlight bounds the ordered calls queued and not yet seen done.
 const maxInFlight = 64
@@ -81,7 +81,8 @@ type flight struct {
 	failedAt time.Time
 	// watching: a watcher goroutine runs (until no call is in flight).
 	watching bool
-	// closed: the GPU side is gone (its events with it): nothing is polled again.
+	// closed: the executor closes (shut) or its GPU side is gone, events with it:
+	// nothing is polled again.
 	closed bool
 	// alive is the board's look at a rank's process; timeout the executor's.
 	alive   func(r int) bool
