@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ucxx-go/ucxx-go/core/plan"
 )
@@ -225,29 +226,49 @@ func (x *Executor) touchContext(c *planContext) {
 // (settle), then a barrier, which every rank enters after settling its own, since a
 // peer's ordered call may still be reading this rank's scratch.
 func (x *Executor) retireContext(c *planContext) error {
-	if c.gpu != nil {
-		if err := x.gpu.settle(); err != nil {
-			x.closeContext(c)
-			return err
+	if c.gpu == nil {
+		x.closeContext(c)
+		return nil
+	}
+	serr := x.gpu.settle()
+	berr := x.retireBarrier() // entered after a failure too: the peers count on it
+	x.closeContext(c)
+	if serr != nil {
+		return serr
+	}
+	return berr
+}
+
+// retireBarrier counts a retired device context on this rank's board and waits for
+// every rank to have counted as many (a word of its own: the user's barriers keep
+// their count whatever happens here).
+func (x *Executor) retireBarrier() error {
+	x.retires++
+	x.board.segs[x.w.Rank()].word(boardRetires).store(x.retires)
+	want, me := x.retires, x.w.Rank()
+	scope := waitScope{deadline: time.Now().Add(x.opts.Timeout), timeout: x.opts.Timeout, spin: x.opts.Spin, alive: x.alive}
+	for q := range x.w.Size() {
+		if q == me {
+			continue
 		}
-		want, err := x.enterBarrier()
-		if err == nil {
-			err = x.awaitBarrier(want)
-		}
-		if err != nil {
-			x.closeContext(c)
+		if err := scope.until(x.board.segs[q].word(boardRetires), func(v uint64) bool { return v >= want }, q,
+			func() string { return fmt.Sprintf("retiring device context %d", want) }); err != nil {
 			return err
 		}
 	}
-	x.closeContext(c)
 	return nil
 }
 
-// closeContext frees a context, its device side first (after this rank's
-// stream-ordered calls in flight ended, or failed: ordered.go).
+// closeContext frees a context, its device side first, once this rank's
+// stream-ordered calls in flight ended (ordered.go). A device context that calls a
+// failure left behind still hold is leaked instead: what they may yet touch (the
+// streams, scratch, registered counters) is neither freed under them nor waited for.
 func (x *Executor) closeContext(c *planContext) {
 	if c.gpu != nil {
 		x.gpu.settle()
+		if x.gpu.flight.holds(c) {
+			return
+		}
 		x.gpu.closeContext(c)
 	}
 	c.close()

@@ -44,8 +44,10 @@ type Executor struct {
 	ctxs  []*planContext // least recently used first
 	nctx  uint64         // contexts made so far (the same on every rank)
 	seq   uint64         // calls made so far
-	// barriers counts the barriers this rank has entered (barrier.go).
+	// barriers counts the barriers this rank has entered (barrier.go); retires the
+	// device contexts it retired (context.go), every rank at the same calls.
 	barriers uint64
+	retires  uint64
 	broken   error
 	closed   bool
 	hashes   map[*plan.Plan]uint64
@@ -103,9 +105,10 @@ func (x *Executor) Close() error {
 	x.closed = true
 	if x.gpu != nil {
 		// Nothing queued may outlive what it uses (a failure found here has no caller
-		// left: Synchronize reports failures); then the watcher stops before the board
-		// it looks at goes.
-		x.gpu.settle()
+		// left: Synchronize reports failures): the calls in flight get the timeout to
+		// end, and what those that did not may touch is leaked (closeContext). Then
+		// the watcher stops before the board it looks at goes.
+		x.gpu.settleUntil(0, time.Now().Add(x.opts.Timeout))
 		x.gpu.flight.shut()
 	}
 	for _, c := range x.ctxs {
@@ -127,6 +130,7 @@ const (
 	boardNonceOff = 24
 	boardStarted  = 64
 	boardBarriers = 128
+	boardRetires  = 160 // device contexts retired (context.go): a barrier of its own
 	boardSlotsOff = 192
 	boardSlots    = 4
 

@@ -163,6 +163,13 @@ func (g *gpuState) close() {
 	if g == nil {
 		return
 	}
+	if g.flight.pending() > 0 {
+		// Calls in flight that did not end (Close gave them the timeout) may still
+		// use the kernels, the peers' mappings and the events: leaked, as their
+		// contexts are (Executor.closeContext).
+		g.cctx.Release()
+		return
+	}
 	g.cctx.Use(func() error {
 		for _, e := range g.opened {
 			g.d.CloseIPC(e.p)
@@ -496,10 +503,8 @@ func (g *gpuState) connect(c *planContext, records []*record) error {
 
 func (g *gpuState) closeContext(c *planContext) {
 	g.cctx.Use(func() error {
-		if !g.flight.stuck() { // after a failure whose calls did not end: leak, never hang
-			for _, s := range c.gpu.streams {
-				s.Sync()
-			}
+		for _, s := range c.gpu.streams {
+			s.Sync()
 		}
 		for q, id := range c.gpu.peerIDs {
 			if id != 0 {

@@ -41,8 +41,9 @@ import (
 // first lane started on the device (after the caller's work and the earlier calls,
 // which are no rank's lateness). A call that fails there (a rank died, the timeout
 // passed) releases this rank's counters, so that no stream stays blocked, and breaks
-// the executor: Synchronize and the next call report it; Close waits for the calls
-// in flight (for flightGrace at most after a failure) and reports nothing. Before
+// the executor: Synchronize and the next call report it. Close waits for the calls
+// in flight for the timeout at most (flightGrace after a failure), leaks what those
+// that did not end may still touch, and reports nothing. Before
 // anything a queued op may still use is freed (a context's streams and scratch, a
 // peer allocation's mapping), the host waits for the calls in flight (settle); a
 // context a call replaces waits for every rank's (retireContext).
@@ -96,11 +97,24 @@ func (f *flight) failure() error {
 	return f.err
 }
 
-// stuck reports whether a failure left calls in flight that did not end.
-func (f *flight) stuck() bool {
+// pending returns how many calls are in flight (not yet seen done).
+func (f *flight) pending() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.err != nil && len(f.calls) > 0
+	return len(f.calls)
+}
+
+// holds reports whether a call in flight uses ctx: after settling, one that a
+// failure (or Close's bound) left behind.
+func (f *flight) holds(ctx *planContext) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, fc := range f.calls {
+		if fc.ctx == ctx {
+			return true
+		}
+	}
+	return false
 }
 
 // shut stops the watching for good (the executor closes: the board the watcher
@@ -340,15 +354,18 @@ func (g *gpuState) failFlight(err error) {
 // and returns the first failure of one.
 func (g *gpuState) settle() error { return g.settleTo(0) }
 
-// settleTo waits until at most left ordered calls are in flight, polling without
-// sleeping for the first drainSpin, then every drainPause. Once flightGrace has
-// passed since a failure (its counters released, the calls' streams normally end at
-// once) it returns: a stream held by something else (the caller's own work) must
-// not hold the host too.
-func (g *gpuState) settleTo(left int) error {
+// settleTo is settleUntil without a bound.
+func (g *gpuState) settleTo(left int) error { return g.settleUntil(left, time.Time{}) }
+
+// settleUntil waits until at most left ordered calls are in flight, or until (zero:
+// no bound), polling without sleeping for the first drainSpin, then every
+// drainPause. Once flightGrace has passed since a failure (its counters released,
+// the calls' streams normally end at once) it returns: a stream held by something
+// else (the caller's own work) must not hold the host too.
+func (g *gpuState) settleUntil(left int, until time.Time) error {
 	start := time.Now()
 	for g.pollFlight() > left {
-		if g.flight.pastGrace() {
+		if g.flight.pastGrace() || (!until.IsZero() && time.Now().After(until)) {
 			break
 		}
 		if time.Since(start) < drainSpin {

@@ -1,8 +1,10 @@
 package executor
 
 import (
+	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/ucxx-go/ucxx-go/core/builtin"
 	"github.com/ucxx-go/ucxx-go/ucxx"
@@ -88,5 +90,48 @@ func TestReleaseOwnCountersOnce(t *testing.T) {
 				t.Fatalf("counter %d word %d = %#x after two releases, want %#x", k, b, got, want)
 			}
 		}
+	}
+}
+
+// Retiring a device context meets every rank on a board word of its own: the
+// user's barriers keep their count (a rank that retires does not pass a later user
+// barrier early, nor wait on a count nobody reaches).
+func TestRetireBarrierKeepsUserBarriersCount(t *testing.T) {
+	xs := newWorld(t, 2, Options{Timeout: 5 * time.Second})
+	step := func(name string, f func(x *Executor) error) {
+		t.Helper()
+		for r, err := range onAll(xs, func(_ int, x *Executor) error {
+			x.mu.Lock()
+			defer x.mu.Unlock()
+			return f(x)
+		}) {
+			if err != nil {
+				t.Fatalf("%s, rank %d: %v", name, r, err)
+			}
+		}
+	}
+	step("set up", func(x *Executor) error { return x.setUp() })
+	for i := range 3 {
+		step("retire", func(x *Executor) error { return x.retireBarrier() })
+		if xs[0].barriers != 0 || xs[0].retires != uint64(i+1) {
+			t.Fatalf("after %d retires: barriers %d, retires %d", i+1, xs[0].barriers, xs[0].retires)
+		}
+	}
+	for r, err := range onAll(xs, func(_ int, x *Executor) error { return x.Barrier() }) {
+		if err != nil {
+			t.Fatalf("user barrier, rank %d: %v", r, err)
+		}
+	}
+	if xs[0].barriers != 1 || xs[1].barriers != 1 {
+		t.Fatalf("user barriers counted %d and %d, want 1", xs[0].barriers, xs[1].barriers)
+	}
+	// A rank alone at a retire times out naming the absent rank.
+	xs[0].mu.Lock()
+	xs[0].opts.Timeout = 200 * time.Millisecond
+	err := xs[0].retireBarrier()
+	xs[0].mu.Unlock()
+	var re *RankError
+	if !errors.As(err, &re) || re.Rank != 1 || !errors.Is(err, ErrTimeout) {
+		t.Fatalf("a retire without the peer: %v, want a timeout naming rank 1", err)
 	}
 }

@@ -396,7 +396,10 @@ class Communicator:
             raise UCXCloseError("Communicator: closed")
 
     def close(self):
-        """Close the communicator (its engine); a second call does nothing."""
+        """Close the communicator (its engine); a second call does nothing. After
+        stream-ordered calls, ``await comm.synchronize()`` and ``await comm.barrier()``
+        on every rank first: a rank's close frees its side of the calls (their scratch
+        buffers) without asking whether a peer's GPU still reads it."""
         if self._h is not None:
             h, self._h = self._h, None
             call(ext.pybridge_CommClose, h)
