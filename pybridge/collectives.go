@@ -346,10 +346,10 @@ func CommRegisterPlan(h, planH uint64) (ok bool, err error) {
 	return true, nil
 }
 
-// CommAllToAllV runs alltoallv on communicator h: buffers as CommCollective's, and
+// CommAllToAllV runs alltoallv on communicator h: buffers and ordered as CommCollective's, and
 // the block table at tableAddr: 4·size little-endian u64 (the send offsets, send
 // lengths, receive offsets and receive lengths of the size blocks, in bytes).
-func CommAllToAllV(h uint64, send uintptr, sendBytes uint64, sendMem int, sendStream uint64, recv uintptr, recvBytes uint64, recvMem int, recvStream uint64, dtype int, tableAddr uintptr, tableWords int, spinUs int) (ticket int64, err error) {
+func CommAllToAllV(h uint64, send uintptr, sendBytes uint64, sendMem int, sendStream uint64, recv uintptr, recvBytes uint64, recvMem int, recvStream uint64, dtype int, tableAddr uintptr, tableWords int, ordered bool, spinUs int) (ticket int64, err error) {
 	defer collectiveGuard(&err)
 	c, call, err := callOn(h, send, sendBytes, sendMem, sendStream, recv, recvBytes, recvMem, recvStream, dtype, 0)
 	if err != nil {
@@ -364,6 +364,6 @@ func CommAllToAllV(h uint64, send uintptr, sendBytes uint64, sendMem int, sendSt
 	for i, v := range []*[]uint64{&b.SendOffsets, &b.SendLengths, &b.RecvOffsets, &b.RecvLengths} {
 		*v = append([]uint64(nil), words[i*n:(i+1)*n]...)
 	}
-	call.Patience = time.Duration(spinUs) * time.Microsecond
+	call.Patience, call.Ordered = time.Duration(spinUs)*time.Microsecond, ordered
 	return startFinish(spinUs, func() (func() error, error) { return c.StartAllToAllV(call, b) })
 }

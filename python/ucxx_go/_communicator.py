@@ -268,7 +268,8 @@ class Communicator:
             await pending
         return out
 
-    async def alltoallv(self, x, send_counts, out, recv_counts, send_displs=None, recv_displs=None):
+    async def alltoallv(self, x, send_counts, out, recv_counts, send_displs=None, recv_displs=None, *,
+                        stream_ordered=False):
         """Send `send_counts[j]` elements of `x` (from `send_displs[j]`) to rank j, and
         receive `recv_counts[j]` elements from rank j into `out` at `recv_displs[j]`
         (MPI's Alltoallv; displacements default to the counts' running sums). Counts and
@@ -278,7 +279,8 @@ class Communicator:
 
         The sizes travel with each call: the built-in alltoallv plan's blocks are
         placeholders the executor fills from every rank's counts (an extension of
-        MSCCL++'s plan format, "ucxxgo_variable_blocks")."""
+        MSCCL++'s plan format, "ucxxgo_variable_blocks"). ``stream_ordered=True``: as
+        for the other collectives (GPU buffers)."""
         self._check()
         n = self.size
         s_addr, s_n, s_keep, s_mem, s_stream = buffer_info(x, writable=False)
@@ -302,7 +304,7 @@ class Communicator:
                 table[2 * k * n + j] = displs[j] * item
                 table[(2 * k + 1) * n + j] = counts[j] * item
         pending = self._run((s_keep, r_keep, table), ext.pybridge_CommAllToAllV, self._h, s_addr, s_n, s_mem, s_stream,
-                            r_addr, r_n, r_mem, r_stream, code, ctypes.addressof(table), 4 * n)
+                            r_addr, r_n, r_mem, r_stream, code, ctypes.addressof(table), 4 * n, bool(stream_ordered))
         if pending is not None:
             await pending
         return out

@@ -67,6 +67,14 @@ async def main():
             await comm.alltoall(cp.tile(o, n), t, stream_ordered=True)
             got = cp.asnumpy(t)
         assert (got == tri + 1).all(), ("reduce_scatter then alltoall", count, got[:4])
+    # alltoallv (per-call blocks) ordered too.
+    with s:
+        v = cp.full(n * 1000, r, cp.float32)
+        o = cp.empty(n * 1000, cp.float32)
+        await comm.alltoallv(v, [1000] * n, o, [1000] * n, stream_ordered=True)
+        o += 1
+        got = cp.asnumpy(o)
+    assert (got == np.repeat(np.arange(n) + 1, 1000)).all(), ("alltoallv", got[:4])
     # Calls on two streams in turn: the later call's lanes start after the earlier's.
     s2 = cp.cuda.Stream(non_blocking=True)
     xs = [cp.full(1 << 20, r + k, cp.float32) for k in range(6)]
