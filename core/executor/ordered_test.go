@@ -135,3 +135,23 @@ func TestRetireBarrierKeepsUserBarriersCount(t *testing.T) {
 		t.Fatalf("a retire without the peer: %v, want a timeout naming rank 1", err)
 	}
 }
+
+// Synchronize without device calls returns at once; it reports a broken executor,
+// and a closed one.
+func TestSynchronizeWithoutDeviceCalls(t *testing.T) {
+	xs := newWorld(t, 1, Options{})
+	x := xs[0]
+	if err := x.Synchronize(); err != nil {
+		t.Fatalf("a fresh executor: %v", err)
+	}
+	x.mu.Lock()
+	x.broken = errors.New("an earlier call failed part-way")
+	x.mu.Unlock()
+	if err := x.Synchronize(); !errors.Is(err, ErrBroken) {
+		t.Fatalf("a broken executor: %v, want ErrBroken", err)
+	}
+	x.Close()
+	if err := x.Synchronize(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("a closed executor: %v, want ErrClosed", err)
+	}
+}
