@@ -14,6 +14,10 @@
 // add to the peer's counter, waits spin briefly and then sleep on it, checking the
 // peer's process is alive and the call's deadline.
 //
+// Device memory runs the same plans on GPU lanes (gpu.go); a stream-ordered device
+// call (Call.Ordered, ordered.go) returns once its lanes are queued on the GPU, the
+// caller's streams waiting there for their end.
+//
 // Host memory and ranks of one host today; the lane runner is where GPU lanes
 // (streams, or one persistent kernel per rank) and port channels over UCX between
 // hosts fit, with the same plans and calls.
