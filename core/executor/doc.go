@@ -18,7 +18,7 @@
 // call (Call.Ordered, ordered.go) returns once its lanes are queued on the GPU, the
 // caller's streams waiting there for their end.
 //
-// Host memory and ranks of one host today; the lane runner is where GPU lanes
-// (streams, or one persistent kernel per rank) and port channels over UCX between
-// hosts fit, with the same plans and calls.
+// Ranks of one host today; the lane runner (runner.go) is where one persistent
+// kernel per rank and port channels over UCX between hosts fit, with the same plans
+// and calls.
 package executor
