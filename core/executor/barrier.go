@@ -103,14 +103,21 @@ func (x *Executor) barrierReached(want uint64) bool {
 
 // awaitBarrier waits until every other rank has entered barrier want; x.mu is held.
 func (x *Executor) awaitBarrier(want uint64) error {
+	return x.awaitBoardCount(boardBarriers, want, "barrier")
+}
+
+// awaitBoardCount waits until every other rank's board word at off has counted to
+// want, within the executor's timeout, failing on a rank that died or did not come
+// (a *RankError naming it and what, the count's name); x.mu is held.
+func (x *Executor) awaitBoardCount(off, want uint64, what string) error {
 	me := x.w.Rank()
 	scope := waitScope{deadline: time.Now().Add(x.opts.Timeout), timeout: x.opts.Timeout, spin: x.opts.Spin, alive: x.alive}
 	for q := range x.w.Size() {
 		if q == me {
 			continue
 		}
-		if err := scope.until(x.board.segs[q].word(boardBarriers), func(v uint64) bool { return v >= want }, q,
-			func() string { return fmt.Sprintf("barrier %d", want) }); err != nil {
+		if err := scope.until(x.board.segs[q].word(off), func(v uint64) bool { return v >= want }, q,
+			func() string { return fmt.Sprintf("%s %d", what, want) }); err != nil {
 			return err
 		}
 	}

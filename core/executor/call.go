@@ -65,6 +65,15 @@ type Call struct {
 	Ordered bool
 }
 
+// bufferAddr is an address in the call's buffers: the send buffer's, or the
+// receive buffer's when the send buffer is empty (0 when both are).
+func (c *Call) bufferAddr() uintptr {
+	if c.Send.Bytes == 0 {
+		return c.Recv.Addr
+	}
+	return c.Send.Addr
+}
+
 // Blocks are a rank's per-call blocks: offsets and lengths, one per rank, in bytes.
 type Blocks struct {
 	SendOffsets, SendLengths, RecvOffsets, RecvLengths []uint64
@@ -309,7 +318,7 @@ func (x *Executor) runDevice(run *callRun) error {
 	if fc := run.flight; fc != nil {
 		run.flight = nil
 		ferr := g.cctx.Use(func() error {
-			return g.fly(fc, run.ctx, setupPeers(c.Plan, run.me), x.callerStreams)
+			return g.fly(fc, run.ctx, x.callerStreams)
 		})
 		if err == nil {
 			err = ferr
@@ -465,10 +474,7 @@ type devBuffers struct {
 // IPC handles of its buffers.
 func (x *Executor) deviceCall(c Call) (devBuffers, error) {
 	var d devBuffers
-	addr := c.Send.Addr
-	if c.Send.Bytes == 0 {
-		addr = c.Recv.Addr
-	}
+	addr := c.bufferAddr()
 	dev := 0
 	if addr != 0 {
 		var err error

@@ -8,7 +8,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/ucxx-go/ucxx-go/core/plan"
 )
@@ -35,6 +34,9 @@ type planContext struct {
 	// Per rank (nil/0 where not connected): the peer's segment and its capacity.
 	peers    []*segment
 	peerCaps []uint64
+	// connected is setupPeers(plan, rank): the ranks the context was made with, whose
+	// lives its calls watch.
+	connected []int
 
 	// expected[k] is how many signals counter k's waits have consumed.
 	expected []uint64
@@ -173,7 +175,8 @@ func (x *Executor) makeContext(p *plan.Plan, capacity, id uint64, mem Memory) (*
 	}
 	peerRecords := make([]*record, n)
 	var mu sync.Mutex
-	err = exchange(x.w, setupPeers(p, me), mine, func(q int, r *record) error {
+	c.connected = setupPeers(p, me)
+	err = exchange(x.w, c.connected, mine, func(q int, r *record) error {
 		if r.context != id || r.planHash != c.hash {
 			return fmt.Errorf("context %d of plan %#x, this rank's is %d of %#x: %w", r.context, r.planHash, id, c.hash, ErrMismatch)
 		}
@@ -245,18 +248,7 @@ func (x *Executor) retireContext(c *planContext) error {
 func (x *Executor) retireBarrier() error {
 	x.retires++
 	x.board.segs[x.w.Rank()].word(boardRetires).store(x.retires)
-	want, me := x.retires, x.w.Rank()
-	scope := waitScope{deadline: time.Now().Add(x.opts.Timeout), timeout: x.opts.Timeout, spin: x.opts.Spin, alive: x.alive}
-	for q := range x.w.Size() {
-		if q == me {
-			continue
-		}
-		if err := scope.until(x.board.segs[q].word(boardRetires), func(v uint64) bool { return v >= want }, q,
-			func() string { return fmt.Sprintf("retiring device context %d", want) }); err != nil {
-			return err
-		}
-	}
-	return nil
+	return x.awaitBoardCount(boardRetires, x.retires, "retiring device context")
 }
 
 // closeContext frees a context, its device side first, once this rank's

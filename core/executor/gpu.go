@@ -274,10 +274,7 @@ var fencedCallerWait = os.Getenv("UCXGO_FENCED_CALLER_WAIT") == "1"
 // awaitPerThreadStream waits, on the calling thread, for the work its per-thread
 // default stream holds, in the context of the GPU holding c's buffers.
 func awaitPerThreadStream(c Call) error {
-	addr := c.Send.Addr
-	if c.Send.Bytes == 0 {
-		addr = c.Recv.Addr
-	}
+	addr := c.bufferAddr()
 	if addr == 0 {
 		return nil
 	}
@@ -714,7 +711,7 @@ func (lr *laneRun) drain() error {
 	}
 	r := lr.r
 	s := r.ctx.gpu.streams[lr.id]
-	peers := setupPeers(r.c.Plan, r.me)
+	peers := r.ctx.connected
 	start := time.Now()
 	next := start
 	for {

@@ -62,8 +62,7 @@ type flightCall struct {
 	ends  []ucxx.CUDAEvent
 	n     int
 	start ucxx.CUDAEvent
-	ctx   *planContext
-	peers []int // the ranks the call waits on
+	ctx   *planContext // its context, whose connected ranks it waits on
 	// started is when the watcher first saw start done (zero: not yet); the call
 	// fails the executor's timeout after it.
 	started time.Time
@@ -180,7 +179,7 @@ func (g *gpuState) takeFlight(lanes int) (*flightCall, error) {
 	full := len(f.calls) >= maxInFlight
 	f.mu.Unlock()
 	if full {
-		if err := g.settleTo(maxInFlight - 1); err != nil {
+		if err := g.settleUntil(maxInFlight-1, time.Time{}); err != nil {
 			return nil, err
 		}
 	}
@@ -216,7 +215,7 @@ func (g *gpuState) takeFlight(lanes int) (*flightCall, error) {
 // and the watcher watches it. After a failure of another call in flight the call's
 // counters are released too (its waits must not hold a stream) and the failure is
 // its error. Call it with the context current.
-func (g *gpuState) fly(fc *flightCall, ctx *planContext, peers []int, callerStreams []uintptr) error {
+func (g *gpuState) fly(fc *flightCall, ctx *planContext, callerStreams []uintptr) error {
 	var err error
 	for _, s := range callerStreams {
 		for _, e := range fc.ends[:fc.n] {
@@ -225,7 +224,7 @@ func (g *gpuState) fly(fc *flightCall, ctx *planContext, peers []int, callerStre
 			}
 		}
 	}
-	fc.ctx, fc.peers = ctx, peers
+	fc.ctx = ctx
 	fc.streams = append(fc.streams[:0], callerStreams...)
 	if err != nil {
 		err = fmt.Errorf("executor: order the caller's stream after the call: %w", err)
@@ -282,7 +281,7 @@ func (g *gpuState) pollFlight() int {
 		}
 		f.calls[0] = nil
 		f.calls = f.calls[1:]
-		fc.ctx, fc.peers = nil, nil
+		fc.ctx = nil
 		f.spare = append(f.spare, fc)
 	}
 	if len(f.calls) == 0 {
@@ -324,7 +323,7 @@ func (g *gpuState) ended(fc *flightCall) (bool, error) {
 // checkFlight fails a call still running one of whose ranks died, or that started
 // more than the timeout ago.
 func (g *gpuState) checkFlight(fc *flightCall) error {
-	for _, q := range fc.peers {
+	for _, q := range fc.ctx.connected {
 		if g.flight.alive != nil && !g.flight.alive(q) {
 			return &RankError{Rank: q, Op: "a stream-ordered call", Err: fmt.Errorf("the rank's process ended: %w", ErrRankFailed)}
 		}
@@ -352,10 +351,7 @@ func (g *gpuState) failFlight(err error) {
 
 // settle waits until no ordered call is in flight (the host waits for the device),
 // and returns the first failure of one.
-func (g *gpuState) settle() error { return g.settleTo(0) }
-
-// settleTo is settleUntil without a bound.
-func (g *gpuState) settleTo(left int) error { return g.settleUntil(left, time.Time{}) }
+func (g *gpuState) settle() error { return g.settleUntil(0, time.Time{}) }
 
 // settleUntil waits until at most left ordered calls are in flight, or until (zero:
 // no bound), polling without sleeping for the first drainSpin, then every
