@@ -21,8 +21,9 @@ runs after the call, and the await returns once the call is queued, not once it 
 done. Keep the buffers alive (or used only on that stream) until the stream has
 passed the call. A failure on the device (a rank died, the timeout passed) comes back
 from ``await comm.synchronize()`` or the communicator's next call, after which its
-calls fail; no stream stays blocked. Buffers without a stream, and host buffers, run
-as an ordinary call (done when the await returns).
+calls fail; no stream stays blocked. Buffers without a stream or on the per-thread
+default stream, and host buffers, run as an ordinary call (done when the await
+returns).
 """
 
 import asyncio

@@ -6,6 +6,8 @@ through work on the stream into the next call, so a call that read its input ear
 or whose result landed late, gives a wrong number. Skipped where cupy or a GPU is
 missing."""
 
+import pathlib
+
 import pytest
 
 from _support import cupy_gpus
@@ -13,6 +15,8 @@ from _support import cupy_gpus
 cp, _GPUS = cupy_gpus()
 
 from test_collectives_gpu import run_ranks  # noqa: E402
+
+TESTS = repr(str(pathlib.Path(__file__).resolve().parent))  # the bodies import _cuda_spin from here
 
 CHAINS = r"""
 import asyncio, os, sys, numpy as np, cupy as cp, ucxx_go
@@ -128,10 +132,7 @@ asyncio.run(main())
 
 @pytest.mark.parametrize("n", [2, 4])
 def test_stream_ordered_chains(tmp_path, n):
-    import pathlib
-
-    tests = pathlib.Path(__file__).resolve().parent
-    out = run_ranks(tmp_path, n, CHAINS.replace("@TESTS@", repr(str(tests))), timeout=400)
+    out = run_ranks(tmp_path, n, CHAINS.replace("@TESTS@", TESTS), timeout=400)
     assert out.count(" ok") == n, out
 
 
@@ -181,8 +182,5 @@ def test_stream_ordered_call_whose_rank_dies(tmp_path):
     """A rank dies with a stream-ordered call queued on the others: the survivor's
     synchronize raises RankFailedError naming it, its stream is released (does not stay
     blocked in the call's waits), and its next call fails."""
-    import pathlib
-
-    tests = pathlib.Path(__file__).resolve().parent
-    out = run_ranks(tmp_path, 2, DEATH.replace("@TESTS@", repr(str(tests))), timeout=200)
+    out = run_ranks(tmp_path, 2, DEATH.replace("@TESTS@", TESTS), timeout=200)
     assert out.count(" ok") == 1, out

@@ -7,7 +7,7 @@
 source .devkit/activate.sh
 export PYTHONPATH=/tmp/ucxxgo-site:$PYTHONPATH UCX_NET_DEVICES=lo
 bash benchmarks/gpu/machine.sh tests 2>&1 | grep "tests/gpu"
-timeout 150 python3 benchmarks/results/session27/first_gpu_transfer.py 3 > "$OUT/first_gpu_transfer.txt" 2>&1
+timeout 150 python3 benchmarks/results/session26/first_gpu_transfer.py 3 > "$OUT/first_gpu_transfer.txt" 2>&1
 echo "first transfer rc=$?"; cut -c1-160 "$OUT/first_gpu_transfer.txt"
 ROUNDS=1 BUDGET=6 ITERS=40 LIBS="ucxx-ordered nccl ucxx" TAG=_latency bash benchmarks/gpu/machine.sh collectives 2>&1 | grep -v WARN | tail -3
 ROUNDS=1 ITERS=32 MINB=16777216 MAXB=1073741824 BUDGET=60 LIBS="ucxx-ordered nccl ucxx" TAG=_busbw bash benchmarks/gpu/machine.sh collectives 2>&1 | grep -v WARN | tail -3
