@@ -237,7 +237,9 @@ func (g *gpuState) fly(fc *flightCall, ctx *planContext, callerStreams []uintptr
 		err = f.err
 	}
 	start := !f.watching && !f.closed
-	f.watching = f.watching || start
+	if start {
+		f.watching = true
+	}
 	f.mu.Unlock()
 	if start {
 		go g.watch()
@@ -245,25 +247,32 @@ func (g *gpuState) fly(fc *flightCall, ctx *planContext, callerStreams []uintptr
 	return err
 }
 
-// watch polls the calls in flight until none is.
+// watch polls the calls in flight until none is (or the executor closes). Only the
+// watcher ends its watch: a settle that empties the flight while it sleeps leaves
+// it to see so, so that a call flown meanwhile never starts a second one.
 func (g *gpuState) watch() {
+	f := &g.flight
 	for {
-		if g.pollFlight() == 0 {
+		g.pollFlight()
+		f.mu.Lock()
+		if len(f.calls) == 0 || f.closed {
+			f.watching = false
+			f.mu.Unlock()
 			return
 		}
+		f.mu.Unlock()
 		time.Sleep(flightPollPause)
 	}
 }
 
 // pollFlight retires the calls in flight that ended, oldest first, checks the
 // oldest still running against its ranks' lives and the timeout (failing it:
-// failFlight), and returns how many remain; at 0 the watcher, if any, stops.
+// failFlight), and returns how many remain (0 once the executor closed).
 func (g *gpuState) pollFlight() int {
 	f := &g.flight
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
-		f.watching = false
 		return 0
 	}
 	for len(f.calls) > 0 {
@@ -285,7 +294,6 @@ func (g *gpuState) pollFlight() int {
 		f.spare = append(f.spare, fc)
 	}
 	if len(f.calls) == 0 {
-		f.watching = false
 		f.calls = f.calls[:0:0]
 	}
 	return len(f.calls)
