@@ -10,7 +10,8 @@ Rank r uses GPU r % (visible GPUs): with CUDA_VISIBLE_DEVICES=0 every rank share
 GPU. Times are nccl-tests': per size the median over iterations of the slowest rank's
 time per call (each call followed by a device synchronize: "per call"), and the time
 of `--inflight` calls issued back to back then one synchronize, per call ("in
-flight"; "queued": the same calls' time before the synchronize, the host's part). Bus bandwidth = bytes / time x factor: allreduce 2(n-1)/n, allgather and
+flight", the median of `--inflight-rounds` such batches; "queued": the same calls' time
+before the synchronize, the host's part). Bus bandwidth = bytes / time x factor: allreduce 2(n-1)/n, allgather and
 reduce_scatter (n-1)/n, broadcast 1, alltoall (n-1)/n; bytes are the per-rank buffer
 nccl-tests counts (allgather: the output, reduce_scatter: the input). Rank 0 writes
 JSON; `--copy` adds the device-to-device copy rate each rank gets with all copying at
@@ -140,6 +141,7 @@ async def main():
     ap.add_argument("--max-bytes", type=int, default=1 << 30)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--inflight", type=int, default=10)
+    ap.add_argument("--inflight-rounds", type=int, default=5, help="batches of --inflight calls (the median counts)")
     ap.add_argument("--budget-s", type=float, default=120, help="stop growing sizes after this much time per op")
     ap.add_argument("--copy", action="store_true")
     ap.add_argument("--nccl-wrap-each-call", action="store_true",
@@ -170,15 +172,17 @@ async def main():
                 await lib.run(name, x, out)
                 lib.sync()
                 per_call.append(time.perf_counter() - t0)
-            await lib.barrier()
-            t0 = time.perf_counter()
-            for _ in range(a.inflight):
-                await lib.run(name, x, out)
-            queued = (time.perf_counter() - t0) / a.inflight  # the host's time a call, before the sync
-            lib.sync()
-            inflight = (time.perf_counter() - t0) / a.inflight
-            # the slowest rank's median: gather through a tiny allreduce of our own
-            med = np.array([statistics.median(per_call), inflight, queued], np.float64)
+            batches, queued = [], []
+            for _ in range(a.inflight_rounds):
+                await lib.barrier()
+                t0 = time.perf_counter()
+                for _ in range(a.inflight):
+                    await lib.run(name, x, out)
+                queued.append((time.perf_counter() - t0) / a.inflight)  # the host's time a call, before the sync
+                lib.sync()
+                batches.append((time.perf_counter() - t0) / a.inflight)
+            # the slowest rank's medians (rank 0 takes the maximum over the ranks' files)
+            med = np.array([statistics.median(per_call), statistics.median(batches), statistics.median(queued)], np.float64)
             rows.append((name, counted, med))
             if time.monotonic() - t_op > a.budget_s:
                 break
