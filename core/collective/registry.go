@@ -214,6 +214,21 @@ const (
 	// and alltoall a call slower), 2 ranks (broadcast 128 KiB-2 MiB 38-69 / 32-36).
 	deviceMidSlicedMinBytes = 512 << 10
 	deviceMidSlicedMaxBytes = 16 << 20
+	// devicePairSlicedMinBytes to devicePairSlicedMaxBytes: on device memory between 2
+	// ranks, every collective of these sizes runs sliced, allreduces and broadcasts to
+	// devicePairSlicedWideMaxBytes. Measured on 2 x H100, one rank a GPU, stream-ordered
+	// calls, 3 alternating rounds (RESULTS.md, session 28; µs, ten in flight, sliced /
+	// not): allgather 4 MiB 28-38 / 40-77, 8 MiB 37-42 / 55-65; allreduce 4 MiB 35-46 /
+	// 50-69, 8 MiB 50-53 / 57-65, 16 MiB 78-80 / 84-145; alltoall 4 MiB 27-37 / 33-46,
+	// 8 MiB 34-43 / 35-55; broadcast 4 MiB 40-47 / 45-52, 8 MiB 47-50 / 53-58, 16 MiB
+	// 70-72 / 76-79; reduce-scatter 4 MiB 29-38 / 40-60, 8 MiB 34-46 / 40-62; a call with
+	// a synchronize within a few µs either way. Not sliced: 2 MiB and less (mixed; a
+	// broadcast of 128 KiB-2 MiB slower a call, session 27), allgather, alltoall and
+	// reduce-scatter from 16 MiB (a call 5-25% slower, in flight no gain), 32 MiB (no
+	// gain).
+	devicePairSlicedMinBytes     = 4 << 20
+	devicePairSlicedMaxBytes     = 8 << 20
+	devicePairSlicedWideMaxBytes = 16 << 20
 )
 
 // choice is a built-in algorithm with its options; sliced asks for sliced device
@@ -234,9 +249,9 @@ func builtinChoice(r Request) choice {
 	case "allreduce":
 		if r.Memory == executor.MemoryCUDA {
 			if r.Bytes <= deviceDirectMaxBytes {
-				return choice{name: "direct", o: o}
+				return choice{name: "direct", o: o, sliced: midSliced(r)}
 			}
-			return choice{name: "allpairs", o: o}
+			return choice{name: "allpairs", o: o, sliced: midSliced(r)}
 		}
 		if r.Bytes <= directMaxBytes {
 			return choice{name: "direct", o: o}
@@ -273,14 +288,29 @@ func builtinChoice(r Request) choice {
 	case "allgather":
 		return choice{name: "allpairs", o: o, sliced: midSliced(r)}
 	}
-	return choice{name: "allpairs", o: o} // reduce-scatter
+	return choice{name: "allpairs", o: o, sliced: midSliced(r)} // reduce-scatter
 }
 
-// midSliced reports whether a device call among more than 2 ranks is of the sizes
-// that run sliced (deviceMidSlicedMinBytes to deviceMidSlicedMaxBytes): allgather,
-// alltoall and chain broadcasts ask for it.
+// midSliced reports whether a device call is of the sizes that run sliced: among
+// more than 2 ranks allgather, alltoall and chain broadcasts from
+// deviceMidSlicedMinBytes to deviceMidSlicedMaxBytes; between 2 ranks every
+// collective from devicePairSlicedMinBytes to devicePairSlicedMaxBytes, allreduce and
+// broadcast to devicePairSlicedWideMaxBytes. (Reduce never asks.)
 func midSliced(r Request) bool {
-	return r.Memory == executor.MemoryCUDA && r.Ranks > 2 && r.Bytes >= deviceMidSlicedMinBytes && r.Bytes <= deviceMidSlicedMaxBytes
+	if r.Memory != executor.MemoryCUDA {
+		return false
+	}
+	if r.Ranks == 2 {
+		most := uint64(devicePairSlicedMaxBytes)
+		if r.Collective == AllReduce || r.Collective == Broadcast {
+			most = devicePairSlicedWideMaxBytes
+		}
+		return r.Bytes >= devicePairSlicedMinBytes && r.Bytes <= most
+	}
+	if r.Collective == AllReduce || r.Collective == ReduceScatter {
+		return false
+	}
+	return r.Ranks > 2 && r.Bytes >= deviceMidSlicedMinBytes && r.Bytes <= deviceMidSlicedMaxBytes
 }
 
 // errNoPlan: no plan for a collective (an unknown one).

@@ -131,6 +131,35 @@ func TestBuiltinChoiceDeviceMidSliced(t *testing.T) {
 	}
 }
 
+// TestBuiltinChoiceDevicePairSliced: between 2 ranks on device memory every
+// collective but reduce runs sliced from devicePairSlicedMinBytes to
+// devicePairSlicedMaxBytes, allreduce and broadcast to devicePairSlicedWideMaxBytes;
+// host memory never.
+func TestBuiltinChoiceDevicePairSliced(t *testing.T) {
+	for _, kind := range []string{AllGather, ReduceScatter, AllToAll, Broadcast, AllReduce, Reduce} {
+		wide := kind == AllReduce || kind == Broadcast
+		for _, c := range []struct {
+			bytes uint64
+			mem   executor.Memory
+			want  bool
+		}{
+			{devicePairSlicedMinBytes - 1, executor.MemoryCUDA, false},
+			{devicePairSlicedMinBytes, executor.MemoryCUDA, true},
+			{devicePairSlicedMaxBytes, executor.MemoryCUDA, true},
+			{devicePairSlicedMaxBytes + 1, executor.MemoryCUDA, wide},
+			{devicePairSlicedWideMaxBytes, executor.MemoryCUDA, wide},
+			{devicePairSlicedWideMaxBytes + 1, executor.MemoryCUDA, false},
+			{devicePairSlicedMinBytes, executor.MemoryHost, false},
+		} {
+			want := c.want && kind != Reduce
+			ch := builtinChoice(Request{Collective: kind, Bytes: c.bytes, Ranks: 2, Memory: c.mem})
+			if ch.sliced != want || ch.programWaits {
+				t.Errorf("%s of %d bytes, 2 ranks, %v: sliced %t, waits-only %t; want sliced %t", kind, c.bytes, c.mem, ch.sliced, ch.programWaits, want)
+			}
+		}
+	}
+}
+
 // TestCommunicatorBuiltinChoice: the communicator names the built-in its calls take,
 // as StartCollective runs it: by size and memory, unpipelined where the message has
 // fewer pieces than the pipeline needs, padded through all-pairs or with a padded
