@@ -2,6 +2,7 @@ package executor
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -102,7 +103,7 @@ const (
 func (x *Executor) Execute(c Call) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	st, err := x.begin(c)
+	st, err := x.begin(c, false)
 	if err != nil || st == nil {
 		return err
 	}
@@ -119,7 +120,9 @@ func (x *Executor) Execute(c Call) error {
 // (a goroutine): so a caller on an event loop runs calls whose ranks are all
 // present without a thread hop, and never waits here for a late rank. The call
 // holds the executor until rest returns; rest must be called exactly once. It waits
-// here up to c.Patience for the other ranks' announcements.
+// here up to c.Patience for the other ranks' announcements, and never for the
+// device: a device call that would wait on the host for its caller's streams or for
+// the ordered calls in flight is handed over whole, as rest.
 func (x *Executor) Start(c Call) (rest func() error, err error) {
 	// A call still running elsewhere holds the executor: never wait for it here.
 	if !x.mu.TryLock() {
@@ -129,7 +132,11 @@ func (x *Executor) Start(c Call) (rest func() error, err error) {
 		x.mu.Unlock()
 		return deferCall(x, c)
 	}
-	st, err := x.begin(c)
+	st, err := x.begin(c, true)
+	if errors.Is(err, errDeviceFirst) {
+		x.mu.Unlock()
+		return deferCall(x, c)
+	}
 	if err != nil || st == nil {
 		x.mu.Unlock()
 		return nil, err
@@ -146,6 +153,11 @@ func (x *Executor) Start(c Call) (rest func() error, err error) {
 	defer x.mu.Unlock()
 	return nil, x.finish(st)
 }
+
+// errDeviceFirst: a call Start began would wait for the device on its caller's
+// thread (its caller's streams still busy, or the ordered calls in flight to settle);
+// nothing was announced, and Start hands the whole call over (deferCall).
+var errDeviceFirst = errors.New("executor: the call waits for the device first")
 
 // deferCall returns c's whole run for another goroutine (HandOff first).
 func deferCall(x *Executor, c Call) (rest func() error, err error) {
@@ -190,8 +202,10 @@ type callStart struct {
 }
 
 // begin readies a call and announces it; x.mu is held. A nil callStart with a nil
-// error cannot happen; an error here is the call's outcome.
-func (x *Executor) begin(c Call) (*callStart, error) {
+// error cannot happen; an error here is the call's outcome, but for errDeviceFirst
+// (onCaller: the call would wait for the device on its caller's thread; nothing was
+// announced).
+func (x *Executor) begin(c Call, onCaller bool) (*callStart, error) {
 	if x.closed {
 		return nil, ErrClosed
 	}
@@ -214,7 +228,10 @@ func (x *Executor) begin(c Call) (*callStart, error) {
 	*st = callStart{c: c}
 	st.l, st.localErr = x.check(c)
 	if st.localErr == nil && c.Memory == MemoryCUDA {
-		st.dev, st.localErr = x.deviceCall(c)
+		st.dev, st.localErr = x.deviceCall(c, onCaller)
+		if errors.Is(st.localErr, errDeviceFirst) {
+			return nil, errDeviceFirst
+		}
 	}
 	if st.localErr == nil {
 		st.slices = x.slicesFor(c, st.l)
@@ -471,8 +488,10 @@ type devBuffers struct {
 }
 
 // deviceCall readies the CUDA side for a call on device memory and returns the
-// IPC handles of its buffers.
-func (x *Executor) deviceCall(c Call) (devBuffers, error) {
+// IPC handles of its buffers. onCaller: errDeviceFirst instead of waiting on the
+// host longer than c.Patience for the ordered calls in flight or for the caller's
+// streams.
+func (x *Executor) deviceCall(c Call, onCaller bool) (devBuffers, error) {
 	var d devBuffers
 	addr := c.bufferAddr()
 	dev := 0
@@ -488,6 +507,23 @@ func (x *Executor) deviceCall(c Call) (devBuffers, error) {
 	if err != nil {
 		return d, err
 	}
+	if onCaller {
+		// Settling here or in takeFlight: for c.Patience at most on the caller's thread.
+		left := -1
+		if inFlight := g.flight.pending(); inFlight > 0 && !g.isFenced(c.Plan) {
+			left = 0
+		} else if c.Ordered && inFlight >= maxInFlight {
+			left = maxInFlight - 1
+		}
+		if left >= 0 {
+			if err := g.settleUntil(left, time.Now().Add(c.Patience)); err != nil {
+				return d, err
+			}
+			if g.flight.pending() > left {
+				return d, errDeviceFirst
+			}
+		}
+	}
 	if !g.isFenced(c.Plan) {
 		// A peer may reach this rank's buffers once the call is announced: its
 		// ordered calls must have ended on the device, as its caller's work (below).
@@ -495,7 +531,11 @@ func (x *Executor) deviceCall(c Call) (devBuffers, error) {
 			return d, err
 		}
 	}
-	if err := g.awaitCaller(c.Plan, c.Streams, c.Ordered); err != nil {
+	patience := time.Duration(-1) // wait
+	if onCaller {
+		patience = c.Patience
+	}
+	if err := g.awaitCaller(c.Plan, c.Streams, c.Ordered, patience); err != nil {
 		return d, err
 	}
 	if d.inHandle, d.inOffset, d.inID, err = g.deviceBuffers(c.Send); err != nil {

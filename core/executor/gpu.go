@@ -200,10 +200,13 @@ func (g *gpuState) close() {
 // counts once): recorded for its lanes to wait on the device where the plan is
 // fenced against peers reaching buffers still in use (callerWorkFenced) and the call
 // is ordered (or fencedCallerWait is on), else waited for here, on the host, before
-// the call is announced. The events are the state's,
+// the call is announced; with a patience (>= 0: on the caller's own thread, which
+// must not wait for the device long) errDeviceFirst once it passed, unless a stream
+// is the per-thread default stream, which only this thread can wait for. The events
+// are the state's,
 // reused call after call (an event made and destroyed a call cost 1-2 µs of a 40 µs
 // small call on 2 x H100).
-func (g *gpuState) awaitCaller(p *plan.Plan, streams []uintptr, ordered bool) error {
+func (g *gpuState) awaitCaller(p *plan.Plan, streams []uintptr, ordered bool, patience time.Duration) error {
 	g.callerReady = 0
 	if !slices.ContainsFunc(streams, func(s uintptr) bool { return s != 0 }) {
 		return nil // data the caller's streams do not write: nothing to wait for
@@ -232,6 +235,14 @@ func (g *gpuState) awaitCaller(p *plan.Plan, streams []uintptr, ordered bool) er
 		if fenced {
 			return nil
 		}
+		if patience >= 0 && !slices.Contains(streams, ucxx.StreamPerThread) {
+			if !g.callerDoneWithin(patience) {
+				g.callerReady = 0
+				return errDeviceFirst // the goroutine taking the call over waits
+			}
+			g.callerReady = 0
+			return nil
+		}
 		for i, ev := range g.callerEvents[:g.callerReady] {
 			failed = g.callerStreams[i]
 			if err := ev.Wait(); err != nil {
@@ -241,11 +252,39 @@ func (g *gpuState) awaitCaller(p *plan.Plan, streams []uintptr, ordered bool) er
 		g.callerReady = 0
 		return nil
 	})
+	if err == errDeviceFirst {
+		return err
+	}
 	if err != nil {
 		g.callerReady = 0
 		return fmt.Errorf("executor: wait for stream %#x: %w", failed, err)
 	}
 	return nil
+}
+
+// callerDoneWithin polls the caller's recorded events for up to patience and
+// reports whether all are done (a driver error counts as not done: the waiting
+// elsewhere reports it). The context is current.
+func (g *gpuState) callerDoneWithin(patience time.Duration) bool {
+	var deadline time.Time
+	for i := 0; ; i++ {
+		done := true
+		for _, ev := range g.callerEvents[:g.callerReady] {
+			if ok, err := ev.Done(); err != nil || !ok {
+				done = false
+				break
+			}
+		}
+		if done {
+			return true
+		}
+		if i == 0 {
+			deadline = time.Now().Add(patience)
+		} else if time.Now().After(deadline) {
+			return false
+		}
+		pause.Yield()
+	}
 }
 
 // isFenced reports callerWorkFenced(p), cached per plan (calls repeat their plans).
