@@ -207,7 +207,7 @@ async def main():
     own_gpu = cp.cuda.runtime.getDeviceCount() >= n
     s = cp.cuda.Stream(non_blocking=True)
     x = cp.full(1 << 16, r + 1, cp.float32)
-    await comm.allreduce(x)  # contexts made, peers opened
+    await comm.allreduce(cp.zeros_like(x))  # contexts made, peers opened
     cp.cuda.Device().synchronize()
     # An ordinary call behind a second of work on its stream: the event loop runs
     # meanwhile (the call waits for the stream off the loop's thread), and the call
