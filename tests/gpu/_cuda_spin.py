@@ -20,3 +20,35 @@ def spin_on(stream, seconds):
     khz = cp.cuda.Device().attributes["ClockRate"]
     with stream:
         _SPIN((1,), (1,), (np.int64(seconds * khz * 1000),))
+
+
+class Gate:
+    """A pinned host word that streams wait on (cuStreamWaitValue32, greater or
+    equal): a stream closed by close_on is busy until open() is called on the host,
+    whatever the GPU does meanwhile."""
+
+    _WAIT_GEQ = 0  # CU_STREAM_WAIT_VALUE_GEQ
+
+    def __init__(self):
+        import ctypes
+        self._cuda = ctypes.CDLL("libcuda.so.1")
+        self._mem = cp.cuda.alloc_pinned_memory(8)
+        self._word = ctypes.c_uint32.from_address(self._mem.ptr)
+        self._word.value = 0
+        self._closed = 0
+        dev = ctypes.c_uint64()
+        r = self._cuda.cuMemHostGetDevicePointer_v2(ctypes.byref(dev), ctypes.c_void_p(self._mem.ptr), 0)
+        assert r == 0, ("cuMemHostGetDevicePointer", r)
+        self._dev = dev.value
+        self._wait = self._cuda.cuStreamWaitValue32_v2
+        self._wait.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
+
+    def close_on(self, stream):
+        """Queue on `stream` a wait for the next open()."""
+        self._closed += 1
+        r = self._wait(stream.ptr, self._dev, self._closed, self._WAIT_GEQ)
+        assert r == 0, ("cuStreamWaitValue32", r)
+
+    def open(self):
+        """Let every stream waiting on this gate go on."""
+        self._word.value = self._closed

@@ -189,54 +189,49 @@ def test_stream_ordered_call_whose_rank_dies(tmp_path):
 LOOP_FREE = r"""
 import asyncio, os, sys, cupy as cp, ucxx_go
 sys.path.insert(0, @TESTS@)
-from _cuda_spin import spin_on
-
-def ticking():  # a task counting 10 ms sleeps on the event loop, and its count
-    ticks = 0
-    async def tick():
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0.01)
-            ticks += 1
-    return asyncio.ensure_future(tick()), lambda: ticks
+from _cuda_spin import Gate
 
 async def main():
-    comm = await ucxx_go.Communicator.init(timeout=120)
+    comm = await ucxx_go.Communicator.init(timeout=60)
     r, n = comm.rank, comm.size
     cp.cuda.Device(r % cp.cuda.runtime.getDeviceCount()).use()
     own_gpu = cp.cuda.runtime.getDeviceCount() >= n
     s = cp.cuda.Stream(non_blocking=True)
     x = cp.full(1 << 16, r + 1, cp.float32)
+    y = cp.full(1024, 1, cp.float32)
     await comm.allreduce(cp.zeros_like(x))  # contexts made, peers opened
     cp.cuda.Device().synchronize()
-    # An ordinary call behind a second of work on its stream: the event loop runs
-    # meanwhile (the call waits for the stream off the loop's thread), and the call
-    # reads what that work wrote.
-    t, ticks = ticking()
+    gate = Gate()
+
+    async def open_later():  # a task on this event loop: it runs only if the loop does
+        await asyncio.sleep(0.2)
+        gate.open()
+
+    # An ordinary call whose stream is held until a task on the event loop opens the
+    # gate: the call must wait for the stream off the loop's thread, or nothing ever
+    # opens it. It reads what the stream wrote after the gate.
     with s:
-        spin_on(s, 1.0)
+        gate.close_on(s)
         x += 1
+        assert not s.done
+        opener = asyncio.ensure_future(open_later())
         await comm.allreduce(x)
-    seen = ticks()
-    t.cancel()
-    assert (cp.asnumpy(x) == n * (n + 3) // 2).all(), ("ordinary call after the spin", cp.asnumpy(x)[:4])
-    assert seen >= 20, ("the event loop stood still while the call waited for the stream", seen)
-    # 80 stream-ordered calls behind a second of work: from the 65th the call waits
-    # for the oldest in flight, and that wait too leaves the loop free.
-    y = cp.full(1024, 1, cp.float32)
-    cp.cuda.Device().synchronize()
+    await opener
+    assert (cp.asnumpy(x) == n * (n + 3) // 2).all(), ("ordinary call after the gate", cp.asnumpy(x)[:4])
+    # 80 stream-ordered calls behind the gate: from the 65th a call waits for the
+    # oldest in flight, and that wait too must leave the loop free. (Ranks sharing a
+    # GPU wait for each other's signals on the host, inside the call: not here.)
+    if own_gpu:
+        await comm.barrier()
+        with s:
+            gate.close_on(s)
+            opener = asyncio.ensure_future(open_later())
+            for _ in range(80):
+                await comm.allreduce(y, stream_ordered=True)
+        await opener
+        await comm.synchronize()
+        assert (cp.asnumpy(y) == n ** 80).all(), ("80 ordered calls", cp.asnumpy(y)[:4])
     await comm.barrier()
-    t, ticks = ticking()
-    with s:
-        spin_on(s, 1.0)
-        for _ in range(80):
-            await comm.allreduce(y, stream_ordered=True)
-    seen = ticks()
-    t.cancel()
-    await comm.synchronize()
-    assert (cp.asnumpy(y) == n ** 80).all(), ("80 ordered calls", cp.asnumpy(y)[:4])
-    if own_gpu:  # (ranks sharing a GPU wait for each other's signals on the host)
-        assert seen >= 20, ("the event loop stood still while a call waited for the flight", seen)
     os.write(1, f"rank {r} ok\n".encode())
     comm.close()
 
@@ -247,6 +242,7 @@ asyncio.run(main())
 def test_device_calls_leave_the_event_loop_free(tmp_path):
     """A device call whose caller's stream is still busy, or that waits for the
     stream-ordered calls in flight (64 of them), waits off the event loop's thread:
-    another task keeps running, and the results are right."""
-    out = run_ranks(tmp_path, 2, LOOP_FREE.replace("@TESTS@", TESTS), timeout=200)
+    a task on the loop opens what holds the stream (else the ranks hang until the
+    launcher's timeout), and the results are right."""
+    out = run_ranks(tmp_path, 2, LOOP_FREE.replace("@TESTS@", TESTS), timeout=120)
     assert out.count(" ok") == 2, out
