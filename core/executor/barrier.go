@@ -23,8 +23,13 @@ import (
 // setup), every later barrier too, so that ranks meet some other way; a *RankError
 // wrapping ErrTimeout or ErrRankFailed, naming a rank that did not come.
 func (x *Executor) Barrier() error {
-	x.mu.Lock()
+	x.lockInTurn()
 	defer x.mu.Unlock()
+	return x.barrier()
+}
+
+// barrier is Barrier's wait; x.mu is held.
+func (x *Executor) barrier() error {
 	want, err := x.enterBarrier()
 	if err != nil {
 		return err
@@ -32,19 +37,30 @@ func (x *Executor) Barrier() error {
 	return x.awaitBarrier(want)
 }
 
+// deferBarrier returns a barrier's whole wait for another goroutine, in its turn.
+func (x *Executor) deferBarrier() func() error {
+	tn := x.turns.take()
+	return func() error {
+		tn.lock(&x.mu)
+		defer x.mu.Unlock()
+		return x.barrier()
+	}
+}
+
 // StartBarrier enters a barrier as Barrier does, but without blocking where the other
 // ranks are not there yet: when every rank has entered it within patience (waited for
 // here, spinning), it returns (nil, nil); otherwise rest, the remainder of the wait,
 // for the caller to run elsewhere (a goroutine), exactly once. A first barrier, which
 // sets the board up with the other ranks, and one that finds a call still running
-// (which holds the executor), are all remainder.
+// (which holds the executor) or an earlier operation waiting for it (turns.go), are
+// all remainder.
 func (x *Executor) StartBarrier(patience time.Duration) (rest func() error, err error) {
-	if !x.mu.TryLock() {
-		return x.Barrier, nil
+	if x.turns.busy() || !x.mu.TryLock() {
+		return x.deferBarrier(), nil
 	}
 	if x.board == nil {
 		x.mu.Unlock()
-		return x.Barrier, nil
+		return x.deferBarrier(), nil
 	}
 	want, err := x.enterBarrier()
 	if err != nil {

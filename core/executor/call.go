@@ -101,9 +101,14 @@ const (
 // a *RankError wrapping ErrRankFailed (a rank died) or ErrTimeout; ErrUnsupported
 // (ranks on several hosts, packet or multicast ops, GPU memory).
 func (x *Executor) Execute(c Call) error {
-	x.mu.Lock()
+	x.lockInTurn()
 	defer x.mu.Unlock()
-	st, err := x.begin(c, false)
+	return x.execute(c)
+}
+
+// execute is Execute's call; x.mu is held.
+func (x *Executor) execute(c Call) error {
+	st, err := x.begin(c, time.Time{})
 	if err != nil || st == nil {
 		return err
 	}
@@ -124,15 +129,17 @@ func (x *Executor) Execute(c Call) error {
 // device: a device call that would wait on the host for its caller's streams or for
 // the ordered calls in flight is handed over whole, as rest.
 func (x *Executor) Start(c Call) (rest func() error, err error) {
-	// A call still running elsewhere holds the executor: never wait for it here.
-	if !x.mu.TryLock() {
+	// A call still running elsewhere holds the executor, or one made earlier waits for
+	// it: never wait for them here, nor overtake them.
+	if x.turns.busy() || !x.mu.TryLock() {
 		return deferCall(x, c)
 	}
 	if x.closed || x.broken != nil || x.board == nil || !x.caughtUp(x.seq+1) {
 		x.mu.Unlock()
 		return deferCall(x, c)
 	}
-	st, err := x.begin(c, true)
+	until := time.Now().Add(max(c.Patience, 0)) // one patience for everything waited for here
+	st, err := x.begin(c, until)
 	if errors.Is(err, errDeviceFirst) {
 		x.mu.Unlock()
 		return deferCall(x, c)
@@ -142,9 +149,9 @@ func (x *Executor) Start(c Call) (rest func() error, err error) {
 		return nil, err
 	}
 	if st.ctx != nil {
-		return x.startUnannounced(st)
+		return x.startUnannounced(st, until)
 	}
-	if !x.announcedWithin(st.seq, c.Patience) {
+	if !x.announcedWithin(st.seq, time.Until(until)) {
 		return func() error {
 			defer x.mu.Unlock()
 			return x.finish(st)
@@ -159,12 +166,18 @@ func (x *Executor) Start(c Call) (rest func() error, err error) {
 // nothing was announced, and Start hands the whole call over (deferCall).
 var errDeviceFirst = errors.New("executor: the call waits for the device first")
 
-// deferCall returns c's whole run for another goroutine (HandOff first).
+// deferCall returns c's whole run for another goroutine (HandOff first), in the turn
+// it takes now (turns.go).
 func deferCall(x *Executor, c Call) (rest func() error, err error) {
 	if err := HandOff(&c); err != nil {
 		return nil, err
 	}
-	return func() error { return x.Execute(c) }, nil
+	tn := x.turns.take()
+	return func() error {
+		tn.lock(&x.mu)
+		defer x.mu.Unlock()
+		return x.execute(c)
+	}, nil
 }
 
 // HandOff readies c to be run from another thread than the caller's: the per-thread
@@ -203,9 +216,9 @@ type callStart struct {
 
 // begin readies a call and announces it; x.mu is held. A nil callStart with a nil
 // error cannot happen; an error here is the call's outcome, but for errDeviceFirst
-// (onCaller: the call would wait for the device on its caller's thread; nothing was
-// announced).
-func (x *Executor) begin(c Call, onCaller bool) (*callStart, error) {
+// (until, when not zero: on the caller's thread, which waits for the device until
+// then at most; the call would wait longer; nothing was announced).
+func (x *Executor) begin(c Call, until time.Time) (*callStart, error) {
 	if x.closed {
 		return nil, ErrClosed
 	}
@@ -228,7 +241,7 @@ func (x *Executor) begin(c Call, onCaller bool) (*callStart, error) {
 	*st = callStart{c: c}
 	st.l, st.localErr = x.check(c)
 	if st.localErr == nil && c.Memory == MemoryCUDA {
-		st.dev, st.localErr = x.deviceCall(c, onCaller)
+		st.dev, st.localErr = x.deviceCall(c, until)
 		if errors.Is(st.localErr, errDeviceFirst) {
 			return nil, errDeviceFirst
 		}
@@ -488,10 +501,10 @@ type devBuffers struct {
 }
 
 // deviceCall readies the CUDA side for a call on device memory and returns the
-// IPC handles of its buffers. onCaller: errDeviceFirst instead of waiting on the
-// host longer than c.Patience for the ordered calls in flight or for the caller's
-// streams.
-func (x *Executor) deviceCall(c Call, onCaller bool) (devBuffers, error) {
+// IPC handles of its buffers. until (not zero: on the caller's thread):
+// errDeviceFirst instead of waiting on the host past it for the ordered calls in
+// flight or for the caller's streams.
+func (x *Executor) deviceCall(c Call, until time.Time) (devBuffers, error) {
 	var d devBuffers
 	addr := c.bufferAddr()
 	dev := 0
@@ -507,16 +520,18 @@ func (x *Executor) deviceCall(c Call, onCaller bool) (devBuffers, error) {
 	if err != nil {
 		return d, err
 	}
-	if onCaller {
-		// Settling here or in takeFlight: for c.Patience at most on the caller's thread.
+	if !until.IsZero() {
+		// Waits for the ordered calls in flight, here (an unfenced plan), in takeFlight
+		// (64 in flight) or in the lanes' drain (a call not itself in flight, whose
+		// lanes start after them: orderAfter): on the caller's thread until until.
 		left := -1
-		if inFlight := g.flight.pending(); inFlight > 0 && !g.isFenced(c.Plan) {
+		if inFlight := g.flight.pending(); inFlight > 0 && (!g.isFenced(c.Plan) || !fliesOrdered(&c)) {
 			left = 0
-		} else if c.Ordered && inFlight >= maxInFlight {
+		} else if inFlight >= maxInFlight {
 			left = maxInFlight - 1
 		}
 		if left >= 0 {
-			if err := g.settleUntil(left, time.Now().Add(c.Patience)); err != nil {
+			if err := g.settleUntil(left, until); err != nil {
 				return d, err
 			}
 			if g.flight.pending() > left {
@@ -531,11 +546,7 @@ func (x *Executor) deviceCall(c Call, onCaller bool) (devBuffers, error) {
 			return d, err
 		}
 	}
-	patience := time.Duration(-1) // wait
-	if onCaller {
-		patience = c.Patience
-	}
-	if err := g.awaitCaller(c.Plan, c.Streams, c.Ordered, patience); err != nil {
+	if err := g.awaitCaller(c.Plan, c.Streams, c.Ordered, until); err != nil {
 		return d, err
 	}
 	if d.inHandle, d.inOffset, d.inID, err = g.deviceBuffers(c.Send); err != nil {

@@ -39,7 +39,9 @@ type Executor struct {
 	w    World
 	opts Options
 
-	mu    sync.Mutex // one call at a time; guards everything below
+	mu sync.Mutex // one call at a time; guards everything below
+	// turns orders what waits for mu (turns.go); it has a lock of its own.
+	turns turns
 	board *board
 	ctxs  []*planContext // least recently used first
 	nctx  uint64         // contexts made so far (the same on every rank)
@@ -97,7 +99,7 @@ func New(w World, opts Options) *Executor {
 // stream-ordered calls still on the device. A second Close returns an error wrapping
 // os.ErrClosed.
 func (x *Executor) Close() error {
-	x.mu.Lock()
+	x.lockInTurn()
 	defer x.mu.Unlock()
 	if x.closed {
 		return ErrClosed

@@ -200,13 +200,13 @@ func (g *gpuState) close() {
 // counts once): recorded for its lanes to wait on the device where the plan is
 // fenced against peers reaching buffers still in use (callerWorkFenced) and the call
 // is ordered (or fencedCallerWait is on), else waited for here, on the host, before
-// the call is announced; with a patience (>= 0: on the caller's own thread, which
+// the call is announced; with until (not zero: on the caller's own thread, which
 // must not wait for the device long) errDeviceFirst once it passed, unless a stream
 // is the per-thread default stream, which only this thread can wait for. The events
 // are the state's,
 // reused call after call (an event made and destroyed a call cost 1-2 µs of a 40 µs
 // small call on 2 x H100).
-func (g *gpuState) awaitCaller(p *plan.Plan, streams []uintptr, ordered bool, patience time.Duration) error {
+func (g *gpuState) awaitCaller(p *plan.Plan, streams []uintptr, ordered bool, until time.Time) error {
 	g.callerReady = 0
 	if !slices.ContainsFunc(streams, func(s uintptr) bool { return s != 0 }) {
 		return nil // data the caller's streams do not write: nothing to wait for
@@ -235,8 +235,8 @@ func (g *gpuState) awaitCaller(p *plan.Plan, streams []uintptr, ordered bool, pa
 		if fenced {
 			return nil
 		}
-		if patience >= 0 && !slices.Contains(streams, ucxx.StreamPerThread) {
-			if !g.callerDoneWithin(patience) {
+		if !until.IsZero() && !slices.Contains(streams, ucxx.StreamPerThread) {
+			if !g.callerDoneBy(until) {
 				g.callerReady = 0
 				return errDeviceFirst // the goroutine taking the call over waits
 			}
@@ -262,12 +262,11 @@ func (g *gpuState) awaitCaller(p *plan.Plan, streams []uintptr, ordered bool, pa
 	return nil
 }
 
-// callerDoneWithin polls the caller's recorded events for up to patience and
-// reports whether all are done (a driver error counts as not done: the waiting
-// elsewhere reports it). The context is current.
-func (g *gpuState) callerDoneWithin(patience time.Duration) bool {
-	var deadline time.Time
-	for i := 0; ; i++ {
+// callerDoneBy polls the caller's recorded events until until and reports whether
+// all are done (a driver error counts as not done: the waiting elsewhere reports
+// it). The context is current.
+func (g *gpuState) callerDoneBy(until time.Time) bool {
+	for {
 		done := true
 		for _, ev := range g.callerEvents[:g.callerReady] {
 			if ok, err := ev.Done(); err != nil || !ok {
@@ -278,9 +277,7 @@ func (g *gpuState) callerDoneWithin(patience time.Duration) bool {
 		if done {
 			return true
 		}
-		if i == 0 {
-			deadline = time.Now().Add(patience)
-		} else if time.Now().After(deadline) {
+		if time.Now().After(until) {
 			return false
 		}
 		pause.Yield()

@@ -140,6 +140,15 @@ func orderedStreams(c *Call, buf []uintptr) []uintptr {
 	return buf
 }
 
+// fliesOrdered reports whether device call c is put in flight (an ordered call with
+// a stream to order on: orderedStreams not empty), without allocating.
+func fliesOrdered(c *Call) bool {
+	if !c.Ordered || slices.Contains(c.Streams, ucxx.StreamPerThread) {
+		return false
+	}
+	return slices.ContainsFunc(c.Streams, func(s uintptr) bool { return s != 0 })
+}
+
 // orderAfter makes a device call's lanes (streams) start after the newest ordered
 // call in flight ended on every lane, unless the call waits for a stream that call
 // is ordered on (that stream waits for its ends: the caller's event covers them).
@@ -412,7 +421,7 @@ func releaseOwnCounters(ctx *planContext) {
 // ErrRankFailed or ErrTimeout, or the device's error), or ErrBroken when an earlier
 // call broke the executor. Without ordered calls it returns at once.
 func (x *Executor) Synchronize() error {
-	x.mu.Lock()
+	x.lockInTurn()
 	defer x.mu.Unlock()
 	if x.closed {
 		return ErrClosed

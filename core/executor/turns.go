@@ -1,0 +1,58 @@
+package executor
+
+import "sync"
+
+// turns keeps the executor's operations in the order they were made where they wait
+// for it: every rank must make the same calls and barriers in the same order, and a
+// call Start handed to a goroutine (its ranks late, its caller's streams busy, the
+// executor held by a call still running) must not be overtaken by one made after it,
+// by Start or by anything else that waits for the executor. Each such operation takes
+// a turn when it is made and holds the executor (x.mu) only after the turns before
+// it did; sync.Mutex alone hands itself to its waiters in no particular order. Start
+// runs a call where it is made only while no turn is waiting (busy).
+type turns struct {
+	mu      sync.Mutex
+	waiting int           // turns taken that do not hold the executor yet
+	last    chan struct{} // closed once the newest turn holds the executor
+}
+
+// turn is one operation's place in the order.
+type turn struct {
+	t    *turns
+	prev chan struct{} // the turn before (nil: none)
+	mine chan struct{}
+}
+
+// take returns the next turn.
+func (t *turns) take() turn {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tn := turn{t: t, prev: t.last, mine: make(chan struct{})}
+	t.last = tn.mine
+	t.waiting++
+	return tn
+}
+
+// busy reports whether a turn is waiting for the executor.
+func (t *turns) busy() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.waiting > 0
+}
+
+// lock waits for the turn before tn to hold mu, then locks mu; the turn after tn
+// may then wait for mu, as the only one.
+func (tn turn) lock(mu *sync.Mutex) {
+	if tn.prev != nil {
+		<-tn.prev
+	}
+	mu.Lock()
+	tn.t.mu.Lock()
+	tn.t.waiting--
+	tn.t.mu.Unlock()
+	close(tn.mine)
+}
+
+// lockInTurn takes a turn and holds the executor once it comes: what every operation
+// that waits for the executor does.
+func (x *Executor) lockInTurn() { x.turns.take().lock(&x.mu) }

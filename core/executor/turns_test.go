@@ -1,0 +1,119 @@
+package executor
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ucxx-go/ucxx-go/core/reduce"
+)
+
+// TestTurnsHoldTheLockInTheOrderTaken: turns taken one after another hold the lock in
+// that order, however their goroutines are scheduled (here, started last first);
+// busy is true while one waits.
+func TestTurnsHoldTheLockInTheOrderTaken(t *testing.T) {
+	var ts turns
+	var mu sync.Mutex
+	if ts.busy() {
+		t.Fatal("busy before any turn")
+	}
+	mu.Lock() // something holds the lock while the turns are taken
+	const n = 8
+	tns := make([]turn, n)
+	for i := range tns {
+		tns[i] = ts.take()
+	}
+	if !ts.busy() {
+		t.Fatal("not busy with turns waiting")
+	}
+	var order []int
+	var wg sync.WaitGroup
+	for i := n - 1; i >= 0; i-- {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tns[i].lock(&mu)
+			order = append(order, i) // under mu
+			time.Sleep(time.Millisecond)
+			mu.Unlock()
+		}()
+	}
+	time.Sleep(10 * time.Millisecond) // the goroutines line up on their turns
+	mu.Unlock()
+	wg.Wait()
+	for i, v := range order {
+		if v != i {
+			t.Fatalf("turns held the lock in the order %v", order)
+		}
+	}
+	if ts.busy() {
+		t.Fatal("busy after every turn held the lock")
+	}
+}
+
+// TestStartNeverOvertakesAHandedOffCall: a call Start hands to a goroutine (here
+// because a call still held the executor) runs before a call Start is given after
+// it, though the executor is free again when the second comes: the ranks pair the
+// calls in the order each made them (the two calls have the same shape, so an
+// overtaking one would silently sum the wrong buffers).
+func TestStartNeverOvertakesAHandedOffCall(t *testing.T) {
+	p := loadFixture(t, "allreduce_2r_example.json")
+	xs := newWorld(t, 2, Options{Timeout: 20 * time.Second})
+	allreduceOn(t, xs, p, 64) // boards and the context set up
+	type bufs struct{ in, out [2][]byte }
+	var a, b bufs
+	set := func(x *bufs, base float32) {
+		for r := range 2 {
+			x.in[r], x.out[r] = cbytes(64), cbytes(64)
+			for i := range f32s(x.in[r]) {
+				f32s(x.in[r])[i] = base * float32(r+1)
+			}
+		}
+	}
+	set(&a, 1)  // sums to 3
+	set(&b, 10) // sums to 30
+	call := func(x *bufs, r int) Call {
+		return Call{Plan: p, Send: Buffer{addr(x.in[r]), 64}, Recv: Buffer{addr(x.out[r]), 64}, DType: reduce.Float32, Op: reduce.Sum}
+	}
+	xs[0].mu.Lock() // a call still running
+	restA, err := xs[0].Start(call(&a, 0))
+	if err != nil || restA == nil {
+		t.Fatalf("Start while a call runs: %v, remainder %v", err, restA != nil)
+	}
+	xs[0].mu.Unlock()
+	restB, err := xs[0].Start(call(&b, 0))
+	if err != nil || restB == nil {
+		t.Fatalf("Start after a handed-off call: %v, remainder %v (it must not run or announce before it)", err, restB != nil)
+	}
+	peer := make(chan error, 1)
+	go func() {
+		if err := xs[1].Execute(call(&a, 1)); err != nil {
+			peer <- err
+			return
+		}
+		peer <- xs[1].Execute(call(&b, 1))
+	}()
+	errs := make(chan error, 2)
+	go func() { errs <- restB() }()
+	time.Sleep(5 * time.Millisecond) // B's goroutine first in line for the lock
+	go func() { errs <- restA() }()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-peer; err != nil {
+		t.Fatal(err)
+	}
+	for name, x := range map[string]*bufs{"first": &a, "second": &b} {
+		want := float32(3)
+		if x == &b {
+			want = 30
+		}
+		for r := range 2 {
+			if v := f32s(x.out[r])[0]; v != want {
+				t.Fatalf("the %s call's sum on rank %d is %v, want %v", name, r, v, want)
+			}
+		}
+	}
+}
