@@ -310,6 +310,32 @@ def test_stream_ordered_calls_on_host_memory_run_as_ordinary_ones(tmp_path):
     assert out.count(" ok") == 2
 
 
+def test_calls_made_together_pair_up_in_the_order_they_were_made(tmp_path):
+    """Twelve same-shaped calls started together with asyncio.gather while the peer is
+    late (so that most are handed to goroutines): every rank pairs call k with call k,
+    so each sum is its own buffers'. Three rounds. (That a handed-off call is never
+    overtaken, whatever the scheduling: core/executor's turns tests.)"""
+    out = run_ranks(tmp_path, 2, """
+        import asyncio, os, time, numpy as np, ucxx_go
+        async def main():
+            comm = await ucxx_go.Communicator.init(timeout=30)
+            r = comm.rank
+            await comm.barrier()
+            for round in range(3):
+                xs = [np.full(256, (k + 1) * (r + 1), np.float32) for k in range(12)]
+                if r == 1:
+                    time.sleep(0.05)  # late: rank 0's calls outlive their crossing
+                await asyncio.gather(*(comm.allreduce(x) for x in xs))
+                for k, x in enumerate(xs):
+                    assert (x == 3 * (k + 1)).all(), (round, k, x[:4])
+                await comm.barrier()
+            os.write(1, f"rank {r} ok\\n".encode())
+            comm.close()
+        asyncio.run(main())
+    """)
+    assert out.count(" ok") == 2
+
+
 def test_eight_ranks(tmp_path):
     body = (COLLECTIVES_BODY.replace("SIZES = [0, 1, 7, 1000, 12345]", "SIZES = [0, 7, 1000]")
             .replace('TYPES = ["int8", "uint8", "int16", "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32", "float64"]',
