@@ -108,7 +108,7 @@ func (x *Executor) Execute(c Call) error {
 
 // execute is Execute's call; x.mu is held.
 func (x *Executor) execute(c Call) error {
-	st, err := x.begin(c, time.Time{})
+	st, err := x.begin(c, nil)
 	if err != nil || st == nil {
 		return err
 	}
@@ -138,8 +138,8 @@ func (x *Executor) Start(c Call) (rest func() error, err error) {
 		x.mu.Unlock()
 		return deferCall(x, c)
 	}
-	until := time.Now().Add(max(c.Patience, 0)) // one patience for everything waited for here
-	st, err := x.begin(c, until)
+	pc := &patienceClock{d: max(c.Patience, 0)} // one patience for everything waited for here
+	st, err := x.begin(c, pc)
 	if errors.Is(err, errDeviceFirst) {
 		x.mu.Unlock()
 		return deferCall(x, c)
@@ -149,9 +149,9 @@ func (x *Executor) Start(c Call) (rest func() error, err error) {
 		return nil, err
 	}
 	if st.ctx != nil {
-		return x.startUnannounced(st, until)
+		return x.startUnannounced(st, pc)
 	}
-	if !x.announcedWithin(st.seq, time.Until(until)) {
+	if !x.announcedWithin(st.seq, pc) {
 		return func() error {
 			defer x.mu.Unlock()
 			return x.finish(st)
@@ -159,6 +159,23 @@ func (x *Executor) Start(c Call) (rest func() error, err error) {
 	}
 	defer x.mu.Unlock()
 	return nil, x.finish(st)
+}
+
+// patienceClock is how long Start may still wait on its caller's thread: one
+// patience (Call.Patience) for everything it waits for there, counted from its first
+// wait, so that a call that waits for nothing reads no clock. nil: no caller's
+// thread to spare (Execute, a goroutine), wait as long as it takes.
+type patienceClock struct {
+	d  time.Duration
+	at time.Time // when the patience ends; zero until the first wait
+}
+
+// until returns when the patience ends, starting its clock at the first call.
+func (p *patienceClock) until() time.Time {
+	if p.at.IsZero() {
+		p.at = time.Now().Add(p.d)
+	}
+	return p.at
 }
 
 // errDeviceFirst: a call Start began would wait for the device on its caller's
@@ -216,9 +233,9 @@ type callStart struct {
 
 // begin readies a call and announces it; x.mu is held. A nil callStart with a nil
 // error cannot happen; an error here is the call's outcome, but for errDeviceFirst
-// (until, when not zero: on the caller's thread, which waits for the device until
-// then at most; the call would wait longer; nothing was announced).
-func (x *Executor) begin(c Call, until time.Time) (*callStart, error) {
+// (pc not nil: on the caller's thread, which waits for the device within its
+// patience at most; the call would wait longer; nothing was announced).
+func (x *Executor) begin(c Call, pc *patienceClock) (*callStart, error) {
 	if x.closed {
 		return nil, ErrClosed
 	}
@@ -241,7 +258,7 @@ func (x *Executor) begin(c Call, until time.Time) (*callStart, error) {
 	*st = callStart{c: c}
 	st.l, st.localErr = x.check(c)
 	if st.localErr == nil && c.Memory == MemoryCUDA {
-		st.dev, st.localErr = x.deviceCall(c, until)
+		st.dev, st.localErr = x.deviceCall(c, pc)
 		if errors.Is(st.localErr, errDeviceFirst) {
 			return nil, errDeviceFirst
 		}
@@ -501,10 +518,10 @@ type devBuffers struct {
 }
 
 // deviceCall readies the CUDA side for a call on device memory and returns the
-// IPC handles of its buffers. until (not zero: on the caller's thread):
-// errDeviceFirst instead of waiting on the host past it for the ordered calls in
-// flight or for the caller's streams.
-func (x *Executor) deviceCall(c Call, until time.Time) (devBuffers, error) {
+// IPC handles of its buffers. pc (not nil: on the caller's thread): errDeviceFirst
+// instead of waiting on the host past its patience for the ordered calls in flight
+// or for the caller's streams.
+func (x *Executor) deviceCall(c Call, pc *patienceClock) (devBuffers, error) {
 	var d devBuffers
 	addr := c.bufferAddr()
 	dev := 0
@@ -520,10 +537,11 @@ func (x *Executor) deviceCall(c Call, until time.Time) (devBuffers, error) {
 	if err != nil {
 		return d, err
 	}
-	if !until.IsZero() {
+	if pc != nil {
 		// Waits for the ordered calls in flight, here (an unfenced plan), in takeFlight
 		// (64 in flight) or in the lanes' drain (a call not itself in flight, whose
-		// lanes start after them: orderAfter): on the caller's thread until until.
+		// lanes start after them: orderAfter): on the caller's thread, within its
+		// patience.
 		left := -1
 		if inFlight := g.flight.pending(); inFlight > 0 && (!g.isFenced(c.Plan) || !fliesOrdered(&c)) {
 			left = 0
@@ -531,7 +549,7 @@ func (x *Executor) deviceCall(c Call, until time.Time) (devBuffers, error) {
 			left = maxInFlight - 1
 		}
 		if left >= 0 {
-			if err := g.settleUntil(left, until); err != nil {
+			if err := g.settleUntil(left, pc.until()); err != nil {
 				return d, err
 			}
 			if g.flight.pending() > left {
@@ -546,7 +564,7 @@ func (x *Executor) deviceCall(c Call, until time.Time) (devBuffers, error) {
 			return d, err
 		}
 	}
-	if err := g.awaitCaller(c.Plan, c.Streams, c.Ordered, until); err != nil {
+	if err := g.awaitCaller(c.Plan, c.Streams, c.Ordered, pc); err != nil {
 		return d, err
 	}
 	if d.inHandle, d.inOffset, d.inID, err = g.deviceBuffers(c.Send); err != nil {
@@ -582,15 +600,15 @@ func (x *Executor) announced(seq uint64) bool {
 	return true
 }
 
-// announcedWithin polls announced(seq) for up to patience.
-func (x *Executor) announcedWithin(seq uint64, patience time.Duration) bool {
+// announcedWithin polls announced(seq) within pc's patience.
+func (x *Executor) announcedWithin(seq uint64, pc *patienceClock) bool {
 	if x.announced(seq) {
 		return true
 	}
-	if patience <= 0 {
+	if pc.d <= 0 {
 		return false
 	}
-	deadline := time.Now().Add(patience)
+	deadline := pc.until()
 	for i := 1; ; i++ {
 		if x.announced(seq) {
 			return true

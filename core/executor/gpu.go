@@ -200,13 +200,13 @@ func (g *gpuState) close() {
 // counts once): recorded for its lanes to wait on the device where the plan is
 // fenced against peers reaching buffers still in use (callerWorkFenced) and the call
 // is ordered (or fencedCallerWait is on), else waited for here, on the host, before
-// the call is announced; with until (not zero: on the caller's own thread, which
-// must not wait for the device long) errDeviceFirst once it passed, unless a stream
+// the call is announced; with pc (not nil: on the caller's own thread, which must not
+// wait for the device long) errDeviceFirst once its patience passed, unless a stream
 // is the per-thread default stream, which only this thread can wait for. The events
 // are the state's,
 // reused call after call (an event made and destroyed a call cost 1-2 µs of a 40 µs
 // small call on 2 x H100).
-func (g *gpuState) awaitCaller(p *plan.Plan, streams []uintptr, ordered bool, until time.Time) error {
+func (g *gpuState) awaitCaller(p *plan.Plan, streams []uintptr, ordered bool, pc *patienceClock) error {
 	g.callerReady = 0
 	if !slices.ContainsFunc(streams, func(s uintptr) bool { return s != 0 }) {
 		return nil // data the caller's streams do not write: nothing to wait for
@@ -235,8 +235,8 @@ func (g *gpuState) awaitCaller(p *plan.Plan, streams []uintptr, ordered bool, un
 		if fenced {
 			return nil
 		}
-		if !until.IsZero() && !slices.Contains(streams, ucxx.StreamPerThread) {
-			if !g.callerDoneBy(until) {
+		if pc != nil && !slices.Contains(streams, ucxx.StreamPerThread) {
+			if !g.callerDoneWithin(pc) {
 				g.callerReady = 0
 				return errDeviceFirst // the goroutine taking the call over waits
 			}
@@ -262,10 +262,10 @@ func (g *gpuState) awaitCaller(p *plan.Plan, streams []uintptr, ordered bool, un
 	return nil
 }
 
-// callerDoneBy polls the caller's recorded events until until and reports whether
-// all are done (a driver error counts as not done: the waiting elsewhere reports
-// it). The context is current.
-func (g *gpuState) callerDoneBy(until time.Time) bool {
+// callerDoneWithin polls the caller's recorded events within pc's patience and
+// reports whether all are done (a driver error counts as not done: the waiting
+// elsewhere reports it). The context is current.
+func (g *gpuState) callerDoneWithin(pc *patienceClock) bool {
 	for {
 		done := true
 		for _, ev := range g.callerEvents[:g.callerReady] {
@@ -277,7 +277,7 @@ func (g *gpuState) callerDoneBy(until time.Time) bool {
 		if done {
 			return true
 		}
-		if time.Now().After(until) {
+		if time.Now().After(pc.until()) {
 			return false
 		}
 		pause.Yield()

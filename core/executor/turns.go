@@ -1,6 +1,9 @@
 package executor
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // turns keeps the executor's operations in the order they were made where they wait
 // for it: every rank must make the same calls and barriers in the same order, and a
@@ -11,8 +14,8 @@ import "sync"
 // it did; sync.Mutex alone hands itself to its waiters in no particular order. Start
 // runs a call where it is made only while no turn is waiting (busy).
 type turns struct {
-	mu      sync.Mutex
-	waiting int           // turns taken that do not hold the executor yet
+	waiting atomic.Int64  // turns taken that do not hold the executor yet
+	mu      sync.Mutex    // guards last
 	last    chan struct{} // closed once the newest turn holds the executor
 }
 
@@ -29,16 +32,13 @@ func (t *turns) take() turn {
 	defer t.mu.Unlock()
 	tn := turn{t: t, prev: t.last, mine: make(chan struct{})}
 	t.last = tn.mine
-	t.waiting++
+	t.waiting.Add(1)
 	return tn
 }
 
-// busy reports whether a turn is waiting for the executor.
-func (t *turns) busy() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.waiting > 0
-}
+// busy reports whether a turn is waiting for the executor (no lock: Start asks on
+// every call).
+func (t *turns) busy() bool { return t.waiting.Load() > 0 }
 
 // lock waits for the turn before tn to hold mu, then locks mu; the turn after tn
 // may then wait for mu, as the only one.
@@ -47,9 +47,7 @@ func (tn turn) lock(mu *sync.Mutex) {
 		<-tn.prev
 	}
 	mu.Lock()
-	tn.t.mu.Lock()
-	tn.t.waiting--
-	tn.t.mu.Unlock()
+	tn.t.waiting.Add(-1)
 	close(tn.mine)
 }
 

@@ -3,7 +3,6 @@ package executor
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/ucxx-go/ucxx-go/core/plan"
 )
@@ -147,9 +146,9 @@ func (x *Executor) runUnannounced(st *callStart) error {
 // ops up to its first wait here (its puts and signals go out at once, so that a
 // rank arriving later finds them), the other lanes on goroutines; then the rest
 // here too if every rank has announced the call within its patience, else it
-// hands back the rest, as Start does (its patience ends at until). x.mu is held
-// until the call ends.
-func (x *Executor) startUnannounced(st *callStart, until time.Time) (rest func() error, err error) {
+// hands back the rest, as Start does (within pc's patience). x.mu is held until the
+// call ends.
+func (x *Executor) startUnannounced(st *callStart, pc *patienceClock) (rest func() error, err error) {
 	run := x.unannouncedRun(st)
 	wait := noLanes
 	if len(run.c.Plan.Ranks[run.me].Lanes) > 1 {
@@ -161,7 +160,7 @@ func (x *Executor) startUnannounced(st *callStart, until time.Time) (rest func()
 		lane0 = run.newLane(0)
 		next = lane0.run(run.ctx.skip[0], true)
 	}
-	if !x.announcedWithin(st.seq, time.Until(until)) {
+	if !x.announcedWithin(st.seq, pc) {
 		return func() error {
 			defer x.mu.Unlock()
 			return x.finishUnannounced(st, run, lane0, next, wait)
