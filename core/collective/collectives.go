@@ -206,7 +206,9 @@ func (c *Communicator) startAllReduceUneven(ch choice, form runForm, call execut
 		if err := executor.HandOff(&call); err != nil { // the rest runs on a goroutine
 			return nil, err
 		}
-		return func() error { return c.allReduceUneven(ch, call, e) }, nil
+		// Its two calls' places among this rank's calls are taken now, as it is made.
+		head, tail := c.x.TakeTurn(), c.x.TakeTurn()
+		return func() error { return c.allReduceUneven(ch, call, e, head, tail) }, nil
 	}
 	tail, finish, err := c.paddedTail(call, 0, e)
 	if err != nil {
@@ -222,8 +224,8 @@ func (c *Communicator) startAllReduceUneven(ch choice, form runForm, call execut
 // allReduceUneven runs a large allreduce whose element count the plan's chunks do
 // not divide: the largest prefix that divides by the plan, then the rest (fewer
 // elements than the plan has chunks) padded to one all-pairs unit in a buffer of its
-// own.
-func (c *Communicator) allReduceUneven(ch choice, call executor.Call, e uint64) error {
+// own, in the turns taken when the call was made (each used or passed once).
+func (c *Communicator) allReduceUneven(ch choice, call executor.Call, e uint64, headTurn, tailTurn executor.Turn) error {
 	a, _ := builtin.Lookup(AllReduce, ch.name)
 	in, _ := a.Chunks(c.size, ch.o)
 	unit := uint64(in) * e
@@ -231,20 +233,26 @@ func (c *Communicator) allReduceUneven(ch choice, call executor.Call, e uint64) 
 	if main > 0 {
 		p, err := c.registry.builtin(AllReduce, ch.name, c.size, ch.o)
 		if err != nil {
+			headTurn.Pass()
+			tailTurn.Pass()
 			return err
 		}
 		head := call
 		head.Plan = p
 		head.Send.Bytes, head.Recv.Bytes = main, main
-		if err := c.x.Execute(head); err != nil {
+		if err := headTurn.Execute(head); err != nil {
+			tailTurn.Pass()
 			return err
 		}
+	} else {
+		headTurn.Pass()
 	}
 	tail, finish, err := c.paddedTail(call, main, e)
 	if err != nil {
+		tailTurn.Pass()
 		return err
 	}
-	return finish(c.x.Execute(tail))
+	return finish(tailTurn.Execute(tail))
 }
 
 // paddedTail readies the allreduce of call's bytes from main on: copied into a buffer

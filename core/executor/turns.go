@@ -54,3 +54,30 @@ func (tn turn) lock(mu *sync.Mutex) {
 // lockInTurn takes a turn and holds the executor once it comes: what every operation
 // that waits for the executor does.
 func (x *Executor) lockInTurn() { x.turns.take().lock(&x.mu) }
+
+// Turn is a place in the order of the executor's operations, taken when an operation
+// is made and used once, later, from any goroutine: for a caller that makes one
+// operation of several calls and runs them elsewhere (the collective layer's uneven
+// allreduce: a head and a padded tail), so that a call made after it waits for them
+// as it would for one. Every Turn must be used (Execute) or given up (Pass) exactly
+// once: every later operation waits for it.
+type Turn struct {
+	tn turn
+	x  *Executor
+}
+
+// TakeTurn takes the next place in the executor's order.
+func (x *Executor) TakeTurn() Turn { return Turn{x.turns.take(), x} }
+
+// Execute runs c as Executor.Execute does, in the turn.
+func (t Turn) Execute(c Call) error {
+	t.tn.lock(&t.x.mu)
+	defer t.x.mu.Unlock()
+	return t.x.execute(c)
+}
+
+// Pass gives the turn up unused (the operation failed before this call).
+func (t Turn) Pass() {
+	t.tn.lock(&t.x.mu)
+	t.x.mu.Unlock()
+}
