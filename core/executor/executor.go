@@ -96,10 +96,11 @@ func New(w World, opts Options) *Executor {
 }
 
 // Close unmaps every segment; a call in progress finishes first, and so do the
-// stream-ordered calls still on the device. A second Close returns an error wrapping
-// os.ErrClosed.
+// stream-ordered calls still on the device. Operations waiting for their turn
+// (turns.go) do not hold it up: Close goes before them, and they fail with
+// ErrClosed. A second Close returns an error wrapping os.ErrClosed.
 func (x *Executor) Close() error {
-	x.lockInTurn()
+	x.mu.Lock() // no turn: it goes before the operations still waiting for theirs
 	defer x.mu.Unlock()
 	if x.closed {
 		return ErrClosed

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -115,5 +116,35 @@ func TestStartNeverOvertakesAHandedOffCall(t *testing.T) {
 				t.Fatalf("the %s call's sum on rank %d is %v, want %v", name, r, v, want)
 			}
 		}
+	}
+}
+
+// TestCloseGoesBeforeWaitingTurns: Close does not wait for a call handed off and not
+// started (here its remainder has not even been run); the call then fails with
+// ErrClosed instead of waiting for a rank.
+func TestCloseGoesBeforeWaitingTurns(t *testing.T) {
+	p := loadFixture(t, "allreduce_2r_example.json")
+	xs := newWorld(t, 2, Options{Timeout: 20 * time.Second})
+	allreduceOn(t, xs, p, 64)
+	in, out := cbytes(64), cbytes(64)
+	xs[0].mu.Lock() // a call still running
+	rest, err := xs[0].Start(Call{Plan: p, Send: Buffer{addr(in), 64}, Recv: Buffer{addr(out), 64}, DType: reduce.Float32, Op: reduce.Sum})
+	xs[0].mu.Unlock()
+	if err != nil || rest == nil {
+		t.Fatalf("Start while a call runs: %v, remainder %v", err, rest != nil)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- xs[0].Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		go rest() // its turn must pass for the cleanup's Close
+		t.Fatal("Close waited for a call that had not started")
+	}
+	if err := rest(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("the handed-off call after Close: %v, want ErrClosed", err)
 	}
 }
