@@ -299,7 +299,7 @@ func CommSynchronize(h uint64, spinUs int) (ticket int64, err error) {
 	if err != nil {
 		return 0, err
 	}
-	return finish(spinUs, c.Synchronize)
+	return startFinish(spinUs, c.StartSynchronize) // its place taken here, after the calls made so far
 }
 
 // CommBuiltinChoice returns, as JSON {"algorithm", "lanes", "chunks", "uneven"}, the built-in

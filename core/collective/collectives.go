@@ -226,6 +226,17 @@ func (c *Communicator) startAllReduceUneven(ch choice, form runForm, call execut
 // elements than the plan has chunks) padded to one all-pairs unit in a buffer of its
 // own, in the turns taken when the call was made (each used or passed once).
 func (c *Communicator) allReduceUneven(ch choice, call executor.Call, e uint64, headTurn, tailTurn executor.Turn) error {
+	// A turn left unused would hold every later operation of this rank forever: each
+	// is used or passed once, whatever way this returns (a panic included).
+	headUsed, tailUsed := false, false
+	defer func() {
+		if !headUsed {
+			headTurn.Pass()
+		}
+		if !tailUsed {
+			tailTurn.Pass()
+		}
+	}()
 	a, _ := builtin.Lookup(AllReduce, ch.name)
 	in, _ := a.Chunks(c.size, ch.o)
 	unit := uint64(in) * e
@@ -233,25 +244,21 @@ func (c *Communicator) allReduceUneven(ch choice, call executor.Call, e uint64, 
 	if main > 0 {
 		p, err := c.registry.builtin(AllReduce, ch.name, c.size, ch.o)
 		if err != nil {
-			headTurn.Pass()
-			tailTurn.Pass()
 			return err
 		}
 		head := call
 		head.Plan = p
 		head.Send.Bytes, head.Recv.Bytes = main, main
+		headUsed = true
 		if err := headTurn.Execute(head); err != nil {
-			tailTurn.Pass()
 			return err
 		}
-	} else {
-		headTurn.Pass()
 	}
 	tail, finish, err := c.paddedTail(call, main, e)
 	if err != nil {
-		tailTurn.Pass()
 		return err
 	}
+	tailUsed = true
 	return finish(tailTurn.Execute(tail))
 }
 

@@ -37,6 +37,16 @@ func (c *Communicator) Synchronize() error {
 	return c.x.Synchronize()
 }
 
+// StartSynchronize is Synchronize for a caller that must not wait: it takes its
+// place after the calls made so far and returns the wait, to be run exactly once
+// (executor.StartSynchronize).
+func (c *Communicator) StartSynchronize() (rest func() error, err error) {
+	if err := c.open(); err != nil {
+		return nil, err
+	}
+	return c.x.StartSynchronize(), nil
+}
+
 // describe is a call's description for the executor's fingerprint: the collective
 // and its root, so that ranks calling different collectives with one plan, or
 // different roots, fail with ErrMismatch.

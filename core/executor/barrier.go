@@ -50,7 +50,8 @@ func (x *Executor) deferBarrier() func() error {
 // StartBarrier enters a barrier as Barrier does, but without blocking where the other
 // ranks are not there yet: when every rank has entered it within patience (waited for
 // here, spinning), it returns (nil, nil); otherwise rest, the remainder of the wait,
-// for the caller to run elsewhere (a goroutine), exactly once. A first barrier, which
+// for the caller to run elsewhere (a goroutine), exactly once, and before the
+// caller's goroutine makes a blocking operation on the executor. A first barrier, which
 // sets the board up with the other ranks, and one that finds a call still running
 // (which holds the executor) or an earlier operation waiting for it (turns.go), are
 // all remainder.

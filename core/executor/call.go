@@ -124,7 +124,10 @@ func (x *Executor) execute(c Call) error {
 // remainder (waiting for the ranks, then running), for the caller to run elsewhere
 // (a goroutine): so a caller on an event loop runs calls whose ranks are all
 // present without a thread hop, and never waits here for a late rank. The call
-// holds the executor until rest returns; rest must be called exactly once. It waits
+// holds the executor until rest returns, or holds its place in the order of the
+// executor's operations (turns.go) until rest runs: rest must be called exactly once,
+// and before the caller's goroutine makes a blocking operation on the executor
+// (which would wait for it). It waits
 // here up to c.Patience for the other ranks' announcements, and never for the
 // device: a device call that would wait on the host for its caller's streams or for
 // the ordered calls in flight is handed over whole, as rest.

@@ -423,6 +423,23 @@ func releaseOwnCounters(ctx *planContext) {
 func (x *Executor) Synchronize() error {
 	x.lockInTurn()
 	defer x.mu.Unlock()
+	return x.synchronize()
+}
+
+// StartSynchronize is Synchronize in the order of the operations made so far, from a
+// caller that must not wait (an event loop): its turn is taken here, and what
+// remains (the wait) is rest, for another goroutine, exactly once.
+func (x *Executor) StartSynchronize() (rest func() error) {
+	tn := x.turns.take()
+	return func() error {
+		tn.lock(&x.mu)
+		defer x.mu.Unlock()
+		return x.synchronize()
+	}
+}
+
+// synchronize is Synchronize's wait; x.mu is held.
+func (x *Executor) synchronize() error {
 	if x.closed {
 		return ErrClosed
 	}

@@ -148,3 +148,40 @@ func TestCloseGoesBeforeWaitingTurns(t *testing.T) {
 		t.Fatalf("the handed-off call after Close: %v, want ErrClosed", err)
 	}
 }
+
+// TestStartSynchronizeTakesItsPlaceWhenMade: a synchronize started before a call
+// does not wait for that call, though its wait runs after the call was made (it took
+// its place when started: the call, finding it there, is handed off behind it).
+func TestStartSynchronizeTakesItsPlaceWhenMade(t *testing.T) {
+	p := loadFixture(t, "allreduce_2r_example.json")
+	xs := newWorld(t, 2, Options{Timeout: 20 * time.Second})
+	allreduceOn(t, xs, p, 64)
+	call := func() Call {
+		return Call{Plan: p, Send: Buffer{addr(cbytes(64)), 64}, Recv: Buffer{addr(cbytes(64)), 64}, DType: reduce.Float32, Op: reduce.Sum}
+	}
+	wait := xs[0].StartSynchronize()
+	rest, err := xs[0].Start(call()) // the peer is not there: it cannot end yet
+	if err != nil || rest == nil {
+		t.Fatalf("Start with the peer absent: %v, remainder %v", err, rest != nil)
+	}
+	synced := make(chan error, 1)
+	go func() { synced <- wait() }()
+	select {
+	case err := <-synced:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		go func() { _ = xs[1].Execute(call()) }() // let the call end, for the cleanup
+		go rest()
+		t.Fatal("synchronize waited for a call made after it")
+	}
+	peer := make(chan error, 1)
+	go func() { peer <- xs[1].Execute(call()) }()
+	if err := rest(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-peer; err != nil {
+		t.Fatal(err)
+	}
+}
