@@ -242,8 +242,9 @@ func memoryOf(send, recv int) (executor.Memory, error) {
 
 // callOn returns communicator h and the call its buffers make: send and recv of
 // sendBytes and recvBytes (UCS memory types sendMem and recvMem, both host or both
-// device; device buffers' streams, 0 for none), elements of dtype, operator op.
-func callOn(h uint64, send uintptr, sendBytes uint64, sendMem int, sendStream uint64, recv uintptr, recvBytes uint64, recvMem int, recvStream uint64, dtype, op int) (*collective.Communicator, executor.Call, error) {
+// device; device buffers' streams, 0 for none), elements of dtype, operator op,
+// stream-ordered or not, with spinUs µs of patience on the caller's thread.
+func callOn(h uint64, send uintptr, sendBytes uint64, sendMem int, sendStream uint64, recv uintptr, recvBytes uint64, recvMem int, recvStream uint64, dtype, op int, ordered bool, spinUs int) (*collective.Communicator, executor.Call, error) {
 	mem, err := memoryOf(sendMem, recvMem)
 	if err != nil {
 		return nil, executor.Call{}, err
@@ -253,7 +254,8 @@ func callOn(h uint64, send uintptr, sendBytes uint64, sendMem int, sendStream ui
 		return nil, executor.Call{}, err
 	}
 	return c, executor.Call{Send: executor.Buffer{Addr: send, Bytes: sendBytes}, Recv: executor.Buffer{Addr: recv, Bytes: recvBytes},
-		DType: reduce.DType(dtype), Op: reduce.Op(op), Memory: mem, Streams: []uintptr{uintptr(sendStream), uintptr(recvStream)}}, nil
+		DType: reduce.DType(dtype), Op: reduce.Op(op), Memory: mem, Streams: []uintptr{uintptr(sendStream), uintptr(recvStream)},
+		Ordered: ordered, Patience: time.Duration(spinUs) * time.Microsecond}, nil
 }
 
 // CommExecute runs plan planH on communicator h (MSCCL++'s execute): send and recv
@@ -263,15 +265,13 @@ func callOn(h uint64, send uintptr, sendBytes uint64, sendMem int, sendStream ui
 // (executor.Call.Ordered: done once queued).
 func CommExecute(h, planH uint64, send uintptr, sendBytes uint64, sendMem int, sendStream uint64, recv uintptr, recvBytes uint64, recvMem int, recvStream uint64, dtype, op int, ordered bool, spinUs int) (ticket int64, err error) {
 	defer collectiveGuard(&err)
-	c, call, err := callOn(h, send, sendBytes, sendMem, sendStream, recv, recvBytes, recvMem, recvStream, dtype, op)
+	c, call, err := callOn(h, send, sendBytes, sendMem, sendStream, recv, recvBytes, recvMem, recvStream, dtype, op, ordered, spinUs)
 	if err != nil {
 		return 0, err
 	}
-	call.Ordered = ordered
 	if call.Plan, err = planOf(planH); err != nil {
 		return 0, err
 	}
-	call.Patience = time.Duration(spinUs) * time.Microsecond
 	return startFinish(spinUs, func() (func() error, error) { return c.StartExecute(call) })
 }
 
@@ -281,12 +281,10 @@ func CommExecute(h, planH uint64, send uintptr, sendBytes uint64, sendMem int, s
 // and reduce.
 func CommCollective(h uint64, kind string, root int, send uintptr, sendBytes uint64, sendMem int, sendStream uint64, recv uintptr, recvBytes uint64, recvMem int, recvStream uint64, dtype, op int, ordered bool, spinUs int) (ticket int64, err error) {
 	defer collectiveGuard(&err)
-	c, call, err := callOn(h, send, sendBytes, sendMem, sendStream, recv, recvBytes, recvMem, recvStream, dtype, op)
+	c, call, err := callOn(h, send, sendBytes, sendMem, sendStream, recv, recvBytes, recvMem, recvStream, dtype, op, ordered, spinUs)
 	if err != nil {
 		return 0, err
 	}
-	call.Ordered = ordered
-	call.Patience = time.Duration(spinUs) * time.Microsecond
 	return startFinish(spinUs, func() (func() error, error) { return c.StartCollective(kind, root, call) })
 }
 
@@ -351,7 +349,7 @@ func CommRegisterPlan(h, planH uint64) (ok bool, err error) {
 // lengths, receive offsets and receive lengths of the size blocks, in bytes).
 func CommAllToAllV(h uint64, send uintptr, sendBytes uint64, sendMem int, sendStream uint64, recv uintptr, recvBytes uint64, recvMem int, recvStream uint64, dtype int, tableAddr uintptr, tableWords int, ordered bool, spinUs int) (ticket int64, err error) {
 	defer collectiveGuard(&err)
-	c, call, err := callOn(h, send, sendBytes, sendMem, sendStream, recv, recvBytes, recvMem, recvStream, dtype, 0)
+	c, call, err := callOn(h, send, sendBytes, sendMem, sendStream, recv, recvBytes, recvMem, recvStream, dtype, 0, ordered, spinUs)
 	if err != nil {
 		return 0, err
 	}
@@ -364,6 +362,5 @@ func CommAllToAllV(h uint64, send uintptr, sendBytes uint64, sendMem int, sendSt
 	for i, v := range []*[]uint64{&b.SendOffsets, &b.SendLengths, &b.RecvOffsets, &b.RecvLengths} {
 		*v = append([]uint64(nil), words[i*n:(i+1)*n]...)
 	}
-	call.Patience, call.Ordered = time.Duration(spinUs)*time.Microsecond, ordered
 	return startFinish(spinUs, func() (func() error, error) { return c.StartAllToAllV(call, b) })
 }

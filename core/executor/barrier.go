@@ -37,16 +37,6 @@ func (x *Executor) barrier() error {
 	return x.awaitBarrier(want)
 }
 
-// deferBarrier returns a barrier's whole wait for another goroutine, in its turn.
-func (x *Executor) deferBarrier() func() error {
-	tn := x.turns.take()
-	return func() error {
-		tn.lock(&x.mu)
-		defer x.mu.Unlock()
-		return x.barrier()
-	}
-}
-
 // StartBarrier enters a barrier as Barrier does, but without blocking where the other
 // ranks are not there yet: when every rank has entered it within patience (waited for
 // here, spinning), it returns (nil, nil); otherwise rest, the remainder of the wait,
@@ -57,11 +47,11 @@ func (x *Executor) deferBarrier() func() error {
 // all remainder.
 func (x *Executor) StartBarrier(patience time.Duration) (rest func() error, err error) {
 	if x.turns.busy() || !x.mu.TryLock() {
-		return x.deferBarrier(), nil
+		return x.later(x.barrier), nil
 	}
 	if x.board == nil {
 		x.mu.Unlock()
-		return x.deferBarrier(), nil
+		return x.later(x.barrier), nil
 	}
 	want, err := x.enterBarrier()
 	if err != nil {

@@ -192,12 +192,7 @@ func deferCall(x *Executor, c Call) (rest func() error, err error) {
 	if err := HandOff(&c); err != nil {
 		return nil, err
 	}
-	tn := x.turns.take()
-	return func() error {
-		tn.lock(&x.mu)
-		defer x.mu.Unlock()
-		return x.execute(c)
-	}, nil
+	return x.later(func() error { return x.execute(c) }), nil
 }
 
 // HandOff readies c to be run from another thread than the caller's: the per-thread
@@ -349,8 +344,7 @@ func (x *Executor) runDevice(run *callRun) error {
 		x.broken = err
 		return fmt.Errorf("%w: %v", ErrBroken, err)
 	}
-	x.callerStreams = orderedStreams(c, x.callerStreams)
-	err := g.cctx.Use(func() (err error) {
+	err := g.cctx.Use(func() (err error) { // x.callerStreams: deviceCall's
 		if err = g.orderAfter(run.ctx.gpu.streams, x.callerStreams); err != nil || !c.Ordered || len(x.callerStreams) == 0 {
 			return err
 		}
@@ -540,13 +534,16 @@ func (x *Executor) deviceCall(c Call, pc *patienceClock) (devBuffers, error) {
 	if err != nil {
 		return d, err
 	}
+	fenced := g.isFenced(c.Plan)
+	x.callerStreams = orderedStreams(&c, x.callerStreams) // for runDevice too
+	flies := c.Ordered && len(x.callerStreams) > 0        // this call is put in flight
 	if pc != nil {
 		// Waits for the ordered calls in flight, here (an unfenced plan), in takeFlight
 		// (64 in flight) or in the lanes' drain (a call not itself in flight, whose
 		// lanes start after them: orderAfter): on the caller's thread, within its
 		// patience.
 		left := -1
-		if inFlight := g.flight.pending(); inFlight > 0 && (!g.isFenced(c.Plan) || !fliesOrdered(&c)) {
+		if inFlight := g.flight.pending(); inFlight > 0 && (!fenced || !flies) {
 			left = 0
 		} else if inFlight >= maxInFlight {
 			left = maxInFlight - 1
@@ -560,14 +557,14 @@ func (x *Executor) deviceCall(c Call, pc *patienceClock) (devBuffers, error) {
 			}
 		}
 	}
-	if !g.isFenced(c.Plan) {
+	if !fenced {
 		// A peer may reach this rank's buffers once the call is announced: its
 		// ordered calls must have ended on the device, as its caller's work (below).
 		if err := g.settle(); err != nil {
 			return d, err
 		}
 	}
-	if err := g.awaitCaller(c.Plan, c.Streams, c.Ordered, pc); err != nil {
+	if err := g.awaitCaller(c.Streams, fenced && (fencedCallerWait || c.Ordered), pc); err != nil {
 		return d, err
 	}
 	if d.inHandle, d.inOffset, d.inID, err = g.deviceBuffers(c.Send); err != nil {

@@ -70,8 +70,8 @@ type Executor struct {
 	peerLook func(int) error
 	// gpu is the CUDA side, made by the first call on device memory.
 	gpu *gpuState
-	// callerStreams is the current device call's distinct caller streams (ordered.go),
-	// reused call after call.
+	// callerStreams is the current device call's distinct caller streams it is ordered
+	// on (orderedStreams): deviceCall's, for runDevice; reused call after call.
 	callerStreams []uintptr
 }
 

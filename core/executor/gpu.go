@@ -197,21 +197,20 @@ func (g *gpuState) close() {
 
 // awaitCaller makes the current call wait for the work its caller queued on streams
 // (0: none; a stream named twice, as an in-place call's send and receive stream,
-// counts once): recorded for its lanes to wait on the device where the plan is
-// fenced against peers reaching buffers still in use (callerWorkFenced) and the call
-// is ordered (or fencedCallerWait is on), else waited for here, on the host, before
-// the call is announced; with pc (not nil: on the caller's own thread, which must not
+// counts once): recorded for its lanes to wait on the device where fenced (the plan
+// is fenced against peers reaching buffers still in use, callerWorkFenced, and the
+// call is ordered or fencedCallerWait is on), else waited for here, on the host,
+// before the call is announced; with pc (not nil: on the caller's own thread, which must not
 // wait for the device long) errDeviceFirst once its patience passed, unless a stream
 // is the per-thread default stream, which only this thread can wait for. The events
 // are the state's,
 // reused call after call (an event made and destroyed a call cost 1-2 µs of a 40 µs
 // small call on 2 x H100).
-func (g *gpuState) awaitCaller(p *plan.Plan, streams []uintptr, ordered bool, pc *patienceClock) error {
+func (g *gpuState) awaitCaller(streams []uintptr, fenced bool, pc *patienceClock) error {
 	g.callerReady = 0
 	if !slices.ContainsFunc(streams, func(s uintptr) bool { return s != 0 }) {
 		return nil // data the caller's streams do not write: nothing to wait for
 	}
-	fenced := (fencedCallerWait || ordered) && g.isFenced(p)
 	var failed uintptr
 	err := g.cctx.Use(func() error {
 		for i, s := range streams {
@@ -267,14 +266,7 @@ func (g *gpuState) awaitCaller(p *plan.Plan, streams []uintptr, ordered bool, pc
 // elsewhere reports it). The context is current.
 func (g *gpuState) callerDoneWithin(pc *patienceClock) bool {
 	for {
-		done := true
-		for _, ev := range g.callerEvents[:g.callerReady] {
-			if ok, err := ev.Done(); err != nil || !ok {
-				done = false
-				break
-			}
-		}
-		if done {
+		if done, err := eventsDone(g.callerEvents[:g.callerReady]); done && err == nil {
 			return true
 		}
 		if time.Now().After(pc.until()) {

@@ -140,15 +140,6 @@ func orderedStreams(c *Call, buf []uintptr) []uintptr {
 	return buf
 }
 
-// fliesOrdered reports whether device call c is put in flight (an ordered call with
-// a stream to order on: orderedStreams not empty), without allocating.
-func fliesOrdered(c *Call) bool {
-	if !c.Ordered || slices.Contains(c.Streams, ucxx.StreamPerThread) {
-		return false
-	}
-	return slices.ContainsFunc(c.Streams, func(s uintptr) bool { return s != 0 })
-}
-
 // orderAfter makes a device call's lanes (streams) start after the newest ordered
 // call in flight ended on every lane, unless the call waits for a stream that call
 // is ordered on (that stream waits for its ends: the caller's event covers them).
@@ -311,17 +302,10 @@ func (g *gpuState) pollFlight() int {
 // ended reports whether every lane of fc ended, and notes when it is first seen
 // started.
 func (g *gpuState) ended(fc *flightCall) (bool, error) {
-	done := true
-	err := g.cctx.Use(func() error {
-		for _, e := range fc.ends[:fc.n] {
-			ok, err := e.Done()
-			if err != nil {
-				return err
-			}
-			if !ok {
-				done = false
-				break
-			}
+	var done bool
+	err := g.cctx.Use(func() (err error) {
+		if done, err = eventsDone(fc.ends[:fc.n]); err != nil {
+			return err
 		}
 		if !done && fc.started.IsZero() {
 			ok, err := fc.start.Done()
@@ -335,6 +319,17 @@ func (g *gpuState) ended(fc *flightCall) (bool, error) {
 		return nil
 	})
 	return done, err
+}
+
+// eventsDone reports whether every event is done (false at the first that is not),
+// or the first event's error.
+func eventsDone(evs []ucxx.CUDAEvent) (bool, error) {
+	for _, e := range evs {
+		if ok, err := e.Done(); err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // checkFlight fails a call still running one of whose ranks died, or that started
@@ -429,14 +424,7 @@ func (x *Executor) Synchronize() error {
 // StartSynchronize is Synchronize in the order of the operations made so far, from a
 // caller that must not wait (an event loop): its turn is taken here, and what
 // remains (the wait) is rest, for another goroutine, exactly once.
-func (x *Executor) StartSynchronize() (rest func() error) {
-	tn := x.turns.take()
-	return func() error {
-		tn.lock(&x.mu)
-		defer x.mu.Unlock()
-		return x.synchronize()
-	}
-}
+func (x *Executor) StartSynchronize() (rest func() error) { return x.later(x.synchronize) }
 
 // synchronize is Synchronize's wait; x.mu is held.
 func (x *Executor) synchronize() error {

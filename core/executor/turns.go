@@ -51,9 +51,29 @@ func (tn turn) lock(mu *sync.Mutex) {
 	close(tn.mine)
 }
 
-// lockInTurn takes a turn and holds the executor once it comes: what every operation
-// that waits for the executor does.
-func (x *Executor) lockInTurn() { x.turns.take().lock(&x.mu) }
+// run waits for the turn, runs f holding the executor, and lets the executor go.
+func (tn turn) run(x *Executor, f func() error) error {
+	tn.lock(&x.mu)
+	defer x.mu.Unlock()
+	return f()
+}
+
+// later takes a turn now for f and returns f's run in it, for another goroutine to
+// make exactly once: an operation handed over keeps the place it was made in.
+func (x *Executor) later(f func() error) func() error {
+	tn := x.turns.take()
+	return func() error { return tn.run(x, f) }
+}
+
+// lockInTurn holds the executor in a turn taken now: what every blocking operation
+// does. With no turn waiting and the executor free it takes no turn (nothing made
+// before it is waiting to go first).
+func (x *Executor) lockInTurn() {
+	if !x.turns.busy() && x.mu.TryLock() {
+		return
+	}
+	x.turns.take().lock(&x.mu)
+}
 
 // Turn is a place in the order of the executor's operations, taken when an operation
 // is made and used once, later, from any goroutine: for a caller that makes one
@@ -70,14 +90,7 @@ type Turn struct {
 func (x *Executor) TakeTurn() Turn { return Turn{x.turns.take(), x} }
 
 // Execute runs c as Executor.Execute does, in the turn.
-func (t Turn) Execute(c Call) error {
-	t.tn.lock(&t.x.mu)
-	defer t.x.mu.Unlock()
-	return t.x.execute(c)
-}
+func (t Turn) Execute(c Call) error { return t.tn.run(t.x, func() error { return t.x.execute(c) }) }
 
 // Pass gives the turn up unused (the operation failed before this call).
-func (t Turn) Pass() {
-	t.tn.lock(&t.x.mu)
-	t.x.mu.Unlock()
-}
+func (t Turn) Pass() { t.tn.run(t.x, func() error { return nil }) }
