@@ -200,6 +200,11 @@ async def main():
     x = cp.full(1 << 16, r + 1, cp.float32)
     y = cp.full(1024, 1, cp.float32)
     await comm.allreduce(cp.zeros_like(x))  # contexts made, peers opened
+    # CUDA loads a kernel at its first launch (lazy loading, the default), and the
+    # load waits for the device's streams: the add below, first launched behind a
+    # closed gate, would wait for a gate only this thread can open. Launch it once now.
+    x += 1
+    x -= 1
     cp.cuda.Device().synchronize()
     gate = Gate()
 
