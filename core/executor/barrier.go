@@ -24,7 +24,7 @@ import (
 // wrapping ErrTimeout or ErrRankFailed, naming a rank that did not come.
 func (x *Executor) Barrier() error {
 	x.lockInTurn()
-	defer x.mu.Unlock()
+	defer x.release()
 	return x.barrier()
 }
 
@@ -49,18 +49,23 @@ func (x *Executor) StartBarrier(patience time.Duration) (rest func() error, err 
 	if x.turns.busy() || !x.mu.TryLock() {
 		return x.later(x.barrier), nil
 	}
+	held := true // x.mu, until let go here or handed to rest
+	defer x.releaseOnPanic(&held)
 	if x.board == nil {
+		held = false
 		x.mu.Unlock()
 		return x.later(x.barrier), nil
 	}
 	want, err := x.enterBarrier()
 	if err != nil {
+		held = false
 		x.mu.Unlock()
 		return nil, err
 	}
 	until := time.Now().Add(patience)
 	for i := 0; ; i++ {
 		if x.barrierReached(want) {
+			held = false
 			x.mu.Unlock()
 			return nil, nil
 		}
@@ -71,8 +76,9 @@ func (x *Executor) StartBarrier(patience time.Duration) (rest func() error, err 
 			pause.Yield()
 		}
 	}
+	held = false // rest's now
 	return func() error {
-		defer x.mu.Unlock()
+		defer x.release()
 		return x.awaitBarrier(want)
 	}, nil
 }

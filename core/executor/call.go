@@ -102,7 +102,7 @@ const (
 // (ranks on several hosts, packet or multicast ops, GPU memory).
 func (x *Executor) Execute(c Call) error {
 	x.lockInTurn()
-	defer x.mu.Unlock()
+	defer x.release()
 	return x.execute(c)
 }
 
@@ -137,31 +137,36 @@ func (x *Executor) Start(c Call) (rest func() error, err error) {
 	if x.turns.busy() || !x.mu.TryLock() {
 		return deferCall(x, c)
 	}
+	held := true // x.mu, until let go here or handed to rest
+	defer x.releaseOnPanic(&held)
 	if x.closed || x.broken != nil || x.board == nil || !x.caughtUp(x.seq+1) {
+		held = false
 		x.mu.Unlock()
 		return deferCall(x, c)
 	}
 	pc := &patienceClock{d: max(c.Patience, 0)} // one patience for everything waited for here
 	st, err := x.begin(c, pc)
-	if errors.Is(err, errDeviceFirst) {
+	switch {
+	case errors.Is(err, errDeviceFirst):
+		held = false
 		x.mu.Unlock()
 		return deferCall(x, c)
-	}
-	if err != nil || st == nil {
-		x.mu.Unlock()
-		return nil, err
-	}
-	if st.ctx != nil {
-		return x.startUnannounced(st, pc)
-	}
-	if !x.announcedWithin(st.seq, pc) {
-		return func() error {
-			defer x.mu.Unlock()
+	case err != nil || st == nil:
+	case st.ctx != nil:
+		rest, err = x.startUnannounced(st, pc)
+	case !x.announcedWithin(st.seq, pc):
+		rest = func() error {
+			defer x.release()
 			return x.finish(st)
-		}, nil
+		}
+	default:
+		err = x.finish(st)
 	}
-	defer x.mu.Unlock()
-	return nil, x.finish(st)
+	held = false
+	if rest == nil {
+		x.mu.Unlock()
+	}
+	return rest, err
 }
 
 // patienceClock is how long Start may still wait on its caller's thread: one
@@ -229,6 +234,10 @@ type callStart struct {
 	abortedState atomic.Bool
 }
 
+// beginHook, set by tests only, runs as a call begins (x.mu held): where a test
+// makes a call panic.
+var beginHook func()
+
 // begin readies a call and announces it; x.mu is held. A nil callStart with a nil
 // error cannot happen; an error here is the call's outcome, but for errDeviceFirst
 // (pc not nil: on the caller's thread, which waits for the device within its
@@ -251,6 +260,9 @@ func (x *Executor) begin(c Call, pc *patienceClock) (*callStart, error) {
 	}
 	if c.Memory == MemoryCUDA && c.Send.Bytes == 0 && c.Recv.Bytes == 0 {
 		c.Memory = MemoryHost // nothing to move: no device needed (every rank decides alike)
+	}
+	if beginHook != nil {
+		beginHook()
 	}
 	st := &x.call
 	*st = callStart{c: c}

@@ -101,7 +101,7 @@ func New(w World, opts Options) *Executor {
 // ErrClosed. A second Close returns an error wrapping os.ErrClosed.
 func (x *Executor) Close() error {
 	x.mu.Lock() // no turn: it goes before the operations still waiting for theirs
-	defer x.mu.Unlock()
+	defer x.release()
 	if x.closed {
 		return ErrClosed
 	}

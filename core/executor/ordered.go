@@ -417,7 +417,7 @@ func releaseOwnCounters(ctx *planContext) {
 // call broke the executor. Without ordered calls it returns at once.
 func (x *Executor) Synchronize() error {
 	x.lockInTurn()
-	defer x.mu.Unlock()
+	defer x.release()
 	return x.synchronize()
 }
 

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 )
@@ -54,8 +55,41 @@ func (tn turn) lock(mu *sync.Mutex) {
 // run waits for the turn, runs f holding the executor, and lets the executor go.
 func (tn turn) run(x *Executor, f func() error) error {
 	tn.lock(&x.mu)
-	defer x.mu.Unlock()
+	defer x.release()
 	return f()
+}
+
+// release lets the executor go: what every holder of x.mu defers. A panic on the
+// way (a bug: pybridge recovers it into an error) marks the executor broken first,
+// since what it holds is in an unknown state, so that the operations after it fail
+// (ErrBroken) instead of waiting on a lock nobody will let go; the panic goes on.
+func (x *Executor) release() {
+	if r := recover(); r != nil {
+		x.breakOnPanic(r)
+		x.mu.Unlock()
+		panic(r)
+	}
+	x.mu.Unlock()
+}
+
+// releaseOnPanic is release for a frame that holds x.mu part of the way and lets it
+// go, or hands it on, itself: deferred with held, which the frame clears as it does.
+func (x *Executor) releaseOnPanic(held *bool) {
+	if !*held {
+		return
+	}
+	if r := recover(); r != nil {
+		x.breakOnPanic(r)
+		x.mu.Unlock()
+		panic(r)
+	}
+}
+
+// breakOnPanic records a panic met while holding x.mu as the executor's failure.
+func (x *Executor) breakOnPanic(r any) {
+	if x.broken == nil {
+		x.broken = fmt.Errorf("executor: internal error: %v", r)
+	}
 }
 
 // later takes a turn now for f and returns f's run in it, for another goroutine to

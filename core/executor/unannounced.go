@@ -146,8 +146,8 @@ func (x *Executor) runUnannounced(st *callStart) error {
 // ops up to its first wait here (its puts and signals go out at once, so that a
 // rank arriving later finds them), the other lanes on goroutines; then the rest
 // here too if every rank has announced the call within its patience, else it
-// hands back the rest, as Start does (within pc's patience). x.mu is held until the
-// call ends.
+// hands back the rest, as Start does (within pc's patience). x.mu is held, and stays
+// held for rest where there is one (rest lets it go), else for the caller to let go.
 func (x *Executor) startUnannounced(st *callStart, pc *patienceClock) (rest func() error, err error) {
 	run := x.unannouncedRun(st)
 	wait := noLanes
@@ -162,11 +162,10 @@ func (x *Executor) startUnannounced(st *callStart, pc *patienceClock) (rest func
 	}
 	if !x.announcedWithin(st.seq, pc) {
 		return func() error {
-			defer x.mu.Unlock()
+			defer x.release()
 			return x.finishUnannounced(st, run, lane0, next, wait)
 		}, nil
 	}
-	defer x.mu.Unlock()
 	return nil, x.finishUnannounced(st, run, lane0, next, wait)
 }
 
