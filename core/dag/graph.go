@@ -75,6 +75,9 @@ func New(opts Options) (*Graph, error) {
 		if err != nil {
 			return nil, err
 		}
+		if !opts.RoundRobinFallback {
+			p = withBlockFallback(p)
+		}
 		g.policy = p
 		g.pick = func(among []int) int { return g.policy.SelectDevice(g.placing.accesses, among, g.streams, g.locs) }
 		g.streams = NewStreamManager(opts.GPUs, opts.StreamPool, opts.NewStream, opts.ParentStream, opts.MaxStreamsPerDevice)
@@ -499,6 +502,7 @@ func (g *Graph) Describe(array ArrayID, size uint64, loc int, migrates bool) {
 	}
 	g.locs.Forget(array)
 	g.locs.Place(array, 0, size, loc)
+	g.locs.SetSize(array, size)
 	if !migrates {
 		g.locs.Pin(array)
 	}

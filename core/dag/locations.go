@@ -73,11 +73,14 @@ type LocationTracker struct {
 	// pinned: arrays whose bytes never move (device memory, which other GPUs reach
 	// through peer access, and host memory): work on them records nothing.
 	pinned map[ArrayID]bool
+	// sizes: the arrays' sizes where known (SetSize), for BlockDevice.
+	sizes map[ArrayID]uint64
 }
 
 // NewLocationTracker returns a tracker with every byte on the host.
 func NewLocationTracker() *LocationTracker {
-	return &LocationTracker{arrays: make(map[ArrayID]*spanList[LocationSet]), pinned: make(map[ArrayID]bool)}
+	return &LocationTracker{arrays: make(map[ArrayID]*spanList[LocationSet]), pinned: make(map[ArrayID]bool),
+		sizes: make(map[ArrayID]uint64)}
 }
 
 func sameSet(a, b *LocationSet) bool { return *a == *b }
@@ -214,8 +217,42 @@ func bestSource(s LocationSet, loc int, bw *BandwidthMatrix) int {
 }
 
 // Forget drops what the tracker knows of array: its bytes are on the host again, and
-// free to move.
+// free to move, its size unknown.
 func (t *LocationTracker) Forget(array ArrayID) {
 	delete(t.arrays, array)
 	delete(t.pinned, array)
+	delete(t.sizes, array)
+}
+
+// SetSize records array's size in bytes (0: unknown), for BlockDevice.
+func (t *LocationTracker) SetSize(array ArrayID, size uint64) {
+	if size == 0 {
+		delete(t.sizes, array)
+		return
+	}
+	t.sizes[array] = size
+}
+
+// BlockDevice returns the device a block distribution of arrays over gpus devices
+// gives the bytes the accesses touch: the mean, weighted by bytes, of the relative
+// positions of their ranges' midpoints in their arrays, times gpus. Only ranges that
+// are part of an array of known size count (a whole array, or one of unknown size or
+// pinned, says nothing of where its reader belongs); ok is false where none does.
+// So the readers of the first halves of x and y go to device 0 of 2, and those of the
+// second halves to device 1, as hand-partitioned code places partition q on GPU q.
+func (t *LocationTracker) BlockDevice(accesses []Access, gpus int) (device int, ok bool) {
+	var bytes, weighted float64
+	for _, a := range accesses {
+		size := t.sizes[a.Array]
+		if size == 0 || a.Len == 0 || a.Len >= size || a.End() > size || t.pinned[a.Array] {
+			continue
+		}
+		mid := (float64(a.Off) + float64(a.Len)/2) / float64(size)
+		bytes += float64(a.Len)
+		weighted += mid * float64(a.Len)
+	}
+	if bytes == 0 || gpus <= 0 {
+		return 0, false
+	}
+	return min(int(weighted/bytes*float64(gpus)), gpus-1), true
 }

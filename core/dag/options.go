@@ -49,6 +49,13 @@ type Options struct {
 	// DataThreshold is GrCUDA's DataThreshold for the data-aware device policies
 	// (DefaultDataThreshold when 0).
 	DataThreshold float64
+	// RoundRobinFallback makes the data-aware device policies fall back to
+	// round-robin where the data says nothing (every byte read on the host), as
+	// GrCUDA's do. Off (the default), they first try the device a block distribution
+	// of the arrays gives the ranges a vertex touches (LocationTracker.BlockDevice):
+	// partition q of arrays split into byte ranges goes to GPU q, its kernels'
+	// inputs together.
+	RoundRobinFallback bool
 	// Bandwidth is the link matrix of the transfer-time device policies, and of the
 	// choice of a source for Vertex.Moves. It must cover GPUs GPUs.
 	Bandwidth *BandwidthMatrix

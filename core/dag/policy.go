@@ -3,6 +3,7 @@ package dag
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // BandwidthMatrix holds the bandwidth of the link from each location to each other,
@@ -173,6 +174,7 @@ type minTransferSize struct {
 	rr        roundRobin
 	threshold float64
 	all       []int
+	block     bool // fallback: the block distribution first (fallback)
 }
 
 func (m *minTransferSize) SelectDevice(acc []Access, among []int, load DeviceLoad, loc *LocationTracker) int {
@@ -185,7 +187,7 @@ func (m *minTransferSize) SelectDevice(acc []Access, among []int, load DeviceLoa
 		}
 	}
 	if total == 0 || float64(present[best+1]) <= m.threshold*float64(total) {
-		return m.rr.SelectDevice(acc, among, load, loc)
+		return fallback(&m.rr, m.block, acc, among, load, loc)
 	}
 	return best
 }
@@ -205,13 +207,14 @@ type transferTime struct {
 	worst     bool
 	cost      []float64 // scratch, per device
 	all       []int
+	block     bool // fallback: the block distribution first (fallback)
 }
 
 func (t *transferTime) SelectDevice(acc []Access, among []int, load DeviceLoad, loc *LocationTracker) int {
 	n := load.Devices()
 	present, total := loc.Present(acc, n)
 	if total == 0 {
-		return t.rr.SelectDevice(acc, among, load, loc)
+		return fallback(&t.rr, t.block, acc, among, load, loc)
 	}
 	t.cost = append(t.cost[:0], make([]float64, n)...)
 	for _, a := range acc {
@@ -237,9 +240,38 @@ func (t *transferTime) SelectDevice(acc []Access, among []int, load DeviceLoad, 
 		}
 	}
 	if best < 0 {
-		return t.rr.SelectDevice(acc, among, load, loc)
+		return fallback(&t.rr, t.block, acc, among, load, loc)
 	}
 	return best
+}
+
+// fallback is a data-aware policy's choice where the data says nothing (every byte
+// read on the host, or too few on any one GPU). GrCUDA's is its round-robin (a FIXME
+// there says a better one is wanted): so the readers of x[0:n/2) and y[0:n/2) go to
+// two GPUs, and the kernel reading both moves one of them across. With block set,
+// where the ranges touched are parts of arrays of known size, the device a block
+// distribution of those arrays gives them (LocationTracker.BlockDevice) if it is
+// among the candidates, as hand-partitioned code places partition q on GPU q; else
+// the round-robin.
+func fallback(rr *roundRobin, block bool, acc []Access, among []int, load DeviceLoad, loc *LocationTracker) int {
+	if block {
+		if d, ok := loc.BlockDevice(acc, load.Devices()); ok && (among == nil || slices.Contains(among, d)) {
+			return d
+		}
+	}
+	return rr.SelectDevice(acc, among, load, loc)
+}
+
+// withBlockFallback turns on the block distribution in a data-aware policy's
+// fallback (Options.RoundRobinFallback off); other policies are returned as they are.
+func withBlockFallback(p DeviceSelectionPolicy) DeviceSelectionPolicy {
+	switch q := p.(type) {
+	case *minTransferSize:
+		q.block = true
+	case *transferTime:
+		q.block = true
+	}
+	return p
 }
 
 // link returns the bandwidth a copy from the holders s to d is assumed to get: the

@@ -23,6 +23,10 @@ var (
 	ErrNoEngine = errors.New("execution: the context has no engine for transfers")
 )
 
+// roundRobinFallback sets dag.Options.RoundRobinFallback in every context
+// (UCXGO_DAG_FALLBACK=round-robin: GrCUDA's own fallback, for measuring against it).
+var roundRobinFallback = os.Getenv("UCXGO_DAG_FALLBACK") == "round-robin"
+
 // Options configure a Context.
 type Options struct {
 	// Graph holds the DAG's policies (execution, dependency, streams, devices,
@@ -105,6 +109,7 @@ func New(opts Options) (_ *Context, err error) {
 	} else {
 		g.TransferLane = nil
 	}
+	g.RoundRobinFallback = g.RoundRobinFallback || roundRobinFallback
 	if c.graph, err = dag.New(g); err != nil {
 		return nil, err
 	}
