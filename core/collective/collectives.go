@@ -64,6 +64,9 @@ func (c *Communicator) StartCollective(kind string, root int, call executor.Call
 		if inPlace || send.Bytes == 0 {
 			return nil, nil
 		}
+		if queued, err := orderedCopy(call, recv.Addr, send.Addr, min(send.Bytes, recv.Bytes)); queued || err != nil {
+			return nil, err
+		}
 		st, err := stagingFor(call.Memory, send.Addr, call.Streams)
 		if err != nil {
 			return nil, err

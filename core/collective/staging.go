@@ -2,6 +2,7 @@ package collective
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/ucxx-go/ucxx-go/core/executor"
 	"github.com/ucxx-go/ucxx-go/ucxx"
@@ -23,6 +24,25 @@ func stagingFor(mem executor.Memory, addr uintptr, streams []uintptr) (*staging,
 	if mem != executor.MemoryCUDA {
 		return &staging{}, nil
 	}
+	st, err := deviceStaging(addr)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range streams {
+		if s == 0 {
+			continue
+		}
+		if err := st.cctx.AwaitStream(s); err != nil {
+			st.close()
+			return nil, fmt.Errorf("collective: wait for stream %#x: %w", s, err)
+		}
+	}
+	return st, nil
+}
+
+// deviceStaging returns the device staging of the GPU that holds addr, its primary
+// context retained (close releases it).
+func deviceStaging(addr uintptr) (*staging, error) {
 	d, err := ucxx.CUDA()
 	if err != nil {
 		return nil, fmt.Errorf("collective: %v: %w", err, executor.ErrUnsupported)
@@ -35,16 +55,72 @@ func stagingFor(mem executor.Memory, addr uintptr, streams []uintptr) (*staging,
 	if err != nil {
 		return nil, err
 	}
-	for _, s := range streams {
-		if s == 0 {
-			continue
+	return &staging{cuda: true, d: d, cctx: cctx}, nil
+}
+
+// orderedCopy queues a one-rank stream-ordered call's copy of n bytes from src to dst
+// on its caller's streams, as NCCL's one-rank collectives are a copy on the stream:
+// the copy on the first stream after the work the others hold, the others after the
+// copy; nothing waits on the host. It reports false, queuing nothing, where the call
+// is not ordered on device memory or has no stream to be ordered on (none given, or
+// the per-thread default stream, which names the calling thread's own): the caller
+// then copies as for an ordinary call.
+func orderedCopy(call executor.Call, dst, src uintptr, n uint64) (queued bool, err error) {
+	if !call.Ordered || call.Memory != executor.MemoryCUDA || n == 0 {
+		return false, nil
+	}
+	var streams []uintptr
+	for _, s := range call.Streams {
+		if s == ucxx.StreamPerThread {
+			return false, nil
 		}
-		if err := cctx.AwaitStream(s); err != nil {
-			cctx.Release()
-			return nil, fmt.Errorf("collective: wait for stream %#x: %w", s, err)
+		if s != 0 && !slices.Contains(streams, s) {
+			streams = append(streams, s)
 		}
 	}
-	return &staging{cuda: true, d: d, cctx: cctx}, nil
+	if len(streams) == 0 {
+		return false, nil
+	}
+	st, err := deviceStaging(src)
+	if err != nil {
+		return false, err
+	}
+	defer st.close()
+	return true, st.cctx.Use(func() error {
+		first, others := streams[0], streams[1:]
+		if err := st.after(first, others); err != nil {
+			return err
+		}
+		if err := st.d.CopyAsync(dst, src, n, first); err != nil {
+			return err
+		}
+		for _, s := range others {
+			if err := st.after(s, streams[:1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// after makes stream s wait, on the device, for the work streams hold now; the
+// context is current.
+func (s *staging) after(stream uintptr, streams []uintptr) error {
+	for _, o := range streams {
+		ev, err := s.d.NewEvent(false)
+		if err != nil {
+			return err
+		}
+		err = ev.Record(o)
+		if err == nil {
+			err = s.d.StreamWaitEvent(stream, ev)
+		}
+		ev.Destroy() // its resources go once the wait is past it
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *staging) close() {

@@ -251,3 +251,54 @@ def test_device_calls_leave_the_event_loop_free(tmp_path):
     launcher's timeout), and the results are right."""
     out = run_ranks(tmp_path, 2, LOOP_FREE.replace("@TESTS@", TESTS), timeout=120)
     assert out.count(" ok") == 2, out
+
+
+ONE_RANK = r"""
+import asyncio, os, sys, cupy as cp, ucxx_go
+sys.path.insert(0, @TESTS@)
+from _cuda_spin import Gate
+
+async def main():
+    comm = await ucxx_go.Communicator.init(timeout=60)
+    assert comm.size == 1, comm.size
+    s = cp.cuda.Stream(non_blocking=True)
+    x = cp.arange(1 << 16, dtype=cp.float32)
+    out, gathered = cp.zeros_like(x), cp.zeros_like(x)
+    # The kernels launched behind the gate, launched once before it (CUDA loads a
+    # kernel at its first launch, and the load waits for the gated stream).
+    x += 1
+    x -= 1
+    doubled = out * 2
+    cp.cuda.Device().synchronize()
+    gate = Gate()
+    with s:
+        gate.close_on(s)
+        x += 1
+        # Queued on the stream behind the gate: the awaits return with it closed
+        # (a wait for the stream on the host would never end: only this thread opens it).
+        await comm.allreduce(x, out, stream_ordered=True)
+        await comm.allgather(x, gathered, stream_ordered=True)
+        assert not s.done
+        doubled = out * 2  # after the copy on the stream
+    gate.open()
+    await comm.synchronize()
+    s.synchronize()
+    want = cp.arange(1 << 16, dtype=cp.float32) + 1
+    assert (out == want).all() and (gathered == want).all() and (doubled == 2 * want).all(), "one-rank ordered copies"
+    # An ordinary call still returns with its result there.
+    y, o = cp.ones(10, cp.float32), cp.zeros(10, cp.float32)
+    await comm.allreduce(y, o)
+    assert (o == 1).all()
+    print("rank 0 ok", flush=True)
+    comm.close()
+
+asyncio.run(main())
+"""
+
+
+def test_one_rank_ordered_calls_are_copies_on_the_stream(tmp_path):
+    """A one-rank communicator's stream-ordered allreduce and allgather are a copy
+    queued on the stream, as NCCL's: the await returns while the stream is still held
+    (by a gate only the caller's thread opens), and the copies land in stream order."""
+    out = run_ranks(tmp_path, 1, ONE_RANK.replace("@TESTS@", TESTS), timeout=90)
+    assert "rank 0 ok" in out, out
