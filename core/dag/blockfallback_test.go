@@ -32,10 +32,11 @@ func TestBlockDevice(t *testing.T) {
 		{[]Access{acc(4, 0, 1<<10, Read), acc(2, n/2, n/2, Read)}, 2, 1, true},
 		// weighted by bytes: 3/4 of the bytes in the first half of their array
 		{[]Access{acc(1, 0, 3*n/8, Read), acc(2, 7*n/8, n/8, Read)}, 2, 0, true},
-		{[]Access{acc(1, 0, n, Read)}, 2, 0, false},      // whole
-		{[]Access{acc(9, 0, 100, Read)}, 2, 0, false},    // size unknown
-		{[]Access{acc(5, 0, n/2, Read)}, 2, 0, false},    // pinned
-		{[]Access{acc(1, n-10, 100, Read)}, 2, 0, false}, // past the end: not a part of it
+		{[]Access{acc(1, 0, n, Read)}, 2, 0, false},               // whole
+		{[]Access{acc(9, 0, 100, Read)}, 2, 0, false},             // size unknown
+		{[]Access{acc(5, 0, n/2, Read)}, 2, 0, false},             // pinned
+		{[]Access{acc(1, n-10, 100, Read)}, 2, 0, false},          // past the end: not a part of it
+		{[]Access{acc(1, ^uint64(0)-10, 100, Read)}, 2, 0, false}, // its end wraps past 2^64
 		{nil, 2, 0, false},
 	} {
 		d, ok := loc.BlockDevice(c.acc, c.gpus)

@@ -244,7 +244,7 @@ func (t *LocationTracker) BlockDevice(accesses []Access, gpus int) (device int, 
 	var bytes, weighted float64
 	for _, a := range accesses {
 		size := t.sizes[a.Array]
-		if size == 0 || a.Len == 0 || a.Len >= size || a.End() > size || t.pinned[a.Array] {
+		if size == 0 || a.Len == 0 || a.Len >= size || a.Off >= size || a.Len > size-a.Off || t.pinned[a.Array] {
 			continue
 		}
 		mid := (float64(a.Off) + float64(a.Len)/2) / float64(size)

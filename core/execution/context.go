@@ -24,7 +24,8 @@ var (
 )
 
 // roundRobinFallback sets dag.Options.RoundRobinFallback in every context
-// (UCXGO_DAG_FALLBACK=round-robin: GrCUDA's own fallback, for measuring against it).
+// (UCXGO_DAG_FALLBACK=round-robin when the process starts: GrCUDA's own fallback,
+// for measuring against it).
 var roundRobinFallback = os.Getenv("UCXGO_DAG_FALLBACK") == "round-robin"
 
 // Options configure a Context.

@@ -51,6 +51,9 @@ type Executor struct {
 	barriers uint64
 	retires  uint64
 	broken   error
+	// panicked: a panic let the executor go (release) while lanes of the call it
+	// broke may still run on goroutines: Close leaks what they may touch.
+	panicked bool
 	closed   bool
 	hashes   map[*plan.Plan]uint64
 	layouts  map[layoutKey]*plan.Layout
@@ -113,6 +116,13 @@ func (x *Executor) Close() error {
 		// the watcher stops before the board it looks at goes.
 		x.gpu.settleUntil(0, time.Now().Add(x.opts.Timeout))
 		x.gpu.flight.shut()
+	}
+	if x.panicked {
+		// A call that panicked may have lanes still running on goroutines, reading
+		// the contexts' segments and the board: unmapping them under those would be
+		// a fault. Leak them (this executor is broken anyway).
+		x.ctxs, x.board, x.gpu = nil, nil, nil
+		return nil
 	}
 	for _, c := range x.ctxs {
 		x.closeContext(c)

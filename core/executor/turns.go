@@ -87,6 +87,7 @@ func (x *Executor) releaseOnPanic(held *bool) {
 
 // breakOnPanic records a panic met while holding x.mu as the executor's failure.
 func (x *Executor) breakOnPanic(r any) {
+	x.panicked = true
 	if x.broken == nil {
 		x.broken = fmt.Errorf("executor: internal error: %v", r)
 	}
