@@ -64,15 +64,25 @@ func (c *Communicator) StartCollective(kind string, root int, call executor.Call
 		if inPlace || send.Bytes == 0 {
 			return nil, nil
 		}
-		if queued, err := orderedCopy(call, recv.Addr, send.Addr, min(send.Bytes, recv.Bytes)); queued || err != nil {
+		n := min(send.Bytes, recv.Bytes)
+		if queued, err := orderedCopy(call, recv.Addr, send.Addr, n); queued || err != nil {
 			return nil, err
 		}
-		st, err := stagingFor(call.Memory, send.Addr, call.Streams)
-		if err != nil {
-			return nil, err
+		copyOut := func() error {
+			st, err := stagingFor(call.Memory, send.Addr, call.Streams)
+			if err != nil {
+				return err
+			}
+			defer st.close()
+			return st.copy(recv.Addr, send.Addr, n)
 		}
-		defer st.close()
-		return nil, st.copy(recv.Addr, send.Addr, min(send.Bytes, recv.Bytes))
+		if !streamsIdleWithin(call, send.Addr) { // the wait for the streams goes elsewhere
+			if err := executor.HandOff(&call); err != nil {
+				return nil, err
+			}
+			return copyOut, nil
+		}
+		return nil, copyOut()
 	}
 	req := c.request(kind, root, send.Bytes, recv.Bytes, inPlace, e, call.Memory)
 	call.Describe = describe(kind, root)
@@ -213,6 +223,15 @@ func (c *Communicator) startAllReduceUneven(ch choice, form runForm, call execut
 		head, tail := c.x.TakeTurn(), c.x.TakeTurn()
 		return func() error { return c.allReduceUneven(ch, call, e, head, tail) }, nil
 	}
+	if !streamsIdleWithin(call, call.Send.Addr) {
+		// The staging copy would wait for the caller's streams here: the whole call
+		// goes elsewhere, in the place it takes now.
+		if err := executor.HandOff(&call); err != nil {
+			return nil, err
+		}
+		turn := c.x.TakeTurn()
+		return func() error { return c.paddedAllReduce(call, e, turn) }, nil
+	}
 	tail, finish, err := c.paddedTail(call, 0, e)
 	if err != nil {
 		return nil, err
@@ -222,6 +241,23 @@ func (c *Communicator) startAllReduceUneven(ch choice, form runForm, call execut
 		return nil, finish(err)
 	}
 	return func() error { return finish(more()) }, nil
+}
+
+// paddedAllReduce runs call's allreduce as one padded tail in turn t, which it uses
+// or passes exactly once.
+func (c *Communicator) paddedAllReduce(call executor.Call, e uint64, t executor.Turn) error {
+	used := false
+	defer func() {
+		if !used {
+			t.Pass()
+		}
+	}()
+	tail, finish, err := c.paddedTail(call, 0, e)
+	if err != nil {
+		return err
+	}
+	used = true
+	return finish(t.Execute(tail))
 }
 
 // allReduceUneven runs a large allreduce whose element count the plan's chunks do

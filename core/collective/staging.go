@@ -3,8 +3,10 @@ package collective
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/ucxx-go/ucxx-go/core/executor"
+	"github.com/ucxx-go/ucxx-go/core/internal/pause"
 	"github.com/ucxx-go/ucxx-go/ucxx"
 )
 
@@ -56,6 +58,60 @@ func deviceStaging(addr uintptr) (*staging, error) {
 		return nil, err
 	}
 	return &staging{cuda: true, d: d, cctx: cctx}, nil
+}
+
+// streamsIdleWithin reports whether the work the call's streams hold (its buffers,
+// device memory at addr) is done within the call's patience, polled here: true for
+// host memory, no stream, or the per-thread default stream (only the calling thread
+// can wait for that one: HandOff waits for it). A driver error counts as idle: the
+// wait that follows reports it.
+func streamsIdleWithin(call executor.Call, addr uintptr) bool {
+	if call.Memory != executor.MemoryCUDA || slices.Contains(call.Streams, ucxx.StreamPerThread) ||
+		!slices.ContainsFunc(call.Streams, func(s uintptr) bool { return s != 0 }) {
+		return true
+	}
+	st, err := deviceStaging(addr)
+	if err != nil {
+		return true
+	}
+	defer st.close()
+	idle := true
+	st.cctx.Use(func() error {
+		var evs []ucxx.CUDAEvent
+		defer func() {
+			for _, ev := range evs {
+				ev.Destroy()
+			}
+		}()
+		for _, s := range call.Streams {
+			if s == 0 {
+				continue
+			}
+			ev, err := st.cctx.RecordEvent(s)
+			if err != nil {
+				return nil
+			}
+			evs = append(evs, ev)
+		}
+		deadline := time.Now().Add(max(call.Patience, 0))
+		for {
+			done := true
+			for _, ev := range evs {
+				if ok, err := ev.Done(); err == nil && !ok {
+					done = false
+				}
+			}
+			if done {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				idle = false
+				return nil
+			}
+			pause.Yield()
+		}
+	})
+	return idle
 }
 
 // orderedCopy queues a one-rank stream-ordered call's copy of n bytes from src to dst

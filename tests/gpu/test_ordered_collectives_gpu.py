@@ -285,10 +285,20 @@ async def main():
     s.synchronize()
     want = cp.arange(1 << 16, dtype=cp.float32) + 1
     assert (out == want).all() and (gathered == want).all() and (doubled == 2 * want).all(), "one-rank ordered copies"
-    # An ordinary call still returns with its result there.
-    y, o = cp.ones(10, cp.float32), cp.zeros(10, cp.float32)
-    await comm.allreduce(y, o)
-    assert (o == 1).all()
+    # An ordinary call behind a gate that a task on the event loop opens: it waits for
+    # the stream off the loop's thread (else nothing opens the gate), then copies.
+    async def open_later():
+        await asyncio.sleep(0.2)
+        gate.open()
+
+    z = cp.zeros_like(x)
+    with s:
+        gate.close_on(s)
+        x += 1
+        opener = asyncio.ensure_future(open_later())
+        await comm.allreduce(x, z)
+    await opener
+    assert (z == want + 1).all(), "one-rank ordinary copy behind a gate"
     print("rank 0 ok", flush=True)
     comm.close()
 
@@ -299,6 +309,7 @@ asyncio.run(main())
 def test_one_rank_ordered_calls_are_copies_on_the_stream(tmp_path):
     """A one-rank communicator's stream-ordered allreduce and allgather are a copy
     queued on the stream, as NCCL's: the await returns while the stream is still held
-    (by a gate only the caller's thread opens), and the copies land in stream order."""
+    (by a gate only the caller's thread opens), and the copies land in stream order.
+    An ordinary one-rank call behind a gate waits for the stream off the event loop."""
     out = run_ranks(tmp_path, 1, ONE_RANK.replace("@TESTS@", TESTS), timeout=90)
     assert "rank 0 ok" in out, out
