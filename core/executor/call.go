@@ -582,7 +582,12 @@ func (x *Executor) deviceCall(c Call, pc *patienceClock) (devBuffers, error) {
 	if d.inHandle, d.inOffset, d.inID, err = g.deviceBuffers(c.Send); err != nil {
 		return d, err
 	}
-	d.outHandle, d.outOffset, d.outID, err = g.deviceBuffers(c.Recv)
+	if c.Recv.Addr == c.Send.Addr && c.Recv.Bytes > 0 && c.Send.Bytes > 0 {
+		// In place: the same allocation, handle and offset (no second driver query).
+		d.outHandle, d.outOffset, d.outID = d.inHandle, d.inOffset, d.inID
+	} else {
+		d.outHandle, d.outOffset, d.outID, err = g.deviceBuffers(c.Recv)
+	}
 	d.device = g.busHash
 	return d, err
 }

@@ -37,6 +37,9 @@ batch)
         ROUNDS=1 BUDGET=6 ITERS=40 LIBS="ucxx-ordered ucxx" TAG=_latency_plain_r$r bash benchmarks/gpu/machine.sh collectives 2>&1 | grep rc=
         UCXGO_BATCH_WORD_OPS=1 ROUNDS=1 BUDGET=6 ITERS=40 LIBS="ucxx-ordered ucxx" TAG=_latency_batch_r$r \
             bash benchmarks/gpu/machine.sh collectives 2>&1 | grep rc=
+        # device programs to 256 KiB (each op of a 2-rank 128-256 KiB call fits): queued time in flight
+        UCXGO_PROGRAM_MAX_BYTES=262144 ROUNDS=1 BUDGET=6 ITERS=40 LIBS="ucxx-ordered" TAG=_latency_prog256k_r$r \
+            bash benchmarks/gpu/machine.sh collectives 2>&1 | grep rc=
     done
     ;;
 esac
