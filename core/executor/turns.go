@@ -65,9 +65,7 @@ func (tn turn) run(x *Executor, f func() error) error {
 // (ErrBroken) instead of waiting on a lock nobody will let go; the panic goes on.
 func (x *Executor) release() {
 	if r := recover(); r != nil {
-		x.breakOnPanic(r)
-		x.mu.Unlock()
-		panic(r)
+		x.releasePanicking(r)
 	}
 	x.mu.Unlock()
 }
@@ -79,18 +77,19 @@ func (x *Executor) releaseOnPanic(held *bool) {
 		return
 	}
 	if r := recover(); r != nil {
-		x.breakOnPanic(r)
-		x.mu.Unlock()
-		panic(r)
+		x.releasePanicking(r)
 	}
 }
 
-// breakOnPanic records a panic met while holding x.mu as the executor's failure.
-func (x *Executor) breakOnPanic(r any) {
+// releasePanicking records panic r, met while holding x.mu, as the executor's
+// failure, lets the executor go and panics on.
+func (x *Executor) releasePanicking(r any) {
 	x.panicked = true
 	if x.broken == nil {
 		x.broken = fmt.Errorf("executor: internal error: %v", r)
 	}
+	x.mu.Unlock()
+	panic(r)
 }
 
 // later takes a turn now for f and returns f's run in it, for another goroutine to
@@ -111,21 +110,31 @@ func (x *Executor) lockInTurn() {
 }
 
 // Turn is a place in the order of the executor's operations, taken when an operation
-// is made and used once, later, from any goroutine: for a caller that makes one
+// is made and used once, later, from one goroutine: for a caller that makes one
 // operation of several calls and runs them elsewhere (the collective layer's uneven
 // allreduce: a head and a padded tail), so that a call made after it waits for them
-// as it would for one. Every Turn must be used (Execute) or given up (Pass) exactly
-// once: every later operation waits for it.
+// as it would for one. Every later operation waits for a Turn until it is used
+// (Execute) or given up (Pass): defer Pass where it is taken over, so that it is
+// given up whatever way the operation ends, a panic included.
 type Turn struct {
-	tn turn
-	x  *Executor
+	tn   turn
+	x    *Executor
+	done *bool // used or given up
 }
 
 // TakeTurn takes the next place in the executor's order.
-func (x *Executor) TakeTurn() Turn { return Turn{x.turns.take(), x} }
+func (x *Executor) TakeTurn() Turn { return Turn{x.turns.take(), x, new(bool)} }
 
 // Execute runs c as Executor.Execute does, in the turn.
-func (t Turn) Execute(c Call) error { return t.tn.run(t.x, func() error { return t.x.execute(c) }) }
+func (t Turn) Execute(c Call) error {
+	*t.done = true
+	return t.tn.run(t.x, func() error { return t.x.execute(c) })
+}
 
-// Pass gives the turn up unused (the operation failed before this call).
-func (t Turn) Pass() { t.tn.run(t.x, func() error { return nil }) }
+// Pass gives the turn up unless Execute used it, or Pass already gave it up.
+func (t Turn) Pass() {
+	if !*t.done {
+		*t.done = true
+		t.tn.run(t.x, func() error { return nil })
+	}
+}

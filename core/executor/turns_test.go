@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ucxx-go/ucxx-go/core/builtin"
 	"github.com/ucxx-go/ucxx-go/core/reduce"
 )
 
@@ -183,5 +184,48 @@ func TestStartSynchronizeTakesItsPlaceWhenMade(t *testing.T) {
 	}
 	if err := <-peer; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTurnPassGivesUpOnlyAnUnusedTurn: Pass after Execute, or a second Pass, does
+// nothing (so a caller defers it where it takes a turn over), and turns given up
+// release the operations made after them: a call then runs at once.
+func TestTurnPassGivesUpOnlyAnUnusedTurn(t *testing.T) {
+	xs := newWorld(t, 2, Options{Timeout: 5 * time.Second})
+	p := mustPlan(t, builtin.AllReduceDirect, 2, builtin.Options{})
+	call := func() Call {
+		in, out := cbytes(64), cbytes(64)
+		return Call{Plan: p, Send: Buffer{addr(in), 64}, Recv: Buffer{addr(out), 64}, DType: reduce.Float32, Op: reduce.Sum}
+	}
+	used, unused := xs[0].TakeTurn(), xs[0].TakeTurn()
+	done := make(chan error, 2)
+	go func() { // rank 1 makes the same two calls plainly
+		for range 2 {
+			if err := xs[1].Execute(call()); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	go func() {
+		if err := used.Execute(call()); err != nil {
+			done <- err
+			return
+		}
+		used.Pass() // used: nothing to give up
+		unused.Pass()
+		unused.Pass() // given up already
+		done <- xs[0].Execute(call())
+	}()
+	for range 2 {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a call after turns used and given up still waits")
+		}
 	}
 }
