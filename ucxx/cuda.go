@@ -457,6 +457,17 @@ func (e CUDAEvent) Done() (bool, error) {
 	}
 }
 
+// EventsDone reports whether every event is done (false at the first that is not),
+// or the first error one reports (Done's).
+func EventsDone(evs []CUDAEvent) (bool, error) {
+	for _, e := range evs {
+		if ok, err := e.Done(); err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
 // Wait blocks the calling thread until the event is done (cuEventSynchronize). Not for
 // the progress thread, which must not block: it polls Done.
 func (e CUDAEvent) Wait() error {

@@ -1,7 +1,9 @@
 package collective
 
 import (
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ucxx-go/ucxx-go/core/builtin"
 	"github.com/ucxx-go/ucxx-go/core/executor"
@@ -68,21 +70,18 @@ func (c *Communicator) StartCollective(kind string, root int, call executor.Call
 		if queued, err := orderedCopy(call, recv.Addr, send.Addr, n); queued || err != nil {
 			return nil, err
 		}
-		copyOut := func() error {
-			st, err := stagingFor(call.Memory, send.Addr, call.Streams)
+		copyOut := func(st *staging, err error) error {
 			if err != nil {
 				return err
 			}
 			defer st.close()
 			return st.copy(recv.Addr, send.Addr, n)
 		}
-		if !streamsIdleWithin(call, send.Addr) { // the wait for the streams goes elsewhere
-			if err := executor.HandOff(&call); err != nil {
-				return nil, err
-			}
-			return copyOut, nil
+		st, err := stagingWithin(call.Memory, send.Addr, call.Streams, max(call.Patience, 0))
+		if errors.Is(err, errStreamsBusy) { // the wait for the streams goes elsewhere
+			return func() error { return copyOut(stagingFor(call.Memory, send.Addr, call.Streams)) }, nil
 		}
-		return nil, copyOut()
+		return nil, copyOut(st, err)
 	}
 	req := c.request(kind, root, send.Bytes, recv.Bytes, inPlace, e, call.Memory)
 	call.Describe = describe(kind, root)
@@ -223,16 +222,16 @@ func (c *Communicator) startAllReduceUneven(ch choice, form runForm, call execut
 		head, tail := c.x.TakeTurn(), c.x.TakeTurn()
 		return func() error { return c.allReduceUneven(ch, call, e, head, tail) }, nil
 	}
-	if !streamsIdleWithin(call, call.Send.Addr) {
+	tail, finish, err := c.paddedTail(call, 0, e, max(call.Patience, 0))
+	if errors.Is(err, errStreamsBusy) {
 		// The staging copy would wait for the caller's streams here: the whole call
 		// goes elsewhere, in the place it takes now.
-		if err := executor.HandOff(&call); err != nil {
-			return nil, err
-		}
 		turn := c.x.TakeTurn()
-		return func() error { return c.paddedAllReduce(call, e, turn) }, nil
+		return func() error {
+			defer turn.Pass()
+			return c.paddedRun(call, 0, e, turn)
+		}, nil
 	}
-	tail, finish, err := c.paddedTail(call, 0, e)
 	if err != nil {
 		return nil, err
 	}
@@ -243,20 +242,13 @@ func (c *Communicator) startAllReduceUneven(ch choice, form runForm, call execut
 	return func() error { return finish(more()) }, nil
 }
 
-// paddedAllReduce runs call's allreduce as one padded tail in turn t, which it uses
-// or passes exactly once.
-func (c *Communicator) paddedAllReduce(call executor.Call, e uint64, t executor.Turn) error {
-	used := false
-	defer func() {
-		if !used {
-			t.Pass()
-		}
-	}()
-	tail, finish, err := c.paddedTail(call, 0, e)
+// paddedRun runs the allreduce of call's bytes from main on as a padded tail
+// (paddedTail, waiting for the caller's streams as long as it takes) in turn t.
+func (c *Communicator) paddedRun(call executor.Call, main, e uint64, t executor.Turn) error {
+	tail, finish, err := c.paddedTail(call, main, e, -1)
 	if err != nil {
 		return err
 	}
-	used = true
 	return finish(t.Execute(tail))
 }
 
@@ -266,16 +258,10 @@ func (c *Communicator) paddedAllReduce(call executor.Call, e uint64, t executor.
 // own, in the turns taken when the call was made (each used or passed once).
 func (c *Communicator) allReduceUneven(ch choice, call executor.Call, e uint64, headTurn, tailTurn executor.Turn) error {
 	// A turn left unused would hold every later operation of this rank forever: each
-	// is used or passed once, whatever way this returns (a panic included).
-	headUsed, tailUsed := false, false
-	defer func() {
-		if !headUsed {
-			headTurn.Pass()
-		}
-		if !tailUsed {
-			tailTurn.Pass()
-		}
-	}()
+	// is given up unless used, whatever way this returns (a panic included), the head
+	// first (the tail's turn waits for it: deferred calls run last first).
+	defer tailTurn.Pass()
+	defer headTurn.Pass()
 	a, _ := builtin.Lookup(AllReduce, ch.name)
 	in, _ := a.Chunks(c.size, ch.o)
 	unit := uint64(in) * e
@@ -288,26 +274,21 @@ func (c *Communicator) allReduceUneven(ch choice, call executor.Call, e uint64, 
 		head := call
 		head.Plan = p
 		head.Send.Bytes, head.Recv.Bytes = main, main
-		headUsed = true
 		if err := headTurn.Execute(head); err != nil {
 			return err
 		}
 	}
-	tail, finish, err := c.paddedTail(call, main, e)
-	if err != nil {
-		return err
-	}
-	tailUsed = true
-	return finish(tailTurn.Execute(tail))
+	return c.paddedRun(call, main, e, tailTurn)
 }
 
 // paddedTail readies the allreduce of call's bytes from main on: copied into a buffer
 // padded to whole all-pairs units, run in place there. finish takes the run's
 // outcome, copies the result back when it succeeded and frees the buffer; it must be
-// called exactly once.
-func (c *Communicator) paddedTail(call executor.Call, main, e uint64) (tail executor.Call, finish func(error) error, err error) {
+// called exactly once. The copy waits for the caller's streams within patience
+// (stagingWithin: negative, as long as it takes; errStreamsBusy past it).
+func (c *Communicator) paddedTail(call executor.Call, main, e uint64, patience time.Duration) (tail executor.Call, finish func(error) error, err error) {
 	rest := call.Send.Bytes - main
-	st, err := stagingFor(call.Memory, call.Send.Addr, call.Streams)
+	st, err := stagingWithin(call.Memory, call.Send.Addr, call.Streams, patience)
 	if err != nil {
 		return tail, nil, err
 	}

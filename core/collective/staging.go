@@ -1,6 +1,7 @@
 package collective
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -23,6 +24,18 @@ type staging struct {
 // the call's streams hold is done (staging copies must not read a buffer a kernel
 // is still writing).
 func stagingFor(mem executor.Memory, addr uintptr, streams []uintptr) (*staging, error) {
+	return stagingWithin(mem, addr, streams, -1)
+}
+
+// errStreamsBusy: the caller's streams still held work when stagingWithin's patience
+// passed; nothing was done, and the call goes elsewhere whole.
+var errStreamsBusy = errors.New("collective: the caller's streams are still busy")
+
+// stagingWithin is stagingFor waiting for the streams, polled, within patience
+// (negative: as long as it takes), else errStreamsBusy. A per-thread default stream
+// among them, which only the calling thread can name, is waited for as long as it
+// takes.
+func stagingWithin(mem executor.Memory, addr uintptr, streams []uintptr, patience time.Duration) (*staging, error) {
 	if mem != executor.MemoryCUDA {
 		return &staging{}, nil
 	}
@@ -30,16 +43,55 @@ func stagingFor(mem executor.Memory, addr uintptr, streams []uintptr) (*staging,
 	if err != nil {
 		return nil, err
 	}
-	for _, s := range streams {
-		if s == 0 {
-			continue
-		}
-		if err := st.cctx.AwaitStream(s); err != nil {
-			st.close()
-			return nil, fmt.Errorf("collective: wait for stream %#x: %w", s, err)
-		}
+	if slices.Contains(streams, ucxx.StreamPerThread) {
+		patience = -1
+	}
+	if err := st.awaitStreams(streams, patience); err != nil {
+		st.close()
+		return nil, err
 	}
 	return st, nil
+}
+
+// awaitStreams waits until the work streams hold now is done, within patience
+// (negative: as long as it takes; errStreamsBusy past it).
+func (s *staging) awaitStreams(streams []uintptr, patience time.Duration) error {
+	var evs []ucxx.CUDAEvent
+	defer func() {
+		for _, ev := range evs {
+			ev.Destroy()
+		}
+	}()
+	for _, stream := range streams {
+		if stream == 0 {
+			continue
+		}
+		ev, err := s.cctx.RecordEvent(stream)
+		if err == nil && patience < 0 {
+			err = ev.Wait()
+		}
+		if ev != (ucxx.CUDAEvent{}) {
+			evs = append(evs, ev)
+		}
+		if err != nil {
+			return fmt.Errorf("collective: wait for stream %#x: %w", stream, err)
+		}
+	}
+	deadline := time.Now().Add(patience)
+	for patience >= 0 {
+		done, err := ucxx.EventsDone(evs)
+		if err != nil {
+			return fmt.Errorf("collective: wait for the call's streams: %w", err)
+		}
+		if done {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errStreamsBusy
+		}
+		pause.Yield()
+	}
+	return nil
 }
 
 // deviceStaging returns the device staging of the GPU that holds addr, its primary
@@ -60,60 +112,6 @@ func deviceStaging(addr uintptr) (*staging, error) {
 	return &staging{cuda: true, d: d, cctx: cctx}, nil
 }
 
-// streamsIdleWithin reports whether the work the call's streams hold (its buffers,
-// device memory at addr) is done within the call's patience, polled here: true for
-// host memory, no stream, or the per-thread default stream (only the calling thread
-// can wait for that one: HandOff waits for it). A driver error counts as idle: the
-// wait that follows reports it.
-func streamsIdleWithin(call executor.Call, addr uintptr) bool {
-	if call.Memory != executor.MemoryCUDA || slices.Contains(call.Streams, ucxx.StreamPerThread) ||
-		!slices.ContainsFunc(call.Streams, func(s uintptr) bool { return s != 0 }) {
-		return true
-	}
-	st, err := deviceStaging(addr)
-	if err != nil {
-		return true
-	}
-	defer st.close()
-	idle := true
-	st.cctx.Use(func() error {
-		var evs []ucxx.CUDAEvent
-		defer func() {
-			for _, ev := range evs {
-				ev.Destroy()
-			}
-		}()
-		for _, s := range call.Streams {
-			if s == 0 {
-				continue
-			}
-			ev, err := st.cctx.RecordEvent(s)
-			if err != nil {
-				return nil
-			}
-			evs = append(evs, ev)
-		}
-		deadline := time.Now().Add(max(call.Patience, 0))
-		for {
-			done := true
-			for _, ev := range evs {
-				if ok, err := ev.Done(); err == nil && !ok {
-					done = false
-				}
-			}
-			if done {
-				return nil
-			}
-			if time.Now().After(deadline) {
-				idle = false
-				return nil
-			}
-			pause.Yield()
-		}
-	})
-	return idle
-}
-
 // orderedCopy queues a one-rank stream-ordered call's copy of n bytes from src to dst
 // on its caller's streams, as NCCL's one-rank collectives are a copy on the stream:
 // the copy on the first stream after the work the others hold, the others after the
@@ -125,15 +123,7 @@ func orderedCopy(call executor.Call, dst, src uintptr, n uint64) (queued bool, e
 	if !call.Ordered || call.Memory != executor.MemoryCUDA || n == 0 {
 		return false, nil
 	}
-	var streams []uintptr
-	for _, s := range call.Streams {
-		if s == ucxx.StreamPerThread {
-			return false, nil
-		}
-		if s != 0 && !slices.Contains(streams, s) {
-			streams = append(streams, s)
-		}
-	}
+	streams := executor.OrderedStreams(&call, nil)
 	if len(streams) == 0 {
 		return false, nil
 	}

@@ -547,7 +547,7 @@ func (x *Executor) deviceCall(c Call, pc *patienceClock) (devBuffers, error) {
 		return d, err
 	}
 	fenced := g.isFenced(c.Plan)
-	x.callerStreams = orderedStreams(&c, x.callerStreams) // for runDevice too
+	x.callerStreams = OrderedStreams(&c, x.callerStreams) // for runDevice too
 	flies := c.Ordered && len(x.callerStreams) > 0        // this call is put in flight
 	if pc != nil {
 		// Waits for the ordered calls in flight, here (an unfenced plan), in takeFlight

@@ -74,7 +74,7 @@ type Executor struct {
 	// gpu is the CUDA side, made by the first call on device memory.
 	gpu *gpuState
 	// callerStreams is the current device call's distinct caller streams it is ordered
-	// on (orderedStreams): deviceCall's, for runDevice; reused call after call.
+	// on (OrderedStreams): deviceCall's, for runDevice; reused call after call.
 	callerStreams []uintptr
 }
 

@@ -266,7 +266,7 @@ func (g *gpuState) awaitCaller(streams []uintptr, fenced bool, pc *patienceClock
 // elsewhere reports it). The context is current.
 func (g *gpuState) callerDoneWithin(pc *patienceClock) bool {
 	for {
-		if done, err := eventsDone(g.callerEvents[:g.callerReady]); done && err == nil {
+		if done, err := ucxx.EventsDone(g.callerEvents[:g.callerReady]); done && err == nil {
 			return true
 		}
 		if time.Now().After(pc.until()) {

@@ -124,10 +124,11 @@ func (f *flight) shut() {
 	f.mu.Unlock()
 }
 
-// orderedStreams returns the caller's streams an ordered call c is queued on (its
+// OrderedStreams returns the caller's streams an ordered call c is queued on (its
 // distinct non-zero Streams), into buf; none when one is the per-thread default
-// stream, which only the calling thread can name.
-func orderedStreams(c *Call, buf []uintptr) []uintptr {
+// stream, which only the calling thread can name (such a call runs as an ordinary
+// one).
+func OrderedStreams(c *Call, buf []uintptr) []uintptr {
 	buf = buf[:0]
 	for _, s := range c.Streams {
 		if s == ucxx.StreamPerThread {
@@ -304,7 +305,7 @@ func (g *gpuState) pollFlight() int {
 func (g *gpuState) ended(fc *flightCall) (bool, error) {
 	var done bool
 	err := g.cctx.Use(func() (err error) {
-		if done, err = eventsDone(fc.ends[:fc.n]); err != nil {
+		if done, err = ucxx.EventsDone(fc.ends[:fc.n]); err != nil {
 			return err
 		}
 		if !done && fc.started.IsZero() {
@@ -319,17 +320,6 @@ func (g *gpuState) ended(fc *flightCall) (bool, error) {
 		return nil
 	})
 	return done, err
-}
-
-// eventsDone reports whether every event is done (false at the first that is not),
-// or the first event's error.
-func eventsDone(evs []ucxx.CUDAEvent) (bool, error) {
-	for _, e := range evs {
-		if ok, err := e.Done(); err != nil || !ok {
-			return false, err
-		}
-	}
-	return true, nil
 }
 
 // checkFlight fails a call still running one of whose ranks died, or that started

@@ -24,7 +24,7 @@ func TestOrderedStreams(t *testing.T) {
 		{[]uintptr{7, ucxx.StreamPerThread}, nil},
 		{[]uintptr{ucxx.StreamPerThread, 7}, nil},
 	} {
-		got := orderedStreams(&Call{Streams: c.in}, make([]uintptr, 0, 4))
+		got := OrderedStreams(&Call{Streams: c.in}, make([]uintptr, 0, 4))
 		if !slices.Equal(got, c.want) && !(len(got) == 0 && len(c.want) == 0) {
 			t.Errorf("streams %v: ordered on %v, want %v", c.in, got, c.want)
 		}
