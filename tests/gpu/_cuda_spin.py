@@ -1,6 +1,8 @@
 """A kernel that keeps a CUDA stream busy: what the stream-ordering tests queue
 before the work whose ordering they check."""
 
+import asyncio
+
 import cupy as cp
 import numpy as np
 
@@ -52,3 +54,9 @@ class Gate:
     def open(self):
         """Let every stream waiting on this gate go on."""
         self._word.value = self._closed
+
+    async def open_after(self, seconds):
+        """open() from a task on the running event loop after `seconds`: it opens the
+        gate only if the loop runs meanwhile."""
+        await asyncio.sleep(seconds)
+        self.open()

@@ -208,10 +208,6 @@ async def main():
     cp.cuda.Device().synchronize()
     gate = Gate()
 
-    async def open_later():  # a task on this event loop: it runs only if the loop does
-        await asyncio.sleep(0.2)
-        gate.open()
-
     # An ordinary call whose stream is held until a task on the event loop opens the
     # gate: the call must wait for the stream off the loop's thread, or nothing ever
     # opens it. It reads what the stream wrote after the gate.
@@ -219,7 +215,7 @@ async def main():
         gate.close_on(s)
         x += 1
         assert not s.done
-        opener = asyncio.ensure_future(open_later())
+        opener = asyncio.ensure_future(gate.open_after(0.2))
         await comm.allreduce(x)
     await opener
     assert (cp.asnumpy(x) == n * (n + 3) // 2).all(), ("ordinary call after the gate", cp.asnumpy(x)[:4])
@@ -230,7 +226,7 @@ async def main():
         await comm.barrier()
         with s:
             gate.close_on(s)
-            opener = asyncio.ensure_future(open_later())
+            opener = asyncio.ensure_future(gate.open_after(0.2))
             for _ in range(80):
                 await comm.allreduce(y, stream_ordered=True)
         await opener
@@ -287,15 +283,11 @@ async def main():
     assert (out == want).all() and (gathered == want).all() and (doubled == 2 * want).all(), "one-rank ordered copies"
     # An ordinary call behind a gate that a task on the event loop opens: it waits for
     # the stream off the loop's thread (else nothing opens the gate), then copies.
-    async def open_later():
-        await asyncio.sleep(0.2)
-        gate.open()
-
     z = cp.zeros_like(x)
     with s:
         gate.close_on(s)
         x += 1
-        opener = asyncio.ensure_future(open_later())
+        opener = asyncio.ensure_future(gate.open_after(0.2))
         await comm.allreduce(x, z)
     await opener
     assert (z == want + 1).all(), "one-rank ordinary copy behind a gate"
