@@ -66,22 +66,7 @@ func (c *Communicator) StartCollective(kind string, root int, call executor.Call
 		if inPlace || send.Bytes == 0 {
 			return nil, nil
 		}
-		n := min(send.Bytes, recv.Bytes)
-		if queued, err := orderedCopy(call, recv.Addr, send.Addr, n); queued || err != nil {
-			return nil, err
-		}
-		copyOut := func(st *staging, err error) error {
-			if err != nil {
-				return err
-			}
-			defer st.close()
-			return st.copy(recv.Addr, send.Addr, n)
-		}
-		st, err := stagingWithin(call.Memory, send.Addr, call.Streams, max(call.Patience, 0))
-		if errors.Is(err, errStreamsBusy) { // the wait for the streams goes elsewhere
-			return func() error { return copyOut(stagingFor(call.Memory, send.Addr, call.Streams)) }, nil
-		}
-		return nil, copyOut(st, err)
+		return startOneRankCopy(call)
 	}
 	req := c.request(kind, root, send.Bytes, recv.Bytes, inPlace, e, call.Memory)
 	call.Describe = describe(kind, root)
@@ -99,6 +84,31 @@ func (c *Communicator) StartCollective(kind string, root int, call executor.Call
 	call.Sliced = ch.sliced
 	call.ProgramWaits = ch.programWaits
 	return c.x.Start(call)
+}
+
+// startOneRankCopy starts a one-rank communicator's out-of-place call, a copy of its
+// send buffer into its receive buffer: queued on the caller's streams where the call
+// is stream-ordered (orderedCopy); else once they are done, here within the call's
+// patience, or in rest. (A function of its own: the closure would put StartCollective's
+// call on the heap for every call.)
+func startOneRankCopy(call executor.Call) (rest func() error, err error) {
+	send, recv := call.Send, call.Recv
+	n := min(send.Bytes, recv.Bytes)
+	if queued, err := orderedCopy(call, recv.Addr, send.Addr, n); queued || err != nil {
+		return nil, err
+	}
+	copyOut := func(st *staging, err error) error {
+		if err != nil {
+			return err
+		}
+		defer st.close()
+		return st.copy(recv.Addr, send.Addr, n)
+	}
+	st, err := stagingWithin(call.Memory, send.Addr, call.Streams, max(call.Patience, 0))
+	if errors.Is(err, errStreamsBusy) { // the wait for the streams goes elsewhere
+		return func() error { return copyOut(stagingFor(call.Memory, send.Addr, call.Streams)) }, nil
+	}
+	return nil, copyOut(st, err)
 }
 
 // request is what the registry chooses a plan of kind by, for a call whose buffers
