@@ -2,6 +2,9 @@
 before the work whose ordering they check."""
 
 import asyncio
+import faulthandler
+import sys
+import threading
 
 import cupy as cp
 import numpy as np
@@ -27,11 +30,17 @@ def spin_on(stream, seconds):
 class Gate:
     """A pinned host word that streams wait on (cuStreamWaitValue32, greater or
     equal): a stream closed by close_on is busy until open() is called on the host,
-    whatever the GPU does meanwhile."""
+    whatever the GPU does meanwhile.
+
+    A test that waits on the host for a stream it closed never ends: with watchdog_s,
+    the gate turns that into a failure with a post-mortem. After watchdog_s seconds
+    the Python stacks go to stderr (from faulthandler's own thread, which needs no
+    GIL), and a second later, where a Python thread can run, the Go stacks too and
+    the gate opens, setting `rescued` (the test then fails on it)."""
 
     _WAIT_GEQ = 0  # CU_STREAM_WAIT_VALUE_GEQ
 
-    def __init__(self):
+    def __init__(self, watchdog_s=None):
         import ctypes
         self._cuda = ctypes.CDLL("libcuda.so.1")
         self._mem = cp.cuda.alloc_pinned_memory(8)
@@ -44,6 +53,27 @@ class Gate:
         self._dev = dev.value
         self._wait = self._cuda.cuStreamWaitValue32_v2
         self._wait.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
+        self.rescued = False
+        self._watchdog = None
+        if watchdog_s is not None:
+            faulthandler.dump_traceback_later(watchdog_s, exit=False)
+            self._watchdog = threading.Timer(watchdog_s + 1, self._rescue)
+            self._watchdog.daemon = True
+            self._watchdog.start()
+
+    def _rescue(self):
+        from ucxx_go.debug import go_stacks
+
+        print("Gate: still in use at the watchdog's deadline; the Go stacks:", file=sys.stderr)
+        print(go_stacks(), file=sys.stderr, flush=True)
+        self.rescued = True
+        self.open()
+
+    def disarm(self):
+        """Stop the watchdog (call it once the gate's test is done with the gate)."""
+        if self._watchdog is not None:
+            faulthandler.cancel_dump_traceback_later()
+            self._watchdog.cancel()
 
     def close_on(self, stream):
         """Queue on `stream` a wait for the next open()."""

@@ -254,29 +254,36 @@ import asyncio, os, sys, cupy as cp, ucxx_go
 sys.path.insert(0, @TESTS@)
 from _cuda_spin import Gate
 
+def step(what):
+    print("rank 0:", what, flush=True)
+
 async def main():
     comm = await ucxx_go.Communicator.init(timeout=60)
     assert comm.size == 1, comm.size
     s = cp.cuda.Stream(non_blocking=True)
     x = cp.arange(1 << 16, dtype=cp.float32)
-    out, gathered = cp.zeros_like(x), cp.zeros_like(x)
+    out, gathered, doubled = cp.zeros_like(x), cp.zeros_like(x), cp.zeros_like(x)
     # The kernels launched behind the gate, launched once before it (CUDA loads a
     # kernel at its first launch, and the load waits for the gated stream).
     x += 1
     x -= 1
-    doubled = out * 2
+    cp.multiply(out, 2, out=doubled)
     cp.cuda.Device().synchronize()
-    gate = Gate()
+    gate = Gate(watchdog_s=30)
     with s:
         gate.close_on(s)
         x += 1
+        step("closed")
         # Queued on the stream behind the gate: the awaits return with it closed
         # (a wait for the stream on the host would never end: only this thread opens it).
         await comm.allreduce(x, out, stream_ordered=True)
+        step("allreduce queued")
         await comm.allgather(x, gathered, stream_ordered=True)
+        step("allgather queued")
         assert not s.done
-        doubled = out * 2  # after the copy on the stream
+        cp.multiply(out, 2, out=doubled)  # after the copy on the stream
     gate.open()
+    step("opened")
     await comm.synchronize()
     s.synchronize()
     want = cp.arange(1 << 16, dtype=cp.float32) + 1
@@ -287,10 +294,14 @@ async def main():
     with s:
         gate.close_on(s)
         x += 1
+        step("closed again")
         opener = asyncio.ensure_future(gate.open_after(0.2))
         await comm.allreduce(x, z)
     await opener
+    step("ordinary call done")
     assert (z == want + 1).all(), "one-rank ordinary copy behind a gate"
+    gate.disarm()
+    assert not gate.rescued, "the watchdog opened the gate: a wait for the gated stream on the host"
     print("rank 0 ok", flush=True)
     comm.close()
 
