@@ -31,3 +31,5 @@ prog)
     ;;
 esac
 done
+# What comes back from the machine is a few files: the results in one archive.
+(cd "$OUT" && tar czf results.tgz --exclude results.tgz --exclude machine.log . && find . -type f ! -name results.tgz ! -name machine.log -delete)
