@@ -1,23 +1,22 @@
 #!/usr/bin/env bash
-# Session 30's probe of the one-rank GPU test's hang (session 30's first run: the launcher
-# stopped the rank after 70 s, nothing printed): the test's rank script, with the
-# progress lines and the gate's watchdog (Python stacks at 30 s, then Go stacks and
-# the gate opened), run with the allocation the first version made behind the gate
-# (`doubled = out * 2`, PROBE_ALLOC=1) and without (the test as it now is).
+# Session 30's probe of the one-rank GPU test's hang (its first run: the launcher
+# stopped the rank after 70 s, nothing printed; with the gate's watchdog: the rank
+# queued both ordered copies, then `s.done` waited for the gate). The test's rank
+# script without its warm-up (ONE_RANK_COLD=1) under CUDA's lazy loading (the
+# default) and eager loading (CUDA_MODULE_LOADING=EAGER), then the test as it is.
 # Run after benchmarks/gpu/machine.sh on the GPU machine; writes $OUT/one_rank_*.txt.
 set -u
 t=$(mktemp -d)
 python3 - "$t" <<'PY'
-import sys, re
-sys.path.insert(0, "tests/gpu")
-import test_ordered_collectives_gpu as m
-body = m.ONE_RANK.replace("@TESTS@", repr("tests/gpu"))
-open(sys.argv[1] + "/now.py", "w").write(body)
-alloc = body.replace("cp.multiply(out, 2, out=doubled)  # after", "doubled = out * 2  # after")
-assert alloc != body
-open(sys.argv[1] + "/alloc.py", "w").write(alloc)
+import re, sys
+s = open("tests/gpu/test_ordered_collectives_gpu.py").read()
+body = re.search(r'ONE_RANK = r"""(.*?)"""', s, re.S).group(1).replace("@TESTS@", repr("tests/gpu"))
+open(sys.argv[1] + "/rank.py", "w").write(body)
 PY
-for v in alloc now; do
-    timeout 80 python3 -m ucxx_go.launch -n 1 --timeout 70 "$t/$v.py" > "$OUT/one_rank_$v.txt" 2>&1
+run() {
+    env "$@" timeout 80 python3 -m ucxx_go.launch -n 1 --timeout 70 "$t/rank.py" > "$OUT/one_rank_$v.txt" 2>&1
     echo "one-rank probe $v rc=$?: $(grep -c . "$OUT/one_rank_$v.txt") lines, last: $(tail -1 "$OUT/one_rank_$v.txt")"
-done
+}
+v=cold_lazy run ONE_RANK_COLD=1
+v=cold_eager run ONE_RANK_COLD=1 CUDA_MODULE_LOADING=EAGER
+v=warm_lazy run X=1

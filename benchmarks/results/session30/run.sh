@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # Session 30's machine calls, after .ci/device-kit.sh's four calls:
-#   run.sh probe   the one-rank test's probe (one_rank_probe.sh), the ordered tests, a DAG round
-#                  (block fallback against GrCUDA's round-robin)
-#   run.sh all     both
+#   run.sh probe   the one-rank test's probe (one_rank_probe.sh), the ordered tests
+#   run.sh dag     a DAG round (block fallback against GrCUDA's round-robin)
+#   run.sh all     the three
 #   run.sh prog    latency rounds: ordered calls with device programs to 64 KiB (the default)
 #                  and to 256 KiB (UCXGO_PROGRAM_MAX_BYTES=262144), NCCL beside them
 bash benchmarks/gpu/machine.sh > "$OUT/machine.log" 2>&1
 source .devkit/activate.sh
 export PYTHONPATH=/tmp/ucxxgo-site:$PYTHONPATH UCX_NET_DEVICES=lo
 nvidia-smi --query-gpu=name --format=csv,noheader > "$OUT/gpus.txt"
-for step in ${1/all/probe prog}; do
+for step in ${1/all/probe dag prog}; do
 case $step in
 probe)
     bash benchmarks/results/session30/one_rank_probe.sh
     timeout 200 python3 -m pytest -q tests/gpu/test_ordered_collectives_gpu.py > "$OUT/ordered.txt" 2>&1
     echo "ordered tests: $(tail -1 "$OUT/ordered.txt")"
+    ;;
+dag)
     for fb in block round-robin; do
         env $([ $fb = round-robin ] && echo UCXGO_DAG_FALLBACK=round-robin) timeout 200 python3 benchmarks/dag/run.py \
             --multi-gpu --shapes vec,bs,ml --backends dag-minmin-transfer-time,dag-minmax-transfer-time,cupy-multi,cupy-managed \
@@ -32,4 +34,4 @@ prog)
 esac
 done
 # What comes back from the machine is a few files: the results in one archive.
-(cd "$OUT" && tar czf results.tgz --exclude results.tgz --exclude machine.log . && find . -type f ! -name results.tgz ! -name machine.log -delete)
+tar czf /tmp/results.tgz -C "$OUT" --exclude machine.log --exclude build.log . && find "$OUT" -type f ! -name machine.log -delete && mv /tmp/results.tgz "$OUT/"
