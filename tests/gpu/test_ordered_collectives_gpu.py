@@ -267,10 +267,10 @@ async def main():
     # launch (lazy loading), the driver's own copy kernels included, and the load waits
     # for the device, here for the gated stream (session 30: the first ordered copy
     # queued, then the stream's query waited for the gate).
-    if not os.environ.get("ONE_RANK_COLD"):
-        x += 1
-        x -= 1
-        cp.multiply(out, 2, out=doubled)
+    x += 1
+    x -= 1
+    cp.multiply(out, 2, out=doubled)
+    if not os.environ.get("ONE_RANK_COLD"):  # (session 30's probe: the calls cold)
         await comm.allreduce(x, out, stream_ordered=True)
         await comm.allgather(x, gathered, stream_ordered=True)
         await comm.synchronize()
@@ -278,8 +278,9 @@ async def main():
     gate = Gate(watchdog_s=30)
     with s:
         gate.close_on(s)
-        x += 1
         step("closed")
+        x += 1
+        step("added")
         # Queued on the stream behind the gate: the awaits return with it closed
         # (a wait for the stream on the host would never end: only this thread opens it).
         await comm.allreduce(x, out, stream_ordered=True)

@@ -4,6 +4,7 @@
 # queued both ordered copies, then `s.done` waited for the gate). The test's rank
 # script without its warm-up (ONE_RANK_COLD=1) under CUDA's lazy loading (the
 # default) and eager loading (CUDA_MODULE_LOADING=EAGER), then the test as it is.
+# (Its first version skipped the cupy warm-up too, and hung in that, as session 29 did.)
 # Run after benchmarks/gpu/machine.sh on the GPU machine; writes $OUT/one_rank_*.txt.
 set -u
 t=$(mktemp -d)
