@@ -158,8 +158,12 @@ def _find_cupy_array(t):
         if ptr is None:
             def ptr():
                 return cupy.cuda.get_current_stream().ptr
-        base = cupy.arange(16, dtype=cupy.uint8)
-        arrays = (base, base[2:10], cupy.zeros((3, 4), cupy.float32), cupy.empty(0, cupy.float64))
+        # Allocations only: a kernel or a memset would be queued on the caller's
+        # current stream, and a kernel's first launch (its module's load) waits for
+        # the device, here for whatever that stream still holds (session 30: the first
+        # stream-ordered call behind a closed gate never returned).
+        base = cupy.empty(16, dtype=cupy.uint8)
+        arrays = (base, base[2:10], cupy.empty((3, 4), cupy.float32), cupy.empty(0, cupy.float64))
         with cupy.cuda.Stream.null:
             null = cuda_array_info(base.__cuda_array_interface__, False)[2]
         ok = t is cupy.ndarray and null != NO_STREAM
