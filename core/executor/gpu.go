@@ -706,9 +706,6 @@ func (r *callRun) runGPULane(li int) {
 				return lr.locate(err, oi, &ops[oi])
 			}
 		}
-		if err := lr.flushWordOps(); err != nil {
-			return err
-		}
 		if r.flight != nil { // stream-ordered: the lane's end is an event, not a wait
 			if err := lr.launchProgram(); err != nil {
 				return err
@@ -737,9 +734,6 @@ func (r *callRun) releaseCounters() { releaseOwnCounters(r.ctx) }
 // abort and the connected ranks' lives: polled (cuStreamQuery) without sleeping for
 // the first drainSpin, then every drainPause, the other checks once a millisecond.
 func (lr *laneRun) drain() error {
-	if err := lr.flushWordOps(); err != nil {
-		return err
-	}
 	if err := lr.launchProgram(); err != nil {
 		return err
 	}
@@ -784,16 +778,9 @@ const (
 	drainPause = 10 * time.Microsecond
 )
 
-// gpuOp queues one op on the lane's stream. Signals and device waits are collected
-// (queueWordOps) and go out in one driver call with the ones that follow them, before
-// the lane's next op of another kind (flushWordOps).
+// gpuOp queues one op on the lane's stream.
 func (lr *laneRun) gpuOp(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint64) error {
 	r := lr.r
-	if len(lr.wordOps) > 0 && !wordOpCode(op.Code) {
-		if err := lr.flushWordOps(); err != nil {
-			return err
-		}
-	}
 	switch op.Code {
 	case plan.OpNop, plan.OpFlush:
 		return nil
@@ -806,15 +793,12 @@ func (lr *laneRun) gpuOp(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint6
 		return lr.gpuSignals(op)
 	case plan.OpWait, plan.OpRelaxedWait:
 		if r.cuda.hostWaits {
-			// The host waits for a peer that may wait for what this lane collected or
-			// recorded.
-			if err := lr.flushWordOps(); err != nil {
-				return err
-			}
+			// The host waits for a peer that may wait for what this lane recorded.
 			if err := lr.launchProgram(); err != nil {
 				return err
 			}
 		}
+		lr.wordOps = lr.wordOps[:0]
 		for _, id := range op.ChannelIDs {
 			idx, _ := lr.channel(op.Channel, id)
 			k := counterIndex(r.c.Plan, r.me, op.Channel, idx)
@@ -833,7 +817,7 @@ func (lr *laneRun) gpuOp(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint6
 			}
 			lr.wordOps = append(lr.wordOps, ucxx.StreamWordOp{Wait: true, Addr: r.ctx.gpu.counters + uintptr(counterOffset(k)), Value: want})
 		}
-		return lr.queueWordOps()
+		return lr.gpuWordOps()
 	case plan.OpPut, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush:
 		for i := range op.Dst {
 			src := lr.span(op, op.Src, ol.Src, i, pipe, it)
@@ -895,51 +879,17 @@ func (lr *laneRun) copyAsync(dst, src uintptr, n uint64) error {
 }
 
 // gpuSignals queues op's signals, one per channel: each the write of the channel's
-// next total into the peer's counter, collected (queueWordOps).
+// next total into the peer's counter, all in one gpuWordOps.
 func (lr *laneRun) gpuSignals(op *plan.Op) error {
 	r := lr.r
+	lr.wordOps = lr.wordOps[:0]
 	for _, id := range op.ChannelIDs {
 		_, ch := lr.channel(op.Channel, id)
 		k := counterIndex(r.c.Plan, ch.Peer, op.Channel, ch.Reverse)
 		total := atomic.AddUint64(&r.ctx.gpu.sent[ch.Peer][k], 1)
 		lr.wordOps = append(lr.wordOps, ucxx.StreamWordOp{Addr: r.ctx.gpu.peerCounters[ch.Peer] + uintptr(counterOffset(k)), Value: total})
 	}
-	return lr.queueWordOps()
-}
-
-// wordOpCode reports whether ops of code only queue signals and device waits (or
-// nothing), which collect in the lane's wordOps.
-func wordOpCode(code plan.OpCode) bool {
-	switch code {
-	case plan.OpSignal, plan.OpRelaxedSignal, plan.OpWait, plan.OpRelaxedWait, plan.OpNop, plan.OpFlush:
-		return true
-	}
-	return false
-}
-
-// queueWordOps ends an op that added signals or device waits to the lane's wordOps:
-// a device program records them now; on the stream they wait for the lane's next
-// op of another kind, or its end (flushWordOps), so that a run of them (a signal then
-// a wait, the handshakes' relaxed pair) costs one driver call.
-func (lr *laneRun) queueWordOps() error {
-	if lr.prog != nil || !batchWordOps {
-		return lr.flushWordOps()
-	}
-	return nil
-}
-
-// batchWordOps turns on the collection of signals and device waits across ops
-// (UCXGO_BATCH_WORD_OPS=1; off: each op's own go out with it, as before). Off until
-// measured on GPUs: a 2-rank copy-engine call's handshake and signal-wait pairs are
-// two driver calls fewer a call with it (of ~14).
-var batchWordOps = os.Getenv("UCXGO_BATCH_WORD_OPS") == "1"
-
-// flushWordOps queues the lane's collected signals and device waits (gpuWordOps) and
-// empties the collection.
-func (lr *laneRun) flushWordOps() error {
-	err := lr.gpuWordOps()
-	lr.wordOps = lr.wordOps[:0]
-	return err
+	return lr.gpuWordOps()
 }
 
 // gpuWordOps queues the lane's collected signals and device waits (wordOps) on its

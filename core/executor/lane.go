@@ -31,9 +31,8 @@ type laneRun struct {
 	stream uintptr
 	// srcs is room for a reduction's source addresses (no allocation for up to 16).
 	srcs [16]uintptr
-	// wordOps collects a GPU lane's signals and device waits until its next op of
-	// another kind, queued then in one driver call (flushWordOps), and wordArgs is
-	// room for that call's arguments.
+	// wordOps is room for a GPU lane's signals and waits of one op, queued in one
+	// driver call (gpuWordOps), and wordArgs for that call's arguments.
 	wordOps  []ucxx.StreamWordOp
 	wordArgs []uint64
 	// prog, when not nil, records the GPU lane's copies, reductions, signals and
