@@ -62,7 +62,7 @@ def buffer_info(obj, writable):
             ) from None
         addr, n, stream = cuda_array_info(cai, writable, type(obj).__name__)
         if _cupy_array is None:
-            _find_cupy_array(type(obj))
+            _find_cupy_array(obj)
         return addr, n, obj, MEMORY_CUDA, stream
     addr, n, keep = _host(obj, mv, writable)
     if _numpy_array is None:
@@ -144,10 +144,15 @@ _cupy_null_stream = NO_STREAM
 _cupy_stream_ptr = None
 
 
-def _find_cupy_array(t):
-    """Turn the CuPy fast path on if t is cupy.ndarray and its answers agree with the
-    interface's (off for good if not)."""
+def _find_cupy_array(obj):
+    """Turn the CuPy fast path on if obj is a cupy.ndarray and the fast answers agree
+    with the interface's (off for good if not). The arrays it asks about are views of
+    obj's memory: nothing is allocated, and nothing is queued on the caller's stream
+    (a kernel's first launch waits for the device, here for whatever that stream
+    still holds: session 30's first stream-ordered call behind a closed gate never
+    returned when this check made cupy.arange)."""
     global _cupy_array, _cupy_null_stream, _cupy_stream_ptr
+    t = type(obj)
     if t.__name__ != "ndarray" or not t.__module__.startswith("cupy"):
         return
     _cupy_array = _NoArray
@@ -158,12 +163,10 @@ def _find_cupy_array(t):
         if ptr is None:
             def ptr():
                 return cupy.cuda.get_current_stream().ptr
-        # Allocations only: a kernel or a memset would be queued on the caller's
-        # current stream, and a kernel's first launch (its module's load) waits for
-        # the device, here for whatever that stream still holds (session 30: the first
-        # stream-ordered call behind a closed gate never returned).
-        base = cupy.empty(16, dtype=cupy.uint8)
-        arrays = (base, base[2:10], cupy.empty((3, 4), cupy.float32), cupy.empty(0, cupy.float64))
+        mem = obj.data
+        base = cupy.ndarray((16,), cupy.uint8, memptr=mem)
+        arrays = (base, base[2:10], cupy.ndarray((3, 4), cupy.float32, memptr=mem),
+                  cupy.ndarray((0,), cupy.float64, memptr=mem))
         with cupy.cuda.Stream.null:
             null = cuda_array_info(base.__cuda_array_interface__, False)[2]
         ok = t is cupy.ndarray and null != NO_STREAM
