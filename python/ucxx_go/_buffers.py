@@ -146,14 +146,16 @@ _cupy_stream_ptr = None
 
 def _find_cupy_array(obj):
     """Turn the CuPy fast path on if obj is a cupy.ndarray and the fast answers agree
-    with the interface's (off for good if not). The arrays it asks about are views of
-    obj's memory: nothing is allocated, and nothing is queued on the caller's stream
+    with the interface's (off for good if not; an empty obj, whose memory is no address,
+    leaves the question for the next array). The arrays it asks about are views of
+    obj's memory: nothing is allocated from CuPy's pool, and nothing is queued on the
+    caller's stream
     (a kernel's first launch waits for the device, here for whatever that stream
     still holds: session 30's first stream-ordered call behind a closed gate never
     returned when this check made cupy.arange)."""
     global _cupy_array, _cupy_null_stream, _cupy_stream_ptr
     t = type(obj)
-    if t.__name__ != "ndarray" or not t.__module__.startswith("cupy"):
+    if t.__name__ != "ndarray" or not t.__module__.startswith("cupy") or not obj.nbytes:
         return
     _cupy_array = _NoArray
     try:

@@ -62,18 +62,23 @@ class Gate:
             self._watchdog.start()
 
     def _rescue(self):
-        from ucxx_go.debug import go_stacks
+        try:
+            from ucxx_go.debug import go_stacks
 
-        print("Gate: still in use at the watchdog's deadline; the Go stacks:", file=sys.stderr)
-        print(go_stacks(), file=sys.stderr, flush=True)
-        self.rescued = True
-        self.open()
+            print("Gate: still in use at the watchdog's deadline; the Go stacks:", file=sys.stderr)
+            print(go_stacks(), file=sys.stderr, flush=True)
+        finally:
+            self.rescued = True
+            self.open()
 
     def disarm(self):
-        """Stop the watchdog (call it once the gate's test is done with the gate)."""
+        """Stop the watchdog (call it once the gate's test is done with the gate); a
+        rescue already under way ends first, so `rescued` is final. faulthandler's
+        later dump is one per process: one gate with a watchdog at a time."""
         if self._watchdog is not None:
             faulthandler.cancel_dump_traceback_later()
             self._watchdog.cancel()
+            self._watchdog.join(timeout=5)
 
     def close_on(self, stream):
         """Queue on `stream` a wait for the next open()."""

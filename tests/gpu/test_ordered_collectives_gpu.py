@@ -275,38 +275,41 @@ async def main():
     gathered.data.copy_from_device_async(x.data, x.nbytes)
     cp.cuda.Device().synchronize()
     gate = Gate(watchdog_s=30)
-    with s:
-        gate.close_on(s)
-        step("closed")
-        x += 1
-        step("added")
-        # Queued on the stream behind the gate: the awaits return with it closed
-        # (a wait for the stream on the host would never end: only this thread opens it).
-        await comm.allreduce(x, out, stream_ordered=True)
-        step("allreduce queued")
-        await comm.allgather(x, gathered, stream_ordered=True)
-        step("allgather queued")
-        assert not s.done
-        cp.multiply(out, 2, out=doubled)  # after the copy on the stream
-    gate.open()
-    step("opened")
-    await comm.synchronize()
-    s.synchronize()
-    want = cp.arange(1 << 16, dtype=cp.float32) + 1
-    assert (out == want).all() and (gathered == want).all() and (doubled == 2 * want).all(), "one-rank ordered copies"
-    # An ordinary call behind a gate that a task on the event loop opens: it waits for
-    # the stream off the loop's thread (else nothing opens the gate), then copies.
-    z = cp.zeros_like(x)
-    with s:
-        gate.close_on(s)
-        x += 1
-        step("closed again")
-        opener = asyncio.ensure_future(gate.open_after(0.2))
-        await comm.allreduce(x, z)
-    await opener
-    step("ordinary call done")
-    assert (z == want + 1).all(), "one-rank ordinary copy behind a gate"
-    gate.disarm()
+    try:
+        with s:
+            gate.close_on(s)
+            step("closed")
+            x += 1
+            step("added")
+            # Queued on the stream behind the gate: the awaits return with it closed
+            # (a wait for the stream on the host would never end: only this thread opens it).
+            await comm.allreduce(x, out, stream_ordered=True)
+            step("allreduce queued")
+            await comm.allgather(x, gathered, stream_ordered=True)
+            step("allgather queued")
+            assert not s.done
+            cp.multiply(out, 2, out=doubled)  # after the copy on the stream
+        gate.open()
+        step("opened")
+        await comm.synchronize()
+        s.synchronize()
+        want = cp.arange(1 << 16, dtype=cp.float32) + 1
+        assert (out == want).all() and (gathered == want).all() and (doubled == 2 * want).all(), "one-rank ordered copies"
+        # An ordinary call behind a gate that a task on the event loop opens: it waits for
+        # the stream off the loop's thread (else nothing opens the gate), then copies.
+        z = cp.zeros_like(x)
+        with s:
+            gate.close_on(s)
+            x += 1
+            step("closed again")
+            opener = asyncio.ensure_future(gate.open_after(0.2))
+            await comm.allreduce(x, z)
+        await opener
+        step("ordinary call done")
+        assert (z == want + 1).all(), "one-rank ordinary copy behind a gate"
+    finally:  # a failure above leaves nothing waiting on the closed gate at exit
+        gate.open()
+        gate.disarm()
     assert not gate.rescued, "the watchdog opened the gate: a wait for the gated stream on the host"
     print("rank 0 ok", flush=True)
     comm.close()
