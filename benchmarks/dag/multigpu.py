@@ -714,6 +714,19 @@ class DagManagedArrays:
         self.prefetch_note = None
         self._to_host(list(pristine), [])
 
+    def advise_read_mostly(self, keys):
+        """A probe, not the DAG's behaviour (DAG_PROBE_READ_MOSTLY=1): advise the
+        Replicated inputs `keys` read-mostly, so that each GPU reading them gets a copy
+        (the location model's assumption) instead of the pages moving between GPUs.
+        GrCUDA has the option (mem-advise-policy) and leaves it off."""
+        cp = self.cp
+        with cp.cuda.Device(self.devs[0]):
+            for k in keys:
+                v = self.view[k]
+                if v.nbytes:
+                    cp.cuda.runtime.memAdvise(v.data.ptr, v.nbytes, 1, self.devs[0])  # 1: cudaMemAdviseSetReadMostly
+        self.read_mostly = list(keys)
+
     def _host_view(self, k):
         v = self.view[k]
         return np.frombuffer((ctypes.c_byte * v.nbytes).from_address(v.data.ptr), dtype=v.dtype)
@@ -890,6 +903,8 @@ def run_shape(name, args, env):
                 else:
                     be = MultiDag(dagctx, devs)
                     be.arrays = DagManagedArrays(dagctx.get(), pristine, host, inst.state, devs)
+                    if os.environ.get("DAG_PROBE_READ_MOSTLY") == "1":
+                        be.arrays.advise_read_mostly([k for k, lay in inst.layout.items() if lay.kind == "replicated"])
             elif bname == "cupy-1gpu":
                 for kname in rec.kernels:
                     env.modules.get(kname)
