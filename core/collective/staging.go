@@ -54,8 +54,19 @@ func stagingWithin(mem executor.Memory, addr uintptr, streams []uintptr, patienc
 }
 
 // awaitStreams waits until the work streams hold now is done, within patience
-// (negative: as long as it takes; errStreamsBusy past it).
+// (negative: as long as it takes; errStreamsBusy past it, polled).
 func (s *staging) awaitStreams(streams []uintptr, patience time.Duration) error {
+	if patience < 0 {
+		for _, stream := range streams {
+			if stream == 0 {
+				continue
+			}
+			if err := s.cctx.AwaitStream(stream); err != nil {
+				return fmt.Errorf("collective: wait for stream %#x: %w", stream, err)
+			}
+		}
+		return nil
+	}
 	var evs []ucxx.CUDAEvent
 	defer func() {
 		for _, ev := range evs {
@@ -67,18 +78,13 @@ func (s *staging) awaitStreams(streams []uintptr, patience time.Duration) error 
 			continue
 		}
 		ev, err := s.cctx.RecordEvent(stream)
-		if err == nil && patience < 0 {
-			err = ev.Wait()
-		}
-		if ev != (ucxx.CUDAEvent{}) {
-			evs = append(evs, ev)
-		}
 		if err != nil {
 			return fmt.Errorf("collective: wait for stream %#x: %w", stream, err)
 		}
+		evs = append(evs, ev)
 	}
 	deadline := time.Now().Add(patience)
-	for patience >= 0 {
+	for {
 		done, err := ucxx.EventsDone(evs)
 		if err != nil {
 			return fmt.Errorf("collective: wait for the call's streams: %w", err)
@@ -91,7 +97,6 @@ func (s *staging) awaitStreams(streams []uintptr, patience time.Duration) error 
 		}
 		pause.Yield()
 	}
-	return nil
 }
 
 // deviceStaging returns the device staging of the GPU that holds addr, its primary
@@ -153,14 +158,11 @@ func orderedCopy(call executor.Call, dst, src uintptr, n uint64) (queued bool, e
 // context is current.
 func (s *staging) after(stream uintptr, streams []uintptr) error {
 	for _, o := range streams {
-		ev, err := s.d.NewEvent(false)
+		ev, err := s.d.RecordEvent(o)
 		if err != nil {
 			return err
 		}
-		err = ev.Record(o)
-		if err == nil {
-			err = s.d.StreamWaitEvent(stream, ev)
-		}
+		err = s.d.StreamWaitEvent(stream, ev)
 		ev.Destroy() // its resources go once the wait is past it
 		if err != nil {
 			return err

@@ -174,7 +174,7 @@ type minTransferSize struct {
 	rr        roundRobin
 	threshold float64
 	all       []int
-	block     bool // fallback: the block distribution first (fallback)
+	block     bool // the fallback tries the block distribution first (fallback)
 }
 
 func (m *minTransferSize) SelectDevice(acc []Access, among []int, load DeviceLoad, loc *LocationTracker) int {
@@ -207,7 +207,7 @@ type transferTime struct {
 	worst     bool
 	cost      []float64 // scratch, per device
 	all       []int
-	block     bool // fallback: the block distribution first (fallback)
+	block     bool // the fallback tries the block distribution first (fallback)
 }
 
 func (t *transferTime) SelectDevice(acc []Access, among []int, load DeviceLoad, loc *LocationTracker) int {

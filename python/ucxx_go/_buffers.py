@@ -149,10 +149,8 @@ def _find_cupy_array(obj):
     with the interface's (off for good if not; an empty obj, whose memory is no address,
     leaves the question for the next array). The arrays it asks about are views of
     obj's memory: nothing is allocated from CuPy's pool, and nothing is queued on the
-    caller's stream
-    (a kernel's first launch waits for the device, here for whatever that stream
-    still holds: session 30's first stream-ordered call behind a closed gate never
-    returned when this check made cupy.arange)."""
+    caller's stream (a kernel's first launch waits for the device, so a kernel here
+    would make a stream-ordered call behind busy work wait for that work)."""
     global _cupy_array, _cupy_null_stream, _cupy_stream_ptr
     t = type(obj)
     if t.__name__ != "ndarray" or not t.__module__.startswith("cupy") or not obj.nbytes:
