@@ -14,6 +14,7 @@ static struct {
     CUresult (*cuDeviceGetPCIBusId)(char *bus_id, int len, CUdevice dev);
     CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *ctx, CUdevice dev);
     CUresult (*cuDevicePrimaryCtxRelease)(CUdevice dev);
+    CUresult (*cuDevicePrimaryCtxGetState)(CUdevice dev, unsigned int *flags, int *active);
     CUresult (*cuCtxSetCurrent)(CUcontext ctx);
     CUresult (*cuCtxGetCurrent)(CUcontext *ctx);
     CUresult (*cuPointerGetAttributes)(unsigned int n, int *attrs, void **data, CUdeviceptr ptr);
@@ -69,6 +70,7 @@ int ucxx_cuda_load(char *err, size_t errlen) {
         {"cuDeviceGetPCIBusId", (void **)&api.cuDeviceGetPCIBusId},
         {"cuDevicePrimaryCtxRetain", (void **)&api.cuDevicePrimaryCtxRetain},
         {"cuDevicePrimaryCtxRelease_v2", (void **)&api.cuDevicePrimaryCtxRelease},
+        {"cuDevicePrimaryCtxGetState", (void **)&api.cuDevicePrimaryCtxGetState},
         {"cuCtxSetCurrent", (void **)&api.cuCtxSetCurrent},
         {"cuCtxGetCurrent", (void **)&api.cuCtxGetCurrent},
         {"cuPointerGetAttributes", (void **)&api.cuPointerGetAttributes},
@@ -173,6 +175,25 @@ CUresult ucxx_cuda_primary_retain(int ordinal, CUdevice *dev, CUcontext *ctx, co
     }
     api.cuCtxSetCurrent(was);
     return CUDA_SUCCESS;
+}
+
+CUresult ucxx_cuda_primary_active(int ordinal, int *active) {
+    *active = 0;
+    CUdevice dev;
+    CUresult r = api.cuDeviceGet(&dev, ordinal);
+    if (r != CUDA_SUCCESS) return r;
+    unsigned int flags = 0;
+    return api.cuDevicePrimaryCtxGetState(dev, &flags, active);
+}
+
+int ucxx_cuda_in_use(void) {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (lib == NULL) return 0;
+    CUresult (*count)(int *) = (CUresult(*)(int *))dlsym(lib, "cuDeviceGetCount");
+    int n = 0;
+    int in_use = count != NULL && count(&n) == CUDA_SUCCESS;
+    dlclose(lib); // drops only the reference RTLD_NOLOAD took
+    return in_use;
 }
 
 CUresult ucxx_cuda_ctx_flags(CUcontext ctx, unsigned int *flags) {

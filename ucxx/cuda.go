@@ -129,6 +129,12 @@ func loadCUDA() (*CUDADriver, error) {
 	return &CUDADriver{}, nil
 }
 
+// CUDAInUse reports whether the process has loaded the CUDA driver and initialised it
+// itself (the CUDA runtime does at its first call), loading and initialising nothing:
+// CUDA() calls cuInit, after which a forked child cannot use CUDA, so code that runs
+// in every process asks this first.
+func CUDAInUse() bool { return C.ucxx_cuda_in_use() == 1 }
+
 // DeviceCount returns the number of CUDA devices the driver sees.
 func (d *CUDADriver) DeviceCount() (int, error) {
 	d.check()
@@ -225,6 +231,19 @@ func (d *CUDADriver) RetainPrimary(device int) (CUDAContext, error) {
 	}
 	c.ord = device
 	return c, nil
+}
+
+// PrimaryActive reports whether device's primary context is active: someone holds it
+// (the CUDA runtime, once the application has used the device). It creates nothing.
+//
+// Errors: a *CUDAError (CUDA_ERROR_INVALID_DEVICE for an ordinal out of range).
+func (d *CUDADriver) PrimaryActive(device int) (bool, error) {
+	d.check()
+	var active C.int
+	if err := cudaErr("cuDevicePrimaryCtxGetState", C.ucxx_cuda_primary_active(C.int(device), &active)); err != nil {
+		return false, err
+	}
+	return active != 0, nil
 }
 
 // CtxSyncMemops is CU_CTX_SYNC_MEMOPS, the context flag RetainPrimary sets (see

@@ -93,6 +93,16 @@ CUresult ucxx_cuda_primary_release(CUdevice dev);
 CUresult ucxx_cuda_ctx_flags(CUcontext ctx, unsigned int *flags);
 CUresult ucxx_cuda_ctx_set_current(CUcontext ctx);
 CUresult ucxx_cuda_ctx_get_current(CUcontext *ctx);
+// ucxx_cuda_primary_active sets *active to 1 when device ordinal's primary context is
+// active (someone holds it: the CUDA runtime once the application used the device),
+// creating nothing (cuDevicePrimaryCtxGetState).
+CUresult ucxx_cuda_primary_active(int ordinal, int *active);
+
+// ucxx_cuda_in_use reports 1 when the process has loaded libcuda.so.1 and initialised
+// it (cuInit) itself, 0 otherwise; it loads and initialises nothing (dlopen with
+// RTLD_NOLOAD; cuDeviceGetCount answers CUDA_ERROR_NOT_INITIALIZED before cuInit).
+// Callable before ucxx_cuda_load.
+int ucxx_cuda_in_use(void);
 
 // ucxx_cuda_sym is an entry point to resolve: its name and where its address goes.
 typedef struct {

@@ -48,7 +48,9 @@ type Communicator struct {
 }
 
 // New forms a communicator with the other ranks (bootstrap.go); every rank calls it
-// with the same Size and Root and its own Rank.
+// with the same Size and Root and its own Rank. It readies the GPU contexts the
+// process already uses for stream-ordered calls (readyActiveContexts), which waits for
+// those devices' work.
 //
 // Errors: ErrBootstrap (bad arguments, a duplicate rank, sizes that disagree, a
 // malformed table), ErrTimeout, the engine's errors.
@@ -66,6 +68,7 @@ func New(opts Options) (c *Communicator, err error) {
 		return nil, err
 	}
 	c.x = executor.New(c, executor.Options{Timeout: opts.Timeout})
+	readyActiveContexts()
 	return c, nil
 }
 

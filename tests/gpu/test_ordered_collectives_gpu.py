@@ -258,17 +258,21 @@ def step(what):
     print("rank 0:", what, flush=True)
 
 async def main():
+    # The device's context first, then the communicator, as NCCL asks for cudaSetDevice
+    # before ncclCommInitRank: init readies the context for stream-ordered calls
+    # (CU_CTX_SYNC_MEMOPS, whose setting waits for the device).
+    x = cp.arange(1 << 16, dtype=cp.float32)
     comm = await ucxx_go.Communicator.init(timeout=60)
     assert comm.size == 1, comm.size
     s = cp.cuda.Stream(non_blocking=True)
-    x = cp.arange(1 << 16, dtype=cp.float32)
     out, gathered, doubled = cp.zeros_like(x), cp.zeros_like(x), cp.zeros_like(x)
     # What runs behind the gate, run once before it: CUDA loads a kernel at its first
     # launch (lazy loading), and the load waits for the device, here for the gated
     # stream. The cupy kernels, and the driver's device-to-device copy, which the
-    # ordered calls queue; the communicator's calls are first made behind the gate
-    # (session 30: the first call's look at its cupy array launched cupy.arange on the
-    # caller's stream, and its load waited for the gate).
+    # ordered calls queue; the communicator's calls are first made behind the gate,
+    # where nothing of theirs may wait for the device (the first look at a cupy array
+    # once launched cupy.arange on the caller's stream; the first call once set the
+    # context's flags).
     x += 1
     x -= 1
     cp.multiply(out, 2, out=doubled)
