@@ -175,22 +175,25 @@ func (c *Context) Copy(dst, src uintptr, n uint64, onGPU bool, acc []dag.Access)
 		if len(c.gpus) == 0 {
 			return nil, ErrNoGPU
 		}
-		if l := c.stagedLane(dst, src); l != nil {
+		l, managedDst := c.copySides(dst, src)
+		if l != nil {
 			return c.add(dag.Task{Name: "copy", Kind: dag.KindHost, Accesses: acc,
 				Run: func() error { return l.copyStaged(dst, src, n) }})
 		}
-		return c.add(dag.Task{Name: "copy", Kind: dag.KindGPU, Accesses: acc, Payload: &DeviceCopy{Dst: dst, Src: src, N: n}})
+		return c.add(dag.Task{Name: "copy", Kind: dag.KindGPU, Accesses: acc,
+			Payload: &DeviceCopy{Dst: dst, Src: src, N: n, ManagedDst: managedDst}})
 	}
 	return c.add(dag.Task{Name: "copy", Kind: dag.KindHost, Accesses: acc, Run: hostCopy(dst, src, n)})
 }
 
-// stagedLane is the lane of the device on one side of a copy whose other side is
-// pageable host memory, or nil.
-func (c *Context) stagedLane(dst, src uintptr) *gpuLane {
+// copySides looks at a copy's two sides: staged is the lane of the device on one side
+// where the other is pageable host memory (nil otherwise), managedDst whether the
+// destination is managed memory.
+func (c *Context) copySides(dst, src uintptr) (staged *gpuLane, managedDst bool) {
 	d, errD := c.drv.Pointer(dst)
 	s, errS := c.drv.Pointer(src)
 	if errD != nil || errS != nil {
-		return nil // the stream copy reports what is wrong
+		return nil, false // the stream copy reports what is wrong
 	}
 	dev := -1
 	switch {
@@ -200,9 +203,9 @@ func (c *Context) stagedLane(dst, src uintptr) *gpuLane {
 		dev = s.Device
 	}
 	if i := c.laneIndex(dev); dev >= 0 && i >= 0 {
-		return c.gpus[i]
+		return c.gpus[i], false
 	}
-	return nil
+	return nil, d.IsCUDA && d.Managed
 }
 
 // Reduce adds a reduction of n elements of t at src into dst (host memory) with op;

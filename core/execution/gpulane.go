@@ -31,9 +31,12 @@ func (k *KernelLaunch) queue(_ *ucxx.CUDADriver, device int, stream uintptr) err
 }
 
 // DeviceCopy copies N bytes from Src to Dst, host or device memory of any device.
+// ManagedDst says Dst is managed memory: the lane prefetches it to the copy's device
+// first (copyPrefetchesDst).
 type DeviceCopy struct {
-	Dst, Src uintptr
-	N        uint64
+	Dst, Src   uintptr
+	N          uint64
+	ManagedDst bool
 }
 
 func (c *DeviceCopy) queue(drv *ucxx.CUDADriver, _ int, stream uintptr) error {
@@ -192,10 +195,17 @@ func (l *gpuLane) Start(v *dag.Vertex) { l.queue(v) }
 // of its vertices is there, so that the lane queues its vertices in the order the
 // graph started them (dag.DeferringLane).
 func (l *gpuLane) StartOrDefer(v *dag.Vertex) bool {
-	if l.launch.Defer(l, v, deferPrefetches && l.prefetches(v.Moves())) {
+	if l.launch.Defer(l, v, deferPrefetches && (l.prefetches(v.Moves()) || prefetchesDst(v))) {
 		return false
 	}
 	return l.queue(v) // false: it ended v, failing to queue it
+}
+
+// prefetchesDst reports whether v is a copy that prefetches its destination
+// (copyPrefetchesDst).
+func prefetchesDst(v *dag.Vertex) bool {
+	c, ok := v.Payload().(*DeviceCopy)
+	return ok && c.ManagedDst && c.N > 0 && copyPrefetchesDst
 }
 
 // queue queues v on its stream: the waits for its chained parents on other streams,
@@ -223,6 +233,12 @@ func (l *gpuLane) queue(v *dag.Vertex) bool {
 		}
 		if err := l.prefetchMoves(v.Moves(), st.Handle); err != nil {
 			return err
+		}
+		if prefetchesDst(v) {
+			c := work.(*DeviceCopy)
+			if err := l.drv.PrefetchAsync(c.Dst, c.N, l.ordinal, st.Handle); err != nil {
+				return fmt.Errorf("execution: prefetch of a copy's destination to GPU %d: %w", l.ordinal, err)
+			}
 		}
 		var err error
 		if l.timing {

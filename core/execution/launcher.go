@@ -20,6 +20,15 @@ import (
 // thread that starts a vertex queues it, prefetches and all, as before it).
 var deferPrefetches = os.Getenv("UCXGO_DAG_DEFER_PREFETCH") != "0"
 
+// copyPrefetchesDst: a copy into managed memory prefetches its destination range to
+// the copy's device first, as GrCUDA prefetches every array a computation touches,
+// written ones too. The location model does not move it (a write needs no bytes), but
+// the pages are somewhere: another GPU, where the range's last reader pulled them. A
+// copy engine writing them there faults them over page by page; one prefetch moves
+// them in bulk. (A kernel writes the ranges of its own partition, already there.)
+// UCXGO_DAG_COPY_PREFETCH_DST=0 turns it off, to measure it.
+var copyPrefetchesDst = os.Getenv("UCXGO_DAG_COPY_PREFETCH_DST") != "0"
+
 // sharedLauncher: one launcher goroutine for every GPU (UCXGO_DAG_LAUNCHERS=one).
 var sharedLauncher = os.Getenv("UCXGO_DAG_LAUNCHERS") == "one"
 
