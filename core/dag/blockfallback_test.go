@@ -111,3 +111,45 @@ func TestBlockFallbackKeepsPartitionsTogether(t *testing.T) {
 		}
 	}
 }
+
+// TestBlockBreaksTies: cg's reduction of its partial sums, partition q's gather
+// buffer holding one slot written on each of 4 GPUs (every GPU holds as many bytes,
+// and costs as much, as the others), into partition q's own scalar. GrCUDA's rule
+// (RoundRobinFallback) sends every partition's reduction to GPU 0, whose output then
+// keeps every partition's scalar step there; with the block distribution on, the tie
+// goes to the partition's own GPU.
+func TestBlockBreaksTies(t *testing.T) {
+	const gpus, stride = 4, 1 << 16
+	const gath, scalar = 1, 2
+	for _, p := range []DevicePolicy{MinTransferSize, MinMinTransferTime, MinMaxTransferTime} {
+		for _, rr := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%v/rr=%t", p, rr), func(t *testing.T) {
+				pol, err := NewDeviceSelectionPolicy(p, uniformMatrix(gpus), 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !rr {
+					pol = withBlockFallback(pol)
+				}
+				loc := NewLocationTracker()
+				loc.SetSize(gath, gpus*stride)
+				loc.SetSize(scalar, gpus*stride)
+				for q := range uint64(gpus) {
+					for o := range uint64(gpus) {
+						loc.Place(gath, q*stride+4*o, 4, int(o)) // slot o of partition q's buffer, written on GPU o
+					}
+				}
+				for q := range gpus {
+					reduce := []Access{acc(gath, uint64(q)*stride, 4*gpus, Read), acc(scalar, uint64(q)*stride, 4, ReadWrite)}
+					want := q
+					if rr {
+						want = 0
+					}
+					if d := pol.SelectDevice(reduce, nil, make(fixedLoad, gpus), loc); d != want {
+						t.Errorf("partition %d's reduction on GPU %d, want %d", q, d, want)
+					}
+				}
+			})
+		}
+	}
+}

@@ -54,7 +54,8 @@ type Options struct {
 	// GrCUDA's do. Off (the default), they first try the device a block distribution
 	// of the arrays gives the ranges a vertex touches (LocationTracker.BlockDevice):
 	// partition q of arrays split into byte ranges goes to GPU q, its kernels'
-	// inputs together.
+	// inputs together; and that device breaks the policies' ties where it is one of
+	// the tied devices (GrCUDA's: the lowest-numbered).
 	RoundRobinFallback bool
 	// Bandwidth is the link matrix of the transfer-time device policies, and of the
 	// choice of a source for Vertex.Moves. It must cover GPUs GPUs.

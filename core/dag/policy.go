@@ -169,12 +169,13 @@ func (s *streamAware) SelectDevice(_ []Access, among []int, load DeviceLoad, _ *
 // MinimizeTransferSizeDeviceSelectionPolicy.retrieveImpl: the GPU holding the most
 // bytes read, the lowest-numbered on ties, if it holds more than the threshold of
 // them; else (every byte on the host, or too few on any one GPU) the policy's own
-// round-robin, whose position moves only when it is used.
+// round-robin, whose position moves only when it is used. With block set, the
+// fallback and the ties go to the block distribution's device first (blockTieBreak).
 type minTransferSize struct {
 	rr        roundRobin
 	threshold float64
 	all       []int
-	block     bool // the fallback tries the block distribution first (fallback)
+	block     bool // the fallback and the ties try the block distribution first
 }
 
 func (m *minTransferSize) SelectDevice(acc []Access, among []int, load DeviceLoad, loc *LocationTracker) int {
@@ -189,7 +190,22 @@ func (m *minTransferSize) SelectDevice(acc []Access, among []int, load DeviceLoa
 	if total == 0 || float64(present[best+1]) <= m.threshold*float64(total) {
 		return fallback(&m.rr, m.block, acc, among, load, loc)
 	}
+	if m.block {
+		return blockTieBreak(best, cands, func(d int) bool { return present[d+1] == present[best+1] }, acc, load, loc)
+	}
 	return best
+}
+
+// blockTieBreak returns, among the candidates tied with best (tied reports it), the
+// device the block distribution gives the accesses (LocationTracker.BlockDevice) when
+// it is one of them; else best (the lowest-numbered). So ties such as a reduction
+// reading one slot from each GPU go to the partition's own GPU, not all to GPU 0.
+func blockTieBreak(best int, cands []int, tied func(d int) bool, acc []Access, load DeviceLoad, loc *LocationTracker) int {
+	d, ok := loc.BlockDevice(acc, load.Devices())
+	if !ok || d == best || !slices.Contains(cands, d) || !tied(d) {
+		return best
+	}
+	return d
 }
 
 // transferTime is GrCUDA's MINMIN_TRANSFER_TIME (worst false) and
@@ -199,7 +215,8 @@ func (m *minTransferSize) SelectDevice(acc []Access, among []int, load DeviceLoa
 // As GrCUDA's TransferTimeDeviceSelectionPolicy.retrieveImpl: only devices holding
 // more than the threshold are candidates, the lowest-numbered wins ties (equal times,
 // infinite ones included), and with no candidate (no GPU holds enough, e.g. every
-// byte on the host) the choice is the policy's own round-robin.
+// byte on the host) the choice is the policy's own round-robin. With block set, the
+// fallback and the ties go to the block distribution's device first (blockTieBreak).
 type transferTime struct {
 	rr        roundRobin
 	threshold float64
@@ -207,7 +224,7 @@ type transferTime struct {
 	worst     bool
 	cost      []float64 // scratch, per device
 	all       []int
-	block     bool // the fallback tries the block distribution first (fallback)
+	block     bool // the fallback and the ties try the block distribution first
 }
 
 func (t *transferTime) SelectDevice(acc []Access, among []int, load DeviceLoad, loc *LocationTracker) int {
@@ -241,6 +258,12 @@ func (t *transferTime) SelectDevice(acc []Access, among []int, load DeviceLoad, 
 	}
 	if best < 0 {
 		return fallback(&t.rr, t.block, acc, among, load, loc)
+	}
+	if t.block {
+		cands := candidates(among, load, &t.all)
+		return blockTieBreak(best, cands, func(d int) bool {
+			return float64(present[d+1]) > t.threshold*float64(total) && t.cost[d] == t.cost[best]
+		}, acc, load, loc)
 	}
 	return best
 }
