@@ -1250,6 +1250,9 @@ def parse_args(argv=None):
     p.add_argument("--reference", action="store_true", help="also check every backend against the float64 numpy "
                                                             "reference (host time: minutes at the default scale)")
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--go-trace", metavar="PREFIX", help="record the Go runtime's execution trace of each shape into "
+                   "PREFIX.<shape> (ucxx_go.debug.go_trace; `go tool trace -pprof=syscall` shows the time the "
+                   "DAG's goroutines spent in driver calls)")
     a = p.parse_args(argv)
     a.mode = "dry" if a.dry else ("quick" if a.quick else "full")
     a.size_mode = "quick" if a.mode == "quick" else "full"
@@ -1337,7 +1340,13 @@ def main(argv=None):
             continue
         try:
             with wd.guard(label, args.item_timeout):
-                r = run_shape(name, args, env)
+                if args.go_trace:
+                    import ucxx_go  # noqa: PLC0415
+
+                    with ucxx_go.debug.go_trace(f"{args.go_trace}.{name}"):
+                        r = run_shape(name, args, env)
+                else:
+                    r = run_shape(name, args, env)
             results.data["shapes"][name] = r
             if not r["ok"]:
                 failed = True

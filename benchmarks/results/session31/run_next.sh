@@ -6,6 +6,7 @@
 #                       partition's GPU, not all on GPU 0)
 #   run_next.sh cgab    cg with the block fallback and tie-break (the default) against GrCUDA's rules
 #                       (UCXGO_DAG_FALLBACK=round-robin), two rounds alternating
+#   run_next.sh cgtrace cg under minmin with the Go execution trace (which driver calls the lanes wait in)
 # Everything it writes goes back as one archive (the machine returns at most 8 files). Each step fits one call.
 bash benchmarks/gpu/machine.sh > /tmp/machine.log 2>&1
 source .devkit/activate.sh >/dev/null 2>&1
@@ -29,6 +30,13 @@ cgab)
             --budget-s 80 --item-timeout 90 --out "$OUT/cg_${fb}_r$r.json" > "$OUT/cg_${fb}_r$r.log" 2>&1
         echo "cg fallback=$fb round $r rc=$?"; grep -E "^\[.*\]   (dag|cupy)" "$OUT/cg_${fb}_r$r.log"
     done; done
+    ;;
+cgtrace)
+    # Where the DAG's goroutines wait in the driver on cg (cuMemPrefetchAsync, copies, launches): the Go
+    # execution trace of one run; here: go tool trace -pprof=syscall cg_trace.cg > syscall.pprof, go tool pprof -top.
+    timeout 100 python3 benchmarks/dag/run.py --multi-gpu --shapes cg --backends dag-minmin-transfer-time \
+        --budget-s 80 --item-timeout 90 --go-trace "$OUT/cg_trace" --out "$OUT/cg_trace.json" > "$OUT/cg_trace.log" 2>&1
+    echo "cg traced rc=$?"; grep -E "^\[.*\]   (dag|cupy)" "$OUT/cg_trace.log"; ls -la "$OUT"/cg_trace.cg
     ;;
 esac
 done
