@@ -48,9 +48,10 @@ type Communicator struct {
 }
 
 // New forms a communicator with the other ranks (bootstrap.go); every rank calls it
-// with the same Size and Root and its own Rank. It readies the GPU contexts the
+// with the same Size and Root and its own Rank. It first readies the GPU contexts the
 // process already uses for stream-ordered calls (readyActiveContexts), which waits for
-// those devices' work.
+// the work queued on those devices, without a limit: work that waits for this thread
+// never lets it return.
 //
 // Errors: ErrBootstrap (bad arguments, a duplicate rank, sizes that disagree, a
 // malformed table), ErrTimeout, the engine's errors.
@@ -58,6 +59,9 @@ func New(opts Options) (c *Communicator, err error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
+	// Before the bootstrap: a device that never becomes idle holds this rank back
+	// there, where the others' bootstrap times out, not their first collective.
+	readyActiveContexts()
 	e, err := core.New(opts.Engine)
 	if err != nil {
 		return nil, err
@@ -68,7 +72,6 @@ func New(opts Options) (c *Communicator, err error) {
 		return nil, err
 	}
 	c.x = executor.New(c, executor.Options{Timeout: opts.Timeout})
-	readyActiveContexts()
 	return c, nil
 }
 

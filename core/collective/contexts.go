@@ -12,8 +12,10 @@ import "github.com/ucxx-go/ucxx-go/ucxx"
 // left uninitialised (cuInit before a fork leaves the child without CUDA), and a device
 // whose context is not active is left alone. A device the process first uses after the
 // communicator is made gets the flag at its first GPU call, which waits for that device
-// once; make the device's context first (any allocation or cudaSetDevice), as NCCL
-// asks for cudaSetDevice before ncclCommInitRank.
+// once; make the device's context first (any allocation; cudaSetDevice with a CUDA 12+
+// runtime), as NCCL asks for cudaSetDevice before ncclCommInitRank. (UCX's CUDA
+// transport may have initialised CUDA already; this function initialises nothing
+// itself.)
 func readyActiveContexts() {
 	if !ucxx.CUDAInUse() {
 		return

@@ -149,6 +149,16 @@ func TestBlockBreaksTies(t *testing.T) {
 						t.Errorf("partition %d's reduction on GPU %d, want %d", q, d, want)
 					}
 				}
+				// Only ties are broken: the block device is not among the devices
+				// asked (the lowest of those), or holds less than another (that one).
+				reduce1 := []Access{acc(gath, stride, 4*gpus, Read), acc(scalar, stride, 4, ReadWrite)}
+				if d := pol.SelectDevice(reduce1, []int{0, 2, 3}, make(fixedLoad, gpus), loc); d != 0 {
+					t.Errorf("among GPUs 0, 2, 3: GPU %d, want 0", d)
+				}
+				loc.Place(gath, stride+4, 4, 2) // slot 1 of partition 1's buffer moved to GPU 2
+				if d := pol.SelectDevice(reduce1, nil, make(fixedLoad, gpus), loc); d != 2 {
+					t.Errorf("GPU 2 holding two slots: GPU %d, want 2", d)
+				}
 			})
 		}
 	}

@@ -248,7 +248,8 @@ func (t *transferTime) SelectDevice(acc []Access, among []int, load DeviceLoad, 
 		})
 	}
 	best := -1
-	for _, d := range candidates(among, load, &t.all) {
+	cands := candidates(among, load, &t.all)
+	for _, d := range cands {
 		if float64(present[d+1]) <= t.threshold*float64(total) {
 			continue // GrCUDA considers only devices with enough of the data
 		}
@@ -260,7 +261,6 @@ func (t *transferTime) SelectDevice(acc []Access, among []int, load DeviceLoad, 
 		return fallback(&t.rr, t.block, acc, among, load, loc)
 	}
 	if t.block {
-		cands := candidates(among, load, &t.all)
 		return blockTieBreak(best, cands, func(d int) bool {
 			return float64(present[d+1]) > t.threshold*float64(total) && t.cost[d] == t.cost[best]
 		}, acc, load, loc)

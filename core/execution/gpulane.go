@@ -236,9 +236,9 @@ func (l *gpuLane) queue(v *dag.Vertex) bool {
 		}
 		if prefetchesDst(v) {
 			c := work.(*DeviceCopy)
-			if err := l.drv.PrefetchAsync(c.Dst, c.N, l.ordinal, st.Handle); err != nil {
-				return fmt.Errorf("execution: prefetch of a copy's destination to GPU %d: %w", l.ordinal, err)
-			}
+			// Best effort: where the driver cannot prefetch (no concurrent managed
+			// access), the copy still runs, as before the prefetch was added.
+			_ = l.drv.PrefetchAsync(c.Dst, c.N, l.ordinal, st.Handle)
 		}
 		var err error
 		if l.timing {
