@@ -16,7 +16,8 @@ import (
 // color form one, ranked by (key, rank); a negative color joins none (nil). Every
 // rank calls it. Each sub-communicator has an engine of its own, its worker
 // addresses exchanged through this communicator (no listener), so it works beside
-// this one and the application's endpoints.
+// this one and the application's endpoints. As New, it first readies the GPU contexts
+// the process uses by now for stream-ordered calls (readyActiveContexts).
 //
 // Errors: ErrClosed; this communicator's (the colors travel in an allgather);
 // ErrBootstrap or ErrTimeout forming the new one.
@@ -24,6 +25,7 @@ func (c *Communicator) Split(color, key int) (*Communicator, error) {
 	if err := c.open(); err != nil {
 		return nil, err
 	}
+	readyActiveContexts()
 	// Everyone's (color, key), through an allgather of 16 bytes each.
 	mine := ucxx.CMalloc(16)
 	all := ucxx.CMalloc(uint64(16 * c.size))
