@@ -105,6 +105,9 @@ func (c *Context) ForgetArray(id dag.ArrayID) {
 
 // prefetches reports whether prefetchMoves would queue anything for moves.
 func (l *gpuLane) prefetches(moves []dag.Move) bool {
+	if !prefetchInputs {
+		return false
+	}
 	for _, m := range moves {
 		if info, ok := l.arrays.get(m.Array); ok && info.managed && m.Len > 0 && m.Off+m.Len <= info.size {
 			return true
@@ -114,8 +117,12 @@ func (l *gpuLane) prefetches(moves []dag.Move) bool {
 }
 
 // prefetchMoves queues on stream, in the lane's context, a prefetch to the lane's
-// device of every range of moves that lies in managed memory.
+// device of every range of moves that lies in managed memory (none without
+// prefetchInputs).
 func (l *gpuLane) prefetchMoves(moves []dag.Move, stream uintptr) error {
+	if !prefetchInputs {
+		return nil
+	}
 	for _, m := range moves {
 		info, ok := l.arrays.get(m.Array)
 		if !ok || !info.managed || m.Len == 0 || m.Off+m.Len > info.size {

@@ -20,6 +20,12 @@ import (
 // thread that starts a vertex queues it, prefetches and all, as before it).
 var deferPrefetches = os.Getenv("UCXGO_DAG_DEFER_PREFETCH") != "0"
 
+// prefetchInputs: a GPU vertex prefetches the managed ranges it reads that the
+// location model puts elsewhere (Vertex.Moves), as GrCUDA's InputPrefetch, which its
+// multi-GPU benchmarks turn on (its library's default is off: the kernels' faults move
+// the pages). UCXGO_DAG_PREFETCH=0 turns it off, to measure it.
+var prefetchInputs = os.Getenv("UCXGO_DAG_PREFETCH") != "0"
+
 // copyPrefetchesDst: a copy into managed memory prefetches its destination range to
 // the copy's device first, as GrCUDA prefetches every array a computation touches,
 // written ones too. The location model does not move it (a write needs no bytes), but

@@ -6,6 +6,7 @@
 #                       partition's GPU, not all on GPU 0)
 #   run_next.sh cgab    cg with the block fallback and tie-break (the default) against GrCUDA's rules
 #                       (UCXGO_DAG_FALLBACK=round-robin), two rounds alternating
+#   run_next.sh cgprefetch  cg with the DAG's prefetches against none (do the prefetch calls serialise the lanes?)
 #   run_next.sh cgtrace cg under minmin with the Go execution trace (which driver calls the lanes wait in)
 # Everything it writes goes back as one archive (the machine returns at most 8 files). Each step fits one call.
 bash benchmarks/gpu/machine.sh > /tmp/machine.log 2>&1
@@ -29,6 +30,16 @@ cgab)
         UCXGO_DAG_FALLBACK=$fb timeout 100 python3 benchmarks/dag/run.py --multi-gpu --shapes cg --backends $B \
             --budget-s 80 --item-timeout 90 --out "$OUT/cg_${fb}_r$r.json" > "$OUT/cg_${fb}_r$r.log" 2>&1
         echo "cg fallback=$fb round $r rc=$?"; grep -E "^\[.*\]   (dag|cupy)" "$OUT/cg_${fb}_r$r.log"
+    done; done
+    ;;
+cgprefetch)
+    # cg with the DAG's prefetches (the default) against none (UCXGO_DAG_PREFETCH=0 and
+    # UCXGO_DAG_COPY_PREFETCH_DST=0: the kernels' faults move the pages, as cupy-managed's do in its loop)
+    for r in 1 2; do for pf in 1 0; do
+        UCXGO_DAG_PREFETCH=$pf UCXGO_DAG_COPY_PREFETCH_DST=$pf timeout 100 python3 benchmarks/dag/run.py --multi-gpu \
+            --shapes cg --backends dag-minmin-transfer-time,dag-minmax-transfer-time,cupy-managed \
+            --budget-s 80 --item-timeout 90 --out "$OUT/cg_pf${pf}_r$r.json" > "$OUT/cg_pf${pf}_r$r.log" 2>&1
+        echo "cg prefetch=$pf round $r rc=$?"; grep -E "^\[.*\]   (dag|cupy)" "$OUT/cg_pf${pf}_r$r.log"
     done; done
     ;;
 cgtrace)
