@@ -14,7 +14,9 @@
 #                 collectives${TAG}.tgz
 #   latency       latency_pieces.py with the defaults and with UCXGO_DEVICE_PROGRAMS=0
 #   dag           the DAG on every GPU (benchmarks/dag/run.py --multi-gpu, data-aware
-#                 policies against hand-placed and managed CuPy)
+#                 policies against hand-placed and managed CuPy): DAG_SHAPES (default
+#                 vec,bs,ml,cg), DAG_BACKENDS, DAG_BUDGET seconds (default 420), DAG_ARGS
+#                 (more options); dag${TAG}.json / .log / .md
 #   transfers     GPU 0 to 1 and on GPU 0 (PAIRS: client,target pairs, default "0,1 0,0"):
 #                 two-sided against RAPIDS ucxx (gpu_bench.py), one-sided against NIXL
 #                 (onesided_gpu_bench.py); the peers' wheels from .ci/device-peers-kit.sh
@@ -84,10 +86,11 @@ for step in "$@"; do
         done
         ;;
     dag)
-        timeout 330 python3 benchmarks/dag/run.py --multi-gpu --shapes vec,bs,ml \
-            --backends dag-1gpu,dag-min-transfer-size,dag-minmin-transfer-time,dag-minmax-transfer-time,cupy-multi,cupy-managed \
-            --budget-s 250 --item-timeout 100 --out "$out/dag.json" > "$out/dag.log" 2>&1
-        echo "dag rc=$?"; grep "^| \|NOT met\|met\*\*" "$out/dag.log" | cut -c1-300
+        timeout $(( ${DAG_BUDGET:-420} + 80 )) python3 benchmarks/dag/run.py --multi-gpu --shapes "${DAG_SHAPES:-vec,bs,ml,cg}" \
+            --backends "${DAG_BACKENDS:-dag-1gpu,dag-min-transfer-size,dag-minmin-transfer-time,dag-minmax-transfer-time,cupy-multi,cupy-managed}" \
+            --budget-s "${DAG_BUDGET:-420}" --item-timeout 150 ${DAG_ARGS:-} \
+            --out "$out/dag${TAG:-}.json" > "$out/dag${TAG:-}.log" 2>&1
+        echo "dag${TAG:-} rc=$?"; grep "^| \|NOT met\|met\*\*\|^\[.*\]   " "$out/dag${TAG:-}.log" | cut -c1-300
         ;;
     transfers)
         if ls /tmp/tx/nixl.part.* >/dev/null 2>&1; then
