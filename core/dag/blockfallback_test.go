@@ -163,3 +163,43 @@ func TestBlockBreaksTies(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkBlockTieBreak: a data-aware choice's cost with the block distribution on
+// (the default) and with GrCUDA's rules, for a vertex whose data sits on one GPU (no
+// tie: the block distribution is not asked) and for cg's reduction (a tie it breaks).
+func BenchmarkBlockTieBreak(b *testing.B) {
+	const gpus, stride = 4, 1 << 16
+	const gath, scalar, part = 1, 2, 3
+	loc := NewLocationTracker()
+	for _, a := range []ArrayID{gath, scalar, part} {
+		loc.SetSize(a, gpus*stride)
+	}
+	for o := range uint64(gpus) {
+		loc.Place(gath, stride+4*o, 4, int(o))
+	}
+	loc.Place(part, stride, stride, 1)
+	for _, c := range []struct {
+		name string
+		acc  []Access
+	}{
+		{"no-tie", []Access{acc(part, stride, stride, Read), acc(scalar, stride, 4, ReadWrite)}},
+		{"tie", []Access{acc(gath, stride, 4*gpus, Read), acc(scalar, stride, 4, ReadWrite)}},
+	} {
+		for _, rr := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/rr=%t", c.name, rr), func(b *testing.B) {
+				pol, err := NewDeviceSelectionPolicy(MinMinTransferTime, uniformMatrix(gpus), 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if !rr {
+					pol = withBlockFallback(pol)
+				}
+				load := make(fixedLoad, gpus)
+				b.ReportAllocs()
+				for b.Loop() {
+					pol.SelectDevice(c.acc, nil, load, loc)
+				}
+			})
+		}
+	}
+}

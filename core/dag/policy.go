@@ -201,6 +201,9 @@ func (m *minTransferSize) SelectDevice(acc []Access, among []int, load DeviceLoa
 // it is one of them; else best (the lowest-numbered). So ties such as a reduction
 // reading one slot from each GPU go to the partition's own GPU, not all to GPU 0.
 func blockTieBreak(best int, cands []int, tied func(d int) bool, acc []Access, load DeviceLoad, loc *LocationTracker) int {
+	if !slices.ContainsFunc(cands, func(d int) bool { return d != best && tied(d) }) {
+		return best // no tie: the block distribution is not asked
+	}
 	d, ok := loc.BlockDevice(acc, load.Devices())
 	if !ok || d == best || !slices.Contains(cands, d) || !tied(d) {
 		return best
