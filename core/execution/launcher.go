@@ -21,9 +21,10 @@ import (
 var deferPrefetches = os.Getenv("UCXGO_DAG_DEFER_PREFETCH") != "0"
 
 // prefetchInputs: a GPU vertex prefetches the managed ranges it reads that the
-// location model puts elsewhere (Vertex.Moves), as GrCUDA's InputPrefetch, which its
-// multi-GPU benchmarks turn on (its library's default is off: the kernels' faults move
-// the pages). UCXGO_DAG_PREFETCH=0 turns it off, to measure it.
+// location model puts elsewhere (Vertex.Moves), as GrCUDA's InputPrefetch option does
+// (off by default in GrCUDA's GrCUDAOptionMap.java: the kernels' faults move the pages;
+// on by default in GrOUT's GrOUTOptionMap.java, its multi-node successor).
+// UCXGO_DAG_PREFETCH=0 turns it off, to measure it.
 var prefetchInputs = os.Getenv("UCXGO_DAG_PREFETCH") != "0"
 
 // copyPrefetchesDst: a copy into managed memory prefetches its destination range to
