@@ -661,3 +661,47 @@ func TestManagedPrefetch(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestManagedAdviseAccessedBy: a managed range advised accessed by device 0 reports
+// device 0 among its accessors, a range never advised reports none, and device memory
+// refuses the advice.
+func TestManagedAdviseAccessedBy(t *testing.T) {
+	d := needCUDA(t)
+	c, err := d.RetainPrimary(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	const n = 1 << 21
+	err = c.Use(func() error {
+		p, err := d.MemAllocManaged(2 * n)
+		if err != nil {
+			return err
+		}
+		defer d.MemFree(p)
+		if got, err := d.AccessedBy(p, n, 4); err != nil || len(got) != 0 {
+			t.Errorf("AccessedBy before any advice = %v, %v; want none", got, err)
+		}
+		if err := d.AdviseAccessedBy(p, n, 0); err != nil {
+			return err
+		}
+		if got, err := d.AccessedBy(p, n, 4); err != nil || len(got) != 1 || got[0] != 0 {
+			t.Errorf("AccessedBy after the advice for device 0 = %v, %v; want [0]", got, err)
+		}
+		if got, err := d.AccessedBy(p+n, n, 4); err != nil || len(got) != 0 {
+			t.Errorf("AccessedBy of the half not advised = %v, %v; want none", got, err)
+		}
+		dev, err := d.MemAlloc(n)
+		if err != nil {
+			return err
+		}
+		defer d.MemFree(dev)
+		if err := d.AdviseAccessedBy(dev, n, 0); err == nil {
+			t.Error("AdviseAccessedBy on device memory: no error")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -4,7 +4,9 @@
 
 #define CU_MEM_ATTACH_GLOBAL 1
 #define CU_MEM_LOCATION_TYPE_DEVICE 1
-#define CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION 3
+#define CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY 3
+#define CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION 4
+#define CU_MEM_ADVISE_SET_ACCESSED_BY 5
 #define CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE 7
 #define CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_ID 8
 #define CU_MEM_LOCATION_TYPE_INVALID 0
@@ -30,6 +32,9 @@ static CUresult (*prefetch_v2)(CUdeviceptr p, size_t n, ucxx_mem_location loc, u
                                CUstream s);
 static CUresult (*prefetch_v1)(CUdeviceptr p, size_t n, CUdevice dev, CUstream s);
 static CUresult (*range_attribute)(void *data, size_t size, int attr, CUdeviceptr p, size_t n);
+// The advice, in the same two forms.
+static CUresult (*advise_v2)(CUdeviceptr p, size_t n, int advice, ucxx_mem_location loc);
+static CUresult (*advise_v1)(CUdeviceptr p, size_t n, int advice, CUdevice dev);
 
 int ucxx_cudamanaged_load(char *err, size_t errlen) {
     const ucxx_cuda_sym syms[] = {
@@ -44,6 +49,8 @@ int ucxx_cudamanaged_load(char *err, size_t errlen) {
     prefetch_v2 = dlsym(lib, "cuMemPrefetchAsync_v2");
     if (prefetch_v2 == NULL) prefetch_v1 = dlsym(lib, "cuMemPrefetchAsync");
     range_attribute = dlsym(lib, "cuMemRangeGetAttribute");
+    advise_v2 = dlsym(lib, "cuMemAdvise_v2");
+    if (advise_v2 == NULL) advise_v1 = dlsym(lib, "cuMemAdvise");
     return 0;
 }
 
@@ -62,6 +69,24 @@ CUresult ucxx_cudamanaged_prefetch(CUdeviceptr p, size_t n, int ordinal, uintptr
     }
     if (prefetch_v1 != NULL) return prefetch_v1(p, n, dev, (CUstream)s);
     return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult ucxx_cudamanaged_advise_accessed_by(CUdeviceptr p, size_t n, int ordinal) {
+    CUdevice dev;
+    CUresult r = managed_api.cuDeviceGet(&dev, ordinal);
+    if (r != CUDA_SUCCESS) return r;
+    if (advise_v2 != NULL) {
+        ucxx_mem_location loc = {CU_MEM_LOCATION_TYPE_DEVICE, dev};
+        return advise_v2(p, n, CU_MEM_ADVISE_SET_ACCESSED_BY, loc);
+    }
+    if (advise_v1 != NULL) return advise_v1(p, n, CU_MEM_ADVISE_SET_ACCESSED_BY, dev);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult ucxx_cudamanaged_accessed_by(CUdeviceptr p, size_t n, int *ordinals, int max) {
+    for (int i = 0; i < max; i++) ordinals[i] = -2;
+    if (range_attribute == NULL) return CUDA_ERROR_NOT_SUPPORTED;
+    return range_attribute(ordinals, sizeof(int) * (size_t)max, CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY, p, n);
 }
 
 CUresult ucxx_cudamanaged_last_prefetch(CUdeviceptr p, size_t n, int *ordinal) {

@@ -50,6 +50,42 @@ func (d *CUDADriver) PrefetchAsync(p uintptr, n uint64, ordinal int, stream uint
 	return cudaErr("cuMemPrefetchAsync", C.ucxx_cudamanaged_prefetch(C.CUdeviceptr(p), C.size_t(n), C.int(ordinal), C.uintptr_t(stream)))
 }
 
+// AdviseAccessedBy advises that device ordinal accesses the managed range [p, p+n)
+// (cuMemAdvise, CU_MEM_ADVISE_SET_ACCESSED_BY): the device keeps the range mapped
+// wherever its pages are, and its accesses reach them there (across NVLink or PCIe)
+// instead of faulting them over to it. Prefetches still move the pages. No context
+// needs to be current.
+//
+// Errors: a *CUDAError from cuDeviceGet or cuMemAdvise (CUDA_ERROR_NOT_SUPPORTED where
+// the driver lacks it or the device cannot map managed memory of others,
+// CUDA_ERROR_INVALID_VALUE for memory that is not managed).
+func (d *CUDADriver) AdviseAccessedBy(p uintptr, n uint64, ordinal int) error {
+	d.check()
+	return cudaErr("cuMemAdvise", C.ucxx_cudamanaged_advise_accessed_by(C.CUdeviceptr(p), C.size_t(n), C.int(ordinal)))
+}
+
+// AccessedBy reports the devices advised to access the whole managed range [p, p+n)
+// (AdviseAccessedBy), at most max of them.
+//
+// Errors: a *CUDAError from cuMemRangeGetAttribute.
+func (d *CUDADriver) AccessedBy(p uintptr, n uint64, max int) ([]int, error) {
+	d.check()
+	if max <= 0 {
+		return nil, nil
+	}
+	buf := make([]C.int, max)
+	if err := cudaErr("cuMemRangeGetAttribute", C.ucxx_cudamanaged_accessed_by(C.CUdeviceptr(p), C.size_t(n), &buf[0], C.int(max))); err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, o := range buf {
+		if o >= 0 {
+			out = append(out, int(o))
+		}
+	}
+	return out, nil
+}
+
 // LastPrefetch reports where the managed range [p, p+n) was last prefetched to: a
 // device ordinal, PrefetchHost or PrefetchNone. In the current context.
 //

@@ -18,6 +18,14 @@ CUresult ucxx_cudamanaged_alloc(size_t n, CUdeviceptr *out);
 // ucxx_cudamanaged_prefetch queues on s a migration of [p, p+n) to device ordinal
 // (cuMemPrefetchAsync).
 CUresult ucxx_cudamanaged_prefetch(CUdeviceptr p, size_t n, int ordinal, uintptr_t s);
+// ucxx_cudamanaged_advise_accessed_by advises that device ordinal accesses [p, p+n)
+// (CU_MEM_ADVISE_SET_ACCESSED_BY): the range stays mapped in the device's page tables
+// wherever its pages are, so the device's accesses reach them where they are instead
+// of faulting them over.
+CUresult ucxx_cudamanaged_advise_accessed_by(CUdeviceptr p, size_t n, int ordinal);
+// ucxx_cudamanaged_accessed_by fills ordinals (max entries) with the devices advised to
+// access the whole of [p, p+n), -2 after the last.
+CUresult ucxx_cudamanaged_accessed_by(CUdeviceptr p, size_t n, int *ordinals, int max);
 // ucxx_cudamanaged_last_prefetch reports the device ordinal the range was last
 // prefetched to (-1: the host; -2: none, or not the same for the whole range).
 CUresult ucxx_cudamanaged_last_prefetch(CUdeviceptr p, size_t n, int *ordinal);
