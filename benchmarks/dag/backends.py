@@ -389,6 +389,7 @@ class Dag(Program):
         self.name = f"dag-{dagctx.policy}"
         self.dagctx = dagctx
         self.vertices = []
+        self.checked = []
         self.arrays = None
 
     def alloc(self, host_arrays, state):
@@ -418,8 +419,9 @@ class Dag(Program):
 
     def check_vertices(self, timeout=60.0):
         """Every vertex of the last repetition ended well (synchronize does not raise a
-        vertex's failure; waiting for it does)."""
+        vertex's failure; waiting for it does). They stay in self.checked."""
         vs, self.vertices = self.vertices, []
+        self.checked = vs
         for v in vs:
             v.wait(timeout=timeout)
         return len(vs)

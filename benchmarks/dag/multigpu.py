@@ -578,17 +578,20 @@ class PolicyContext(DagContext):
     """An ExecutionContext with a device policy and GPUs; kernels bound from PTX compiled
     once for every context (the same code: outputs comparable bit for bit)."""
 
-    def __init__(self, label, gpus, device_policy, ptx, parent_stream=None):
+    def __init__(self, label, gpus, device_policy, ptx, parent_stream=None, max_streams=0):
         super().__init__("async", ())
         self.label, self.gpus, self.device_policy, self.ptx = label, list(gpus), device_policy, ptx
         self.parent_stream = parent_stream  # None: the context's default
+        self.max_streams = max_streams  # 0: the context's default
 
     def get(self):
         if self.ctx is None:
             import ucxx_go
 
+            probe = os.environ.get("DAG_PROBE_TIMINGS") == "1"  # vertex_timings' record (a probe)
             self.ctx = ucxx_go.ExecutionContext(policy="async", device_policy=self.device_policy, gpus=self.gpus,
-                                                parent_stream=self.parent_stream, transfers=False)
+                                                parent_stream=self.parent_stream, max_streams=self.max_streams,
+                                                timings=probe, export_dot=probe, transfers=False)
             if list(self.ctx.gpus) != self.gpus:
                 raise BenchError(f"{self.label}: ExecutionContext.gpus = {self.ctx.gpus}, asked {self.gpus}")
             self.kernels = {}
@@ -639,6 +642,38 @@ class MultiDag(Dag):
         self.dagctx.ctx.synchronize_sync()
         sync_all(self.devs)
         return submitted
+
+
+def vertex_timings(be):
+    """A probe, not the DAG's behaviour (DAG_PROBE_TIMINGS=1: the contexts record
+    timings and DOT): the last repetition's vertices grouped by kernel name (or copy)
+    and stream device, each group's count and GPU time (its work alone: not the
+    prefetches or waits queued before it on its stream), and the repetition's span from
+    the first vertex handed to a lane to the last end; "vertices": each one's [id, name,
+    stream, start and stop (µs from the span's start), GPU µs]. Vertices the context no
+    longer tracks (swept mid-repetition) read 0 and are counted as "untimed". The whole
+    DOT goes to $OUT/dag_dot_<label>.dot where $OUT is set."""
+    import re
+
+    dot = be.dagctx.ctx.dot()
+    if os.environ.get("OUT"):
+        with open(os.path.join(os.environ["OUT"], f"dag_dot_{be.name}.dot"), "w") as f:
+            f.write(dot)
+    place = {int(m.group(1)): m.group(2) for m in re.finditer(r'v(\d+) \[label="\d+ [^"]*?\\n(\S+)', dot)}
+    groups, rows, untimed = {}, [], 0
+    for v in be.checked:
+        start, stop, gpu = v.times()
+        if start == 0:
+            untimed += 1
+            continue
+        rows.append([v.id, v.name or "copy", place.get(v.id, "?"), start, stop, gpu])
+        g = groups.setdefault(f"{v.name or 'copy'}@{place.get(v.id, '?').split('/')[0]}", [0, 0])
+        g[0] += 1
+        g[1] += gpu
+    t0 = min((r[3] for r in rows), default=0)
+    return {"span_ms": (max(r[4] for r in rows) - t0) / 1e6 if rows else None, "untimed": untimed,
+            "groups": {k: {"n": n, "gpu_ms": t / 1e6} for k, (n, t) in sorted(groups.items())},
+            "vertices": [[i, nm, st, (a - t0) // 1000, (b - t0) // 1000, g // 1000] for i, nm, st, a, b, g in rows]}
 
 
 def sync_all(devs):
@@ -944,6 +979,8 @@ def run_shape(name, args, env):
                                          "(a race?)")
             if isinstance(be, Dag):
                 b["resources"] = be.dagctx.ctx.resources()
+                if os.environ.get("DAG_PROBE_TIMINGS") == "1":
+                    b["vertex_timings"] = vertex_timings(be)
             log(f"  {bname:26s} {b['median_ms']:9.3f} ms (min {b['min_ms']:.3f}, max {b['max_ms']:.3f}; submit "
                 f"{b['submit_median_ms']:.3f} ms)")
         except Exception as e:  # noqa: BLE001 (recorded; the other backends still run)
@@ -1121,10 +1158,10 @@ class Results(run.Results):
 class Env:
     """What the shapes share: the GPUs, the compiled PTX, CuPy's modules, the contexts."""
 
-    def __init__(self, devs, arch_options, parent_stream=None):
+    def __init__(self, devs, arch_options, parent_stream=None, max_streams=0):
         from backends import CupyModules
 
-        self.devs, self.parent_stream = devs, parent_stream
+        self.devs, self.parent_stream, self.max_streams = devs, parent_stream, max_streams
         self.ptx = Ptx(arch_options)
         self.modules = CupyModules()
         self.rt = CupyRT(self.modules)
@@ -1136,7 +1173,7 @@ class Env:
             if bname == "dag-1gpu":
                 c = PolicyContext(bname, self.devs[:1], "round-robin", self.ptx)
             else:
-                c = PolicyContext(bname, self.devs, bname[4:], self.ptx, self.parent_stream)
+                c = PolicyContext(bname, self.devs, bname[4:], self.ptx, self.parent_stream, self.max_streams)
             self.ctxs[bname] = c
         return c
 
@@ -1230,6 +1267,8 @@ def parse_args(argv=None):
     p.add_argument("--allow-one-gpu", action="store_true", help="run with one GPU (a harness test, not a measurement)")
     p.add_argument("--parent-stream", help="the dag-<P> contexts' parent_stream (default: ExecutionContext's, "
                                            "multigpu-early-disjoint on several GPUs)")
+    p.add_argument("--max-streams", type=int, default=0, help="the dag-<P> contexts' streams per GPU at most (default "
+                                                              "0: ExecutionContext's)")
     p.add_argument("--shapes", default=",".join(PARTITIONED),
                    help=f"comma-separated subset of {','.join(PARTITIONED)} (the partitioned shapes; "
                         f"{','.join(NOT_PARTITIONED)} are reported as excluded)")
@@ -1306,6 +1345,7 @@ def main(argv=None):
             "backends": args.backends, "reps": args.reps, "warmup": args.warmup, "blocks": args.blocks,
             "scale": args.scale, "tile": args.tile, "budget_s": args.budget_s, "seed": args.seed,
             "excluded": args.excluded, "parent_stream": args.parent_stream or "default",
+            "max_streams": args.max_streams or "default",
             "env": {k: v for k, v in os.environ.items() if k.startswith(("UCX_", "CUDA_", "CUPY_"))}}
     results = Results(args.out, args.md, meta)
     wd = run.Watchdog(results)
@@ -1328,7 +1368,7 @@ def main(argv=None):
     for name, why in args.excluded.items():
         log(f"excluded: {name} ({why})")
     results.write()
-    env = Env(devs, args.arch_options, args.parent_stream)
+    env = Env(devs, args.arch_options, args.parent_stream, args.max_streams)
     failed = False
     for name in args.shapes:
         label = f"shape {name}"
