@@ -16,7 +16,9 @@ import (
 //     after the waits for its parents and before its work (GrCUDA's arrays are managed
 //     memory, and its AsyncArrayPrefetcher, runtime/computation/prefetch, prefetches
 //     a computation's arrays on the computation's stream; it prefetches whole arrays,
-//     this the byte ranges the vertex needs);
+//     this the byte ranges the vertex needs). With several GPUs every managed array
+//     is also mapped on each of them (mapManaged), so that what is not prefetched is
+//     reached where it lies instead of faulted over;
 //   - device memory: nothing moves; the vertex reaches the other GPU's memory through
 //     peer access, which the context enables between its GPUs where they support it;
 //   - host memory: nothing moves; kernels reach only host memory mapped for them.
@@ -26,6 +28,7 @@ type arrayInfo struct {
 	base    uintptr
 	size    uint64
 	managed bool
+	mapped  bool // managed, and advised accessed by every GPU of the context (mapManaged)
 }
 
 // arrayTable maps array ids to their memory; safe for concurrent use.
@@ -81,9 +84,38 @@ func (c *Context) DescribeArray(id dag.ArrayID, base uintptr, size uint64, ordin
 		}
 		info.managed = p.Managed
 	}
+	if info.managed && mapManaged && len(c.gpus) > 1 {
+		info.mapped = c.mapOnEveryGPU(base, size)
+	}
 	c.arrays.set(id, info)
 	c.graph.Describe(id, size, loc, info.managed)
 	return nil
+}
+
+// mapOnEveryGPU advises that each of the context's GPUs accesses the managed range
+// [base, base+size) (ucxx.CUDADriver.AdviseAccessedBy), and reports whether all of
+// them took it. Best effort: a range left unmapped on some GPU faults there, as
+// before; the advice outlives the context (it is the memory's, and harmless).
+func (c *Context) mapOnEveryGPU(base uintptr, size uint64) bool {
+	ok := true
+	for _, l := range c.gpus {
+		if c.drv.AdviseAccessedBy(base, size, l.ordinal) != nil {
+			ok = false
+		}
+	}
+	return ok
+}
+
+// writesMapped reports whether the array that acc writes (a copy's destination) is mapped
+// on every GPU of the context.
+func (c *Context) writesMapped(acc []dag.Access) bool {
+	for _, a := range acc {
+		if a.Mode != dag.Read {
+			info, ok := c.arrays.get(a.Array)
+			return ok && info.mapped
+		}
+	}
+	return false
 }
 
 // laneIndex is the index in c.gpus (the DAG's location) of CUDA device ordinal, or -1

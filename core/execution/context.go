@@ -181,7 +181,7 @@ func (c *Context) Copy(dst, src uintptr, n uint64, onGPU bool, acc []dag.Access)
 				Run: func() error { return l.copyStaged(dst, src, n) }})
 		}
 		return c.add(dag.Task{Name: "copy", Kind: dag.KindGPU, Accesses: acc,
-			Payload: &DeviceCopy{Dst: dst, Src: src, N: n, ManagedDst: managedDst}})
+			Payload: &DeviceCopy{Dst: dst, Src: src, N: n, ManagedDst: managedDst && !c.writesMapped(acc)}})
 	}
 	return c.add(dag.Task{Name: "copy", Kind: dag.KindHost, Accesses: acc, Run: hostCopy(dst, src, n)})
 }

@@ -31,8 +31,8 @@ func (k *KernelLaunch) queue(_ *ucxx.CUDADriver, device int, stream uintptr) err
 }
 
 // DeviceCopy copies N bytes from Src to Dst, host or device memory of any device.
-// ManagedDst says Dst is managed memory: the lane prefetches it to the copy's device
-// first (copyPrefetchesDst).
+// ManagedDst says Dst is managed memory not mapped on every GPU: the lane prefetches
+// it to the copy's device first (copyPrefetchesDst).
 type DeviceCopy struct {
 	Dst, Src   uintptr
 	N          uint64

@@ -33,8 +33,24 @@ var prefetchInputs = os.Getenv("UCXGO_DAG_PREFETCH") != "0"
 // the pages are somewhere: another GPU, where the range's last reader pulled them. A
 // copy engine writing them there faults them over page by page; one prefetch moves
 // them in bulk. (A kernel writes the ranges of its own partition, already there.)
-// UCXGO_DAG_COPY_PREFETCH_DST=0 turns it off, to measure it.
+// UCXGO_DAG_COPY_PREFETCH_DST=0 turns it off, to measure it. A destination mapped on
+// every GPU (mapManaged) is not prefetched: the copy writes the pages where they are,
+// usually with the GPU that reads them next.
 var copyPrefetchesDst = os.Getenv("UCXGO_DAG_COPY_PREFETCH_DST") != "0"
+
+// mapManaged: in a context of several GPUs every managed array is advised accessed by
+// each of them (cuMemAdvise SET_ACCESSED_BY), so that a GPU touching pages that lie on
+// another GPU or on the host reaches them there, across NVLink or PCIe, instead of
+// faulting them over; prefetches still move what the location model says a vertex
+// needs. GrCUDA gives no such advice (its mem-advise policies are off by default, and
+// none of them is accessed-by). Measured on 4 x H100 with cg's two exchanges alone
+// (benchmarks/results/session32/managed_exchange.py): each GPU writing its rows of a
+// replica into the other GPUs' replicas and those reading theirs, 14.2 ms an iteration
+// with faults, 10.3 with the DAG's prefetches, 0.53 mapped; the 4-byte partial sums,
+// 0.18 with faults, 1.37 with prefetches, 0.19 mapped. Not yet measured in the DAG's
+// benchmarks (where a kernel then reads remotely what the optimistic location model
+// thinks it has a copy of), so off until it is: UCXGO_DAG_MAP_MANAGED=1 turns it on.
+var mapManaged = os.Getenv("UCXGO_DAG_MAP_MANAGED") == "1"
 
 // sharedLauncher: one launcher goroutine for every GPU (UCXGO_DAG_LAUNCHERS=one).
 var sharedLauncher = os.Getenv("UCXGO_DAG_LAUNCHERS") == "one"

@@ -158,3 +158,54 @@ func TestMovesBetweenGPUs(t *testing.T) {
 		}
 	}
 }
+
+// TestManagedArraysMappedOnEveryGPU (two GPUs or more): with mapManaged, a managed
+// array described to a context of two GPUs is advised accessed by both, and a copy
+// into it no longer prefetches its destination; a context of one GPU leaves the
+// advice alone.
+func TestManagedArraysMappedOnEveryGPU(t *testing.T) {
+	d := needGPU(t)
+	if n, err := d.DeviceCount(); err != nil || n < 2 {
+		t.Skipf("needs two GPUs (%d, %v)", n, err)
+	}
+	defer func(was bool) { mapManaged = was }(mapManaged)
+	mapManaged = true
+	const n = 1 << 18
+	one := newContext(t, Options{Devices: []int{0}})
+	m1 := managedWords(t, d, n)
+	if err := one.DescribeArray(arrA, m1, 4*n, -1); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := d.AccessedBy(m1, 4*n, 4); err != nil || len(got) != 0 {
+		t.Fatalf("one GPU's context advised %v (%v)", got, err)
+	}
+
+	c := newContext(t, Options{Devices: []int{0, 1}})
+	m := managedWords(t, d, n)
+	src := managedWords(t, d, n)
+	for _, a := range []struct {
+		id dag.ArrayID
+		p  uintptr
+	}{{arrA, m}, {arrB, src}} {
+		if err := c.DescribeArray(a.id, a.p, 4*n, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := d.AccessedBy(m, 4*n, 4); err != nil || len(got) != 2 || got[0]+got[1] != 1 {
+		t.Fatalf("a two-GPU context's managed array is accessed by %v (%v), want GPUs 0 and 1", got, err)
+	}
+	v, err := c.Copy(m, src, 4*n, true, []dag.Access{{Array: arrB, Len: 4 * n, Mode: dag.Read},
+		{Array: arrA, Len: 4 * n, Mode: dag.Write}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp, ok := v.Payload().(*DeviceCopy); !ok || cp.ManagedDst {
+		t.Fatalf("the copy into a mapped array: %+v, want a device copy that does not prefetch its destination", v.Payload())
+	}
+	synchronize(t, c)
+	for i, w := range managedRead(m, n) {
+		if w != uint32(i) {
+			t.Fatalf("word %d: %d, want %d", i, w, i)
+		}
+	}
+}
