@@ -5,6 +5,9 @@
 # under $OUT (or ./gpu-out):
 #
 #   tests         pytest tests/gpu
+#   gotests       the Go tests that need a GPU (GOTESTS: packages, default ./ucxx
+#                 ./core/execution; GORUN: -run pattern, default every test), with .ucx
+#                 linked to the kit's libucx; gotests.txt
 #   collectives   ucxx_go against NCCL (torch.distributed), one rank per GPU, ROUNDS
 #                 interleaved rounds (default 4) of collectives_bench.py from MINB (default
 #                 8 B) to MAXB bytes (default 2 MiB), ITERS calls a size (default 60), each of
@@ -59,6 +62,14 @@ for step in "$@"; do
     tests)
         timeout 400 python3 -m pytest -q tests/gpu > "$out/tests_gpu.txt" 2>&1
         echo "tests/gpu rc=$?: $(tail -1 "$out/tests_gpu.txt")"
+        ;;
+    gotests)
+        ucx=$(python3 -c 'import libucx, os; print(os.path.dirname(os.path.abspath(libucx.__file__)))') || exit 1
+        ln -sfn "$ucx" .ucx
+        # shellcheck disable=SC2086
+        LD_LIBRARY_PATH=$ucx/lib timeout 400 go test -count=1 -run "${GORUN:-.}" ${GOTESTS:-./ucxx ./core/execution} \
+            > "$out/gotests.txt" 2>&1
+        echo "go tests rc=$?: $(grep -E '^(ok|FAIL|--- FAIL)' "$out/gotests.txt" | tr '\n' ' ')"
         ;;
     collectives)
         r=$(mktemp -d)
