@@ -18,7 +18,9 @@ Variants (the managed pages' handling):
   accessed     cudaMemAdviseSetAccessedBy every GPU (mapped everywhere: an access
                from elsewhere reads or writes across NVLink instead of faulting) and
                each piece prefetched to its owner once
-  accessed+pf  both
+  accessed+rd  mapped, and the readers' prefetches only (what the DAG does with
+               UCXGO_DAG_MAP_MANAGED=1: the copies' destinations are not prefetched)
+  accessed+pf  mapped, and both prefetches
   preferred    accessed, and each piece's preferred location its owner GPU
 
 Prints the median time an iteration takes, per scenario and variant.
@@ -64,7 +66,7 @@ def main():
     print(f"{G} GPUs; {iters} iterations a run; times: median ms per iteration")
     for scen in ("partials", "replicas"):
         for layout in (("one", "separate") if scen == "partials" else ("one",)):
-            for variant in ("plain", "prefetch", "accessed", "accessed+pf", "preferred"):
+            for variant in ("plain", "prefetch", "accessed", "accessed+rd", "accessed+pf", "preferred"):
                 t = run(scen, layout, variant, iters, G, mods, streams)
                 print(f"  {scen:9s} {layout:8s} {variant:12s} {t:9.3f}", flush=True)
 
@@ -84,7 +86,7 @@ def run(scen, layout, variant, iters, G, mods, streams):
     sink = cp.cuda.malloc_managed(4096)
     for o in range(G):
         with cp.cuda.Device(o):
-            if variant in ("accessed", "accessed+pf", "preferred"):
+            if variant.startswith("accessed") or variant == "preferred":
                 for d in range(G):
                     cp.cuda.runtime.memAdvise(base[o], piece, ADVISE_ACCESSED_BY, d)
             if variant == "preferred":
@@ -119,7 +121,7 @@ def run(scen, layout, variant, iters, G, mods, streams):
                 for q in range(G):
                     if q != o:
                         s.wait_event(done[q])
-                if variant in ("prefetch", "accessed+pf"):
+                if variant in ("prefetch", "accessed+rd", "accessed+pf"):
                     cp.cuda.runtime.memPrefetchAsync(base[o], piece if scen == "replicas" else 4 * G, o, s.ptr)
                 consume = mods[o][1]
                 n = G if scen == "partials" else piece // 4

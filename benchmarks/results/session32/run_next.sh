@@ -12,6 +12,7 @@
 #   run_next.sh dagmap     the DAG's managed arrays mapped on every GPU (UCXGO_DAG_MAP_MANAGED=1) and not (=0):
 #                          cg first, then vec bs ml, two policies beside cupy-multi and cupy-managed, within 100 s
 #                          each (session 32's change, not measured in the DAG when it landed)
+#   run_next.sh exchange   managed_exchange.py again, now with the mapped readers-only prefetch variant (CuPy only)
 #   run_next.sh gotests    the Go tests that need GPUs (ucxx, core/execution: the accessed-by advice's tests)
 # Everything it writes goes back as one archive.
 cg() { DAG_SHAPES=cg DAG_BUDGET=80 bash benchmarks/gpu/machine.sh dag; }
@@ -32,6 +33,9 @@ dagmap)
             DAG_BACKENDS=dag-minmin-transfer-time,dag-minmax-transfer-time,cupy-multi,cupy-managed \
             bash benchmarks/gpu/machine.sh dag 2>&1 | grep -v "^WARNING"
     done
+    ;;
+exchange)
+    timeout 120 python3 benchmarks/results/session32/managed_exchange.py 20 | tee "$OUT/managed_exchange.txt"
     ;;
 gotests)
     bash benchmarks/gpu/machine.sh gotests
