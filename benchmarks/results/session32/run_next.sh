@@ -12,6 +12,9 @@
 #   run_next.sh dagmap     the DAG's managed arrays mapped on every GPU (UCXGO_DAG_MAP_MANAGED=1) and not (=0):
 #                          cg first, then vec bs ml, two policies beside cupy-multi and cupy-managed, within 100 s
 #                          each (session 32's change, not measured in the DAG when it landed)
+#   run_next.sh coll       4 GPUs: the cells of issue 27 item 2 still below NCCL: three rounds of stream-ordered calls
+#                          8 B-2 MiB beside NCCL (session 31's allgather 512 KiB / 2 MiB at 0.93-0.94 in one round),
+#                          then one bus-bandwidth round 16 MiB-1 GiB (session 27's 0.89 cell); ~300 s
 #   run_next.sh exchange   managed_exchange.py again, now with the mapped readers-only prefetch variant (CuPy only)
 #   run_next.sh gotests    the Go tests that need GPUs (ucxx, core/execution: the accessed-by advice's tests)
 # Everything it writes goes back as one archive.
@@ -33,6 +36,13 @@ dagmap)
             DAG_BACKENDS=dag-minmin-transfer-time,dag-minmax-transfer-time,cupy-multi,cupy-managed \
             bash benchmarks/gpu/machine.sh dag 2>&1 | grep -v "^WARNING"
     done
+    ;;
+coll)
+    for r in 1 2 3; do
+        ROUNDS=1 BUDGET=6 ITERS=40 LIBS="ucxx-ordered nccl" TAG=_latency_r$r bash benchmarks/gpu/machine.sh collectives 2>&1 | grep rc=
+    done
+    ROUNDS=1 ITERS=32 MINB=16777216 MAXB=1073741824 BUDGET=60 LIBS="ucxx-ordered nccl ucxx" TAG=_busbw \
+        bash benchmarks/gpu/machine.sh collectives 2>&1 | grep rc=
     ;;
 exchange)
     timeout 120 python3 benchmarks/results/session32/managed_exchange.py 20 | tee "$OUT/managed_exchange.txt"
