@@ -11,14 +11,19 @@ import (
 // destination), the context's arrays handed to the host first and the state reset
 // there every repetition. With each data-aware policy and the default parent-stream
 // policy, every vertex of partition q runs on GPU q, as hand-partitioned code places
-// it, and after the first repetition no byte of the matrix moves. (Before the block
+// it, and after the first repetition no byte of the matrix moves; the same with the
+// copies written in place (Task.WritesInPlace, as into mapped managed memory). (Before the block
 // tie-break every partition's reduction of its partial sums, a slot from each GPU,
 // and its scalar step after it ran on GPU 0.)
 func TestPartitionedCGStaysHome(t *testing.T) {
 	const P, rn, nzq, pad, G, iters, reps = 4, 4096, 16384, 1024, 64, 3, 2
 	const n = P * rn
-	for _, pol := range []DevicePolicy{MinTransferSize, MinMinTransferTime, MinMaxTransferTime} {
-		t.Run(pol.String(), func(t *testing.T) {
+	for _, c := range []struct {
+		pol     DevicePolicy
+		inPlace bool
+	}{{MinTransferSize, false}, {MinMinTransferTime, false}, {MinMaxTransferTime, false}, {MinMinTransferTime, true}} {
+		pol, inPlace := c.pol, c.inPlace
+		t.Run(fmt.Sprintf("%v in place %v", pol, inPlace), func(t *testing.T) {
 			lanes := make([]Lane, P)
 			for i := range lanes {
 				lanes[i] = &manualLane{name: fmt.Sprint("gpu", i)}
@@ -63,6 +68,13 @@ func TestPartitionedCGStaysHome(t *testing.T) {
 				}
 				return v
 			}
+			copyTask := func(acc ...Access) *Vertex { // the copies, written in place where mapped
+				v, err := g.Add(Task{Kind: KindGPU, Accesses: acc, WritesInPlace: inPlace})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return v
+			}
 			endAll := func() { // until no lane has a started vertex: an end starts vertices on other lanes
 				for ended := true; ended; {
 					ended = false
@@ -83,10 +95,11 @@ func TestPartitionedCGStaysHome(t *testing.T) {
 				waitIdle(t, g)
 				var vs [P][]*Vertex
 				gpu := func(q uint64, acc ...Access) { vs[q] = append(vs[q], add(KindGPU, acc...)) }
+				copyOn := func(q uint64, acc ...Access) { vs[q] = append(vs[q], copyTask(acc...)) }
 				exchange := func(name string, q uint64) {
 					for o := range uint64(P) {
 						if o != q {
-							gpu(q, slot(name, q, q, R), slot(name, o, q, W))
+							copyOn(q, slot(name, q, q, R), slot(name, o, q, W))
 						}
 					}
 				}
@@ -112,12 +125,12 @@ func TestPartitionedCGStaysHome(t *testing.T) {
 						gpu(q, ownP(q, q, RW), piece("r", q, R), piece("beta", q, R))
 						for o := range uint64(P) {
 							if o != q {
-								gpu(q, ownP(q, q, R), ownP(q, o, W))
+								copyOn(q, ownP(q, q, R), ownP(q, o, W))
 							}
 						}
 					}
 				}
-				matrixMoved := uint64(0)
+				matrixMoved, betweenGPUs := uint64(0), uint64(0)
 				for q, list := range vs {
 					away := 0
 					for _, v := range list {
@@ -128,6 +141,9 @@ func TestPartitionedCGStaysHome(t *testing.T) {
 							if m.Array == arrays["rowptr"] || m.Array == arrays["col"] || m.Array == arrays["val"] {
 								matrixMoved += m.Len
 							}
+							if m.From != Host {
+								betweenGPUs += m.Len
+							}
 						}
 					}
 					if away > 0 {
@@ -137,6 +153,12 @@ func TestPartitionedCGStaysHome(t *testing.T) {
 				if rep > 0 && matrixMoved > 0 {
 					t.Errorf("repetition %d moved %d bytes of the matrix", rep, matrixMoved)
 				}
+				// In place, what a partition sends is where its reader wants it: nothing
+				// moves from GPU to GPU (the partial sums and p's rows cross by the copies).
+				if inPlace && betweenGPUs > 0 {
+					t.Errorf("repetition %d, copies in place: %d bytes move between GPUs", rep, betweenGPUs)
+				}
+				t.Logf("repetition %d: %d bytes move between GPUs", rep, betweenGPUs)
 				endAll()
 			}
 		})

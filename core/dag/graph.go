@@ -26,6 +26,11 @@ type Task struct {
 	// Lane runs the vertex; nil: the graph's HostLane for KindHost, the device's
 	// Options.GPULanes entry for KindGPU, Options.TransferLane for KindTransfer.
 	Lane Lane
+	// WritesInPlace says the work writes its Write ranges where their bytes lie, through
+	// a mapping, without moving them (a copy engine writing managed memory that every
+	// GPU maps): the location model leaves those ranges where it had them. Its reads,
+	// and its ReadWrite ranges, are recorded as any vertex's.
+	WritesInPlace bool
 }
 
 // ErrClosed is returned by Add after Close.
@@ -119,7 +124,7 @@ func (g *Graph) Add(t Task) (*Vertex, error) {
 	}
 	v := &Vertex{
 		kind: t.Kind, name: t.Name, accesses: normalizeAccesses(t.Accesses),
-		run: t.Run, payload: t.Payload, lane: t.Lane, g: g, device: Host,
+		run: t.Run, payload: t.Payload, lane: t.Lane, g: g, device: Host, writesInPlace: t.WritesInPlace,
 	}
 	v.self[0] = v
 	var ob outbox
@@ -164,7 +169,11 @@ func (g *Graph) Add(t Task) (*Vertex, error) {
 		v.moves = g.locs.Missing(v.accesses, v.device, g.opts.Bandwidth)
 	}
 	if g.locs != nil && v.kind != KindTransfer {
-		g.locs.Record(v.accesses, v.device)
+		if v.writesInPlace {
+			g.locs.RecordInPlace(v.accesses, v.device)
+		} else {
+			g.locs.Record(v.accesses, v.device)
+		}
 	}
 
 	// Edges.

@@ -102,9 +102,15 @@ func (t *LocationTracker) Pin(array ArrayID) { t.pinned[array] = true }
 // Record updates the locations for work at loc with these accesses: a Write,
 // ReadWrite or Reduce leaves its range only at loc, a Read adds loc. Pinned arrays
 // stay where they are.
-func (t *LocationTracker) Record(accesses []Access, loc int) {
+func (t *LocationTracker) Record(accesses []Access, loc int) { t.record(accesses, loc, false) }
+
+// RecordInPlace is Record for work that writes its Write ranges where their bytes lie
+// (Task.WritesInPlace): those keep the locations they had.
+func (t *LocationTracker) RecordInPlace(accesses []Access, loc int) { t.record(accesses, loc, true) }
+
+func (t *LocationTracker) record(accesses []Access, loc int, inPlace bool) {
 	for _, a := range accesses {
-		if t.pinned[a.Array] {
+		if t.pinned[a.Array] || (inPlace && a.Mode == Write) {
 			continue
 		}
 		if a.Mode == Read {

@@ -87,6 +87,8 @@ type Vertex struct {
 	lane     Lane
 	g        *Graph
 
+	writesInPlace bool // Task.WritesInPlace
+
 	device    int          // Host, or the GPU the vertex runs on
 	stream    Stream       // valid when hasStream
 	hasStream bool         // a GPU vertex placed on a stream

@@ -180,8 +180,11 @@ func (c *Context) Copy(dst, src uintptr, n uint64, onGPU bool, acc []dag.Access)
 			return c.add(dag.Task{Name: "copy", Kind: dag.KindHost, Accesses: acc,
 				Run: func() error { return l.copyStaged(dst, src, n) }})
 		}
-		return c.add(dag.Task{Name: "copy", Kind: dag.KindGPU, Accesses: acc,
-			Payload: &DeviceCopy{Dst: dst, Src: src, N: n, ManagedDst: managedDst && !c.writesMapped(acc)}})
+		// Into managed memory mapped on every GPU, the copy engine writes the pages
+		// where they lie: no prefetch, and the location model leaves them there.
+		mapped := managedDst && c.writesMapped(acc)
+		return c.add(dag.Task{Name: "copy", Kind: dag.KindGPU, Accesses: acc, WritesInPlace: mapped,
+			Payload: &DeviceCopy{Dst: dst, Src: src, N: n, ManagedDst: managedDst && !mapped}})
 	}
 	return c.add(dag.Task{Name: "copy", Kind: dag.KindHost, Accesses: acc, Run: hostCopy(dst, src, n)})
 }

@@ -35,7 +35,8 @@ var prefetchInputs = os.Getenv("UCXGO_DAG_PREFETCH") != "0"
 // them in bulk. (A kernel writes the ranges of its own partition, already there.)
 // UCXGO_DAG_COPY_PREFETCH_DST=0 turns it off, to measure it. A destination mapped on
 // every GPU (mapManaged) is not prefetched: the copy writes the pages where they are,
-// usually with the GPU that reads them next.
+// usually with the GPU that reads them next, and the location model leaves them there
+// (dag.Task.WritesInPlace).
 var copyPrefetchesDst = os.Getenv("UCXGO_DAG_COPY_PREFETCH_DST") != "0"
 
 // mapManaged: in a context of several GPUs every managed array is advised accessed by

@@ -161,8 +161,8 @@ func TestMovesBetweenGPUs(t *testing.T) {
 
 // TestManagedArraysMappedOnEveryGPU (two GPUs or more): with mapManaged, a managed
 // array described to a context of two GPUs is advised accessed by both, and a copy
-// into it no longer prefetches its destination; a context of one GPU leaves the
-// advice alone.
+// into it no longer prefetches its destination and leaves it, in the location model,
+// where it was; a context of one GPU leaves the advice alone.
 func TestManagedArraysMappedOnEveryGPU(t *testing.T) {
 	d := needGPU(t)
 	if n, err := d.DeviceCount(); err != nil || n < 2 {
@@ -202,10 +202,17 @@ func TestManagedArraysMappedOnEveryGPU(t *testing.T) {
 	if cp, ok := v.Payload().(*DeviceCopy); !ok || cp.ManagedDst {
 		t.Fatalf("the copy into a mapped array: %+v, want a device copy that does not prefetch its destination", v.Payload())
 	}
+	// The copy wrote m where it lies (the host): a kernel on m after it fetches m from
+	// there, wherever the copy ran.
+	after := launchAddOne(t, c, addOne(t, c), m, 0, n, arrA)
+	if mv := after.Moves(); len(mv) != 1 || mv[0].From != dag.Host {
+		t.Fatalf("a kernel after the copy (on GPU %d; the copy on %d) moves %+v, want all of it from the host",
+			after.Device(), v.Device(), mv)
+	}
 	synchronize(t, c)
 	for i, w := range managedRead(m, n) {
-		if w != uint32(i) {
-			t.Fatalf("word %d: %d, want %d", i, w, i)
+		if w != uint32(i)+1 {
+			t.Fatalf("word %d: %d, want %d", i, w, i+1)
 		}
 	}
 }
