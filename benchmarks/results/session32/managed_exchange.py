@@ -18,8 +18,8 @@ Variants (the managed pages' handling):
   accessed     cudaMemAdviseSetAccessedBy every GPU (mapped everywhere: an access
                from elsewhere reads or writes across NVLink instead of faulting) and
                each piece prefetched to its owner once
-  accessed+rd  mapped, and the readers' prefetches only (what the DAG does with
-               UCXGO_DAG_MAP_MANAGED=1: the copies' destinations are not prefetched)
+  accessed+rd  mapped, and the readers' prefetches only (the DAG with UCXGO_DAG_MAP_MANAGED=1
+               had the location model not kept the copies' destinations in place)
   accessed+pf  mapped, and both prefetches
   preferred    accessed, and each piece's preferred location its owner GPU
 

@@ -15,7 +15,8 @@
 #   run_next.sh coll       4 GPUs: the cells of issue 27 item 2 still below NCCL: three rounds of stream-ordered calls
 #                          8 B-2 MiB beside NCCL (session 31's allgather 512 KiB / 2 MiB at 0.93-0.94 in one round),
 #                          then one bus-bandwidth round 16 MiB-1 GiB (session 27's 0.89 cell); ~300 s
-#   run_next.sh exchange   managed_exchange.py again, now with the mapped readers-only prefetch variant (CuPy only)
+#   run_next.sh exchange   managed_exchange.py again, now with the mapped readers-only prefetch variant (CuPy only:
+#                          what the DAG would do mapped without b0d56a6's in-place copies; with them it is "accessed")
 #   run_next.sh gotests    the Go tests that need GPUs (ucxx, core/execution: the accessed-by advice's tests)
 # Everything it writes goes back as one archive.
 cg() { DAG_SHAPES=cg DAG_BUDGET=80 bash benchmarks/gpu/machine.sh dag; }
