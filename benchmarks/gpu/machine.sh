@@ -4,7 +4,7 @@
 # /tmp/ucxxgo-site once per machine (REBUILD=1: again), then each step named, results
 # under $OUT (or ./gpu-out):
 #
-#   tests         pytest tests/gpu
+#   tests         pytest tests/gpu; prints the summary and the failed tests
 #   gotests       the Go tests that need a GPU (GOTESTS: packages, default ./ucxx
 #                 ./core/execution; GORUN: -run pattern, default every test), with .ucx
 #                 linked to the kit's libucx; gotests.txt
@@ -62,6 +62,7 @@ for step in "$@"; do
     tests)
         timeout 400 python3 -m pytest -q tests/gpu > "$out/tests_gpu.txt" 2>&1
         echo "tests/gpu rc=$?: $(tail -1 "$out/tests_gpu.txt")"
+        grep -E "^FAILED" "$out/tests_gpu.txt"
         ;;
     gotests)
         ucx=$(python3 -c 'import libucx, os; print(os.path.dirname(os.path.abspath(libucx.__file__)))') || exit 1

@@ -23,9 +23,8 @@ cg() { DAG_SHAPES=cg DAG_BUDGET=80 bash benchmarks/gpu/machine.sh dag; }
 show() { grep -E "rc=|^\[.*\]   "; }
 for step in "$@"; do
 case $step in
-tests)
-    bash benchmarks/gpu/machine.sh tests 2>&1 | grep "tests/gpu"
-    grep -E "^FAILED" "$OUT/tests_gpu.txt"
+tests | gotests)
+    bash benchmarks/gpu/machine.sh "$step" 2>&1 | grep -v "^WARNING"
     ;;
 dag)
     DAG_BACKENDS=dag-round-robin,dag-min-transfer-size,dag-minmin-transfer-time,dag-minmax-transfer-time,cupy-multi,cupy-managed \
@@ -47,10 +46,6 @@ coll)
     ;;
 exchange)
     timeout 120 python3 benchmarks/results/session32/managed_exchange.py 20 | tee "$OUT/managed_exchange.txt"
-    ;;
-gotests)
-    bash benchmarks/gpu/machine.sh gotests
-    grep -E "^(--- FAIL|FAIL|ok)" "$OUT/gotests.txt"
     ;;
 cgvar)
     B=dag-minmin-transfer-time,cupy-managed
