@@ -667,23 +667,20 @@ func TestManagedPrefetch(t *testing.T) {
 // refuses the advice.
 func TestManagedAdviseAccessedBy(t *testing.T) {
 	d := needCUDA(t)
-	c, err := d.RetainPrimary(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Release()
 	const n = 1 << 21
-	err = c.Use(func() error {
+	withContext(t, d, 0, func(CUDAContext) {
 		p, err := d.MemAllocManaged(2 * n)
 		if err != nil {
-			return err
+			t.Errorf("MemAllocManaged: %v", err)
+			return
 		}
 		defer d.MemFree(p)
 		if got, err := d.AccessedBy(p, n, 4); err != nil || len(got) != 0 {
 			t.Errorf("AccessedBy before any advice = %v, %v; want none", got, err)
 		}
 		if err := d.AdviseAccessedBy(p, n, 0); err != nil {
-			return err
+			t.Errorf("AdviseAccessedBy: %v", err)
+			return
 		}
 		if got, err := d.AccessedBy(p, n, 4); err != nil || len(got) != 1 || got[0] != 0 {
 			t.Errorf("AccessedBy after the advice for device 0 = %v, %v; want [0]", got, err)
@@ -693,15 +690,12 @@ func TestManagedAdviseAccessedBy(t *testing.T) {
 		}
 		dev, err := d.MemAlloc(n)
 		if err != nil {
-			return err
+			t.Errorf("MemAlloc: %v", err)
+			return
 		}
 		defer d.MemFree(dev)
 		if err := d.AdviseAccessedBy(dev, n, 0); err == nil {
 			t.Error("AdviseAccessedBy on device memory: no error")
 		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
