@@ -53,8 +53,8 @@ func (d *CUDADriver) PrefetchAsync(p uintptr, n uint64, ordinal int, stream uint
 // AdviseAccessedBy advises that device ordinal accesses the managed range [p, p+n)
 // (cuMemAdvise, CU_MEM_ADVISE_SET_ACCESSED_BY): the device keeps the range mapped
 // wherever its pages are, and its accesses reach them there (across NVLink or PCIe)
-// instead of faulting them over to it. Prefetches still move the pages. No context
-// needs to be current.
+// instead of faulting them over to it. Prefetches still move the pages. In the
+// current context (the driver may refuse without one: CUDA_ERROR_INVALID_CONTEXT).
 //
 // Errors: a *CUDAError from cuDeviceGet or cuMemAdvise (CUDA_ERROR_NOT_SUPPORTED where
 // the driver lacks it or the device cannot map managed memory of others,
@@ -65,7 +65,7 @@ func (d *CUDADriver) AdviseAccessedBy(p uintptr, n uint64, ordinal int) error {
 }
 
 // AccessedBy reports the devices advised to access the whole managed range [p, p+n)
-// (AdviseAccessedBy), at most max of them.
+// (AdviseAccessedBy), at most max of them. In the current context.
 //
 // Errors: a *CUDAError from cuMemRangeGetAttribute.
 func (d *CUDADriver) AccessedBy(p uintptr, n uint64, max int) ([]int, error) {

@@ -1,6 +1,7 @@
 package execution
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
@@ -16,9 +17,10 @@ import (
 //     after the waits for its parents and before its work (GrCUDA's arrays are managed
 //     memory, and its AsyncArrayPrefetcher, runtime/computation/prefetch, prefetches
 //     a computation's arrays on the computation's stream; it prefetches whole arrays,
-//     this the byte ranges the vertex needs). With several GPUs every managed array
-//     is also mapped on each of them (mapManaged), so that what is not prefetched is
-//     reached where it lies instead of faulted over;
+//     this the byte ranges the vertex needs). With several GPUs a managed array
+//     may also be mapped on each of them (mapManaged: every array, or the
+//     destinations of copies), so that what is not prefetched is reached where it
+//     lies instead of faulted over;
 //   - device memory: nothing moves; the vertex reaches the other GPU's memory through
 //     peer access, which the context enables between its GPUs where they support it;
 //   - host memory: nothing moves; kernels reach only host memory mapped for them.
@@ -53,6 +55,20 @@ func (t *arrayTable) get(id dag.ArrayID) (arrayInfo, bool) {
 	return info, ok
 }
 
+// markMapped records that array id, still at base, is mapped on every GPU, and reports
+// whether it was (an id described anew at another base is left alone).
+func (t *arrayTable) markMapped(id dag.ArrayID, base uintptr) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	info, ok := t.arrays[id]
+	if !ok || info.base != base {
+		return false
+	}
+	info.mapped = true
+	t.arrays[id] = info
+	return true
+}
+
 func (t *arrayTable) forget(id dag.ArrayID) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -84,8 +100,8 @@ func (c *Context) DescribeArray(id dag.ArrayID, base uintptr, size uint64, ordin
 		}
 		info.managed = p.Managed
 	}
-	if info.managed && mapManaged && len(c.gpus) > 1 {
-		info.mapped = c.mapOnEveryGPU(base, size)
+	if info.managed && mapManaged == mapEveryArray && len(c.gpus) > 1 {
+		info.mapped = c.mapOnEveryGPU(base, size) == nil
 	}
 	c.arrays.set(id, info)
 	c.graph.Describe(id, size, loc, info.managed)
@@ -93,27 +109,36 @@ func (c *Context) DescribeArray(id dag.ArrayID, base uintptr, size uint64, ordin
 }
 
 // mapOnEveryGPU advises that each of the context's GPUs accesses the managed range
-// [base, base+size) (ucxx.CUDADriver.AdviseAccessedBy), and reports whether all of
-// them took it. Best effort: a range left unmapped on some GPU faults there, as
-// before; the advice outlives the context (it is the memory's, and harmless).
-func (c *Context) mapOnEveryGPU(base uintptr, size uint64) bool {
-	ok := true
+// [base, base+size) (ucxx.CUDADriver.AdviseAccessedBy, in the GPU's primary context).
+// Best effort: a range left unmapped on some GPU faults there, as before, and the
+// error says which; the advice outlives the context (it is the memory's, and
+// harmless).
+func (c *Context) mapOnEveryGPU(base uintptr, size uint64) error {
+	var errs []error
 	for _, l := range c.gpus {
-		if c.drv.AdviseAccessedBy(base, size, l.ordinal) != nil {
-			ok = false
+		if err := l.cu.Use(func() error { return c.drv.AdviseAccessedBy(base, size, l.ordinal) }); err != nil {
+			errs = append(errs, fmt.Errorf("GPU %d: %w", l.ordinal, err))
 		}
 	}
-	return ok
+	return errors.Join(errs...)
 }
 
 // writesMapped reports whether the array that acc writes (a copy's destination) is mapped
-// on every GPU of the context.
+// on every GPU of the context, mapping it first where mapManaged says copy
+// destinations are.
 func (c *Context) writesMapped(acc []dag.Access) bool {
 	for _, a := range acc {
-		if a.Mode != dag.Read {
-			info, ok := c.arrays.get(a.Array)
-			return ok && info.mapped
+		if a.Mode == dag.Read {
+			continue
 		}
+		info, ok := c.arrays.get(a.Array)
+		if !ok || !info.managed {
+			return false
+		}
+		if !info.mapped && mapManaged == mapCopyDestinations && len(c.gpus) > 1 && c.mapOnEveryGPU(info.base, info.size) == nil {
+			info.mapped = c.arrays.markMapped(a.Array, info.base)
+		}
+		return info.mapped
 	}
 	return false
 }

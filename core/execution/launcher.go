@@ -39,19 +39,41 @@ var prefetchInputs = os.Getenv("UCXGO_DAG_PREFETCH") != "0"
 // (dag.Task.WritesInPlace).
 var copyPrefetchesDst = os.Getenv("UCXGO_DAG_COPY_PREFETCH_DST") != "0"
 
-// mapManaged: in a context of several GPUs every managed array is advised accessed by
-// each of them (cuMemAdvise SET_ACCESSED_BY), so that a GPU touching pages that lie on
-// another GPU or on the host reaches them there, across NVLink or PCIe, instead of
-// faulting them over; prefetches still move what the location model says a vertex
+// mapManaged: in a context of several GPUs, which managed arrays are advised accessed
+// by each of its GPUs (cuMemAdvise SET_ACCESSED_BY), so that a GPU touching pages that
+// lie on another GPU or on the host reaches them there, across NVLink or PCIe, instead
+// of faulting them over; prefetches still move what the location model says a vertex
 // needs. GrCUDA gives no such advice (its mem-advise policies are off by default, and
-// none of them is accessed-by). Measured on 4 x H100 with cg's two exchanges alone
-// (benchmarks/results/session32/managed_exchange.py): each GPU writing its rows of a
-// replica into the other GPUs' replicas and those reading theirs, 14.2 ms an iteration
-// with faults, 10.3 with the DAG's prefetches, 0.53 mapped; the 4-byte partial sums,
-// 0.18 with faults, 1.37 with prefetches, 0.19 mapped. Not yet measured in the DAG's
-// benchmarks (where a kernel then reads remotely what the optimistic location model
-// thinks it has a copy of), so off until it is: UCXGO_DAG_MAP_MANAGED=1 turns it on.
-var mapManaged = os.Getenv("UCXGO_DAG_MAP_MANAGED") == "1"
+// none of them is accessed-by). UCXGO_DAG_MAP_MANAGED picks: copies (the default) the
+// destinations of copies on a GPU, each when the first such copy is added (the arrays
+// partitions exchange); 1 every managed array when it is described; 0 none. Measured
+// in the DAG's benchmarks (session 33, best policy): cg on 2 x H200 15 ms with copies'
+// destinations mapped, 160 unmapped, vec and bs unchanged; every array mapped (2 x
+// H100) kept cg's gain but slowed vec from 26 to 36-38 ms and bs from 31 to 44 (their
+// inputs, rewritten by the host each repetition, move with every GPU's mappings kept).
+var mapManaged = mapModeFromEnv(os.Getenv("UCXGO_DAG_MAP_MANAGED"))
+
+// mapMode is which managed arrays a context of several GPUs maps on each of them.
+type mapMode int
+
+const (
+	mapNone             mapMode = iota
+	mapEveryArray               // every managed array, when described
+	mapCopyDestinations         // a copy's managed destination, at its first copy on a GPU
+)
+
+// mapModeFromEnv reads UCXGO_DAG_MAP_MANAGED's value: "0" none, "1" every array,
+// "copies" copy destinations; anything else (unset included) the default, copy
+// destinations.
+func mapModeFromEnv(v string) mapMode {
+	switch v {
+	case "0":
+		return mapNone
+	case "1":
+		return mapEveryArray
+	}
+	return mapCopyDestinations
+}
 
 // sharedLauncher: one launcher goroutine for every GPU (UCXGO_DAG_LAUNCHERS=one).
 var sharedLauncher = os.Getenv("UCXGO_DAG_LAUNCHERS") == "one"

@@ -55,6 +55,20 @@ func lastPrefetch(t *testing.T, d *ucxx.CUDADriver, p uintptr, n uint64) (int, e
 	return where, err
 }
 
+// accessedBy is which devices [p, p+n) is advised to be accessed by (asked in device 0's
+// context), at most four.
+func accessedBy(t *testing.T, d *ucxx.CUDADriver, p uintptr, n uint64) ([]int, error) {
+	t.Helper()
+	cu, err := d.RetainPrimary(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cu.Release()
+	var got []int
+	err = cu.Use(func() (err error) { got, err = d.AccessedBy(p, n, 4); return err })
+	return got, err
+}
+
 func synchronize(t *testing.T, c *Context) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -159,7 +173,7 @@ func TestMovesBetweenGPUs(t *testing.T) {
 	}
 }
 
-// TestManagedArraysMappedOnEveryGPU (two GPUs or more): with mapManaged, a managed
+// TestManagedArraysMappedOnEveryGPU (two GPUs or more): mapping every array, a managed
 // array described to a context of two GPUs is advised accessed by both, and a copy
 // into it no longer prefetches its destination and leaves it, in the location model,
 // where it was; a context of one GPU leaves the advice alone.
@@ -168,15 +182,15 @@ func TestManagedArraysMappedOnEveryGPU(t *testing.T) {
 	if n, err := d.DeviceCount(); err != nil || n < 2 {
 		t.Skipf("needs two GPUs (%d, %v)", n, err)
 	}
-	defer func(was bool) { mapManaged = was }(mapManaged)
-	mapManaged = true
+	defer func(was mapMode) { mapManaged = was }(mapManaged)
+	mapManaged = mapEveryArray
 	const n = 1 << 18
 	one := newContext(t, Options{Devices: []int{0}})
 	m1 := managedWords(t, d, n)
 	if err := one.DescribeArray(arrA, m1, 4*n, -1); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := d.AccessedBy(m1, 4*n, 4); err != nil || len(got) != 0 {
+	if got, err := accessedBy(t, d, m1, 4*n); err != nil || len(got) != 0 {
 		t.Fatalf("one GPU's context advised %v (%v)", got, err)
 	}
 
@@ -191,7 +205,7 @@ func TestManagedArraysMappedOnEveryGPU(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, err := d.AccessedBy(m, 4*n, 4); err != nil || len(got) != 2 || got[0]+got[1] != 1 {
+	if got, err := accessedBy(t, d, m, 4*n); err != nil || len(got) != 2 || got[0]+got[1] != 1 {
 		t.Fatalf("a two-GPU context's managed array is accessed by %v (%v), want GPUs 0 and 1", got, err)
 	}
 	v, err := c.Copy(m, src, 4*n, true, []dag.Access{{Array: arrB, Len: 4 * n, Mode: dag.Read},
@@ -213,6 +227,74 @@ func TestManagedArraysMappedOnEveryGPU(t *testing.T) {
 	for i, w := range managedRead(m, n) {
 		if w != uint32(i)+1 {
 			t.Fatalf("word %d: %d, want %d", i, w, i+1)
+		}
+	}
+}
+
+// TestCopyDestinationsMappedOnEveryGPU (two GPUs or more): mapping copy destinations,
+// describing a managed array maps nothing; the first copy on a GPU into it maps it on
+// both GPUs and writes it in place (no destination prefetch), while its source stays
+// unmapped, and a copy into device memory maps nothing.
+func TestCopyDestinationsMappedOnEveryGPU(t *testing.T) {
+	d := needGPU(t)
+	if n, err := d.DeviceCount(); err != nil || n < 2 {
+		t.Skipf("needs two GPUs (%d, %v)", n, err)
+	}
+	defer func(was mapMode) { mapManaged = was }(mapManaged)
+	mapManaged = mapCopyDestinations
+	const n = 1 << 18
+	c := newContext(t, Options{Devices: []int{0, 1}})
+	dst := managedWords(t, d, n)
+	src := managedWords(t, d, n)
+	seven := make([]byte, 4*n) // src's words become i + 7
+	for i := range n {
+		binary.LittleEndian.PutUint32(seven[4*i:], uint32(i)+7)
+	}
+	ucxx.CopyBetween(src, uintptr(unsafe.Pointer(&seven[0])), uint64(len(seven)))
+	if err := c.mapOnEveryGPU(managedWords(t, d, 1), 4); err != nil {
+		t.Fatalf("mapping a managed range on both GPUs: %v", err)
+	}
+	for _, a := range []struct {
+		id dag.ArrayID
+		p  uintptr
+	}{{arrA, dst}, {arrB, src}} {
+		if err := c.DescribeArray(a.id, a.p, 4*n, -1); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := accessedBy(t, d, a.p, 4*n); err != nil || len(got) != 0 {
+			t.Fatalf("array %d described: accessed by %v (%v), want none yet", a.id, got, err)
+		}
+	}
+	v, err := c.Copy(dst, src, 4*n, true, []dag.Access{{Array: arrB, Len: 4 * n, Mode: dag.Read},
+		{Array: arrA, Len: 4 * n, Mode: dag.Write}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp, ok := v.Payload().(*DeviceCopy); !ok || cp.ManagedDst {
+		t.Fatalf("the first copy into a managed array: %+v, want a device copy that does not prefetch its destination", v.Payload())
+	}
+	if got, err := accessedBy(t, d, dst, 4*n); err != nil || len(got) != 2 || got[0]+got[1] != 1 {
+		t.Fatalf("the copy's destination is accessed by %v (%v), want GPUs 0 and 1", got, err)
+	}
+	if got, err := accessedBy(t, d, src, 4*n); err != nil || len(got) != 0 {
+		t.Fatalf("the copy's source is accessed by %v (%v), want none", got, err)
+	}
+	dev := deviceWords(t, d, n)
+	if err := c.DescribeArray(arrC, dev, 4*n, 0); err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.Copy(dev, dst, 4*n, true, []dag.Access{{Array: arrA, Len: 4 * n, Mode: dag.Read},
+		{Array: arrC, Len: 4 * n, Mode: dag.Write}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp, ok := w.Payload().(*DeviceCopy); !ok || cp.ManagedDst {
+		t.Fatalf("a copy into device memory: %+v", w.Payload())
+	}
+	synchronize(t, c)
+	for i, x := range readWords(t, d, dev, n) {
+		if x != uint32(i)+7 {
+			t.Fatalf("word %d copied twice: %d, want %d", i, x, i+7)
 		}
 	}
 }
