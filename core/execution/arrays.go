@@ -30,13 +30,16 @@ type arrayInfo struct {
 	base    uintptr
 	size    uint64
 	managed bool
-	mapped  bool // managed, and advised accessed by every GPU of the context (mapManaged)
+	mapped  bool   // managed, and advised accessed by every GPU of the context (mapManaged)
+	refused bool   // the advice failed once (not asked again for this description)
+	gen     uint64 // the description's generation (arrayTable.set numbers them)
 }
 
 // arrayTable maps array ids to their memory; safe for concurrent use.
 type arrayTable struct {
 	mu     sync.RWMutex
 	arrays map[dag.ArrayID]arrayInfo
+	gen    uint64
 }
 
 func (t *arrayTable) set(id dag.ArrayID, info arrayInfo) {
@@ -45,6 +48,8 @@ func (t *arrayTable) set(id dag.ArrayID, info arrayInfo) {
 	if t.arrays == nil {
 		t.arrays = make(map[dag.ArrayID]arrayInfo)
 	}
+	t.gen++
+	info.gen = t.gen
 	t.arrays[id] = info
 }
 
@@ -55,18 +60,19 @@ func (t *arrayTable) get(id dag.ArrayID) (arrayInfo, bool) {
 	return info, ok
 }
 
-// markMapped records that array id, still at base, is mapped on every GPU, and reports
-// whether it was (an id described anew at another base is left alone).
-func (t *arrayTable) markMapped(id dag.ArrayID, base uintptr) bool {
+// markMapped records whether the advice to map array id on every GPU was taken
+// (mapped) or refused, for the description of generation gen only (one described anew
+// since is left alone), and reports whether it recorded a mapping.
+func (t *arrayTable) markMapped(id dag.ArrayID, gen uint64, mapped bool) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	info, ok := t.arrays[id]
-	if !ok || info.base != base {
+	if !ok || info.gen != gen {
 		return false
 	}
-	info.mapped = true
+	info.mapped, info.refused = mapped, !mapped
 	t.arrays[id] = info
-	return true
+	return mapped
 }
 
 func (t *arrayTable) forget(id dag.ArrayID) {
@@ -102,6 +108,7 @@ func (c *Context) DescribeArray(id dag.ArrayID, base uintptr, size uint64, ordin
 	}
 	if info.managed && mapManaged == mapEveryArray && len(c.gpus) > 1 {
 		info.mapped = c.mapOnEveryGPU(base, size) == nil
+		info.refused = !info.mapped
 	}
 	c.arrays.set(id, info)
 	c.graph.Describe(id, size, loc, info.managed)
@@ -109,11 +116,16 @@ func (c *Context) DescribeArray(id dag.ArrayID, base uintptr, size uint64, ordin
 }
 
 // mapOnEveryGPU advises that each of the context's GPUs accesses the managed range
-// [base, base+size) (ucxx.CUDADriver.AdviseAccessedBy, in the GPU's primary context).
-// Best effort: a range left unmapped on some GPU faults there, as before, and the
-// error says which; the advice outlives the context (it is the memory's, and
-// harmless).
+// [base, base+size) (ucxx.CUDADriver.AdviseAccessedBy, in the GPU's primary context,
+// which the context holds until Close: ErrClosed after it). Best effort: a range left
+// unmapped on some GPU faults there, as before, and the error says which; the advice
+// outlives the context (it is the memory's, and harmless).
 func (c *Context) mapOnEveryGPU(base uintptr, size uint64) error {
+	c.mu.Lock() // Close releases the GPUs' contexts after it marks the context closed
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
 	var errs []error
 	for _, l := range c.gpus {
 		if err := l.cu.Use(func() error { return c.drv.AdviseAccessedBy(base, size, l.ordinal) }); err != nil {
@@ -123,24 +135,31 @@ func (c *Context) mapOnEveryGPU(base uintptr, size uint64) error {
 	return errors.Join(errs...)
 }
 
-// writesMapped reports whether the array that acc writes (a copy's destination) is mapped
-// on every GPU of the context, mapping it first where mapManaged says copy
-// destinations are.
+// writesMapped reports whether every array that acc writes (dag.Write: a copy's
+// destination) is managed memory mapped on every GPU of the context, so that the copy
+// may write in place (dag.Task.WritesInPlace covers every written range). Where
+// mapManaged says copy destinations are mapped, in a context of several GPUs, it maps
+// a written array first, once per description (one whose advice failed is not asked
+// again). False when acc writes nothing.
 func (c *Context) writesMapped(acc []dag.Access) bool {
+	writes := false
 	for _, a := range acc {
-		if a.Mode == dag.Read {
+		if a.Mode != dag.Write {
 			continue
 		}
+		writes = true
 		info, ok := c.arrays.get(a.Array)
 		if !ok || !info.managed {
 			return false
 		}
-		if !info.mapped && mapManaged == mapCopyDestinations && len(c.gpus) > 1 && c.mapOnEveryGPU(info.base, info.size) == nil {
-			info.mapped = c.arrays.markMapped(a.Array, info.base)
+		if !info.mapped && !info.refused && mapManaged == mapCopyDestinations && len(c.gpus) > 1 {
+			info.mapped = c.arrays.markMapped(a.Array, info.gen, c.mapOnEveryGPU(info.base, info.size) == nil)
 		}
-		return info.mapped
+		if !info.mapped {
+			return false
+		}
 	}
-	return false
+	return writes
 }
 
 // laneIndex is the index in c.gpus (the DAG's location) of CUDA device ordinal, or -1

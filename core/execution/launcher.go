@@ -33,8 +33,10 @@ var prefetchInputs = os.Getenv("UCXGO_DAG_PREFETCH") != "0"
 // the pages are somewhere: another GPU, where the range's last reader pulled them. A
 // copy engine writing them there faults them over page by page; one prefetch moves
 // them in bulk. (A kernel writes the ranges of its own partition, already there.)
-// UCXGO_DAG_COPY_PREFETCH_DST=0 turns it off, to measure it. A destination mapped on
-// every GPU (mapManaged) is not prefetched: the copy writes the pages where they are,
+// UCXGO_DAG_COPY_PREFETCH_DST=0 turns it off, to measure it. It matters only where the
+// destination is not mapped (one GPU, UCXGO_DAG_MAP_MANAGED=0, or the advice refused):
+// a destination mapped on every GPU (mapManaged, by default with several GPUs) is not
+// prefetched: the copy writes the pages where they are,
 // usually with the GPU that reads them next, and the location model leaves them there
 // (dag.Task.WritesInPlace).
 var copyPrefetchesDst = os.Getenv("UCXGO_DAG_COPY_PREFETCH_DST") != "0"
@@ -46,10 +48,11 @@ var copyPrefetchesDst = os.Getenv("UCXGO_DAG_COPY_PREFETCH_DST") != "0"
 // needs. GrCUDA gives no such advice (its mem-advise policies are off by default, and
 // none of them is accessed-by). UCXGO_DAG_MAP_MANAGED picks: copies (the default) the
 // destinations of copies on a GPU, each when the first such copy is added (the arrays
-// partitions exchange); 1 every managed array when it is described; 0 none. Measured
+// partitions exchange; an array whose advice fails is not asked again until it is
+// described anew); 1 every managed array when it is described; 0 none. Measured
 // in the DAG's benchmarks (session 33, best policy): cg on 2 x H200 15 ms with copies'
 // destinations mapped, 160 unmapped, vec and bs unchanged; every array mapped (2 x
-// H100) kept cg's gain but slowed vec from 26 to 36-38 ms and bs from 31 to 44 (their
+// H100) kept cg's gain but slowed vec from 26 to 35-38 ms and bs from 31 to 44 (their
 // inputs, rewritten by the host each repetition, move with every GPU's mappings kept).
 var mapManaged = mapModeFromEnv(os.Getenv("UCXGO_DAG_MAP_MANAGED"))
 
@@ -63,8 +66,8 @@ const (
 )
 
 // mapModeFromEnv reads UCXGO_DAG_MAP_MANAGED's value: "0" none, "1" every array,
-// "copies" copy destinations; anything else (unset included) the default, copy
-// destinations.
+// "copies" copy destinations; anything else (unset, or a word such as "off",
+// included) the default, copy destinations.
 func mapModeFromEnv(v string) mapMode {
 	switch v {
 	case "0":

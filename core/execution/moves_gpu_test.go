@@ -234,7 +234,8 @@ func TestManagedArraysMappedOnEveryGPU(t *testing.T) {
 // TestCopyDestinationsMappedOnEveryGPU (two GPUs or more): mapping copy destinations,
 // describing a managed array maps nothing; the first copy on a GPU into it maps it on
 // both GPUs and writes it in place (no destination prefetch), while its source stays
-// unmapped, and a copy into device memory maps nothing.
+// unmapped; a second copy into it keeps to that; a copy from it into device memory
+// reads what the first wrote.
 func TestCopyDestinationsMappedOnEveryGPU(t *testing.T) {
 	d := needGPU(t)
 	if n, err := d.DeviceCount(); err != nil || n < 2 {
@@ -279,6 +280,14 @@ func TestCopyDestinationsMappedOnEveryGPU(t *testing.T) {
 	if got, err := accessedBy(t, d, src, 4*n); err != nil || len(got) != 0 {
 		t.Fatalf("the copy's source is accessed by %v (%v), want none", got, err)
 	}
+	again, err := c.Copy(dst, src, 4*n, true, []dag.Access{{Array: arrB, Len: 4 * n, Mode: dag.Read},
+		{Array: arrA, Len: 4 * n, Mode: dag.Write}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp, ok := again.Payload().(*DeviceCopy); !ok || cp.ManagedDst {
+		t.Fatalf("the second copy into the mapped array: %+v", again.Payload())
+	}
 	dev := deviceWords(t, d, n)
 	if err := c.DescribeArray(arrC, dev, 4*n, 0); err != nil {
 		t.Fatal(err)
@@ -289,7 +298,7 @@ func TestCopyDestinationsMappedOnEveryGPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cp, ok := w.Payload().(*DeviceCopy); !ok || cp.ManagedDst {
-		t.Fatalf("a copy into device memory: %+v", w.Payload())
+		t.Fatalf("a copy into device memory: %+v, want a device copy", w.Payload())
 	}
 	synchronize(t, c)
 	for i, x := range readWords(t, d, dev, n) {
