@@ -69,6 +69,21 @@ func accessedBy(t *testing.T, d *ucxx.CUDADriver, p uintptr, n uint64) ([]int, e
 	return got, err
 }
 
+// needTwoGPUs skips the test on a machine of fewer than two GPUs.
+func needTwoGPUs(t *testing.T, d *ucxx.CUDADriver) {
+	t.Helper()
+	if n, err := d.DeviceCount(); err != nil || n < 2 {
+		t.Skipf("needs two GPUs (%d, %v)", n, err)
+	}
+}
+
+// withMapMode sets mapManaged for the test, restored after it.
+func withMapMode(t *testing.T, m mapMode) {
+	was := mapManaged
+	mapManaged = m
+	t.Cleanup(func() { mapManaged = was })
+}
+
 func synchronize(t *testing.T, c *Context) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -130,9 +145,7 @@ func TestManagedRangesPrefetchedToTheVertexDevice(t *testing.T) {
 // access.
 func TestMovesBetweenGPUs(t *testing.T) {
 	d := needGPU(t)
-	if n, err := d.DeviceCount(); err != nil || n < 2 {
-		t.Skipf("needs two GPUs (%d, %v)", n, err)
-	}
+	needTwoGPUs(t, d)
 	// Multigpu-early-disjoint: round-robin chooses for every kernel, the second one's
 	// parent included (same-as-parent would keep it on its parent's GPU).
 	c := newContext(t, Options{Devices: []int{0, 1}, Graph: dag.Options{DeviceSelection: dag.RoundRobin, ParentStream: dag.MultiGPUEarlyDisjoint}})
@@ -179,11 +192,8 @@ func TestMovesBetweenGPUs(t *testing.T) {
 // where it was; a context of one GPU leaves the advice alone.
 func TestManagedArraysMappedOnEveryGPU(t *testing.T) {
 	d := needGPU(t)
-	if n, err := d.DeviceCount(); err != nil || n < 2 {
-		t.Skipf("needs two GPUs (%d, %v)", n, err)
-	}
-	defer func(was mapMode) { mapManaged = was }(mapManaged)
-	mapManaged = mapEveryArray
+	needTwoGPUs(t, d)
+	withMapMode(t, mapEveryArray)
 	const n = 1 << 18
 	one := newContext(t, Options{Devices: []int{0}})
 	m1 := managedWords(t, d, n)
@@ -238,11 +248,8 @@ func TestManagedArraysMappedOnEveryGPU(t *testing.T) {
 // reads what the first wrote.
 func TestCopyDestinationsMappedOnEveryGPU(t *testing.T) {
 	d := needGPU(t)
-	if n, err := d.DeviceCount(); err != nil || n < 2 {
-		t.Skipf("needs two GPUs (%d, %v)", n, err)
-	}
-	defer func(was mapMode) { mapManaged = was }(mapManaged)
-	mapManaged = mapCopyDestinations
+	needTwoGPUs(t, d)
+	withMapMode(t, mapCopyDestinations)
 	const n = 1 << 18
 	c := newContext(t, Options{Devices: []int{0, 1}})
 	dst := managedWords(t, d, n)
