@@ -20,8 +20,9 @@ import (
 // aligned and never overlap. The block is one C malloc: the consumer frees it with
 // free() once it is done with every host frame in it. A host frame the receive's
 // FramePolicy.OwnHostFrom covers is not in the block: its location is the address of
-// a C malloc of its own, its memory type word MemHost | FrameOwnFlag, and the
-// consumer frees it with free() once done with that frame alone. A CUDA frame is not
+// a frame of its own that HostFrame lent, its memory type word MemHost | FrameOwnFlag,
+// and the consumer gives it back with ReleaseHostFrame once done with that frame alone
+// (hostframecache.go; never free(): the cache keeps it for the next receive). A CUDA frame is not
 // in the block: its location is the address of its own device allocation, and its
 // memory type word is MemCUDA | device<<FrameDeviceShift, which the consumer frees
 // with FreeCUDA. A frame the application allocated (host or CUDA, see frames.go) is
@@ -37,7 +38,7 @@ const (
 	BlockAlign           = 64      // alignment of host frames in the block
 	FrameDeviceShift     = 8       // a CUDA frame's device, in its memory type word
 	FrameUserFlag        = 1 << 16 // a frame the application allocated
-	FrameOwnFlag         = 1 << 17 // a host frame in a C malloc of its own
+	FrameOwnFlag         = 1 << 17 // a host frame of its own (HostFrame)
 )
 
 // blockRecord is the record at the start of a block, for writing.
@@ -93,7 +94,7 @@ func freeReceivedBlock(block unsafe.Pointer, cuda *cudaGate) {
 		at, _, t := rec.frame(i)
 		switch {
 		case t&FrameOwnFlag != 0:
-			ucxx.CFreeAddr(uintptr(at))
+			_ = ReleaseHostFrame(uintptr(at)) // HostFrame lent it
 		case t&0xff == uint64(MemCUDA) && t&FrameUserFlag == 0:
 			frames = append(frames, uintptr(at))
 		}

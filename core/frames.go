@@ -22,9 +22,10 @@ type FramePolicy struct {
 	CUDA     bool   // every CUDA frame
 	HostFrom uint64 // host frames of at least this many bytes; 0: none
 	// OwnHostFrom: host frames of at least this many bytes that the application does
-	// not allocate get a C malloc of their own (FrameOwnFlag), not a place in the
-	// block, so that keeping one alive keeps no other frame's memory and dropping it
-	// frees it at once; 0: none (all in the block, the cheapest for many small frames).
+	// not allocate get an allocation of their own (FrameOwnFlag, HostFrame), not a
+	// place in the block, so that keeping one alive keeps no other frame's memory and
+	// dropping it gives it back at once (to the cache of received frames,
+	// hostframecache.go); 0: none (all in the block, the cheapest for many small frames).
 	OwnHostFrom uint64
 }
 

@@ -33,7 +33,7 @@ const (
 	inBlock       frameHome = iota // a host frame in the message's block
 	byApplication                  // allocated by the application (FramePolicy), handed over by ProvideFrames
 	engineCUDA                     // a CUDA frame the engine allocates on its device
-	ownHost                        // a host frame in a C malloc of its own (FramePolicy.OwnHostFrom)
+	ownHost                        // a host frame of its own, HostFrame's (FramePolicy.OwnHostFrom)
 )
 
 // plan lays out a message of frames of these sizes and memory types, received under

@@ -106,7 +106,7 @@ func putMultiOp(op *multiOp) {
 func (op *multiOp) freeEngineFrames(cuda *cudaGate) {
 	cuda.free(op.cudaFrames)
 	for _, p := range op.hostFrames {
-		ucxx.CFreeAddr(p)
+		_ = ReleaseHostFrame(p) // HostFrame lent it
 	}
 	op.cudaFrames, op.hostFrames = op.cudaFrames[:0], op.hostFrames[:0]
 }

@@ -195,11 +195,11 @@ func (m *multiBuffers) allocEngineFrames(op *multiOp) bool {
 			}
 			op.cudaFrames = append(op.cudaFrames, ptr)
 		case ownHost:
-			ptr := ucxx.CMalloc(f.size)
-			if ptr == nil {
+			ptr := HostFrame(f.size)
+			if ptr == 0 {
 				return m.failEngineFrames(op)
 			}
-			op.hostFrames = append(op.hostFrames, uintptr(ptr))
+			op.hostFrames = append(op.hostFrames, ptr)
 		}
 	}
 	return true

@@ -490,7 +490,9 @@ func blockFrames(t *testing.T, block uint64) [][]byte {
 		frames[i] = make([]byte, size)
 		ucxx.CopyFrom(frames[i], uintptr(loc))
 		if mt&core.FrameOwnFlag != 0 {
-			ucxx.CFreeAddr(uintptr(loc))
+			if err := core.ReleaseHostFrame(uintptr(loc)); err != nil {
+				t.Fatalf("frame %d: %v", i, err)
+			}
 		}
 	}
 	return frames

@@ -77,10 +77,22 @@ func SendMulti(ep uint64, desc uintptr, count int, tag uint64) (res uint64, err 
 	return ticketResult(e.SendMultiInline(ep, desc, count, tag))
 }
 
+// ReleaseHostFrame gives back a host frame of its own that a multi-buffer receive
+// lent (FrameOwnFlag in its block's record; core.ReleaseHostFrame): the next receive
+// of its size may reuse it. Any thread, with or without a running engine.
+func ReleaseHostFrame(at uintptr) (ok bool, err error) {
+	defer guard(&err)
+	if err := core.ReleaseHostFrame(at); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // RecvMulti receives a multi-buffer message, host frames of at least ownHostFrom
 // bytes (0: none) in allocations of their own (core.FramePolicy.OwnHostFrom). The
 // result is as TagRecv's, the "length" being the address of the message's block
-// (core/block.go), which the caller frees with free(), and each such frame with it.
+// (core/block.go), which the caller frees with free(), and each such frame with
+// ReleaseHostFrame.
 func RecvMulti(ep uint64, tag uint64, ownHostFrom uint64) (res uint64, err error) {
 	defer guard(&err)
 	e, err := current()

@@ -340,13 +340,15 @@ async def test_block_is_freed_with_its_last_frame(pair, monkeypatch):
 
 async def test_own_host_min_frames_are_freed_alone(pair, monkeypatch):
     """With own_host_min, a frame of at least that many bytes is an allocation of its
-    own, freed when it alone is dropped, whatever else of its message lives; the
+    own, given back when it alone is dropped, whatever else of its message lives; the
     smaller frames share the block, freed with the last of them."""
     from ucxx_go import _frames
 
-    freed = []
-    real_free = _frames._free
+    freed = []  # blocks freed and own frames given back, in order
+    real_free, real_release = _frames._free, _frames._release_host_frame
     monkeypatch.setattr(_frames, "_free", lambda address: (freed.append(address), real_free(address)))
+    monkeypatch.setattr(_frames, "_release_host_frame",
+                        lambda address: (freed.append(address), real_release(address)))
     client, srv = pair
     own = 64 << 10
     sent = [np.ones(48 * MiB, dtype=np.uint8), b"small", b"tiny", np.full(own, 9, dtype=np.uint8),
@@ -373,6 +375,32 @@ async def test_own_host_min_frames_are_freed_alone(pair, monkeypatch):
     assert len(freed) == 3 and 0 < at[1] - freed[2] < 4096, "dropping the last frame did not free its block"
     with pytest.raises(ValueError):
         await srv.recv_multi(own_host_min=-1)
+    await wait_in_flight(0)
+
+
+async def test_own_host_frames_are_reused(pair):
+    """A frame of its own given back serves the next message's frame of its size,
+    its pages already mapped (core/hostframecache.go); one still held is never
+    handed out again, and the reused frame holds the new message whole."""
+    client, srv = pair
+    own = 64 << 10
+
+    async def receive(value, n=MiB):
+        frames, _ = await asyncio.wait_for(
+            asyncio.gather(srv.recv_multi(own_host_min=own), client.send_multi([np.full(n, value, np.uint8)])),
+            TIMEOUT)
+        await asyncio.sleep(0)  # the gather's callbacks still queued hold its result (Python 3.12)
+        return frames[0]
+
+    first = await receive(1)
+    at = first.__array_interface__["data"][0]
+    held = await receive(2)  # `first` is held: another frame
+    assert held.__array_interface__["data"][0] != at and (first == 1).all() and (held == 2).all()
+    del first
+    gc.collect()
+    again = await receive(3, MiB - 1000)  # the same size class
+    assert again.__array_interface__["data"][0] == at, "the frame given back was not reused"
+    assert again.nbytes == MiB - 1000 and (again == 3).all() and (held == 2).all()
     await wait_in_flight(0)
 
 

@@ -365,8 +365,9 @@ class Endpoint:
         Host frames share one allocation per message (a frame kept alive keeps the
         others' memory). With ``own_host_min``, host frames of at least that many
         bytes are received into allocations of their own, which the engine makes the
-        moment the header is in, each freed when its frame is dropped (a small frame
-        kept alive then keeps only the block of small frames). With
+        moment the header is in, each given back when its frame is dropped (and kept a
+        while for the next receive of its size: ``UCXGO_RECV_FRAME_CACHE``); a small
+        frame kept alive then keeps only the block of small frames. With
         ``host_allocator``, host frames of at least
         ``host_allocator_min`` bytes (default 64 KiB) are received, without a copy,
         into what ``host_allocator(nbytes)`` returned for them (e.g.

@@ -4,8 +4,9 @@ Go core allocated (layout: core/block.go), freed when dropped.
 Host frames live in one C allocation (malloc) holding a record and then the frames,
 each BLOCK_ALIGN-aligned and disjoint from the others: frames share no memory, but one
 host frame kept alive keeps the whole block; those the receive asked to own
-(recv_multi's own_host_min, FRAME_OWN_FLAG) are C allocations of their own, each freed
-when its last array is dropped. CUDA frames are separate device allocations, each
+(recv_multi's own_host_min, FRAME_OWN_FLAG) are allocations of their own that the Go
+core lent, each given back (to its cache of received frames) when its last array is
+dropped. CUDA frames are separate device allocations, each
 returned as a CudaFrame and freed when it is dropped. Frames the application allocated
 (recv_multi's allocators) are what it allocated.
 
@@ -48,18 +49,25 @@ def free_block(address):
         if kind & C.FRAME_USER_FLAG or loc == 0:
             continue
         if kind & C.FRAME_OWN_FLAG:
-            _free(loc)
+            _release_host_frame(loc)
         elif kind & _MEM_TYPE_MASK == C.MEM_CUDA:
             _free_cuda(kind >> C.FRAME_DEVICE_SHIFT, loc)
     _free(address)
 
 
 def _own_host_frame(address, n):
-    """A writable uint8 array over the host frame of n bytes in the C malloc at
-    `address`, which goes back to C once the array and every view of it are gone."""
+    """A writable uint8 array over the host frame of n bytes at `address`, lent by the
+    Go core, which goes back to it once the array and every view of it are gone."""
     frame = np.frombuffer(_memory_view(address, n), dtype=np.uint8)
-    weakref.finalize(frame, _free, address)
+    weakref.finalize(frame, _release_host_frame, address)
     return frame
+
+
+def _release_host_frame(address):
+    try:
+        ext.pybridge_ReleaseHostFrame(address)
+    except RuntimeError:
+        pass  # the process is going away
 
 
 def _free_cuda(device, ptr):
