@@ -180,16 +180,3 @@ func (c *hostFrameCache) trim() {
 		ucxx.CFreeAddr(p)
 	}
 }
-
-// hostFrameCacheStats is what a cache holds and has done, for tests.
-type hostFrameCacheStats struct {
-	hits, misses uint64
-	kept, lent   int
-	bytes        uint64
-}
-
-func (c *hostFrameCache) stats() hostFrameCacheStats {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return hostFrameCacheStats{hits: c.hits, misses: c.misses, kept: len(c.kept), lent: len(c.lent), bytes: c.bytes}
-}
