@@ -36,10 +36,9 @@ const (
 )
 
 // Options configure an Engine. The zero value is usable: blocking progress, delayed
-// submission on, UCX's configuration from the environment over UCXDefaults
-// (LoopUCXDefaults in Loop mode).
+// submission on, UCX's configuration from the environment over UCXDefaults.
 type Options struct {
-	UCXOptions          map[string]string // UCX settings without the UCX_ prefix, e.g. {"TLS": "tcp"}; they win over the environment and UCXDefaults (LoopUCXDefaults)
+	UCXOptions          map[string]string // UCX settings without the UCX_ prefix, e.g. {"TLS": "tcp"}; they win over the environment and UCXDefaults
 	Mode                ProgressMode
 	NoDelayedSubmission bool // dispatch each submission before the call returns
 	QueueCapacity       int  // completion ring entries; default 65536
