@@ -36,9 +36,10 @@ const (
 )
 
 // Options configure an Engine. The zero value is usable: blocking progress, delayed
-// submission on, UCX's configuration from the environment over UCXDefaults.
+// submission on, UCX's configuration from the environment over UCXDefaults
+// (LoopUCXDefaults in Loop mode).
 type Options struct {
-	UCXOptions          map[string]string // UCX settings without the UCX_ prefix, e.g. {"TLS": "tcp"}; they win over the environment and UCXDefaults
+	UCXOptions          map[string]string // UCX settings without the UCX_ prefix, e.g. {"TLS": "tcp"}; they win over the environment and UCXDefaults (LoopUCXDefaults)
 	Mode                ProgressMode
 	NoDelayedSubmission bool // dispatch each submission before the call returns
 	QueueCapacity       int  // completion ring entries; default 65536

@@ -1,5 +1,7 @@
 package core
 
+import "github.com/ucxx-go/ucxx-go/ucxx"
+
 // UCXDefaults are the UCX settings an Engine's context uses unless the environment
 // (UCX_<KEY>) or Options.UCXOptions set them; a default the loaded UCX does not know
 // is left out. They are the fastest settings found that keep peer error handling on
@@ -75,6 +77,54 @@ var UCXDefaults = map[string]string{
 	"CMA_MEMORY_INVALIDATE": "y",
 	"CMA_BW":                "2000MBs",
 	"RNDV_THRESH":           "auto,inter:256K",
+}
+
+// LoopUCXDefaults are UCXDefaults for an engine in Loop mode, where the process's
+// event loop is the worker's only progress and shares the process's few CPUs with its
+// work (a Dask worker per core, picked by auto): CMA rated at UCX's own 11,145 MB/s
+// (CMA_BW not set) and RNDV_THRESH=auto,intra:4M,inter:256K, so that a message of
+// 4 MiB or more between processes of one host goes by CMA's rendezvous, the receiver
+// reading it whole in one call, instead of UCX's fragmented rendezvous through shared
+// memory, which the sender must progress fragment by fragment (messages from 8 KB to
+// 4 MiB go by multi-fragment eager, as up to 580 KB under UCXDefaults). Between two
+// processes each running a GIL-holding thread beside its loop, 4 messages in flight
+// (benchmarks/results/session34/busy_loop_probe.py, dev VM): 4 MiB 259 -> 502 MB/s,
+// 16 MiB 452 -> 2,057, 64 MiB 563-597 -> 1,965-2,163; idle, 64 MiB 4,406 -> 6,460. Dask
+// on one host (3 rounds, medians): p2p rechunk 4.90 -> 4.30 s first, 1.55 -> 1.35 again,
+// transpose-sum 0.94 -> 0.87 s, the network rows unchanged. What it costs: the idle
+// ping-pong of two processes that do nothing else, 64 MiB 5.8 -> 4.9 GiB/s (1 MiB 4.1
+// -> 4.4), where two cores copying in turn beat one copy; thread mode, which has a
+// core of its own to progress with, keeps UCXDefaults.
+//
+// Only for a context without CUDA memory (newContext): UCX's RNDV_THRESH holds for
+// every memory type, and with it CUDA messages under 4 MiB went eager through shared
+// memory instead of by cuda_ipc's rendezvous (one H100, loop mode: 1 MiB 4.89 GiB/s ->
+// 693 MiB/s, 16 MiB 72.8 -> 38.2 GiB/s).
+var LoopUCXDefaults = loopUCXDefaults()
+
+func loopUCXDefaults() map[string]string {
+	d := make(map[string]string, len(UCXDefaults))
+	for k, v := range UCXDefaults {
+		d[k] = v
+	}
+	delete(d, "CMA_BW")
+	d["RNDV_THRESH"] = "auto,intra:4M,inter:256K"
+	return d
+}
+
+// newContext makes an engine's UCX context: with LoopUCXDefaults in Loop mode unless
+// the context so made supports CUDA memory (then it is made again with UCXDefaults),
+// with UCXDefaults otherwise; options and the environment win over both.
+func newContext(mode ProgressMode, options map[string]string) (*ucxx.Context, error) {
+	if mode != Loop {
+		return ucxx.NewContextWithDefaults(UCXDefaults, options)
+	}
+	ctx, err := ucxx.NewContextWithDefaults(LoopUCXDefaults, options)
+	if err != nil || !ctx.HandlesCUDA() {
+		return ctx, err
+	}
+	ctx.Close()
+	return ucxx.NewContextWithDefaults(UCXDefaults, options)
 }
 
 // UCXLoadDefaults are UCX settings read when the UCX libraries load, before any

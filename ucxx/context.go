@@ -140,6 +140,12 @@ func Version() string { return C.GoString(C.ucp_get_version_string()) }
 // Info is UCX's description of the context (ucp_context_print_info).
 func (c *Context) Info() string { return takeCString(C.ucxx_context_info(c.h)) }
 
+// HandlesCUDA reports whether the context supports CUDA memory (its memory types, as
+// UCX found them when it loaded its transports: a CUDA driver and UCX's CUDA modules).
+func (c *Context) HandlesCUDA() bool {
+	return C.ucxx_context_memory_types(c.h)&(1<<C.UCS_MEMORY_TYPE_CUDA) != 0
+}
+
 // Info is UCX's description of the worker (ucp_worker_print_info): its transports and
 // devices among other things.
 func (w *Worker) Info() string { return takeCString(C.ucxx_worker_info(w.h)) }

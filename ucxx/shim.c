@@ -443,4 +443,12 @@ static char *print_to_string(enum print_what what, const void *obj) {
 
 char *ucxx_config_print(const ucp_config_t *cfg) { return print_to_string(PRINT_CONFIG, cfg); }
 char *ucxx_context_info(ucp_context_h ctx) { return print_to_string(PRINT_CONTEXT, ctx); }
+
+uint64_t ucxx_context_memory_types(ucp_context_h ctx) {
+    ucp_context_attr_t attr = {.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES};
+    if (ucp_context_query(ctx, &attr) != UCS_OK) {
+        return 0;
+    }
+    return attr.memory_types;
+}
 char *ucxx_worker_info(ucp_worker_h w) { return print_to_string(PRINT_WORKER, w); }

@@ -119,6 +119,10 @@ char *ucxx_config_print(const ucp_config_t *cfg);
 char *ucxx_context_info(ucp_context_h ctx);
 char *ucxx_worker_info(ucp_worker_h w);
 
+// ucxx_context_memory_types returns the memory types a context supports, a bitmap of
+// 1 << ucs_memory_type_t (ucp_context_query's memory_types), or 0 if the query fails.
+uint64_t ucxx_context_memory_types(ucp_context_h ctx);
+
 
 
 // ucxx_sockaddr_fill parses a numeric IPv4 or IPv6 address ("" is the IPv4 wildcard)
