@@ -66,6 +66,38 @@ def echo_server(port_queue, connections, messages, tls=None, error_handling=True
     ucxx_go.reset()
 
 
+def loop_multi_echo_server(port_queue, messages):
+    """In loop mode (UCXGO_PROGRESS_MODE=loop, Dask's on few CPUs), listen, put the port
+    on `port_queue`, echo `messages` multi-buffer messages (recv_multi as Dask's comm
+    reads, send_multi back) on one connection, then exit 0."""
+    import ucxx_go
+
+    async def main():
+        ucxx_go.init(engine_progress="loop")
+        done = asyncio.get_running_loop().create_future()
+
+        async def handler(ep):
+            try:
+                for _ in range(messages):
+                    frames = await asyncio.wait_for(ep.recv_multi(own_host_min=64 << 10), PEER_DEADLINE)
+                    await asyncio.wait_for(ep.send_multi(frames), PEER_DEADLINE)
+                done.set_result(None)
+            except BaseException as e:
+                done.set_exception(e)
+                ep.abort()
+                raise
+
+        listener = ucxx_go.create_listener(handler)
+        port_queue.put(listener.port)
+        try:
+            await asyncio.wait_for(done, PEER_DEADLINE)
+        finally:
+            listener.close()
+
+    asyncio.run(main())
+    ucxx_go.reset()
+
+
 def connect_and_hang(port, ready_queue):
     """Connect to `port`, say so on `ready_queue`, then wait until killed."""
     import ucxx_go

@@ -7,7 +7,8 @@ import pytest
 
 import ucxx_go
 from ucxx_go import _context
-from _support import TIMEOUT
+import _peers  # tests/ is on sys.path (conftest.py's directory)
+from _support import TIMEOUT, join, mp, queue_get, start
 
 MODES = [
     dict(),
@@ -160,3 +161,26 @@ async def test_many_small_round_trips(progress_mode, completion_mode):
         assert len(ucxx_go._context.get().completions._pool) > 0
     await ep.close()
     listener.close()
+
+
+async def test_loop_mode_large_frames_between_processes(processes):
+    """Two processes in loop mode echo messages whose frames go every way the loop
+    mode's UCX settings send them between processes of one host: eager (small),
+    multi-fragment eager (to 4 MiB) and, from 4 MiB, CMA's rendezvous where the
+    context has no CUDA memory (core.LoopUCXDefaults); every byte comes back."""
+    ucxx_go.init(engine_progress="loop")
+    sizes = [40, 100 << 10, 1 << 20, (4 << 20) - 1, 4 << 20, 24 << 20]
+    ports = mp.Queue()
+    peer = start(processes, _peers.loop_multi_echo_server, ports, 3)
+    ep = await ucxx_go.create_endpoint("127.0.0.1", await queue_get(ports))
+    rng = np.random.default_rng(7)
+    for _ in range(3):
+        frames = [rng.integers(0, 256, n, dtype=np.uint8) for n in sizes]
+        await asyncio.wait_for(ep.send_multi(frames), TIMEOUT)
+        back = await asyncio.wait_for(ep.recv_multi(own_host_min=64 << 10), TIMEOUT)
+        assert [len(b) for b in back] == sizes
+        for sent, got in zip(frames, back):
+            assert np.array_equal(sent, np.asarray(got)), f"a frame of {sent.nbytes} bytes came back changed"
+    await ep.close()
+    await join(peer)
+    assert peer.exitcode == 0
