@@ -180,9 +180,10 @@ def _try_uses(ep, port):
 
 def after_use_child(inherited, port, results, release):
     """Target of a child forked after the parent used ucxx_go. `inherited` is a dict
-    holding the parent's "endpoint" and "listener", the only references to them this
-    child keeps once it takes them out; `port` is the listener's. Try each kind of use
-    and put on `results` what each raised and how long it took; then close and drop
+    holding the parent's "endpoint", "listener" and a received "frame", the only
+    references to them this child keeps once it takes them out; `port` is the
+    listener's. Try each kind of use and put on `results` what each raised and how
+    long it took; then close and drop
     the inherited objects, and report exceptions raised in their finalizers. Waits for
     `release` (when given) before exiting."""
     import ucxx_go
@@ -190,13 +191,14 @@ def after_use_child(inherited, port, results, release):
     unraisable = []
     sys.unraisablehook = lambda u: unraisable.append(f"{u.exc_type.__name__}: {u.exc_value}")
     ep, listener = inherited.pop("endpoint"), inherited.pop("listener")
+    frame = inherited.pop("frame")
     outcomes = _try_uses(ep, port)
     # Closing what was inherited, and dropping it, touch nothing of the parent's.
     ep.abort()
     listener.close()
     ucxx_go.reset()
     gone = weakref.ref(ep)
-    del ep, listener
+    del ep, listener, frame  # the frame's finalizer gives it back to a Go core this child cannot use
     gc.collect()
     results.put({"uses": outcomes, "endpoint_collected": gone() is None, "unraisable": unraisable})
     if release is not None:

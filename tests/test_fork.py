@@ -69,8 +69,8 @@ class AfterUse:
     """This process uses ucxx_go (a listener, a connection, an exchange), then forks a
     child that tries to use it: _fork_peers.after_use_child, whose report is `report`.
 
-    The listener and the client endpoint live only in `objects`: the child takes them
-    out of its copy, so that dropping them there runs their finalizers."""
+    The listener, the client endpoint and a received frame live only in `objects`: the
+    child takes them out of its copy, so that dropping them there runs their finalizers."""
 
     def __init__(self, processes):
         self.processes = processes
@@ -91,6 +91,11 @@ class AfterUse:
             ucxx_go.create_endpoint("127.0.0.1", self.listener.port), TIMEOUT)
         self.server = await asyncio.wait_for(self.accepted.get(), TIMEOUT)
         await exchange(self.client, self.server, np.arange(1 << 10, dtype="u1"))
+        # A received frame of its own (the Go core lent it): the child drops its copy.
+        frames, _ = await asyncio.wait_for(asyncio.gather(
+            self.server.recv_multi(own_host_min=64 << 10), self.client.send_multi([np.ones(1 << 20, "u1")])), TIMEOUT)
+        self.objects["frame"] = frames[0]
+        del frames
         results = fork.Queue()
         self.child = fork.Process(
             target=_fork_peers.after_use_child, args=(self.objects, self.listener.port, results, release),

@@ -21,6 +21,7 @@ import numpy as np
 from . import _constants as C
 from ._bridge import call, ext
 from ._completions import _memory_view
+from .exceptions import UCXForkError
 
 # A block is one C malloc (core/block.go): it goes back with free().
 _free = ctypes.CDLL(None).free
@@ -66,6 +67,8 @@ def _own_host_frame(address, n):
 def _release_host_frame(address):
     try:
         ext.pybridge_ReleaseHostFrame(address)
+    except UCXForkError:
+        _free(address)  # a child forked after first use: its copy of the C malloc is its own
     except RuntimeError:
         pass  # the process is going away
 
@@ -73,8 +76,8 @@ def _release_host_frame(address):
 def _free_cuda(device, ptr):
     try:
         ext.pybridge_FreeCUDA(device, ptr)
-    except RuntimeError:
-        pass  # the process is going away, or the context with it
+    except (RuntimeError, UCXForkError):
+        pass  # the process is going away, or the context with it, or a forked child's Go runtime
 
 
 class CudaFrame:
