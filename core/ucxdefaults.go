@@ -1,6 +1,10 @@
 package core
 
-import "github.com/ucxx-go/ucxx-go/ucxx"
+import (
+	"maps"
+
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
 
 // UCXDefaults are the UCX settings an Engine's context uses unless the environment
 // (UCX_<KEY>) or Options.UCXOptions set them; a default the loaded UCX does not know
@@ -103,10 +107,7 @@ var UCXDefaults = map[string]string{
 var LoopUCXDefaults = loopUCXDefaults()
 
 func loopUCXDefaults() map[string]string {
-	d := make(map[string]string, len(UCXDefaults))
-	for k, v := range UCXDefaults {
-		d[k] = v
-	}
+	d := maps.Clone(UCXDefaults)
 	delete(d, "CMA_BW")
 	d["RNDV_THRESH"] = "auto,intra:4M,inter:256K"
 	return d
