@@ -38,6 +38,7 @@ type dialingConn struct {
 	head   [helloHeaderSize]byte
 	got    int    // bytes of the peer's hello read, header included
 	peer   *hello // the peer's hello, once its header is read
+	body   []byte // what its addresses are read into (hello.body)
 }
 
 // startDialing starts ep's connection to ip:port: the connect begins, and our hello
@@ -136,7 +137,7 @@ func (e *Engine) advanceDialing(c *dialingConn) {
 		if c.peer == nil {
 			buf = c.head[c.got:]
 		} else {
-			buf = c.peer.address[c.got-helloHeaderSize:]
+			buf = c.body[c.got-helloHeaderSize:]
 		}
 		n, err := syscall.Read(c.fd, buf)
 		switch {
@@ -150,15 +151,14 @@ func (e *Engine) advanceDialing(c *dialingConn) {
 			continue
 		}
 		if c.peer == nil {
-			peer, size, err := decodeHelloHeader(c.head[:])
+			peer, err := decodeHelloHeader(c.head[:])
 			if err != nil {
 				e.endDialing(c, ucxx.StatusIOError)
 				return
 			}
-			peer.address = make([]byte, size)
-			c.peer = peer
+			c.peer, c.body = peer, peer.body()
 		}
-		if c.got == helloHeaderSize+len(c.peer.address) {
+		if c.got == helloHeaderSize+len(c.body) {
 			e.finishDialing(c)
 			return
 		}

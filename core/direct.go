@@ -39,9 +39,14 @@ import (
 // goodbye, the peer's graceful close, which teardown reports as such). Anything the
 // peer writes on it after its hello breaks the protocol (StatusIOError).
 //
+// A hello carries two worker addresses: the whole one, and the one of the network
+// transports only. A peer on this machine in another network namespace (place.go) is
+// reached through the second, as another host would be: UCX's shared memory between
+// the two would never wake the receiver.
+//
 // Peers are untrusted: a hello is bounded (maxHelloAddress), checked (magic, tag
-// shapes) and must arrive within the connection's deadline; the worker address in it
-// is UCX's to parse, as the private data of a connection manager's request is.
+// shapes) and must arrive within the connection's deadline; the worker addresses in
+// it are UCX's to parse, as the private data of a connection manager's request is.
 
 // ConnectVia says how a connection through a listener is made.
 type ConnectVia uint8
@@ -79,13 +84,17 @@ func (o EndpointOptions) via() ConnectVia {
 
 // The hello: every field little-endian.
 const (
-	helloMagic = 0x7563_7878_676f_2d61 // "ucxxgo-a"
+	// helloMagic: "ucxxgo-b" (-a was the hello without a place and a network address,
+	// which this one refuses as it is refused by it).
+	helloMagic = 0x7563_7878_676f_2d62
 	// helloFlagKeepalive: the sender keeps connections alive (keepalive.go).
 	helloFlagKeepalive = 1
-	// helloHeaderSize: magic, flags, receive tag, control tag (8 bytes each), then the
-	// worker address's length (4 bytes); the address follows.
-	helloHeaderSize = 36
-	// maxHelloAddress bounds a peer's worker address (UCX's are hundreds of bytes).
+	// helloHeaderSize: magic, flags, receive tag, control tag (8 bytes each), the
+	// place (boot id, network namespace: 16 bytes each), then the lengths of the worker
+	// address and of the network address (4 bytes each); the two addresses follow.
+	helloHeaderSize = 72
+	// maxHelloAddress bounds each of a peer's worker addresses (UCX's are hundreds of
+	// bytes).
 	maxHelloAddress = 64 << 10
 )
 
@@ -94,7 +103,29 @@ type hello struct {
 	keepalive bool
 	recvTag   uint64 // its receive tag: our messages carry it
 	ctlTag    uint64 // its control tag: our control words carry it
+	place     place  // where it runs
 	address   []byte // its worker address
+	// networkAddress is its worker address of the network transports only (empty when
+	// it has none): what a peer on its machine in another network namespace uses.
+	networkAddress []byte
+}
+
+// body is the storage the addresses of a hello whose header was decoded are read
+// into: address, then networkAddress (decodeHelloHeader sized them).
+func (h *hello) body() []byte {
+	b := make([]byte, len(h.address)+len(h.networkAddress))
+	h.address, h.networkAddress = b[:len(h.address)], b[len(h.address):]
+	return b
+}
+
+// addressFor is the worker address of the peer that sent h which an endpoint of ours,
+// at own, is made from: the network one (network true) for a peer on our machine in
+// another network namespace (place.go), when it has one, else the whole one.
+func (h *hello) addressFor(own place) (address []byte, network bool) {
+	if own.sameMachineOtherNetwork(h.place) && len(h.networkAddress) > 0 {
+		return h.networkAddress, true
+	}
+	return h.address, false
 }
 
 // errHello is a hello that breaks the protocol.
@@ -102,7 +133,7 @@ var errHello = errors.New("core: malformed hello")
 
 // encode returns the hello's bytes.
 func (h *hello) encode() []byte {
-	b := make([]byte, helloHeaderSize+len(h.address))
+	b := make([]byte, helloHeaderSize+len(h.address)+len(h.networkAddress))
 	binary.LittleEndian.PutUint64(b[0:], helloMagic)
 	var flags uint64
 	if h.keepalive {
@@ -111,8 +142,12 @@ func (h *hello) encode() []byte {
 	binary.LittleEndian.PutUint64(b[8:], flags)
 	binary.LittleEndian.PutUint64(b[16:], h.recvTag)
 	binary.LittleEndian.PutUint64(b[24:], h.ctlTag)
-	binary.LittleEndian.PutUint32(b[32:], uint32(len(h.address)))
-	copy(b[helloHeaderSize:], h.address)
+	copy(b[32:48], h.place.boot[:])
+	copy(b[48:64], h.place.netNS[:])
+	binary.LittleEndian.PutUint32(b[64:], uint32(len(h.address)))
+	binary.LittleEndian.PutUint32(b[68:], uint32(len(h.networkAddress)))
+	n := copy(b[helloHeaderSize:], h.address)
+	copy(b[helloHeaderSize+n:], h.networkAddress)
 	return b
 }
 
@@ -128,35 +163,39 @@ func readHello(r io.Reader) (*hello, error) {
 	if _, err := io.ReadFull(r, head[:]); err != nil {
 		return nil, err
 	}
-	h, n, err := decodeHelloHeader(head[:])
+	h, err := decodeHelloHeader(head[:])
 	if err != nil {
 		return nil, err
 	}
-	h.address = make([]byte, n)
-	if _, err := io.ReadFull(r, h.address); err != nil {
+	if _, err := io.ReadFull(r, h.body()); err != nil {
 		return nil, err
 	}
 	return h, nil
 }
 
-// decodeHelloHeader checks a hello's header and returns the hello without its
-// address, and the address's length.
-func decodeHelloHeader(head []byte) (*hello, int, error) {
+// decodeHelloHeader checks a hello's header and returns the hello with its addresses
+// sized but not read (body).
+func decodeHelloHeader(head []byte) (*hello, error) {
 	h := &hello{
 		keepalive: binary.LittleEndian.Uint64(head[8:])&helloFlagKeepalive != 0,
 		recvTag:   binary.LittleEndian.Uint64(head[16:]),
 		ctlTag:    binary.LittleEndian.Uint64(head[24:]),
 	}
-	n := binary.LittleEndian.Uint32(head[32:])
+	copy(h.place.boot[:], head[32:48])
+	copy(h.place.netNS[:], head[48:64])
+	n, nn := binary.LittleEndian.Uint32(head[64:]), binary.LittleEndian.Uint32(head[68:])
 	switch {
 	case binary.LittleEndian.Uint64(head[0:]) != helloMagic:
-		return nil, 0, fmt.Errorf("%w: not a ucxx-go peer", errHello)
+		return nil, fmt.Errorf("%w: not a ucxx-go peer of this version", errHello)
 	case !validEndpointTag(h.recvTag) || !validEndpointTag(h.ctlTag) || h.recvTag == h.ctlTag:
-		return nil, 0, fmt.Errorf("%w: tags %#x, %#x", errHello, h.recvTag, h.ctlTag)
+		return nil, fmt.Errorf("%w: tags %#x, %#x", errHello, h.recvTag, h.ctlTag)
 	case n == 0 || n > maxHelloAddress:
-		return nil, 0, fmt.Errorf("%w: worker address of %d bytes", errHello, n)
+		return nil, fmt.Errorf("%w: worker address of %d bytes", errHello, n)
+	case nn > maxHelloAddress:
+		return nil, fmt.Errorf("%w: network address of %d bytes", errHello, nn)
 	}
-	return h, int(n), nil
+	h.address, h.networkAddress = make([]byte, n), make([]byte, nn) // sizes for body
+	return h, nil
 }
 
 // sockets are the engine's open connection sockets in Go's poller, a listener's
@@ -234,10 +273,14 @@ func (e *Engine) ownHello(ep *endpoint) (*hello, error) {
 		if err != nil {
 			return nil, err
 		}
-		e.address = a
+		// A worker without a network transport (UCX_TLS=sm,self) may have no such
+		// address: the hello then carries none, and peers take the whole one.
+		na, _ := e.worker.NetworkAddress()
+		e.address, e.networkAddress = a, na
 	}
 	return &hello{keepalive: e.ka.timeout > 0 && ep.errMode == ucxx.ErrHandlingPeer,
-		recvTag: ep.recvTag, ctlTag: ep.ctlTag, address: e.address}, nil
+		recvTag: ep.recvTag, ctlTag: ep.ctlTag, place: ownPlace(), address: e.address,
+		networkAddress: e.networkAddress}, nil
 }
 
 // checkIP refuses what is not a numeric IP address ("" too, unless empty is), as
@@ -374,10 +417,15 @@ func endsOf(conn net.Conn) socketEnds {
 	return socketEnds{local: hostPort(conn.LocalAddr()), remote: hostPort(conn.RemoteAddr())}
 }
 
-// joinPeer makes ep's UCX endpoint from the peer's hello; the handshake is then done.
-// Progress thread.
+// joinPeer makes ep's UCX endpoint from the peer's hello (hello.addressFor; from its
+// whole address when its network one reaches it by no transport of ours); the
+// handshake is then done. Progress thread.
 func (e *Engine) joinPeer(ep *endpoint, conn net.Conn, ends socketEnds, peer *hello) error {
-	u, err := e.worker.ConnectAddressWith(peer.address, ep.handle, ep.errMode)
+	addr, network := peer.addressFor(ownPlace())
+	u, err := e.worker.ConnectAddressWith(addr, ep.handle, ep.errMode)
+	if err != nil && network {
+		u, err = e.worker.ConnectAddressWith(peer.address, ep.handle, ep.errMode)
+	}
 	if err != nil {
 		return err
 	}

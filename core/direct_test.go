@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,32 +46,95 @@ func addressPair(t *testing.T, client, server *Engine) (cep, sep uint64, cc, sc 
 }
 
 func TestHelloRoundTrip(t *testing.T) {
-	h := &hello{keepalive: true, recvTag: 5 << UserTagBits, ctlTag: 9 << UserTagBits, address: []byte("worker address")}
-	got, err := readHello(bytes.NewReader(h.encode()))
-	if err != nil {
+	at := place{boot: [16]byte{1, 2}, netNS: [16]byte{3, 4}}
+	for _, net := range [][]byte{[]byte("network address"), {}} {
+		h := &hello{keepalive: true, recvTag: 5 << UserTagBits, ctlTag: 9 << UserTagBits, place: at,
+			address: []byte("worker address"), networkAddress: net}
+		got, err := readHello(bytes.NewReader(h.encode()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.keepalive || got.recvTag != h.recvTag || got.ctlTag != h.ctlTag || got.place != at ||
+			!bytes.Equal(got.address, h.address) || !bytes.Equal(got.networkAddress, net) {
+			t.Fatalf("read %+v; want %+v", got, h)
+		}
+	}
+}
+
+// TestHelloAddressFor: a peer on this machine in another network namespace is reached
+// through its network address (when it has one); any other peer through its whole one.
+func TestHelloAddressFor(t *testing.T) {
+	own := place{boot: [16]byte{1}, netNS: [16]byte{7}}
+	h := &hello{address: []byte("all")}
+	for _, c := range []struct {
+		name string
+		peer place
+		net  []byte
+		want string
+	}{
+		{"same namespace", own, []byte("net"), "all"},
+		{"other namespace", place{boot: own.boot, netNS: [16]byte{8}}, []byte("net"), "net"},
+		{"other namespace, no network transport", place{boot: own.boot, netNS: [16]byte{8}}, nil, "all"},
+		{"other machine", place{boot: [16]byte{2}, netNS: [16]byte{8}}, []byte("net"), "all"},
+		{"peer's place unknown", place{}, []byte("net"), "all"},
+		{"peer's namespace unknown", place{boot: own.boot}, []byte("net"), "all"},
+	} {
+		h.place, h.networkAddress = c.peer, c.net
+		if got, network := h.addressFor(own); string(got) != c.want || network != (c.want == "net") {
+			t.Errorf("%s: %q, network %v; want %q", c.name, got, network, c.want)
+		}
+	}
+	h.place, h.networkAddress = place{boot: own.boot, netNS: [16]byte{8}}, []byte("net")
+	if got, _ := h.addressFor(place{}); string(got) != "all" {
+		t.Errorf("own place unknown: %q; want all", got)
+	}
+}
+
+// TestOwnPlace: this process's place is known on Linux; files that are not there, or
+// a boot id that is not a UUID, leave their part unknown.
+func TestOwnPlace(t *testing.T) {
+	if p := ownPlace(); !p.known() {
+		t.Fatalf("ownPlace() = %+v: unknown", p)
+	}
+	if p := readPlace("/nonexistent/boot_id", "/nonexistent/net"); p != (place{}) {
+		t.Fatalf("readPlace of missing files = %+v; want zero", p)
+	}
+	f := t.TempDir() + "/boot_id"
+	if err := os.WriteFile(f, []byte("not a uuid\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if !got.keepalive || got.recvTag != h.recvTag || got.ctlTag != h.ctlTag || !bytes.Equal(got.address, h.address) {
-		t.Fatalf("read %+v; want %+v", got, h)
+	if p := readPlace(f, "/proc/self/ns/net"); p.boot != ([16]byte{}) || p.netNS == ([16]byte{}) {
+		t.Fatalf("readPlace of a malformed boot id = %+v; want the boot id alone unknown", p)
 	}
 }
 
 // malformedHellos are hellos a hostile or confused peer may send, each with the
 // status the connecting side reports for it.
 func malformedHellos() map[string][]byte {
-	good := (&hello{recvTag: 5 << UserTagBits, ctlTag: 9 << UserTagBits, address: []byte("a")}).encode()
+	good := (&hello{recvTag: 5 << UserTagBits, ctlTag: 9 << UserTagBits, address: []byte("a"), networkAddress: []byte("n")}).encode()
 	with := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
+	// The hello of ucxx-go before places ("ucxxgo-a": 36 bytes, then its address),
+	// padded to a header's length.
+	oldVersion := with(func(b []byte) []byte {
+		b[0] = 'a'
+		binary.LittleEndian.PutUint32(b[32:], 1)
+		clear(b[36:])
+		return b
+	})
 	return map[string][]byte{
-		"magic":      with(func(b []byte) []byte { b[0] ^= 1; return b }),
-		"tag-user":   with(func(b []byte) []byte { b[16] = 1; return b }),
-		"tag-zero":   with(func(b []byte) []byte { clear(b[16:24]); return b }),
-		"tag-bit63":  with(func(b []byte) []byte { b[31] |= 0x80; return b }),
-		"tags-equal": with(func(b []byte) []byte { copy(b[24:32], b[16:24]); return b }),
-		"no-address": with(func(b []byte) []byte { binary.LittleEndian.PutUint32(b[32:], 0); return b[:helloHeaderSize] }),
-		"huge":       with(func(b []byte) []byte { binary.LittleEndian.PutUint32(b[32:], maxHelloAddress+1); return b }),
-		"short":      good[:helloHeaderSize-1],
-		"short-addr": with(func(b []byte) []byte { binary.LittleEndian.PutUint32(b[32:], 100); return b }),
-		"http":       []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n" + string(make([]byte, 64))),
+		"magic":       with(func(b []byte) []byte { b[0] ^= 1; return b }),
+		"old-version": oldVersion,
+		"tag-user":    with(func(b []byte) []byte { b[16] = 1; return b }),
+		"tag-zero":    with(func(b []byte) []byte { clear(b[16:24]); return b }),
+		"tag-bit63":   with(func(b []byte) []byte { b[31] |= 0x80; return b }),
+		"tags-equal":  with(func(b []byte) []byte { copy(b[24:32], b[16:24]); return b }),
+		"no-address":  with(func(b []byte) []byte { binary.LittleEndian.PutUint32(b[64:], 0); return b }),
+		"huge":        with(func(b []byte) []byte { binary.LittleEndian.PutUint32(b[64:], maxHelloAddress+1); return b }),
+		"huge-net":    with(func(b []byte) []byte { binary.LittleEndian.PutUint32(b[68:], maxHelloAddress+1); return b }),
+		"short":       good[:helloHeaderSize-1],
+		"short-addr":  with(func(b []byte) []byte { binary.LittleEndian.PutUint32(b[64:], 100); return b }),
+		"short-net":   with(func(b []byte) []byte { binary.LittleEndian.PutUint32(b[68:], 100); return b }),
+		"http":        []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n" + string(make([]byte, 96))),
 	}
 }
 
@@ -78,7 +142,7 @@ func TestReadHelloRefusesMalformed(t *testing.T) {
 	for name, b := range malformedHellos() {
 		if _, err := readHello(bytes.NewReader(b)); err == nil {
 			t.Errorf("%s: read without error", name)
-		} else if name != "short" && name != "short-addr" && !errors.Is(err, errHello) {
+		} else if name != "short" && name != "short-addr" && name != "short-net" && !errors.Is(err, errHello) {
 			t.Errorf("%s: %v; want errHello", name, err)
 		}
 	}
@@ -140,7 +204,7 @@ func TestAddressConnectFailures(t *testing.T) {
 	}
 	for name, b := range malformedHellos() {
 		want, hangUp := ucxx.StatusIOError, false
-		if name == "short" || name == "short-addr" {
+		if name == "short" || name == "short-addr" || name == "short-net" {
 			want, hangUp = ucxx.StatusConnectionReset, true // the peer closed mid-hello
 		}
 		port := fakeListener(t, b, hangUp)
@@ -202,7 +266,7 @@ func TestAddressListenerHostileClients(t *testing.T) {
 		if _, err := c.Write(b); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if name == "short" || name == "short-addr" {
+		if name == "short" || name == "short-addr" || name == "short-net" {
 			continue // the listener waits for the rest (until its deadline)
 		}
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -523,5 +587,59 @@ func TestSelfConnectedSocket(t *testing.T) {
 	raw.Control(func(fd uintptr) { got = selfConnected(int(fd)) })
 	if got {
 		t.Fatal("a socket connected to a listener was taken for one connected to itself")
+	}
+}
+
+// TestHelloFromAnotherNetworkNamespace: a listener whose client says it runs on this
+// machine in another network namespace makes its endpoint from the client's network
+// address (TCP alone), and from its whole one when the network one is of no use.
+func TestHelloFromAnotherNetworkNamespace(t *testing.T) {
+	server, peer := newTestEngine(t, Options{}), newTestEngine(t, Options{})
+	lh, port, err := server.ListenWith("127.0.0.1", 0, byAddress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := newCollector(t, server)
+	var whole, network []byte // of the worker the hellos name
+	peer.onThread(func() { whole, _ = peer.worker.Address(); network, _ = peer.worker.NetworkAddress() })
+	if len(whole) == 0 || len(network) == 0 {
+		t.Fatalf("peer's addresses: %d and %d bytes", len(whole), len(network))
+	}
+	other := ownPlace()
+	other.netNS[0] ^= 1
+	notTCP := func(tr ucxx.Transport) bool { return tr.Name != "tcp" }
+	for i, c := range []struct {
+		name     string
+		network  []byte
+		tcpAlone bool
+	}{
+		{"network address", network, true},
+		{"unusable network address", []byte("0123456789abcdef0123456789abcdef"), false},
+	} {
+		conn, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		h := &hello{recvTag: uint64(5+2*i) << UserTagBits, ctlTag: uint64(6+2*i) << UserTagBits, place: other,
+			address: whole, networkAddress: c.network}
+		if _, err := conn.Write(h.encode()); err != nil {
+			t.Fatal(err)
+		}
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := readHello(conn); err != nil {
+			t.Fatalf("%s: the listener's hello: %v", c.name, err)
+		}
+		acc := sc.wait(EventListenerAccept|lh, 10*time.Second)
+		if acc.Status != 0 {
+			t.Fatalf("%s: accept: %v", c.name, ucxx.Status(acc.Status))
+		}
+		got, err := server.EndpointTransports(acc.Length)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if len(got) == 0 || c.tcpAlone == slices.ContainsFunc(got, notTCP) {
+			t.Errorf("%s: the endpoint goes by %v; want TCP alone %v", c.name, got, c.tcpAlone)
+		}
 	}
 }

@@ -132,20 +132,21 @@ type Engine struct {
 	warm  warmUp         // protocol selection ahead of the first connection (warmup.go)
 
 	// Owned by the progress thread.
-	ctx       *ucxx.Context
-	listeners map[uint64]*listener
-	address   []byte       // the worker's address, once a hello needed it (direct.go)
-	conns     sockets      // connection sockets (direct.go): not the thread's, it locks
-	dialing   dialing      // connections being made (dialing.go)
-	events    []ucxx.Event // scratch copy of the worker's events
-	spare     []submission
-	probed    map[uint64]unsafe.Pointer // handle -> message TagProbe removed
-	epfd      int
-	worked    bool      // the last pass did work: spin before sleeping (progress.go)
-	lastWork  time.Time // when a pass last did work: long quiet sleeps block (progress.go)
-	stopping  bool
-	stopDone  chan error
-	stopBy    time.Time
+	ctx            *ucxx.Context
+	listeners      map[uint64]*listener
+	address        []byte       // the worker's address, once a hello needed it (direct.go)
+	networkAddress []byte       // the same of its network transports only (Worker.NetworkAddress)
+	conns          sockets      // connection sockets (direct.go): not the thread's, it locks
+	dialing        dialing      // connections being made (dialing.go)
+	events         []ucxx.Event // scratch copy of the worker's events
+	spare          []submission
+	probed         map[uint64]unsafe.Pointer // handle -> message TagProbe removed
+	epfd           int
+	worked         bool      // the last pass did work: spin before sleeping (progress.go)
+	lastWork       time.Time // when a pass last did work: long quiet sleeps block (progress.go)
+	stopping       bool
+	stopDone       chan error
+	stopBy         time.Time
 
 	// Loop mode (loop.go): the owner's thread id, the timer that wakes it for the next
 	// deadline and when that is, and whether the engine stopped.

@@ -2,6 +2,7 @@
 
     python _multihost_peers.py echo-server IP PORT CONNECTIONS
     python _multihost_peers.py echo-client IP PORT SIZE...
+    python _multihost_peers.py paused-client IP PORT COUNT PAUSE_MS
     python _multihost_peers.py dask-client SCHEDULER WORKERS
 
 Each prints one JSON line per event the test waits for ({"ready": port}, {"result":
@@ -11,6 +12,7 @@ Each prints one JSON line per event the test waits for ({"ready": port}, {"resul
 import asyncio
 import json
 import sys
+import time
 
 import numpy as np
 
@@ -69,6 +71,31 @@ async def echo_client(ip, port, sizes):
     await asyncio.wait_for(ep.close(), TIMEOUT)
 
 
+async def paused_client(ip, port, count, pause):
+    """COUNT echoes of 8 bytes through an echo-server, each after PAUSE_MS of silence
+    (long enough for both sides' progress to go to sleep): the result names the
+    transports and the slowest echo's seconds."""
+    import ucxx_go
+
+    ep = await asyncio.wait_for(ucxx_go.create_endpoint(ip, port), TIMEOUT)
+    result = {"transports": ep.get_active_transports()}
+    msg, out = np.arange(8, dtype="u1"), np.empty(8, dtype="u1")
+    slowest = 0.0
+    for _ in range(count):
+        await asyncio.sleep(pause / 1e3)
+        t0 = time.perf_counter()
+        await asyncio.wait_for(ep.send(np.array([msg.size], dtype="<u8")), TIMEOUT)
+        await asyncio.wait_for(ep.send(msg), TIMEOUT)
+        await asyncio.wait_for(ep.recv(out), TIMEOUT)
+        slowest = max(slowest, time.perf_counter() - t0)
+        if not np.array_equal(out, msg):
+            raise SystemExit("the echo came back different")
+    await asyncio.wait_for(ep.send(np.zeros(1, dtype="<u8")), TIMEOUT)
+    result["slowest_s"] = slowest
+    say(result=result)
+    await asyncio.wait_for(ep.close(), TIMEOUT)
+
+
 def dask_client(scheduler, workers):
     import dask.array as da
     from distributed import Client
@@ -90,6 +117,8 @@ def main(argv):
         asyncio.run(echo_server(args[0], int(args[1]), int(args[2])))
     elif role == "echo-client":
         asyncio.run(echo_client(args[0], int(args[1]), [int(a) for a in args[2:]]))
+    elif role == "paused-client":
+        asyncio.run(paused_client(args[0], int(args[1]), int(args[2]), float(args[3])))
     elif role == "dask-client":
         dask_client(args[0], int(args[1]))
     else:

@@ -7,8 +7,10 @@ root and iproute2 (`ip`); `Hosts.unavailable()` says why they cannot be made, fo
 skip message.
 
 The namespaces share the machine, so UCX would still see one host and move data over
-shared memory between them; processes started here therefore get UCX_TLS=^sm (TCP,
-as between machines), and UCX_NET_DEVICES unset (every interface of their host).
+shared memory between them (ucxx_go's own connections go over the network there, as
+README.md says; UCX's connection manager's do not); processes started here therefore
+get UCX_TLS=^sm (TCP, as between machines, whichever way they connect), and
+UCX_NET_DEVICES unset (every interface of their host).
 """
 
 import os

@@ -58,3 +58,38 @@ func TestEndpointTransports(t *testing.T) {
 		})
 	}
 }
+
+// TestNetworkAddress: an endpoint made from a worker's network address goes by its
+// network transports only (TCP on loopback here), where one made from its whole
+// address takes shared memory between two workers of one process.
+func TestNetworkAddress(t *testing.T) {
+	p, err := newModePair(t, map[string]string{"MM_ERROR_HANDLING": "y"}, ErrHandlingPeer, true)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	p.send(64)
+	whole, err := p.cep.Transports()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(whole, func(tr Transport) bool { return tr.Name != "tcp" }) {
+		t.Fatalf("the whole address's endpoint goes by %v: no shared memory to leave out", whole)
+	}
+	network, err := p.server.NetworkAddress()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := p.client.ConnectAddressWith(network, 101, ErrHandlingPeer)
+	if err != nil {
+		t.Fatalf("connect to the network address: %v", err)
+	}
+	p.cep, p.sep = ep, p.cep // p.close closes both
+	p.send(64)
+	got, err := ep.Transports()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) == 0 || slices.ContainsFunc(got, func(tr Transport) bool { return tr.Name != "tcp" }) {
+		t.Fatalf("the network address's endpoint goes by %v; want tcp alone (the whole one: %v)", got, whole)
+	}
+}

@@ -105,6 +105,21 @@ func (w *Worker) Address() ([]byte, error) {
 	return C.GoBytes(unsafe.Pointer(addr), C.int(n)), nil
 }
 
+// NetworkAddress is the worker's address with its network transports only (TCP,
+// InfiniBand, RoCE: ucp_worker_query with UCP_WORKER_ADDRESS_FLAG_NET_ONLY): an endpoint
+// made from it reaches the worker as another host would, never over shared memory,
+// CMA or CUDA IPC.
+func (w *Worker) NetworkAddress() ([]byte, error) {
+	var attr C.ucp_worker_attr_t
+	attr.field_mask = C.UCP_WORKER_ATTR_FIELD_ADDRESS | C.UCP_WORKER_ATTR_FIELD_ADDRESS_FLAGS
+	attr.address_flags = C.UCP_WORKER_ADDRESS_FLAG_NET_ONLY
+	if st := Status(C.ucp_worker_query(w.h, &attr)); st != StatusOK {
+		return nil, st.Err("ucp_worker_query")
+	}
+	defer C.ucp_worker_release_address(w.h, attr.address)
+	return C.GoBytes(unsafe.Pointer(attr.address), C.int(attr.address_length)), nil
+}
+
 // Cancel asks UCX to cancel a request. A request that already completed is left as it
 // is; a cancelled one completes with StatusCanceled through its callback.
 func (w *Worker) Cancel(req unsafe.Pointer) {
