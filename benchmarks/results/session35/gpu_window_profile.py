@@ -7,18 +7,19 @@ import cProfile, os, pstats, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 import gpu_bench  # noqa: E402
 
-size = int(sys.argv[1]) if len(sys.argv) > 1 else 1 << 20
-n = int(sys.argv[2]) if len(sys.argv) > 2 else 4000
-gpus = tuple(int(g) for g in (sys.argv[3] if len(sys.argv) > 3 else "0,0").split(","))
-gpu_bench.iterations = lambda s: n
-for window in (1, 4, 1, 4):
-    pr = cProfile.Profile()
-    t0 = time.perf_counter()
-    pr.enable()
-    res, transports = gpu_bench.run_pair("ucxx_go", [size], window, gpus)
-    pr.disable()
-    mbps = res["MBps"][str(size)]
-    print(f"window {window}: {mbps:.0f} MB/s, {size / mbps:.1f} us a message ({transports})", flush=True)
-    if window == 4 or n < 0:
-        st = pstats.Stats(pr)
-        st.sort_stats("tottime").print_stats(22)
+if __name__ == "__main__":
+    size = int(sys.argv[1]) if len(sys.argv) > 1 else 1 << 20
+    n = int(sys.argv[2]) if len(sys.argv) > 2 else 4000
+    gpus = tuple(int(g) for g in (sys.argv[3] if len(sys.argv) > 3 else "0,0").split(","))
+    gpu_bench.iterations = lambda s: n
+    for window in (1, 4, 1, 4):
+        pr = cProfile.Profile()
+        t0 = time.perf_counter()
+        pr.enable()
+        res, transports = gpu_bench.run_pair("ucxx_go", [size], window, gpus)
+        pr.disable()
+        mbps = res["MBps"][str(size)]
+        print(f"window {window}: {mbps:.0f} MB/s, {size / mbps:.1f} us a message ({transports})", flush=True)
+        if window == 4:
+            st = pstats.Stats(pr)
+            st.sort_stats("tottime").print_stats(22)
