@@ -81,7 +81,8 @@ type cudaBuffers struct {
 
 // add checks that addr is device memory, puts its allocation in UCX's memory-type
 // cache (ucxx.PrimeCUDA: UCX must find it there, and not ask CUDA on the progress
-// thread) and, when stream is not 0, records an event on it. Application thread.
+// thread) and, when stream is not 0 and still has work queued, records an event on it
+// (ucxx.CUDAContext.MarkStream). Application thread.
 func (b *cudaBuffers) add(addr uintptr, size uint64, stream uintptr) error {
 	drv, err := ucxx.CUDA()
 	if err != nil {
@@ -108,11 +109,13 @@ func (b *cudaBuffers) add(addr uintptr, size uint64, stream uintptr) error {
 		if err != nil {
 			return err
 		}
-		ev, err := ctx.RecordEvent(stream)
+		ev, err := ctx.MarkStream(stream)
 		if err != nil {
 			return err
 		}
-		b.events = append(b.events, ev)
+		if !ev.IsZero() { // a stream with work still queued
+			b.events = append(b.events, ev)
+		}
 	}
 	return nil
 }

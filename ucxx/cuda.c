@@ -27,6 +27,7 @@ static struct {
     CUresult (*cuEventCreate)(CUevent *ev, unsigned int flags);
     CUresult (*cuEventRecord)(CUevent ev, CUstream s);
     CUresult (*cuEventQuery)(CUevent ev);
+    CUresult (*cuStreamQuery)(CUstream s);
     CUresult (*cuEventSynchronize)(CUevent ev);
     CUresult (*cuEventDestroy)(CUevent ev);
     CUresult (*cuGetErrorName)(CUresult r, const char **name);
@@ -83,6 +84,7 @@ int ucxx_cuda_load(char *err, size_t errlen) {
         {"cuEventCreate", (void **)&api.cuEventCreate},
         {"cuEventRecord", (void **)&api.cuEventRecord},
         {"cuEventQuery", (void **)&api.cuEventQuery},
+        {"cuStreamQuery", (void **)&api.cuStreamQuery},
         {"cuEventSynchronize", (void **)&api.cuEventSynchronize},
         {"cuEventDestroy_v2", (void **)&api.cuEventDestroy},
         {"cuGetErrorName", (void **)&api.cuGetErrorName},
@@ -312,6 +314,38 @@ CUresult ucxx_cuda_record_event(CUcontext ctx, uintptr_t stream, CUevent *out, c
     } else {
         r = api.cuEventRecord(ev, (CUstream)stream);
         if (r != CUDA_SUCCESS) *op = "cuEventRecord";
+    }
+    r = ctx_leave(r, prev, switched, op);
+    if (r != CUDA_SUCCESS) {
+        if (ev != NULL) api.cuEventDestroy(ev);
+        return r;
+    }
+    *out = ev;
+    return CUDA_SUCCESS;
+}
+
+CUresult ucxx_cuda_mark_stream(CUcontext ctx, uintptr_t stream, CUevent *out, const char **op) {
+    CUcontext prev = NULL;
+    int switched = 0;
+    CUresult r;
+    *out = NULL;
+    if (ctx != NULL) {
+        r = ctx_enter(ctx, &prev, &switched, op);
+        if (r != CUDA_SUCCESS) return r;
+    }
+    CUevent ev = NULL;
+    r = api.cuStreamQuery((CUstream)stream);
+    if (r == CUDA_ERROR_NOT_READY) {
+        r = api.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+        if (r != CUDA_SUCCESS) {
+            *op = "cuEventCreate";
+            ev = NULL;
+        } else {
+            r = api.cuEventRecord(ev, (CUstream)stream);
+            if (r != CUDA_SUCCESS) *op = "cuEventRecord";
+        }
+    } else if (r != CUDA_SUCCESS) {
+        *op = "cuStreamQuery";
     }
     r = ctx_leave(r, prev, switched, op);
     if (r != CUDA_SUCCESS) {

@@ -139,6 +139,9 @@ CUresult ucxx_cuda_memset_async(CUdeviceptr dst, unsigned char value, size_t n, 
 // made current for the two calls and the thread's previous context is restored after.
 // On failure no event exists and *out is NULL.
 CUresult ucxx_cuda_record_event(CUcontext ctx, uintptr_t stream, CUevent *out, const char **op);
+// ucxx_cuda_mark_stream is ucxx_cuda_record_event for a stream that may be idle: when
+// cuStreamQuery says everything queued on it is done, *out is NULL and no event is made.
+CUresult ucxx_cuda_mark_stream(CUcontext ctx, uintptr_t stream, CUevent *out, const char **op);
 // ucxx_cuda_mem_free_in frees p with ctx current for the call, restoring the thread's
 // previous context after, as ucxx_cuda_record_event does.
 CUresult ucxx_cuda_mem_free_in(CUcontext ctx, CUdeviceptr p, const char **op);

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -698,4 +699,64 @@ func TestManagedAdviseAccessedBy(t *testing.T) {
 			t.Error("AdviseAccessedBy on device memory: no error")
 		}
 	})
+}
+
+// TestCUDAMarkStream: a stream held by a wait on a host word gets an event that is
+// done once the word is written; a stream with nothing queued gets the zero event.
+func TestCUDAMarkStream(t *testing.T) {
+	d := needCUDA(t)
+	c, err := d.RetainPrimary(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	gate := CAllocPage(8)
+	defer CFree(gate)
+	err = c.Use(func() error {
+		gateDev, err := d.MapHost(uintptr(gate), 8)
+		if err != nil {
+			return err
+		}
+		defer d.UnmapHost(uintptr(gate))
+		s, err := d.NewStream()
+		if err != nil {
+			return err
+		}
+		defer s.Destroy()
+		if err := d.StreamWaitAtLeast(s.Handle(), gateDev, 1); err != nil {
+			return err
+		}
+		held, err := c.MarkStream(s.Handle())
+		if err != nil {
+			return err
+		}
+		if held.IsZero() {
+			t.Error("MarkStream of a held stream gave the zero event")
+		} else if done, err := held.Done(); done || err != nil {
+			t.Errorf("the held stream's event done %v (%v) before the gate opened", done, err)
+		}
+		(*atomic.Uint64)(gate).Store(1)
+		if !held.IsZero() && awaitEvent(t, held, "held stream") {
+			if err := held.Destroy(); err != nil {
+				t.Errorf("Destroy: %v", err)
+			}
+		}
+		if err := s.Sync(); err != nil {
+			return err
+		}
+		for _, stream := range []uintptr{s.Handle(), StreamLegacy} {
+			idle, err := c.MarkStream(stream)
+			if err != nil {
+				return err
+			}
+			if !idle.IsZero() {
+				t.Errorf("MarkStream of idle stream %#x gave an event", stream)
+				idle.Destroy()
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
