@@ -4,7 +4,7 @@
 # the Go tests link against.
 PYTHON ?= $(shell [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)
 export UCX_NET_DEVICES ?= lo
-# Bounded fuzzing in CI: the header decoders, the real receive path (two engines
+# Bounded fuzzing in CI: the header decoders, the connection hello, the real receive path (two engines
 # over loopback, hostile header and frame sequences), and the execution-plan reader. Budgets are execution counts,
 # about 10 s each here: a duration (-fuzztime 10s) races Go's fuzz coordinator at its
 # deadline and fails with "context deadline exceeded" under load (golang/go#75804,
@@ -39,6 +39,7 @@ test-asan: ucx
 fuzz: ucx
 	go test -run '^$$' -fuzz '^FuzzDecodeHeader$$' -fuzztime $(FUZZ_DECODER_EXECS) -fuzzminimizetime 1s ./core
 	go test -run '^$$' -fuzz '^FuzzMessageDecoder$$' -fuzztime $(FUZZ_DECODER_EXECS) -fuzzminimizetime 1s ./core
+	go test -run '^$$' -fuzz '^FuzzReadHello$$' -fuzztime $(FUZZ_DECODER_EXECS) -fuzzminimizetime 1s ./core
 	go test -run '^$$' -fuzz '^FuzzMultiReceivePath$$' -fuzztime $(FUZZ_PATH_EXECS) -fuzzminimizetime 1s ./core
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZ_PLAN_EXECS) -fuzzminimizetime 1s ./core/plan
 

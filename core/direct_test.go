@@ -643,3 +643,34 @@ func TestHelloFromAnotherNetworkNamespace(t *testing.T) {
 		}
 	}
 }
+
+// FuzzReadHello: whatever a peer sends in place of a hello, readHello fails with
+// errHello (or a short read) or returns a hello whose encoding is the bytes it read, its
+// addresses within their bounds.
+func FuzzReadHello(f *testing.F) {
+	f.Add((&hello{recvTag: 5 << UserTagBits, ctlTag: 9 << UserTagBits, place: ownPlace(),
+		address: []byte("worker address"), networkAddress: []byte("net")}).encode())
+	for _, b := range malformedHellos() {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := bytes.NewReader(data)
+		h, err := readHello(r)
+		if err != nil {
+			if !errors.Is(err, errHello) && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Fatalf("readHello: %v", err)
+			}
+			return
+		}
+		if len(h.address) == 0 || len(h.address) > maxHelloAddress || len(h.networkAddress) > maxHelloAddress {
+			t.Fatalf("addresses of %d and %d bytes accepted", len(h.address), len(h.networkAddress))
+		}
+		read := data[:len(data)-r.Len()]
+		enc := h.encode()
+		// Flags other than keepalive are not kept: compare the rest.
+		binary.LittleEndian.PutUint64(enc[8:], binary.LittleEndian.Uint64(read[8:]))
+		if !bytes.Equal(enc, read) {
+			t.Fatalf("re-encoded hello differs:\n got %x\nwant %x", enc, read)
+		}
+	})
+}
