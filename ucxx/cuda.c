@@ -297,7 +297,10 @@ static CUresult ctx_leave(CUresult r, CUcontext prev, int switched, const char *
     return r;
 }
 
-CUresult ucxx_cuda_record_event(CUcontext ctx, uintptr_t stream, CUevent *out, const char **op) {
+// record_event is ucxx_cuda_record_event and, with if_busy, ucxx_cuda_mark_stream: an
+// event recorded on stream in ctx (NULL: the current context), or none (*out NULL)
+// when if_busy and cuStreamQuery finds the stream's work all done.
+static CUresult record_event(CUcontext ctx, uintptr_t stream, int if_busy, CUevent *out, const char **op) {
     CUcontext prev = NULL;
     int switched = 0;
     CUresult r;
@@ -307,34 +310,7 @@ CUresult ucxx_cuda_record_event(CUcontext ctx, uintptr_t stream, CUevent *out, c
         if (r != CUDA_SUCCESS) return r;
     }
     CUevent ev = NULL;
-    r = api.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
-    if (r != CUDA_SUCCESS) {
-        *op = "cuEventCreate";
-        ev = NULL;
-    } else {
-        r = api.cuEventRecord(ev, (CUstream)stream);
-        if (r != CUDA_SUCCESS) *op = "cuEventRecord";
-    }
-    r = ctx_leave(r, prev, switched, op);
-    if (r != CUDA_SUCCESS) {
-        if (ev != NULL) api.cuEventDestroy(ev);
-        return r;
-    }
-    *out = ev;
-    return CUDA_SUCCESS;
-}
-
-CUresult ucxx_cuda_mark_stream(CUcontext ctx, uintptr_t stream, CUevent *out, const char **op) {
-    CUcontext prev = NULL;
-    int switched = 0;
-    CUresult r;
-    *out = NULL;
-    if (ctx != NULL) {
-        r = ctx_enter(ctx, &prev, &switched, op);
-        if (r != CUDA_SUCCESS) return r;
-    }
-    CUevent ev = NULL;
-    r = api.cuStreamQuery((CUstream)stream);
+    r = if_busy ? api.cuStreamQuery((CUstream)stream) : CUDA_ERROR_NOT_READY;
     if (r == CUDA_ERROR_NOT_READY) {
         r = api.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
         if (r != CUDA_SUCCESS) {
@@ -354,6 +330,14 @@ CUresult ucxx_cuda_mark_stream(CUcontext ctx, uintptr_t stream, CUevent *out, co
     }
     *out = ev;
     return CUDA_SUCCESS;
+}
+
+CUresult ucxx_cuda_record_event(CUcontext ctx, uintptr_t stream, CUevent *out, const char **op) {
+    return record_event(ctx, stream, 0, out, op);
+}
+
+CUresult ucxx_cuda_mark_stream(CUcontext ctx, uintptr_t stream, CUevent *out, const char **op) {
+    return record_event(ctx, stream, 1, out, op);
 }
 
 CUresult ucxx_cuda_mem_free_in(CUcontext ctx, CUdeviceptr p, const char **op) {

@@ -421,7 +421,7 @@ type CUDAEvent struct {
 // context).
 func (d *CUDADriver) RecordEvent(stream uintptr) (CUDAEvent, error) {
 	d.check()
-	return recordEvent(nil, stream)
+	return recordEvent(nil, stream, false)
 }
 
 // RecordEvent is CUDADriver.RecordEvent in context c: c is made current on the calling
@@ -430,7 +430,7 @@ func (d *CUDADriver) RecordEvent(stream uintptr) (CUDAEvent, error) {
 // context of a CUDA buffer's device is the primary context of Pointer's Device.
 func (c CUDAContext) RecordEvent(stream uintptr) (CUDAEvent, error) {
 	c.check("RecordEvent")
-	return recordEvent(c.ctx, stream)
+	return recordEvent(c.ctx, stream, false)
 }
 
 // MarkStream is RecordEvent for a stream that may have nothing queued: when
@@ -443,12 +443,7 @@ func (c CUDAContext) RecordEvent(stream uintptr) (CUDAEvent, error) {
 // failed).
 func (c CUDAContext) MarkStream(stream uintptr) (CUDAEvent, error) {
 	c.check("MarkStream")
-	var e CUDAEvent
-	var op *C.char
-	if r := C.ucxx_cuda_mark_stream(c.ctx, C.uintptr_t(stream), &e.ev, &op); r != C.CUDA_SUCCESS {
-		return CUDAEvent{}, cudaErr(C.GoString(op), r)
-	}
-	return e, nil
+	return recordEvent(c.ctx, stream, true)
 }
 
 // IsZero reports whether e is the zero event (always done).
@@ -468,10 +463,18 @@ func (c CUDAContext) AwaitStream(stream uintptr) error {
 	return ev.Wait()
 }
 
-func recordEvent(ctx C.CUcontext, stream uintptr) (CUDAEvent, error) {
+// recordEvent records an event on stream in ctx (nil: the current context); with
+// ifBusy, only when the stream has work queued (else the zero event).
+func recordEvent(ctx C.CUcontext, stream uintptr, ifBusy bool) (CUDAEvent, error) {
 	var e CUDAEvent
 	var op *C.char
-	if r := C.ucxx_cuda_record_event(ctx, C.uintptr_t(stream), &e.ev, &op); r != C.CUDA_SUCCESS {
+	var r C.CUresult
+	if ifBusy {
+		r = C.ucxx_cuda_mark_stream(ctx, C.uintptr_t(stream), &e.ev, &op)
+	} else {
+		r = C.ucxx_cuda_record_event(ctx, C.uintptr_t(stream), &e.ev, &op)
+	}
+	if r != C.CUDA_SUCCESS {
 		return CUDAEvent{}, cudaErr(C.GoString(op), r)
 	}
 	return e, nil

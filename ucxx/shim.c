@@ -443,6 +443,7 @@ static char *print_to_string(enum print_what what, const void *obj) {
 
 char *ucxx_config_print(const ucp_config_t *cfg) { return print_to_string(PRINT_CONFIG, cfg); }
 char *ucxx_context_info(ucp_context_h ctx) { return print_to_string(PRINT_CONTEXT, ctx); }
+char *ucxx_worker_info(ucp_worker_h w) { return print_to_string(PRINT_WORKER, w); }
 
 uint64_t ucxx_context_memory_types(ucp_context_h ctx) {
     ucp_context_attr_t attr = {.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES};
@@ -451,4 +452,3 @@ uint64_t ucxx_context_memory_types(ucp_context_h ctx) {
     }
     return attr.memory_types;
 }
-char *ucxx_worker_info(ucp_worker_h w) { return print_to_string(PRINT_WORKER, w); }
