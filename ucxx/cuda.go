@@ -450,12 +450,12 @@ func (c CUDAContext) MarkStream(stream uintptr) (CUDAEvent, error) {
 func (e CUDAEvent) IsZero() bool { return e.ev == nil }
 
 // AwaitStream blocks the calling thread until the work queued on stream so far (in
-// context c, as RecordEvent) is done: an event recorded there, waited for, destroyed.
-// Not for the progress thread.
+// context c, as RecordEvent) is done: an event recorded there (MarkStream: none when
+// the stream is idle already), waited for, destroyed. Not for the progress thread.
 //
-// Errors: RecordEvent's, or a *CUDAError from cuEventSynchronize (work that failed).
+// Errors: MarkStream's, or a *CUDAError from cuEventSynchronize (work that failed).
 func (c CUDAContext) AwaitStream(stream uintptr) error {
-	ev, err := c.RecordEvent(stream)
+	ev, err := c.MarkStream(stream)
 	if err != nil {
 		return err
 	}

@@ -77,11 +77,13 @@ func (s *staging) awaitStreams(streams []uintptr, patience time.Duration) error 
 		if stream == 0 {
 			continue
 		}
-		ev, err := s.cctx.RecordEvent(stream)
+		ev, err := s.cctx.MarkStream(stream)
 		if err != nil {
 			return fmt.Errorf("collective: wait for stream %#x: %w", stream, err)
 		}
-		evs = append(evs, ev)
+		if !ev.IsZero() {
+			evs = append(evs, ev)
+		}
 	}
 	deadline := time.Now().Add(patience)
 	for {
@@ -154,13 +156,16 @@ func orderedCopy(call executor.Call, dst, src uintptr, n uint64) (queued bool, e
 	})
 }
 
-// after makes stream s wait, on the device, for the work streams hold now; the
-// context is current.
+// after makes stream s wait, on the device, for the work streams hold now (nothing
+// for a stream that is idle already).
 func (s *staging) after(stream uintptr, streams []uintptr) error {
 	for _, o := range streams {
-		ev, err := s.d.RecordEvent(o)
+		ev, err := s.cctx.MarkStream(o)
 		if err != nil {
 			return err
+		}
+		if ev.IsZero() {
+			continue
 		}
 		err = s.d.StreamWaitEvent(stream, ev)
 		ev.Destroy() // its resources go once the wait is past it
