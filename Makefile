@@ -5,7 +5,8 @@
 PYTHON ?= $(shell [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)
 export UCX_NET_DEVICES ?= lo
 # Bounded fuzzing in CI: the header decoders, the connection hello, the real receive path (two engines
-# over loopback, hostile header and frame sequences), and the execution-plan reader. Budgets are execution counts,
+# over loopback, hostile header and frame sequences), the execution-plan reader, and worker addresses
+# (the check, and ucp_ep_create behind it). Budgets are execution counts,
 # about 10 s each here: a duration (-fuzztime 10s) races Go's fuzz coordinator at its
 # deadline and fails with "context deadline exceeded" under load (golang/go#75804,
 # fixed in Go 1.27).
@@ -42,6 +43,8 @@ fuzz: ucx
 	go test -run '^$$' -fuzz '^FuzzReadHello$$' -fuzztime $(FUZZ_DECODER_EXECS) -fuzzminimizetime 1s ./core
 	go test -run '^$$' -fuzz '^FuzzMultiReceivePath$$' -fuzztime $(FUZZ_PATH_EXECS) -fuzzminimizetime 1s ./core
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZ_PLAN_EXECS) -fuzzminimizetime 1s ./core/plan
+	go test -run '^$$' -fuzz '^FuzzCheckWorkerAddress$$' -fuzztime $(FUZZ_DECODER_EXECS) -fuzzminimizetime 1s ./ucxx
+	go test -run '^$$' -fuzz '^FuzzConnectAddress$$' -fuzztime $(FUZZ_PLAN_EXECS) -fuzzminimizetime 1s ./ucxx
 
 test-py:
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests

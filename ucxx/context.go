@@ -20,6 +20,9 @@ type Context struct {
 	// ipv6: the TCP transport's interfaces use IPv6 addresses (UCX_TCP_AF_PRIO names
 	// inet6 first); sockaddr connections must use the same family (see sockaddr.go).
 	ipv6 bool
+	// unified: UCX's unified mode (UCX_UNIFIED_MODE), where worker addresses carry
+	// resource indices in place of lengths (checkWorkerAddress).
+	unified bool
 }
 
 // NewContext reads UCX's configuration from the environment, applies options (keys
@@ -62,7 +65,17 @@ func NewContextWithDefaults(defaults, options map[string]string) (*Context, erro
 		return nil, st.Err("ucp_init")
 	}
 	keep = true
+	c.unified = configBool(c.Config()["UNIFIED_MODE"])
 	return c, nil
+}
+
+// configBool reads a UCX boolean setting as UCX does (y, yes, on, 1; any case).
+func configBool(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "y", "yes", "on", "1":
+		return true
+	}
+	return false
 }
 
 // configModify sets one UCX variable (name without the UCX_ prefix) in cfg.

@@ -99,14 +99,21 @@ func (w *Worker) ConnectAddress(address []byte, handle uint64) (*Endpoint, error
 	return w.ConnectAddressWith(address, handle, ErrHandlingPeer)
 }
 
-// ConnectAddressWith is ConnectAddress with the error handling mode mode.
+// ConnectAddressWith is ConnectAddress with the error handling mode mode. The address
+// is untrusted: one UCX could not read whole, or whose interfaces lack the addresses
+// UCX's transports read (connectable), is refused with StatusInvalidAddr before UCX
+// sees it.
 func (w *Worker) ConnectAddressWith(address []byte, handle uint64, mode ErrHandling) (*Endpoint, error) {
 	if len(address) == 0 {
 		return nil, &Error{Op: "ucp_ep_create(address)", Status: StatusInvalidParam}
 	}
+	if err := w.connectable(address); err != nil {
+		return nil, err
+	}
 	// Lent to C for the call only: UCX copies what it needs from the address.
-	caddr := C.CBytes(address)
+	caddr := C.calloc(C.size_t(len(address)+addrPadding), 1)
 	defer C.free(caddr)
+	copy(unsafe.Slice((*byte)(caddr), len(address)), address)
 	e := &Endpoint{mode: mode}
 	if st := Status(C.ucxx_ep_create_to_address(w.h, (*C.ucp_address_t)(caddr), C.uint64_t(handle), mode.mode(), &e.h)); st != StatusOK {
 		return nil, st.Err("ucp_ep_create(address)")

@@ -14,6 +14,10 @@ type Worker struct {
 	h      C.ucp_worker_h
 	events *C.ucxx_events_t
 	ipv6   bool // its context's TCP transport uses IPv6 (Context.ipv6)
+	// unified: its context runs UCX's unified mode (Context.unified)
+	unified bool
+	// shapes: its own address's transports (connectable), made at the first use
+	shapes map[uint16]addrShape
 }
 
 // Handle is UCX's ucp_worker_h as a number, for diagnostics and for UCXX's
@@ -40,7 +44,7 @@ type Event struct {
 // NewWorker creates a worker. multiThread selects UCS_THREAD_MODE_MULTI; the engine
 // uses single-thread mode because only its progress thread touches the worker.
 func (c *Context) NewWorker(multiThread bool) (*Worker, error) {
-	w := &Worker{events: C.ucxx_events_new(), ipv6: c.ipv6}
+	w := &Worker{events: C.ucxx_events_new(), ipv6: c.ipv6, unified: c.unified}
 	mt := C.int(0)
 	if multiThread {
 		mt = 1

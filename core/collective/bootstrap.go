@@ -240,13 +240,15 @@ func bootstrap(e *core.Engine, r *completionReader, rank, size int, root string,
 		return nil, fmt.Errorf("%w: root port %q", ErrBootstrap, portText)
 	}
 	deadline := time.Now().Add(timeout)
-	var addrs [][]byte
 	me := hello{rank: rank, size: size, cpus: cpus, addr: self}
 	if rank == 0 {
-		addrs, cpus, err = gather(e, r, host, port, me, deadline)
-	} else {
-		addrs, cpus, err = join(e, r, host, port, me, deadline)
+		eps, cpus, err := gather(e, r, host, port, me, deadline)
+		if err != nil {
+			return nil, err
+		}
+		return &peers{eps: eps, cpus: cpus}, nil
 	}
+	addrs, cpus, err := join(e, r, host, port, me, deadline)
 	if err != nil {
 		return nil, err
 	}
@@ -262,10 +264,14 @@ func bootstrap(e *core.Engine, r *completionReader, rank, size int, root string,
 	return p, nil
 }
 
-// gather is rank 0's part (me): accept size-1 ranks' hellos, answer with the table.
-// A connection whose hello is malformed is dropped, and does not count.
-func gather(e *core.Engine, r *completionReader, host string, port int, me hello, deadline time.Time) ([][]byte, int, error) {
-	size, self, cpus := me.size, me.addr, me.cpus
+// gather is rank 0's part (me): accept size-1 ranks' hellos, answer with the table,
+// and return an endpoint to every rank (0 at its own) and the fewest CPUs a rank may
+// use. The root connects to each rank's address as its hello comes, so that only
+// addresses UCX takes go into the table: a connection whose hello is malformed, or
+// whose address UCX refuses, is dropped and does not count.
+func gather(e *core.Engine, r *completionReader, host string, port int, me hello, deadline time.Time) (eps []uint64, cpus int, err error) {
+	size, self := me.size, me.addr
+	cpus = me.cpus
 	lh, _, err := e.Listen(host, port)
 	if err != nil {
 		return nil, 0, fmt.Errorf("collective: listen at the root %s:%d: %w", host, port, err)
@@ -273,6 +279,16 @@ func gather(e *core.Engine, r *completionReader, host string, port int, me hello
 	defer e.CloseListener(lh)
 	addrs := make([][]byte, size)
 	addrs[0] = self
+	eps = make([]uint64, size)
+	defer func() {
+		if err != nil {
+			for _, ep := range eps {
+				if ep != 0 {
+					e.AbortEndpoint(ep)
+				}
+			}
+		}
+	}()
 	byRank := make([]uint64, size)
 	var joined []uint64
 	status := tableOK
@@ -293,6 +309,13 @@ func gather(e *core.Engine, r *completionReader, host string, port int, me hello
 			e.AbortEndpoint(ep) // not one of ours: it does not count
 			continue
 		}
+		var peer uint64
+		if sz == size && byRank[rk] == 0 {
+			if peer, err = e.ConnectAddress(addr); err != nil {
+				e.AbortEndpoint(ep) // an address UCX cannot take: not one of ours
+				continue
+			}
+		}
 		joined = append(joined, ep)
 		switch {
 		case sz != size:
@@ -300,7 +323,7 @@ func gather(e *core.Engine, r *completionReader, host string, port int, me hello
 		case byRank[rk] != 0:
 			status = tableDuplicateRank
 		default:
-			byRank[rk], addrs[rk] = ep, append([]byte(nil), addr...)
+			byRank[rk], addrs[rk], eps[rk] = ep, append([]byte(nil), addr...), peer
 			cpus = min(cpus, h.cpus)
 			have++
 		}
@@ -321,13 +344,13 @@ func gather(e *core.Engine, r *completionReader, host string, port int, me hello
 				r.wait(id, time.Now().Add(2*time.Second))
 			}
 		}
-		_, _, err := decodeTable(table, 0)
+		_, _, err = decodeTable(table, 0)
 		return nil, 0, err
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err = errors.Join(errs...); err != nil {
 		return nil, 0, fmt.Errorf("collective: send the table: %w", err)
 	}
-	return addrs, cpus, nil
+	return eps, cpus, nil
 }
 
 // join is the part of every other rank: connect to the root, say hello, get the table.
