@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"strconv"
 	"time"
 	"unsafe"
@@ -37,6 +38,9 @@ const (
 	MaxRanks = 4096
 	// maxWorkerAddress bounds a worker address a peer announces.
 	maxWorkerAddress = 16 << 10
+	// maxPendingHellos bounds the root's accepted connections whose hello has not
+	// come (each holds a receive of a hello's most bytes).
+	maxPendingHellos = 64
 	tagHello         = 1
 	tagTable         = 2
 )
@@ -194,17 +198,26 @@ func send(e *core.Engine, r *completionReader, ep uint64, tag uint64, b []byte, 
 	return ucxx.Status(c.Status).Err("bootstrap send")
 }
 
-// recv receives into b on ep with the user tag tag and returns the bytes received.
-func recv(e *core.Engine, r *completionReader, ep uint64, tag uint64, b []byte, deadline time.Time) ([]byte, error) {
+// postRecv posts a receive into b on ep with the user tag tag and returns its id.
+func postRecv(e *core.Engine, r *completionReader, ep uint64, tag uint64, b []byte) (uint64, error) {
 	info, err := e.EndpointInfo(ep)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	id, err := e.TagRecv(ep, ptr(b), uint64(len(b)), info.RecvTag|tag, ^uint64(0), ucxx.MemoryHost, 0)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	r.hold(id, b)
+	return id, nil
+}
+
+// recv receives into b on ep with the user tag tag and returns the bytes received.
+func recv(e *core.Engine, r *completionReader, ep uint64, tag uint64, b []byte, deadline time.Time) ([]byte, error) {
+	id, err := postRecv(e, r, ep, tag, b)
+	if err != nil {
+		return nil, err
+	}
 	c, err := r.wait(id, deadline)
 	if err != nil {
 		e.Cancel(id)
@@ -292,20 +305,63 @@ func gather(e *core.Engine, r *completionReader, host string, port int, me hello
 	byRank := make([]uint64, size)
 	var joined []uint64
 	status := tableOK
-	buf := make([]byte, helloHeader+maxWorkerAddress)
+	// Every accepted connection's hello is awaited at once, so that one that says
+	// nothing holds up none of the others; at most maxPendingHellos wait, the oldest
+	// dropped for a newer one.
+	type pendingHello struct {
+		ep  uint64
+		buf []byte
+	}
+	pending := make(map[uint64]pendingHello) // by receive id
+	var order []uint64                       // their receive ids, oldest first
+	forget := func(id uint64) pendingHello {
+		p := pending[id]
+		delete(pending, id)
+		order = slices.DeleteFunc(order, func(x uint64) bool { return x == id })
+		return p
+	}
+	drop := func(id uint64) {
+		p := forget(id)
+		e.Cancel(id)
+		r.forget(id)
+		e.AbortEndpoint(p.ep)
+	}
+	defer func() {
+		for id := range pending {
+			drop(id)
+		}
+	}()
+	accepted := core.EventListenerAccept | lh
+	ids := []uint64{accepted}
 	for have := 1; have < size && status == tableOK; {
-		c, err := r.wait(core.EventListenerAccept|lh, deadline)
+		ids = append(ids[:1], order...)
+		c, err := r.waitAny(ids, deadline)
 		if err != nil {
 			return nil, 0, err
 		}
-		ep := c.Length
-		msg, err := recv(e, r, ep, tagHello, buf, deadline)
-		if errors.Is(err, ErrTimeout) {
-			return nil, 0, err
+		if c.ID == accepted {
+			if len(order) == maxPendingHellos {
+				drop(order[0])
+			}
+			ep, buf := c.Length, make([]byte, helloHeader+maxWorkerAddress)
+			id, err := postRecv(e, r, ep, tagHello, buf)
+			if err != nil {
+				e.AbortEndpoint(ep)
+				continue
+			}
+			pending[id] = pendingHello{ep: ep, buf: buf}
+			order = append(order, id)
+			continue
 		}
-		h, herr := decodeHello(msg)
+		p := forget(c.ID)
+		ep := p.ep
+		var h hello
+		err = ucxx.Status(c.Status).Err("bootstrap receive")
+		if err == nil {
+			h, err = decodeHello(p.buf[:c.Length])
+		}
 		rk, sz, addr := h.rank, h.size, h.addr
-		if err != nil || herr != nil {
+		if err != nil {
 			e.AbortEndpoint(ep) // not one of ours: it does not count
 			continue
 		}

@@ -16,16 +16,18 @@ import (
 type completionReader struct {
 	e *core.Engine
 
-	mu      sync.Mutex
-	got     map[uint64][]notifier.Completion
-	held    map[uint64][]byte // Go memory lent to UCX, by request id (see hold)
-	arrived chan struct{}     // closed and replaced when completions arrive
-	closed  bool
-	done    chan struct{}
+	mu   sync.Mutex
+	got  map[uint64][]notifier.Completion
+	held map[uint64][]byte // Go memory lent to UCX, by request id (see hold)
+	// forgotten: request ids whose completions are dropped when they come (forget)
+	forgotten map[uint64]struct{}
+	arrived   chan struct{} // closed and replaced when completions arrive
+	closed    bool
+	done      chan struct{}
 }
 
 func newCompletionReader(e *core.Engine) *completionReader {
-	r := &completionReader{e: e, got: make(map[uint64][]notifier.Completion), held: make(map[uint64][]byte), arrived: make(chan struct{}), done: make(chan struct{})}
+	r := &completionReader{e: e, got: make(map[uint64][]notifier.Completion), held: make(map[uint64][]byte), forgotten: make(map[uint64]struct{}), arrived: make(chan struct{}), done: make(chan struct{})}
 	go r.read()
 	return r
 }
@@ -50,8 +52,12 @@ func (r *completionReader) read() {
 		}
 		r.mu.Lock()
 		for _, c := range buf[:n] {
-			r.got[c.ID] = append(r.got[c.ID], c)
 			delete(r.held, c.ID)
+			if _, ok := r.forgotten[c.ID]; ok {
+				delete(r.forgotten, c.ID)
+				continue
+			}
+			r.got[c.ID] = append(r.got[c.ID], c)
 		}
 		close(r.arrived)
 		r.arrived = make(chan struct{})
@@ -76,22 +82,44 @@ func (r *completionReader) hold(id uint64, b []byte) {
 	r.held[id] = b
 }
 
+// forget drops request id's completion, now or when it comes: nobody waits for it
+// (a receive cancelled and given up).
+func (r *completionReader) forget(id uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.got[id]; ok {
+		delete(r.got, id)
+		return
+	}
+	if !r.closed {
+		r.forgotten[id] = struct{}{}
+	}
+}
+
 // errEngineGone: the communicator's engine stopped while a completion was awaited.
 var errEngineGone = errors.New("collective: the communicator's engine stopped")
 
 // wait returns the next completion of id, or an error once deadline passes.
 func (r *completionReader) wait(id uint64, deadline time.Time) (notifier.Completion, error) {
+	return r.waitAny([]uint64{id}, deadline)
+}
+
+// waitAny returns the next completion of the first of ids that has one, or an error
+// once deadline passes.
+func (r *completionReader) waitAny(ids []uint64, deadline time.Time) (notifier.Completion, error) {
 	for {
 		r.mu.Lock()
-		if q := r.got[id]; len(q) > 0 {
-			c := q[0]
-			if len(q) == 1 {
-				delete(r.got, id)
-			} else {
-				r.got[id] = q[1:]
+		for _, id := range ids {
+			if q := r.got[id]; len(q) > 0 {
+				c := q[0]
+				if len(q) == 1 {
+					delete(r.got, id)
+				} else {
+					r.got[id] = q[1:]
+				}
+				r.mu.Unlock()
+				return c, nil
 			}
-			r.mu.Unlock()
-			return c, nil
 		}
 		closed, arrived := r.closed, r.arrived
 		r.mu.Unlock()
@@ -100,7 +128,7 @@ func (r *completionReader) wait(id uint64, deadline time.Time) (notifier.Complet
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return notifier.Completion{}, fmt.Errorf("collective: no completion of %#x in time: %w", id, ErrTimeout)
+			return notifier.Completion{}, fmt.Errorf("collective: no completion of %#x in time: %w", ids, ErrTimeout)
 		}
 		t := time.NewTimer(left)
 		select {
