@@ -65,6 +65,15 @@ func (t *endpointTable) add(ep *endpoint) {
 	}
 }
 
+// dropTagID takes back ep's receive tag before anyone learnt it: ep keeps none.
+func (t *endpointTable) dropTagID(ep *endpoint) {
+	t.thread.check("endpoint table")
+	if id := tagEndpointID(ep.recvTag); id != 0 && t.byTagID[id] == ep {
+		delete(t.byTagID, id)
+	}
+	ep.recvTag = 0
+}
+
 // addControlTag registers ep's control tag's id as its own (direct.go), so control
 // words that arrive unasked are held as its messages (unexpected.go).
 func (t *endpointTable) addControlTag(ep *endpoint) {

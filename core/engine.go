@@ -411,6 +411,12 @@ type EndpointOptions struct {
 	// connection manager, or worker addresses exchanged over a socket of the
 	// engine's own. Both sides must make it the same way.
 	Via ConnectVia
+	// OwnTag gives an endpoint made from a worker address (ConnectAddressWith) a
+	// receive tag of its own, as a connected endpoint has (EndpointInfo.RecvTag,
+	// tags.go): messages whose tags carry its id are its own, held for it and
+	// charged to it (unexpected.go). The peer has to be told the tag. Without it
+	// such an endpoint's tags are 0.
+	OwnTag bool
 }
 
 // errHandling is the UCX error handling mode the options ask for.

@@ -55,8 +55,9 @@ func (e *Engine) recvProbed(s *submission) {
 }
 
 // ConnectAddress creates an endpoint to a worker address (WorkerAddress of the peer)
-// and returns its handle. No tags are exchanged: its tags are 0, and callers pick
-// tags themselves. The endpoint has peer error handling; see ConnectAddressWith.
+// and returns its handle. No tags are exchanged: its tags are 0 (but see
+// EndpointOptions.OwnTag), and callers pick tags themselves. The endpoint has peer
+// error handling; see ConnectAddressWith.
 func (e *Engine) ConnectAddress(address []byte) (handle uint64, err error) {
 	return e.ConnectAddressWith(address, EndpointOptions{})
 }
@@ -77,7 +78,9 @@ func (e *Engine) ConnectAddressWith(address []byte, opts EndpointOptions) (handl
 			return
 		}
 		ep.u, ep.phase, ep.known = u, phaseReady, true
-		ep.recvTag = 0
+		if !opts.OwnTag {
+			e.eps.dropTagID(ep)
+		}
 		e.eps.publish(ep, false)
 		handle = ep.handle
 	}); cerr != nil {

@@ -66,6 +66,9 @@ const (
 type peers struct {
 	eps  []uint64
 	cpus int
+	// sendIDs and recvIDs: the endpoint ids (tag bits) of this rank's messages to
+	// each rank and of each rank's messages to this one (tagids.go).
+	sendIDs, recvIDs []uint64
 }
 
 // hello is what a rank tells the root.
@@ -180,13 +183,18 @@ func ptr(b []byte) uintptr {
 	return uintptr(unsafe.Pointer(&b[0]))
 }
 
-// exchange sends b on ep with the user tag tag and waits for the send to end.
+// send sends b on ep with the user tag tag and waits for the send to end.
 func send(e *core.Engine, r *completionReader, ep uint64, tag uint64, b []byte, deadline time.Time) error {
 	info, err := e.EndpointInfo(ep)
 	if err != nil {
 		return err
 	}
-	id, err := e.TagSend(ep, ptr(b), uint64(len(b)), info.SendTag|tag, ucxx.MemoryHost, 0)
+	return sendTagged(e, r, ep, info.SendTag|tag, b, deadline)
+}
+
+// sendTagged sends b on ep with the whole tag tag and waits for the send to end.
+func sendTagged(e *core.Engine, r *completionReader, ep uint64, tag uint64, b []byte, deadline time.Time) error {
+	id, err := e.TagSend(ep, ptr(b), uint64(len(b)), tag, ucxx.MemoryHost, 0)
 	if err != nil {
 		return err
 	}
@@ -204,7 +212,12 @@ func postRecv(e *core.Engine, r *completionReader, ep uint64, tag uint64, b []by
 	if err != nil {
 		return 0, err
 	}
-	id, err := e.TagRecv(ep, ptr(b), uint64(len(b)), info.RecvTag|tag, ^uint64(0), ucxx.MemoryHost, 0)
+	return postRecvTagged(e, r, ep, info.RecvTag|tag, b)
+}
+
+// postRecvTagged posts a receive into b on ep of the whole tag tag and returns its id.
+func postRecvTagged(e *core.Engine, r *completionReader, ep uint64, tag uint64, b []byte) (uint64, error) {
+	id, err := e.TagRecv(ep, ptr(b), uint64(len(b)), tag, ^uint64(0), ucxx.MemoryHost, 0)
 	if err != nil {
 		return 0, err
 	}
@@ -214,7 +227,17 @@ func postRecv(e *core.Engine, r *completionReader, ep uint64, tag uint64, b []by
 
 // recv receives into b on ep with the user tag tag and returns the bytes received.
 func recv(e *core.Engine, r *completionReader, ep uint64, tag uint64, b []byte, deadline time.Time) ([]byte, error) {
-	id, err := postRecv(e, r, ep, tag, b)
+	info, err := e.EndpointInfo(ep)
+	if err != nil {
+		return nil, err
+	}
+	return recvTagged(e, r, ep, info.RecvTag|tag, b, deadline)
+}
+
+// recvTagged receives into b on ep a message of the whole tag tag and returns the
+// bytes received.
+func recvTagged(e *core.Engine, r *completionReader, ep uint64, tag uint64, b []byte, deadline time.Time) ([]byte, error) {
+	id, err := postRecvTagged(e, r, ep, tag, b)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +265,7 @@ func bootstrap(e *core.Engine, r *completionReader, rank, size int, root string,
 	}
 	cpus := ownCPUs()
 	if size == 1 {
-		return &peers{eps: []uint64{0}, cpus: cpus}, nil
+		return &peers{eps: []uint64{0}, cpus: cpus, sendIDs: []uint64{0}, recvIDs: []uint64{0}}, nil
 	}
 	host, portText, err := net.SplitHostPort(root)
 	if err != nil {
@@ -254,23 +277,41 @@ func bootstrap(e *core.Engine, r *completionReader, rank, size int, root string,
 	}
 	deadline := time.Now().Add(timeout)
 	me := hello{rank: rank, size: size, cpus: cpus, addr: self}
+	var p *peers
 	if rank == 0 {
 		eps, cpus, err := gather(e, r, host, port, me, deadline)
 		if err != nil {
 			return nil, err
 		}
-		return &peers{eps: eps, cpus: cpus}, nil
+		p = &peers{eps: eps, cpus: cpus}
+	} else {
+		addrs, cpus, err := join(e, r, host, port, me, deadline)
+		if err != nil {
+			return nil, err
+		}
+		if p, err = connectRanks(e, addrs, rank, cpus); err != nil {
+			return nil, err
+		}
 	}
-	addrs, cpus, err := join(e, r, host, port, me, deadline)
-	if err != nil {
+	if err := exchangeTagIDs(e, r, p, rank, deadline); err != nil {
 		return nil, err
 	}
-	p := &peers{eps: make([]uint64, size), cpus: cpus}
+	return p, nil
+}
+
+// rankEndpoint is how a rank's endpoint to another is made: from its worker address,
+// with a receive tag of its own (tagids.go).
+var rankEndpoint = core.EndpointOptions{OwnTag: true}
+
+// connectRanks makes an endpoint to every rank but me from their addresses.
+func connectRanks(e *core.Engine, addrs [][]byte, me, cpus int) (*peers, error) {
+	p := &peers{eps: make([]uint64, len(addrs)), cpus: cpus}
 	for i, a := range addrs {
-		if i == rank {
+		if i == me {
 			continue
 		}
-		if p.eps[i], err = e.ConnectAddress(a); err != nil {
+		var err error
+		if p.eps[i], err = e.ConnectAddressWith(a, rankEndpoint); err != nil {
 			return nil, fmt.Errorf("collective: connect to rank %d: %w", i, err)
 		}
 	}
@@ -367,7 +408,7 @@ func gather(e *core.Engine, r *completionReader, host string, port int, me hello
 		}
 		var peer uint64
 		if sz == size && byRank[rk] == 0 {
-			if peer, err = e.ConnectAddress(addr); err != nil {
+			if peer, err = e.ConnectAddressWith(addr, rankEndpoint); err != nil {
 				e.AbortEndpoint(ep) // an address UCX cannot take: not one of ours
 				continue
 			}

@@ -89,9 +89,8 @@ func (c *Communicator) coresPerRank() int { return max(c.peers.cpus/c.size, 1) }
 func (c *Communicator) Engine() *core.Engine { return c.e }
 
 // p2pTag is the tag of a point-to-point message from rank src with the user tag tag
-// (16 bits): bit 31 marks communicator traffic, bits 16-27 the source rank. The
-// receiving side's endpoint id bits stay 0: endpoints made from worker addresses have
-// none.
+// (16 bits), without the receiving endpoint's id (tagids.go): bit 31 marks
+// communicator traffic, bits 16-27 the source rank.
 func p2pTag(src int, tag uint16) uint64 { return 1<<31 | uint64(src)<<16 | uint64(tag) }
 
 // Send sends b to rank dst with tag and waits for the send to end.
@@ -101,7 +100,7 @@ func (c *Communicator) Send(dst int, tag uint16, b []byte) error {
 	if err := c.check(dst); err != nil {
 		return err
 	}
-	t, err := c.e.TagSendInline(c.peers.eps[dst], ptr(b), uint64(len(b)), p2pTag(c.rank, tag), ucxx.MemoryHost, 0)
+	t, err := c.e.TagSendInline(c.peers.eps[dst], ptr(b), uint64(len(b)), c.peers.sendIDs[dst]|p2pTag(c.rank, tag), ucxx.MemoryHost, 0)
 	if err != nil {
 		return err
 	}
@@ -116,7 +115,7 @@ func (c *Communicator) Recv(src int, tag uint16, b []byte) (int, error) {
 	if err := c.check(src); err != nil {
 		return 0, err
 	}
-	t, err := c.e.TagRecvInline(c.peers.eps[src], ptr(b), uint64(len(b)), p2pTag(src, tag), ^uint64(0), ucxx.MemoryHost, 0)
+	t, err := c.e.TagRecvInline(c.peers.eps[src], ptr(b), uint64(len(b)), c.peers.recvIDs[src]|p2pTag(src, tag), ^uint64(0), ucxx.MemoryHost, 0)
 	if err != nil {
 		return 0, err
 	}

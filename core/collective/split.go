@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+	"time"
 	"unsafe"
 
 	"github.com/ucxx-go/ucxx-go/core"
@@ -129,14 +130,11 @@ func (c *Communicator) formSub(ranks []int, me int) (*Communicator, error) {
 			return fail(err)
 		}
 	}
-	s.peers = &peers{eps: make([]uint64, len(ranks)), cpus: cpus}
-	for i, a := range addrs {
-		if i == me {
-			continue
-		}
-		if s.peers.eps[i], err = e.ConnectAddress(a); err != nil {
-			return fail(fmt.Errorf("connect to member %d: %w", i, err))
-		}
+	if s.peers, err = connectRanks(e, addrs, me, cpus); err != nil {
+		return fail(err)
+	}
+	if err := exchangeTagIDs(e, s.r, s.peers, me, time.Now().Add(c.timeout)); err != nil {
+		return fail(err)
 	}
 	s.x = executor.New(s, executor.Options{Timeout: c.timeout})
 	return s, nil
