@@ -614,9 +614,16 @@ func (e *Engine) Shutdown(timeout time.Duration) error {
 }
 
 // FreeQueue releases the completion queue after Shutdown, once its consumer stopped.
+// After a Shutdown that gave up (ErrShutdownTimeout) the progress thread may still
+// push completions into the ring: it is released when that thread has exited.
 func (e *Engine) FreeQueue() {
 	if e.opts.CaptureUCXLog {
 		ucxx.NotifyLog(nil, -1)
 	}
-	e.queue.Free()
+	select {
+	case <-e.done:
+		e.queue.Free()
+	default:
+		go func() { <-e.done; e.queue.Free() }()
+	}
 }

@@ -697,3 +697,32 @@ func TestRecvDrainsBrokenEndpoint(t *testing.T) {
 		t.Fatalf("receive after our close: status %d, want Canceled", c.Status)
 	}
 }
+
+// TestFreeQueueAfterShutdownGaveUp: after a Shutdown that gave up on a progress
+// thread still busy, FreeQueue leaves the ring mapped (that thread may still push
+// completions into it) and frees it once the thread has exited.
+func TestFreeQueueAfterShutdownGaveUp(t *testing.T) {
+	e := newTestEngine(t, Options{})
+	q := e.Queue()
+	release, running := make(chan struct{}), make(chan struct{})
+	go e.onThread(func() { close(running); <-release })
+	<-running
+	if err := e.Shutdown(10 * time.Millisecond); err != ErrShutdownTimeout {
+		t.Fatalf("Shutdown behind a busy progress thread: %v, want ErrShutdownTimeout", err)
+	}
+	e.FreeQueue()
+	if _, err := q.Wait(0); errors.Is(err, notifier.ErrClosed) {
+		t.Fatal("the ring was freed while the progress thread still ran")
+	}
+	close(release)
+	<-e.done
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if _, err := q.Wait(0); errors.Is(err, notifier.ErrClosed) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the ring was not freed after the progress thread exited")
+		}
+		runtime.Gosched()
+	}
+}

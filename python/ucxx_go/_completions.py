@@ -50,6 +50,9 @@ MODES = ("thread", "reader")
 
 # The most completions kept for requests not registered yet (see register).
 _EARLY_MAX = 4096
+# Requests whose engine did not stop (a reset that timed out): UCX may still write
+# into their buffers, which therefore live as long as the process.
+_ABANDONED = []
 
 # The Future pool: creating an asyncio Future costs ~540 ns, taking one from a list
 # ~115 ns. In thread mode the notifier thread refills the pool (to _POOL_FULL when
@@ -305,8 +308,10 @@ class Completions:
         except Exception:  # an event handler must not stop the drain
             logger.exception("ucxx_go: error handling event %#x", rid)
 
-    def stop(self):
-        """Final drain after the engine stopped; later drains do nothing."""
+    def stop(self, abandon=False):
+        """Final drain after the engine stopped; later drains do nothing. The requests
+        still pending fail; with `abandon` (the engine did not stop: operations may
+        still be in flight) their buffers are kept referenced for the process's life."""
         if self.mode == "reader":
             for loop in self._loops:
                 if not loop.is_closed():
@@ -331,6 +336,8 @@ class Completions:
                     fut.get_loop().call_soon_threadsafe(_fail, fut, exc)
             except RuntimeError:
                 pass  # its loop is closed
+        if abandon:
+            _ABANDONED.extend(self.pending.values())
         self.pending.clear()
 
     def join(self, timeout):

@@ -115,15 +115,19 @@ class Context:
         if self.closed:
             return
         self.closed = True
+        stopped = False
         try:
             ext.pybridge_Stop(int(timeout * 1000))
+            stopped = True
         except RuntimeError as e:
             raise translate(e) from None
         finally:
             if self.loop_progress is not None:
                 self.loop_progress.stop()
             self.completions.join(timeout)
-            self.completions.stop()
+            # A stop that failed (gave up on a busy progress thread) may leave
+            # operations in flight: their buffers are kept for good.
+            self.completions.stop(abandon=not stopped)
             self.completions.release()
             ext.pybridge_FreeQueue()
             _ucx_log.forward()  # what UCX said while shutting down
