@@ -162,6 +162,12 @@ async def test_semaphore_signal_after_puts(pair):
     assert await asyncio.wait_for(sem.wait(5), TIMEOUT) == 5
     with pytest.raises(ValueError):
         await rsem.signal(0)
+    # Out of the counter's 64 bits: refused, not wrapped (-1 became a wait for 2**64 - 1).
+    for bad in (-1, 1 << 64):
+        with pytest.raises(ValueError):
+            await sem.wait(bad)
+    with pytest.raises(ValueError):
+        await rsem.signal(1 << 64)
 
 
 async def test_semaphore_wait_timeout_and_cancel(pair):

@@ -267,10 +267,13 @@ class Semaphore:
         the stream passed the wait."""
         import asyncio
 
+        value = int(value)
+        if not 0 <= value < 1 << 64:
+            raise ValueError(f"Semaphore.wait: value must be in [0, 2**64), not {value}")
         if stream is not None:
-            call(ext.pybridge_WaitSemaphoreOnStream, self._id, int(value), _stream_handle(stream))
+            call(ext.pybridge_WaitSemaphoreOnStream, self._id, value, _stream_handle(stream))
             return None
-        rid = submit(ext.pybridge_WaitSemaphore, self._id, int(value))
+        rid = submit(ext.pybridge_WaitSemaphore, self._id, value)
         req = Request(self._ep._ctx, rid, "Semaphore.wait")
         if timeout is None:
             return await req
@@ -293,7 +296,7 @@ class RemoteSemaphore:
 
     async def signal(self, n=1):
         """Add ``n`` (at least 1) to the peer's counter."""
-        if n < 1:
-            raise ValueError(f"RemoteSemaphore.signal: n must be at least 1, not {n}")
+        if not 1 <= n < 1 << 64:
+            raise ValueError(f"RemoteSemaphore.signal: n must be in [1, 2**64), not {n}")
         rid = submit(ext.pybridge_Signal, self._ep._handle, self._id, int(n))
         await Request(self._ep._ctx, rid, "RemoteSemaphore.signal", None, self)
