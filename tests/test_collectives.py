@@ -4,6 +4,7 @@ buffers and get numpy's answers; calls that differ fail every rank before anythi
 moves; a rank that dies mid-run fails the others' call at once, naming it."""
 
 import json
+import os
 import pathlib
 import subprocess
 
@@ -425,6 +426,59 @@ def test_a_cancelled_collective_keeps_its_buffer_until_the_call_ends(tmp_path):
                 assert alive() is None, "never released"
             else:
                 await asyncio.sleep(1.0)
+                await comm.allreduce(np.ones(1 << 20, np.float32))
+            y = np.full(4, comm.rank + 1, np.float32)
+            await comm.allreduce(y)
+            assert (y == 3).all()
+            print("ok", comm.rank, flush=True)
+            comm.close()
+        asyncio.run(main())
+    """)
+    assert out.count("ok") == 2
+
+
+def test_a_collective_cancelled_while_its_wait_is_queued_keeps_its_buffer(tmp_path):
+    """As above, with the event loop's default executor busy when the call outlives its
+    crossing: the awaiting task is cancelled before any thread began waiting for the
+    call, and the buffer must still stay alive until the call ends."""
+    go = tmp_path / "go"
+    os.mkfifo(go)
+    out = run_ranks(tmp_path, 2, f"""
+        import asyncio, concurrent.futures, gc, threading, weakref, numpy as np, ucxx_go
+        async def main():
+            comm = await ucxx_go.Communicator.init(timeout=30)
+            if comm.rank == 0:
+                loop = asyncio.get_running_loop()
+                loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(1))
+                freed = threading.Event()
+                occupied = loop.run_in_executor(None, freed.wait)  # the executor's one thread
+                x = np.ones(1 << 20, np.float32)  # 4 MiB: outlives the crossing's spin
+                alive = weakref.ref(x)
+                task = asyncio.ensure_future(comm.allreduce(x))
+                await asyncio.sleep(0)  # the task crosses into Go; rank 1 has not come
+                assert not task.done()
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+                freed.set()
+                await occupied
+                await loop.run_in_executor(None, int)  # whatever was queued before it is done
+                del x, task
+                gc.collect()
+                assert alive() is not None, "freed while the call ran"
+                with open({str(go)!r}, "w"):
+                    pass  # rank 1 may come
+                for _ in range(300):  # the call ends once rank 1 comes
+                    gc.collect()
+                    if alive() is None:
+                        break
+                    await asyncio.sleep(0.02)
+                assert alive() is None, "never released"
+            else:
+                with open({str(go)!r}) as f:
+                    f.read()
                 await comm.allreduce(np.ones(1 << 20, np.float32))
             y = np.full(4, comm.rank + 1, np.float32)
             await comm.allreduce(y)

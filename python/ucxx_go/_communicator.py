@@ -30,6 +30,7 @@ import asyncio
 import ctypes
 import json
 import os
+import threading
 
 from ._buffers import buffer_info
 from ._bridge import call, ext, translate
@@ -38,7 +39,7 @@ from ._collective_args import dtype_code, op_code
 from .exceptions import UCXCloseError
 
 # How long (µs) a collective call may run inside its one crossing into Go before the
-# event loop gets control back and the rest is awaited from a worker thread: short
+# event loop gets control back and the rest is waited for on a thread of its own: short
 # collectives finish within it and cost no thread hop.
 SPIN_US = 200
 
@@ -75,16 +76,43 @@ def _env_int(name):
         raise ValueError(f"Communicator.init: {name}={value!r} is not an integer") from None
 
 
-async def _rest(ticket, keep):
-    """The rest of a call that outlived its crossing, waited for on a worker thread."""
-    await asyncio.get_running_loop().run_in_executor(None, _wait, ticket, keep)
+def _rest(ticket, keep):
+    """The rest of a call that outlived its crossing: a future of its CommWait, started
+    now on a thread of its own. Cancelling the future (or the task awaiting it) stops
+    neither the call nor the wait, and keep (the buffers' keep-alives) stays referenced
+    until CommWait has returned: a cancelled await must not free a buffer the other
+    ranks still write into."""
+    return _in_thread(_wait, ticket, keep)
 
 
 def _wait(ticket, keep):
-    """CommWait, on a worker thread. keep (the buffers' keep-alives) is referenced
-    here until the call ends: a cancelled await must not free a buffer the other
-    ranks still write into."""
+    """CommWait; keep (the buffers' keep-alives), an argument, lives as long as the call."""
     return call(ext.pybridge_CommWait, ticket)
+
+
+def _in_thread(fn, *args):
+    """An asyncio future of fn(*args) run on a daemon thread of its own (fn blocks in
+    Go, without the GIL), which no cancellation stops: args stay referenced until fn
+    has returned."""
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+
+    def settle(ok, value):
+        if not fut.done():
+            (fut.set_result if ok else fut.set_exception)(value)
+
+    def run():
+        try:
+            res, ok = fn(*args), True
+        except BaseException as e:  # noqa: BLE001 (handed to the awaiting task)
+            res, ok = e, False
+        try:
+            loop.call_soon_threadsafe(settle, ok, res)
+        except RuntimeError:
+            pass  # the loop is closed: nobody awaits any more
+
+    threading.Thread(target=run, name="ucxx_go-commwait", daemon=True).start()
+    return fut
 
 
 class Communicator:
@@ -386,9 +414,9 @@ class Communicator:
 
     def _run(self, keep, fn, *args):
         """One crossing into Go. None when the call ended within SPIN_US (its error
-        raised here); else an awaitable for the rest, waited for off the event loop,
-        which holds keep (the buffers' keep-alives) until the call ends. Not a
-        coroutine: a coroutine frame a call is ~0.1-0.2 µs of a 3 µs small call."""
+        raised here); else a future of the rest (_rest), which holds keep (the
+        buffers' keep-alives) until the call ends, awaited or not. Not a coroutine: a
+        coroutine frame a call is ~0.1-0.2 µs of a 3 µs small call."""
         ticket = call(fn, *args, SPIN_US)
         if ticket:
             return _rest(ticket, keep)
