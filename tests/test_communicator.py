@@ -1,11 +1,19 @@
 """Communicator: ranks started by python -m ucxx_go.launch form a world and pass
 barriers; a rank that dies makes the others' barrier fail with a UCXError (today
 within the communicator's timeout: the endpoints between ranks of one host are on
-shared memory, whose peer failure this does not yet see at once)."""
+shared memory, whose peer failure this does not yet see at once). A cancelled init or
+split, with rank 1 on a thread of the test's process, closes the communicator that Go
+forms for nobody."""
 
+import asyncio
+import concurrent.futures
+import socket
 import subprocess
 
-from _support import LAUNCH, rank_script
+import pytest
+
+import ucxx_go
+from _support import LAUNCH, PROMPT, TIMEOUT, rank_script
 
 
 def test_ranks_pass_barriers(tmp_path):
@@ -80,3 +88,94 @@ def test_builtin_choice_names_the_registrys_plan(tmp_path):
     """)
     r = subprocess.run(LAUNCH + ["-n", "2", "--timeout", "60", s], timeout=90)
     assert r.returncode == 0
+
+
+class _FormingCall:
+    """The test's view of the Go call that forms one communicator (pybridge_CommNew or
+    pybridge_CommSplit, the call `mine(args)` picks), from whichever thread makes it:
+    `entered` once it is called, `formed` its handle once it returns, `closed` once
+    pybridge_CommClose closes that handle (concurrent futures)."""
+
+    def __init__(self, monkeypatch, name, mine, handle_of):
+        from ucxx_go._bridge import ext
+
+        self.entered, self.formed, self.closed = (concurrent.futures.Future() for _ in range(3))
+        form, close = getattr(ext, name), ext.pybridge_CommClose
+
+        def watched_form(*args):
+            if not mine(args):
+                return form(*args)
+            self.entered.set_result(None)
+            res = form(*args)
+            self.formed.set_result(handle_of(res))
+            return res
+
+        def watched_close(h):
+            if self.formed.done() and self.formed.result() == h:
+                self.closed.set_result(None)
+            return close(h)
+
+        monkeypatch.setattr(ext, name, watched_form)
+        monkeypatch.setattr(ext, "pybridge_CommClose", watched_close)
+
+
+def _free_root():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+async def _unless_rank_0_left(forming):
+    """The communicator `forming` gives rank 1, or None where rank 0's side, which
+    nobody took, was closed before rank 1 reached it."""
+    try:
+        return await forming
+    except ucxx_go.UCXError:
+        return None
+
+
+async def test_a_cancelled_init_closes_the_communicator_its_bootstrap_forms(monkeypatch):
+    """Rank 0's init is cancelled while it waits in the bootstrap for rank 1 (here on a
+    thread of this process): the bootstrap goes on in Go, and the communicator it forms
+    once rank 1 comes, which nobody takes, is closed."""
+    call = _FormingCall(monkeypatch, "pybridge_CommNew", lambda args: args[0] == 0, int)
+    root = _free_root()
+    task = asyncio.ensure_future(ucxx_go.Communicator.init(rank=0, size=2, root=root, timeout=TIMEOUT))
+    await asyncio.wait_for(asyncio.wrap_future(call.entered), TIMEOUT)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    rank1 = await asyncio.to_thread(asyncio.run, _unless_rank_0_left(
+        ucxx_go.Communicator.init(rank=1, size=2, root=root, timeout=TIMEOUT)))
+    try:
+        await asyncio.wait_for(asyncio.wrap_future(call.formed), TIMEOUT)
+        await asyncio.wait_for(asyncio.wrap_future(call.closed), PROMPT)
+    finally:
+        if rank1 is not None:
+            rank1.close()
+
+
+async def test_a_cancelled_split_closes_the_communicator_it_forms(monkeypatch):
+    """As for init: rank 0's split is cancelled while it waits for rank 1's, and the
+    sub-communicator formed once rank 1 splits too is closed."""
+    root = _free_root()
+    comm0, comm1 = await asyncio.gather(
+        ucxx_go.Communicator.init(rank=0, size=2, root=root, timeout=TIMEOUT),
+        asyncio.to_thread(asyncio.run, ucxx_go.Communicator.init(rank=1, size=2, root=root, timeout=TIMEOUT)))
+    subs = []
+    try:
+        call = _FormingCall(monkeypatch, "pybridge_CommSplit", lambda args: args[0] == comm0._h,
+                            lambda res: int(res.split()[0]))
+        task = asyncio.ensure_future(comm0.split(0))
+        await asyncio.wait_for(asyncio.wrap_future(call.entered), TIMEOUT)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        sub1 = await asyncio.to_thread(asyncio.run, _unless_rank_0_left(comm1.split(0)))
+        if sub1 is not None:
+            subs.append(sub1)
+        await asyncio.wait_for(asyncio.wrap_future(call.formed), TIMEOUT)
+        await asyncio.wait_for(asyncio.wrap_future(call.closed), PROMPT)
+    finally:
+        for c in subs + [comm1, comm0]:
+            c.close()

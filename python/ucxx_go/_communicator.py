@@ -90,16 +90,19 @@ def _wait(ticket, keep):
     return call(ext.pybridge_CommWait, ticket)
 
 
-def _in_thread(fn, *args):
+def _in_thread(fn, *args, unclaimed=None):
     """An asyncio future of fn(*args) run on a daemon thread of its own (fn blocks in
     Go, without the GIL), which no cancellation stops: args stay referenced until fn
-    has returned."""
+    has returned, and a result nobody takes (the future was cancelled, or its loop
+    closed) goes to unclaimed(result)."""
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
 
     def settle(ok, value):
         if not fut.done():
             (fut.set_result if ok else fut.set_exception)(value)
+        elif ok and unclaimed is not None:
+            unclaimed(value)
 
     def run():
         try:
@@ -108,11 +111,25 @@ def _in_thread(fn, *args):
             res, ok = e, False
         try:
             loop.call_soon_threadsafe(settle, ok, res)
-        except RuntimeError:
-            pass  # the loop is closed: nobody awaits any more
+        except RuntimeError:  # the loop is closed: nobody awaits any more
+            if ok and unclaimed is not None:
+                unclaimed(res)
 
     threading.Thread(target=run, name="ucxx_go-commwait", daemon=True).start()
     return fut
+
+
+def _close_handle(h):
+    """Close communicator h, which CommNew formed for a caller that is gone."""
+    call(ext.pybridge_CommClose, h)
+
+
+def _close_split(res):
+    """Close the communicator in CommSplit's answer res ("handle rank size"; handle 0:
+    none), formed for a caller that is gone."""
+    h = int(res.split()[0])
+    if h:
+        call(ext.pybridge_CommClose, h)
 
 
 class Communicator:
@@ -134,7 +151,9 @@ class Communicator:
         root : str, optional
             Rank 0's listening address "host:port"; default MASTER_ADDR:MASTER_PORT.
         timeout : float
-            Seconds to wait for the other ranks (and, later, for any peer).
+            Seconds to wait for the other ranks (and, later, for any peer). A cancelled
+            await leaves the bootstrap running until the others came or this passed;
+            the communicator it forms then is closed.
 
         Raises
         ------
@@ -154,8 +173,8 @@ class Communicator:
             root = f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
         if not 0 <= rank < size:
             raise ValueError(f"Communicator.init: rank {rank} of {size}")
-        loop = asyncio.get_running_loop()
-        h = await loop.run_in_executor(None, call, ext.pybridge_CommNew, rank, size, root, int(timeout * 1000))
+        h = await _in_thread(call, ext.pybridge_CommNew, rank, size, root, int(timeout * 1000),
+                             unclaimed=_close_handle)
         return cls(h, rank, size)
 
     async def barrier(self):
@@ -359,10 +378,10 @@ class Communicator:
         """Form sub-communicators (MPI's Comm_split): the ranks that pass the same
         `color` form one, ranked by `key` then by rank; a negative color joins none
         (returns None). Every rank calls it. The new communicator has an engine of its
-        own, and runs beside this one."""
+        own, and runs beside this one. A cancelled await leaves the split running in
+        Go; the communicator it forms then is closed."""
         self._check()
-        res = await asyncio.get_running_loop().run_in_executor(None, call, ext.pybridge_CommSplit, self._h, int(color),
-                                                               int(key))
+        res = await _in_thread(call, ext.pybridge_CommSplit, self._h, int(color), int(key), unclaimed=_close_split)
         h, rank, size = (int(v) for v in res.split())
         return Communicator(h, rank, size) if h else None
 
