@@ -1050,6 +1050,34 @@ async def test_host_allocator_runs_where_the_header_is_delivered(pair):
     assert tasks[0] is not recv, "the allocator ran in the awaiting task"
 
 
+async def test_host_allocator_memory_is_pinned_until_its_frame_arrived(pair):
+    """What host_allocator gave stays exported (the buffer protocol's pin) until the
+    message is in: a bytearray refuses to resize meanwhile, as it would to be freed,
+    and resizes once recv_multi returned."""
+    client, server = pair
+    tries = []
+
+    def allocator(n):
+        ba = bytearray(n)
+
+        def shrink():  # runs before the receiving task wakes: the frame may still be on its way
+            try:
+                del ba[-1]  # a minor downsize: frees no memory even where allowed
+                tries.append("resized")
+            except BufferError:
+                tries.append("refused")
+
+        asyncio.get_running_loop().call_soon(shrink)
+        return ba
+
+    frames = [b"h", np.full(1 << 20, 7, dtype="u1")]
+    got, _ = await asyncio.wait_for(
+        asyncio.gather(server.recv_multi(host_allocator=allocator), client.send_multi(frames)), TIMEOUT)
+    assert tries == ["refused"]
+    assert type(got[1]) is bytearray and got[1] == frames[1].tobytes()
+    del got[1][-1]
+
+
 async def test_host_allocator_min_is_checked(pair):
     _, server = pair
     with pytest.raises(ValueError):

@@ -498,6 +498,7 @@ class Endpoint:
         # the sizes of the frames to allocate, and owns nothing.
         final = Request(ctx, rid, where, release=free_block)
         provided = []
+        exports = []  # buffer_info's keep-alive of each (a bytearray's memoryview export pins it)
 
         def provide(block):
             # On error the task wakes to the exception, and drops the message.
@@ -507,15 +508,17 @@ class Endpoint:
                 name, allocator, want = ("cuda_allocator", cuda_allocator, MEMORY_CUDA) if cuda else \
                     ("host_allocator", host_allocator, MEMORY_HOST)
                 obj = allocator(n)
-                addr, nbytes, _, mem, _ = buffer_info(obj, writable=True)
+                addr, nbytes, export, mem, _ = buffer_info(obj, writable=True)
                 if mem != want or nbytes < n:
                     kind = "CUDA" if cuda else "host"
                     raise TypeError(f"recv_multi: {name}({n}) gave {type(obj).__name__} of "
                                     f"{nbytes} bytes, not writable {kind} memory of at least {n}")
                 provided.append(obj)
+                exports.append(export)
                 desc.extend((addr, frame_mem))  # a core.ProvidedFrameSize entry
-            # UCX may write into them until the message's completion: keep them alive.
-            final.keep = provided
+            # UCX may write into them until the message's completion: keep them alive
+            # and unresizable.
+            final.keep = provided, exports
             call(ext.pybridge_ProvideFrames, block, desc.buffer_info()[0] if desc else 0, len(provided))
 
         asked = Request(ctx, need, where, on_result=provide)
