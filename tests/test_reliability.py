@@ -6,6 +6,7 @@ dropped endpoint losing its last message, a frozen peer never noticed, UCX writi
 stdout.
 """
 
+import array
 import asyncio
 import gc
 import os
@@ -20,7 +21,7 @@ import numpy as np
 import pytest
 
 import ucxx_go
-from _support import STARTUP, TIMEOUT, Server, mp, queue_get, start
+from _support import STARTUP, TIMEOUT, Server, block_until, in_flight, mp, queue_get, start, started, wait_in_flight
 
 MiB = 1 << 20
 
@@ -125,6 +126,30 @@ def _first_gap(seq):
         if v != i:
             return i
     return None
+
+
+@pytest.mark.parametrize("make_buffer", [lambda: np.full(16, 7.0), lambda: np.full((4, 4), 7.0),
+                                         lambda: array.array("d", [7.0] * 16)], ids=["numpy", "numpy-2d", "array"])
+async def test_a_typed_buffers_cancelled_recv_keeps_the_bytes_that_came(pair, make_buffer):
+    """A recv into a buffer of float64 elements, cancelled after its 8-byte message came
+    (the completion in the ring, not yet drained), keeps those 8 bytes, not 8 elements
+    or rows; the next recv into such a buffer gets them and leaves the rest as it was."""
+    client, srv = pair
+    await asyncio.wait_for(asyncio.gather(srv.recv(np.zeros(1)), client.send(bytes(8))), TIMEOUT)  # numpy's fast path
+    msg = b"ABCDEFGH"
+    task = asyncio.ensure_future(srv.recv(make_buffer()))
+    await wait_in_flight(1)
+    [send] = await started(client.send(msg))
+    block_until(lambda: in_flight() == 0, "the message arriving in Go")
+    assert not task.done()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.wait_for(send, TIMEOUT)
+    out = make_buffer()
+    assert await asyncio.wait_for(srv.recv(out), TIMEOUT) == len(msg)
+    got, untouched = memoryview(out).cast("B"), memoryview(make_buffer()).cast("B")
+    assert got[:8] == msg and got[8:] == untouched[8:]
 
 
 # -- a dropped endpoint flushes -------------------------------------------------------------

@@ -3,6 +3,7 @@
 import array
 import asyncio
 import collections
+import ctypes
 import functools
 import logging
 import struct
@@ -228,7 +229,7 @@ class Endpoint:
         if self._closed:
             raise UCXCloseError("Endpoint.recv: the endpoint is closed")
         if (self._kept or self._cancelling) and (msg := await self._earlier("recv", t)) is not None:
-            return self._deliver_kept(msg, keep, n, mem)
+            return self._deliver_kept(msg, buffer, addr, n, mem)
         # On an endpoint the peer broke, the progress thread still posts the receive
         # when a message it sent before is waiting (Engine.drainable), else fails it.
         rid = submit(ext.pybridge_TagRecv, self._handle, addr, n, t, _FULL_MASK, mem, stream, may_wait_inline(n, mem))
@@ -237,7 +238,7 @@ class Endpoint:
         else:
             # A host message that comes after the receive was cancelled is copied out of
             # the buffer and kept for the next recv (a CUDA one is lost).
-            keeper = functools.partial(self._keep_bytes, t, keep) if mem == MEMORY_HOST else None
+            keeper = functools.partial(self._keep_bytes, t, addr) if mem == MEMORY_HOST else None
             n = await self._await_receive(Request(self._ctx, rid, "Endpoint.recv", buffer, keep, release=keeper), "recv", t)
         self._received()
         return n
@@ -461,22 +462,25 @@ class Endpoint:
             del self._kept[(kind, tag)]
         return msg
 
-    def _keep_bytes(self, tag, view, n):
-        self._keep("recv", tag, bytes(view[:n]))
+    def _keep_bytes(self, tag, addr, n):
+        """Keep the n bytes a cancelled recv got at addr (its buffer's, which its
+        request pins until this release)."""
+        self._keep("recv", tag, ctypes.string_at(addr, n))
 
     def _keep_block(self, kind, tag, address):
         self._keep(kind, tag, frames_from_block(address))
 
-    def _deliver_kept(self, msg, view, n, mem):
-        """A kept plain message, for a recv into `view` (n bytes)."""
+    def _deliver_kept(self, msg, buffer, addr, n, mem):
+        """A kept plain message, for a recv into `buffer` (n bytes at addr)."""
         if len(msg) > n:
             raise UCXMessageTruncatedError(f"Endpoint.recv: a {len(msg)}-byte message into a {n}-byte buffer")
         if mem == MEMORY_HOST:
-            view.cast("B")[: len(msg)] = msg
+            if msg:
+                ctypes.memmove(addr, msg, len(msg))
         else:
             import cupy  # a CUDA buffer: copy to the device
 
-            dst = cupy.asarray(view).view(cupy.uint8).ravel()
+            dst = cupy.asarray(buffer).view(cupy.uint8).ravel()
             dst[: len(msg)].set(numpy.frombuffer(msg, numpy.uint8))
         self._received()
         return len(msg)
