@@ -129,6 +129,25 @@ def test_reduce_and_copy_checks(ctx):
     assert bytes(np.asarray(ro)) == b"12345678"
 
 
+def test_a_read_only_numpy_array_wraps_read_only(ctx):
+    """A numpy array that is not writeable wraps read-only however buffer_info reads it,
+    numpy's fast path (whose keep-alive is the array itself) included: the DAG refuses
+    to write into it, and its bytes stay."""
+    ctx.wrap(np.zeros(4, np.uint8))  # uint8 arrays take buffer_info's numpy fast path from here on
+    const = "immutable bytes!".encode()  # a bytes object of its own, not the code's constant
+    frozen = np.zeros(16, np.uint8)
+    frozen.flags.writeable = False
+    src = ctx.wrap(np.frombuffer(bytearray(b"OVERWRITTEN!!!!!"), np.uint8))
+    for obj in (np.frombuffer(const, np.uint8), frozen):
+        dst = ctx.wrap(obj)
+        with pytest.raises(TypeError):
+            ctx.copy(dst, src)
+        with pytest.raises(TypeError):
+            ctx.reduce_into(dst, src)
+    ctx.synchronize_sync()
+    assert const == b"immutable bytes!" and not frozen.any()
+
+
 # -- host access ---------------------------------------------------------------------
 
 

@@ -970,7 +970,6 @@ class ExecutionContext:
         self._check("wrap")
         addr, n, keep, mem, stream = buffer_info(obj, writable=False)
         if mem == C.UCS_MEMORY_TYPE_HOST:
-            readonly = memoryview(keep).readonly if isinstance(keep, memoryview) else False
             if not isinstance(obj, numpy.ndarray):
                 try:
                     obj_view = numpy.asarray(memoryview(obj))  # zero copy, the buffer's own type
@@ -978,6 +977,7 @@ class ExecutionContext:
                     obj_view = numpy.frombuffer(memoryview(obj).cast("B"), numpy.uint8)
             else:
                 obj_view = obj
+            readonly = not obj_view.flags.writeable  # the object's own flag, as numpy reads it
             np_view = obj_view.reshape(-1, order="A")  # memory order: a view of a C- or F-contiguous array
             if dtype is not None:
                 dt = numpy.dtype(dtype)
