@@ -6,8 +6,10 @@ Every wait is bounded (TIMEOUT); nothing sleeps to synchronize: a host function 
 on a threading.Event stands for work still running."""
 
 import asyncio
+import gc
 import threading
 import time
+import weakref
 
 import numpy as np
 import pytest
@@ -469,6 +471,45 @@ async def test_close_cancels_pending_recv(pair):
     got = np.zeros(4, "u1")
     await asyncio.gather(srv.recv(got), client.send(np.ones(4, "u1")))
     assert (got == 1).all()
+
+
+def test_a_dropped_context_keeps_what_its_vertices_use_until_it_closed():
+    """An ExecutionContext dropped without close() while a host function runs and a copy
+    waits for it: its finalizer closes it in the background, and the arrays the vertices
+    use stay referenced until that close has returned (before, collecting the context
+    dropped them at once). The arrays are views of memory the test holds, so that the
+    copy writes into live memory either way."""
+    running, release = threading.Event(), threading.Event()
+
+    def held():
+        running.set()
+        assert release.wait(TIMEOUT), "the test never released the host function"
+
+    base = np.zeros(2 << 20, np.uint8)
+    base[:1 << 20] = 1
+    arrays = {}
+
+    def add_work():
+        ctx = ExecutionContext(transfers=False, gpus=[])
+        s, d = base[:1 << 20], base[1 << 20:]
+        arrays["src"], arrays["dst"], arrays["ctx"] = weakref.ref(s), weakref.ref(d), weakref.ref(ctx)
+        src, dst = ctx.wrap(s), ctx.wrap(d)
+        ctx.host(held, writes=[src])
+        ctx.copy(dst, src)
+        return ctx
+
+    try:
+        ctx = add_work()
+        assert running.wait(TIMEOUT)
+        del ctx
+        gc.collect()
+        assert arrays["ctx"]() is None, "the context was not collected"
+        assert arrays["src"]() is not None and arrays["dst"]() is not None, "dropped while the vertices use them"
+    finally:
+        release.set()
+    block_until(lambda: gc.collect() >= 0 and arrays["src"]() is None and arrays["dst"]() is None,
+                "the arrays released once the context closed")
+    assert (base == 1).all()
 
 
 def test_close_fails_host_functions_not_started():

@@ -23,7 +23,9 @@ array). Kernel signatures use GrCUDA's syntax (``_kernels``).
 Lifetime: the objects an operation uses (arrays' memory, endpoints, remote regions)
 are referenced by the context from the call until the next ``synchronize()`` (which
 proves that everything added before it has finished) or ``close()``; a Python host
-function is referenced until it has run.
+function is referenced until it has run. A context dropped without ``close()`` is closed
+by its finalizer in the background, and its vertices' objects stay referenced until
+that close has returned. Arrays keep their context alive.
 
 Host access fast path (GrCUDA's): each root array remembers which byte ranges the
 host may read, and which it may write, without asking the DAG (what the last host
@@ -236,9 +238,21 @@ class _HostLane:
                 logger.error("ucxx_go: ExecutionContext could not end host vertex %d: %s", vid, translate(e))
 
 
-def _close_handle(handle, lane):
+class _InUse:
+    """What the vertices added since the last synchronize use (root arrays, endpoints,
+    remote regions), by id: referenced by the context, and by its finalizer until a
+    context dropped without close() has closed. Nothing here refers to the context."""
+
+    __slots__ = ("objects",)
+
+    def __init__(self):
+        self.objects = {}
+
+
+def _close_handle(handle, lane, in_use):
     """The backstop of an ExecutionContext dropped without close(): closed on a thread
-    of its own (DagClose waits for running vertices, maybe this very thread's)."""
+    of its own (DagClose waits for running vertices, maybe this very thread's), which
+    lets go of what the vertices use once DagClose has returned."""
 
     def close():
         lane.closed = True
@@ -246,6 +260,7 @@ def _close_handle(handle, lane):
             ext.pybridge_DagClose(handle)
         except RuntimeError:
             pass
+        in_use.objects = {}
 
     threading.Thread(target=close, name=f"ucxx_go-dagclose-{handle}", daemon=True).start()
 
@@ -368,13 +383,15 @@ class Vertex:
 
 class _Root:
     """A root array: its memory, its id in the context, and the host-access fast path's
-    state (ranges safe to read, ranges safe to write, bumped by every operation)."""
+    state (ranges safe to read, ranges safe to write, bumped by every operation). It
+    does not refer to its context (its DeviceArrays do): a dropped context's finalizer
+    holds it until the DAG closed, which must not keep the context alive."""
 
-    __slots__ = ("ctx", "id", "obj", "keep", "address", "nbytes", "dtype", "device", "readonly", "np",
-                 "safe_r", "safe_w", "gen", "reduce_op", "__weakref__")
+    __slots__ = ("id", "obj", "keep", "address", "nbytes", "dtype", "device", "readonly", "np", "safe_r", "safe_w",
+                 "gen", "reduce_op", "__weakref__")
 
-    def __init__(self, ctx, aid, obj, keep, address, nbytes, dtype, device, readonly, np_view):
-        self.ctx, self.id, self.obj, self.keep = ctx, aid, obj, keep
+    def __init__(self, aid, obj, keep, address, nbytes, dtype, device, readonly, np_view):
+        self.id, self.obj, self.keep = aid, obj, keep
         self.address, self.nbytes, self.dtype, self.device = address, nbytes, dtype, device
         self.readonly, self.np = readonly, np_view
         # Nothing of the DAG has used the array yet: all of it is safe.
@@ -413,10 +430,10 @@ class DeviceArray:
     synchronized: access the array again (or ``synchronize()``) first.
     """
 
-    __slots__ = ("_root", "_off", "nbytes", "_len")
+    __slots__ = ("_ctx", "_root", "_off", "nbytes", "_len")
 
-    def __init__(self, root, off, nbytes):
-        self._root, self._off, self.nbytes = root, off, nbytes
+    def __init__(self, ctx, root, off, nbytes):
+        self._ctx, self._root, self._off, self.nbytes = ctx, root, off, nbytes
         self._len = nbytes // root.dtype.itemsize
 
     # -- description --
@@ -469,7 +486,7 @@ class DeviceArray:
         root = self._root
         if _covered(root.safe_w, lo, hi) or (not write and _covered(root.safe_r, lo, hi)):
             return
-        ctx = root.ctx
+        ctx = self._ctx
         if getattr(_tls, "host", None) is ctx._lane:
             return  # inside one of this context's host functions: its accesses were declared
         gen = root.gen
@@ -494,7 +511,7 @@ class DeviceArray:
             raise ValueError("DeviceArray slices are contiguous byte ranges: step must be 1")
         stop = max(stop, start)
         size = self._root.dtype.itemsize
-        return DeviceArray(self._root, self._off + start * size, (stop - start) * size)
+        return DeviceArray(self._ctx, self._root, self._off + start * size, (stop - start) * size)
 
     def __getitem__(self, key):
         if isinstance(key, slice):
@@ -507,7 +524,7 @@ class DeviceArray:
         if root.device < 0:
             return root.np[lo // size]
         out = numpy.empty(1, root.dtype)
-        root.ctx._go(ext.pybridge_CopyCUDAToHost, root.device, out.ctypes.data, root.address + lo, size)
+        self._ctx._go(ext.pybridge_CopyCUDAToHost, root.device, out.ctypes.data, root.address + lo, size)
         return out[0]
 
     def __setitem__(self, key, value):
@@ -526,7 +543,7 @@ class DeviceArray:
         # Device memory: a copy from host memory, ordered by the DAG itself.
         src = numpy.empty(view._len, root.dtype)
         src[:] = value
-        ctx = root.ctx
+        ctx = self._ctx
         staged = ctx.wrap(src)
         ctx.copy(view, staged).wait()
 
@@ -560,7 +577,7 @@ class DeviceArray:
             return root.np[lo // size:hi // size].copy()
         out = numpy.empty(self._len, root.dtype)
         if self.nbytes:
-            root.ctx._go(ext.pybridge_CopyCUDAToHost, root.device, out.ctypes.data, root.address + lo, self.nbytes)
+            self._ctx._go(ext.pybridge_CopyCUDAToHost, root.device, out.ctypes.data, root.address + lo, self.nbytes)
         return out
 
     @property
@@ -580,7 +597,7 @@ def _array_of(ctx, a, what):
     if not isinstance(a, DeviceArray):
         raise TypeError(f"{what} must be a DeviceArray of this ExecutionContext (see ExecutionContext.wrap), "
                         f"not {type(a).__name__}")
-    if a._root.ctx is not ctx:
+    if a._ctx is not ctx:
         raise TypeError(f"{what} belongs to another ExecutionContext")
     return a
 
@@ -611,7 +628,7 @@ def pack_arguments(ctx, params, args, name="kernel"):
                 raise TypeError(f"kernel {name!r} argument {label}: a pointer parameter takes a DeviceArray "
                                 f"(ExecutionContext.array or wrap), not {type(a).__name__}")
             root = a._root
-            if root.ctx is not ctx:
+            if a._ctx is not ctx:
                 raise TypeError(f"kernel {name!r} argument {label}: the array belongs to another ExecutionContext")
             if root.device < 0:
                 raise TypeError(f"kernel {name!r} argument {label}: a host array cannot be passed to a GPU kernel "
@@ -793,11 +810,11 @@ class ExecutionContext:
         self._h = self._go(ext.pybridge_DagNew, json.dumps(options))
         self._lane = _HostLane(self._h)
         self._close_lock = threading.Lock()
-        self._keep = {}  # id(object) -> object used by vertices added since the last synchronize
+        self._in_use = _InUse()
         self._last = 0  # the highest vertex id returned
         self._array_ids = itertools.count(1)
         self._closed = False
-        self._finalizer = weakref.finalize(self, _close_handle, self._h, self._lane)
+        self._finalizer = weakref.finalize(self, _close_handle, self._h, self._lane, self._in_use)
         self._finalizer.atexit = False
 
     # -- plumbing --
@@ -841,9 +858,9 @@ class ExecutionContext:
     def _used(self, roots, words):
         """After an operation was added: keep its arrays referenced, and forget the
         ranges their roots' host accesses had made safe (a read forgets the writes)."""
-        keep = self._keep
+        in_use = self._in_use.objects
         for i, root in enumerate(roots):
-            keep[id(root)] = root
+            in_use[id(root)] = root
             root.gen += 1
             if words[4 * i + 3] == _READ:
                 if root.safe_w:  # still safe to read
@@ -862,7 +879,7 @@ class ExecutionContext:
         self._go(ext.pybridge_DagAccess, self._h, d.buffer_info()[0], 1)
 
     def _new_root(self, obj, keep, address, nbytes, dtype, device, readonly, np_view):
-        root = _Root(self, next(self._array_ids), obj, keep, address, nbytes, dtype, device, readonly, np_view)
+        root = _Root(next(self._array_ids), obj, keep, address, nbytes, dtype, device, readonly, np_view)
         if len(self._gpus) > 1:
             # For the DAG's moves between GPUs: the array's memory, and where its
             # newest copy is (its GPU if the context runs there, else the host).
@@ -999,7 +1016,7 @@ class ExecutionContext:
                     pass
             root = self._new_root(obj, keep, addr, n, dt, _cuda_device(obj, addr, self._gpus),
                                   bool(cai["data"][1]), None)
-        return DeviceArray(root, 0, n)
+        return DeviceArray(self, root, 0, n)
 
     # -- kernels --
 
@@ -1213,8 +1230,9 @@ class ExecutionContext:
         vid = self._go(fn, self._h, ep._handle, remote._id, offset, root.address + local._off, n, mem,
                        d.buffer_info()[0], 1)
         self._used((root,), words)
-        self._keep[id(ep)] = ep
-        self._keep[id(remote)] = remote
+        in_use = self._in_use.objects
+        in_use[id(ep)] = ep
+        in_use[id(remote)] = remote
         return self._vertex(vid, op)
 
     def put(self, ep, local, remote, offset=0):
@@ -1261,7 +1279,7 @@ class ExecutionContext:
             vid = self._go(ext.pybridge_DagRecv, self._h, ep._handle, addr, buf.nbytes, t, _tags.MASK64, mem,
                            d.buffer_info()[0], 1)
         self._used((root,), words)
-        self._keep[id(ep)] = ep
+        self._in_use.objects[id(ep)] = ep
         return self._vertex(vid, op)
 
     def send(self, ep, array, tag=None, force_tag=False):
@@ -1302,13 +1320,14 @@ class ExecutionContext:
             The context is closed.
         """
         self._check("synchronize")
-        keep, self._keep = self._keep, {}
+        in_use = self._in_use
+        kept, in_use.objects = in_use.objects, {}
         last = self._last
         try:
             self._go(ext.pybridge_DagSynchronize, self._h)
         except BaseException:
-            keep.update(self._keep)
-            self._keep = keep
+            kept.update(in_use.objects)
+            in_use.objects = kept
             raise
         lane = self._lane
         if lane.fns:  # functions of vertices that never ran (an ancestor failed)
@@ -1373,7 +1392,7 @@ class ExecutionContext:
             with lane.lock:
                 lane.fns.clear()
                 lane.errors.clear()
-            self._keep = {}
+            self._in_use.objects = {}
 
     async def aclose(self):
         """``close()`` without blocking the event loop; it finishes even if the caller
