@@ -30,8 +30,8 @@ import asyncio
 import ctypes
 import json
 import os
-import threading
 
+from ._blocking import in_thread
 from ._buffers import buffer_info
 from ._bridge import call, ext, translate
 from . import _constants as C
@@ -82,41 +82,12 @@ def _rest(ticket, keep):
     neither the call nor the wait, and keep (the buffers' keep-alives) stays referenced
     until CommWait has returned: a cancelled await must not free a buffer the other
     ranks still write into."""
-    return _in_thread(_wait, ticket, keep)
+    return in_thread(_wait, ticket, keep, name="ucxx_go-commwait")
 
 
 def _wait(ticket, keep):
     """CommWait; keep (the buffers' keep-alives), an argument, lives as long as the call."""
     return call(ext.pybridge_CommWait, ticket)
-
-
-def _in_thread(fn, *args, unclaimed=None):
-    """An asyncio future of fn(*args) run on a daemon thread of its own (fn blocks in
-    Go, without the GIL), which no cancellation stops: args stay referenced until fn
-    has returned, and a result nobody takes (the future was cancelled, or its loop
-    closed) goes to unclaimed(result)."""
-    loop = asyncio.get_running_loop()
-    fut = loop.create_future()
-
-    def settle(ok, value):
-        if not fut.done():
-            (fut.set_result if ok else fut.set_exception)(value)
-        elif ok and unclaimed is not None:
-            unclaimed(value)
-
-    def run():
-        try:
-            res, ok = fn(*args), True
-        except BaseException as e:  # noqa: BLE001 (handed to the awaiting task)
-            res, ok = e, False
-        try:
-            loop.call_soon_threadsafe(settle, ok, res)
-        except RuntimeError:  # the loop is closed: nobody awaits any more
-            if ok and unclaimed is not None:
-                unclaimed(res)
-
-    threading.Thread(target=run, name="ucxx_go-commwait", daemon=True).start()
-    return fut
 
 
 def _close_handle(h):
@@ -173,7 +144,7 @@ class Communicator:
             root = f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
         if not 0 <= rank < size:
             raise ValueError(f"Communicator.init: rank {rank} of {size}")
-        h = await _in_thread(call, ext.pybridge_CommNew, rank, size, root, int(timeout * 1000),
+        h = await in_thread(call, ext.pybridge_CommNew, rank, size, root, int(timeout * 1000),
                              unclaimed=_close_handle)
         return cls(h, rank, size)
 
@@ -381,7 +352,7 @@ class Communicator:
         own, and runs beside this one. A cancelled await leaves the split running in
         Go; the communicator it forms then is closed."""
         self._check()
-        res = await _in_thread(call, ext.pybridge_CommSplit, self._h, int(color), int(key), unclaimed=_close_split)
+        res = await in_thread(call, ext.pybridge_CommSplit, self._h, int(color), int(key), unclaimed=_close_split)
         h, rank, size = (int(v) for v in res.split())
         return Communicator(h, rank, size) if h else None
 

@@ -56,6 +56,7 @@ import numpy
 
 from . import _constants as C
 from . import _context, _kernels, _tags
+from ._blocking import in_thread
 from ._bridge import ext, translate
 from ._buffers import buffer_info
 from ._onesided import RemoteRegion
@@ -275,30 +276,6 @@ def _forget_array(handle, aid):
         pass
 
 
-def _in_thread(fn):
-    """An asyncio future of fn() run on a daemon thread of its own (fn blocks in Go,
-    without the GIL)."""
-    loop = asyncio.get_running_loop()
-    fut = loop.create_future()
-
-    def settle(ok, value):
-        if not fut.done():
-            (fut.set_result if ok else fut.set_exception)(value)
-
-    def run():
-        try:
-            res, ok = fn(), True
-        except BaseException as e:  # noqa: BLE001 (handed to the awaiting task)
-            res, ok = e, False
-        try:
-            loop.call_soon_threadsafe(settle, ok, res)
-        except RuntimeError:
-            pass  # the loop is closed: nobody awaits any more
-
-    threading.Thread(target=run, name="ucxx_go-dagwait", daemon=True).start()
-    return fut
-
-
 def _bounded(fn, timeout, what):
     """fn() on a daemon thread, waited for at most timeout seconds."""
     box = []
@@ -357,7 +334,7 @@ class Vertex:
 
     def __await__(self):
         ctx, vid = self._ctx, self.id
-        return _in_thread(lambda: ctx._wait(vid)).__await__()
+        return in_thread(ctx._wait, vid, name="ucxx_go-dagwait").__await__()
 
     def times(self):
         """(start_ns, stop_ns, gpu_ns): when the vertex was handed to its lane and when
@@ -1337,7 +1314,7 @@ class ExecutionContext:
 
     async def synchronize(self):
         """``synchronize_sync()`` without blocking the event loop."""
-        await _in_thread(self.synchronize_sync)
+        await in_thread(self.synchronize_sync, name="ucxx_go-dagwait")
 
     # -- introspection --
 
@@ -1397,7 +1374,7 @@ class ExecutionContext:
     async def aclose(self):
         """``close()`` without blocking the event loop; it finishes even if the caller
         is cancelled."""
-        fut = _in_thread(self.close)
+        fut = in_thread(self.close, name="ucxx_go-dagwait")
         await asyncio.shield(fut)
 
     def __enter__(self):
