@@ -26,7 +26,6 @@ default stream, and host buffers, run as an ordinary call (done when the await
 returns).
 """
 
-import asyncio
 import ctypes
 import json
 import os
