@@ -2,6 +2,7 @@ package executor
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,4 +110,68 @@ func benchAllReduce(b *testing.B, p *plan.Plan, n, size int, setBytes int64, tim
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkLaneSync: calls whose lanes meet on the plan's semaphores and barriers,
+// the paths of sem_acquire, sem_release and barrier. alltoall_ring: MSCCL++'s alltoall
+// ring on 4 in-process ranks of 32 lanes (48 semaphores a rank, each released once and
+// acquired once a call). handoff: 2 ranks of 2 lanes that hand a pair of semaphores
+// back and forth 16 times a call (every acquire but the first waits for the other
+// lane's release). barriers: 2 ranks of 2 lanes that meet at 16 barriers a call.
+//
+//	go test -run '^$' -bench LaneSync -benchtime 2000x ./core/executor
+func BenchmarkLaneSync(b *testing.B) {
+	b.Run("alltoall_ring", func(b *testing.B) {
+		p := loadFixture(&testing.T{}, "single_node__alltoall__alltoall_ring.json")
+		benchAllReduce(b, p, 4, 1024, 1024, 20*time.Second)
+	})
+	for _, c := range []struct{ name, text string }{{"handoff", handoffPlan(2, 16)}, {"barriers", barriersPlan(2, 16)}} {
+		b.Run(c.name, func(b *testing.B) {
+			p, err := plan.Parse([]byte(c.text))
+			if err != nil {
+				b.Fatal(err)
+			}
+			benchAllReduce(b, p, 2, 64, 64, 20*time.Second)
+		})
+	}
+}
+
+// barriersPlan is an n-rank plan whose two lanes a rank meet at barrier 0 k times.
+func barriersPlan(n, k int) string {
+	var ops []string
+	for range k {
+		ops = append(ops, `{"name":"barrier","barrier_id":0,"num_threadblocks":2}`)
+	}
+	return semPlan("barriers", n, nil, ops, ops)
+}
+
+// handoffPlan is an n-rank plan whose two lanes a rank hand semaphores 0 and 1 back
+// and forth k times: lane 0 releases 0 and acquires 1, lane 1 acquires 0 and releases
+// 1. Both start at 0, and every call leaves them there.
+func handoffPlan(n, k int) string {
+	var l0, l1 []string
+	for range k {
+		l0 = append(l0, `{"name":"sem_release","semaphore_ids":[0]}`, `{"name":"sem_acquire","semaphore_ids":[1]}`)
+		l1 = append(l1, `{"name":"sem_acquire","semaphore_ids":[0]}`, `{"name":"sem_release","semaphore_ids":[1]}`)
+	}
+	return semPlan("handoff", n, []int{0, 0}, l0, l1)
+}
+
+// semPlan is an n-rank allreduce-shaped plan without channels whose every rank has
+// semaphores of the given initial values and one lane per list of ops.
+func semPlan(name string, n int, inits []int, lanes ...[]string) string {
+	sems := make([]string, len(inits))
+	for i, v := range inits {
+		sems[i] = fmt.Sprintf(`{"init_value":%d}`, v)
+	}
+	tbs := make([]string, len(lanes))
+	for i, ops := range lanes {
+		tbs[i] = fmt.Sprintf(`{"id":%d,"channels":[],"remote_buffer_refs":[],"ops":[%s]}`, i, strings.Join(ops, ","))
+	}
+	ranks := make([]string, n)
+	for r := range ranks {
+		ranks[r] = fmt.Sprintf(`{"id":%d,"input_chunks":1,"output_chunks":1,"scratch_chunks":0,"channels":[],"remote_buffers":[],"semaphores":[%s],"threadblocks":[%s]}`,
+			r, strings.Join(sems, ","), strings.Join(tbs, ","))
+	}
+	return fmt.Sprintf(`{"name":%q,"collective":"allreduce","protocol":"Simple","inplace":true,"gpus":[%s]}`, name, strings.Join(ranks, ","))
 }
