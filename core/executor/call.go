@@ -755,6 +755,9 @@ type callRun struct {
 
 	errOnce sync.Once
 	err     error
+	// syncTimerArmed: a lane blocked on a semaphore armed the context's timer for
+	// the call's deadline (lanesync.go).
+	syncTimerArmed atomic.Bool
 }
 
 // fail records the call's first failure and wakes every lane blocked on the rank's

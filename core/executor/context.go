@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ucxx-go/ucxx-go/core/plan"
 )
@@ -44,6 +45,9 @@ type planContext struct {
 	skip     []int
 	barriers [plan.MaxBarriers]laneBarrier
 	sems     []rankSemaphore
+	// syncTimer wakes the lanes blocked on semaphores at a call's deadline
+	// (lanesync.go); nil until a lane first blocks.
+	syncTimer *time.Timer
 	// execs counts the calls run on the context (MSCCL++'s launch flag, from 1).
 	execs uint64
 	// alternate: calls alternate scratch halves as a double scratch buffer's, so that
@@ -267,6 +271,9 @@ func (x *Executor) closeContext(c *planContext) {
 }
 
 func (c *planContext) close() {
+	if c.syncTimer != nil {
+		c.syncTimer.Stop()
+	}
 	for _, s := range c.peers {
 		s.close()
 	}

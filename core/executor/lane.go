@@ -128,8 +128,8 @@ func (lr *laneRun) op(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint64) 
 		return nil
 	case plan.OpSemAcquire:
 		for _, id := range op.SemaphoreIDs {
-			if !r.ctx.sems[id].acquire(r.scope.aborted) {
-				return errAborted
+			if err := r.ctx.sems[id].acquire(r, id); err != nil {
+				return err
 			}
 		}
 		return nil

@@ -1,13 +1,67 @@
 package executor
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Synchronisation among one rank's lanes: the plan's barriers (MSCCL++'s device-wide
 // syncers) and semaphores. Both persist in the plan context; a failing lane aborts
 // the call and wakes every lane blocked here.
+//
+// A lane blocked on a semaphore sleeps on a sync.Cond, parked by the Go scheduler, so
+// that the lane another lane lets through runs at once however many lanes a rank has
+// for its cores. (A futex sleep in slices, as waits for other ranks take, holds the
+// lane's thread and its P in the cgo call until sysmon takes the P back:
+// BenchmarkLaneSync/handoff, 2 ranks of 2 lanes on 2 cores, took 1.1 ms a call
+// instead of 13 µs.) Its wait ends at the call's deadline, as every other wait does
+// (block): the first lane of a call to block arms the context's timer for the
+// deadline (made once, Reset each call: nothing allocated), which wakes every lane
+// blocked on a semaphore, and each fails with ErrTimeout. A plan whose lanes wait on
+// each other in a way Parse cannot see (two lanes each acquiring the semaphore the
+// other releases after) so fails within the call's timeout, where it hung the call
+// and Close behind it.
+
+// block is a lane's wait on c, whose lock it holds, for a semaphore: errAborted after
+// an abort, a *RankError (rank -1: this rank's lanes) wrapping ErrTimeout once the
+// call's deadline passed, else nil once c was signalled (the caller looks again).
+// what names the wait.
+func (r *callRun) block(c *sync.Cond, what func() string) error {
+	s := r.scope
+	if s.aborted.Load() {
+		return errAborted
+	}
+	left := time.Until(s.deadline)
+	if left <= 0 {
+		return &RankError{Rank: -1, Op: what(), Err: fmt.Errorf("nothing came in %v: %w", s.timeout, ErrTimeout)}
+	}
+	if !r.syncTimerArmed.Load() && r.syncTimerArmed.CompareAndSwap(false, true) {
+		r.ctx.armSyncTimer(left)
+	}
+	c.Wait()
+	return nil
+}
+
+// armSyncTimer has the context's timer wake its lanes blocked on semaphores after d
+// (once a call: calls and their first blocked lanes come one at a time). A timer a
+// call armed that fires after the call ended wakes nobody, or lanes of a later call
+// that look again and sleep on.
+func (c *planContext) armSyncTimer(d time.Duration) {
+	if c.syncTimer == nil {
+		c.syncTimer = time.AfterFunc(d, c.wakeLanes)
+		return
+	}
+	c.syncTimer.Reset(d)
+}
+
+// wakeLanes wakes every lane blocked on the context's semaphores, to look again.
+func (c *planContext) wakeLanes() {
+	for i := range c.sems {
+		c.sems[i].wake()
+	}
+}
 
 // laneBarrier lets count lanes through together, generation after generation.
 type laneBarrier struct {
@@ -56,7 +110,7 @@ func (b *laneBarrier) wake() {
 }
 
 // rankSemaphore is a plan semaphore: a counter that acquire decrements, waiting
-// while it is not positive, and release increments.
+// while it is not positive (within the call's deadline), and release increments.
 type rankSemaphore struct {
 	mu   sync.Mutex
 	cond *sync.Cond
@@ -68,17 +122,18 @@ func (s *rankSemaphore) init(v int) {
 	s.cond = sync.NewCond(&s.mu)
 }
 
-func (s *rankSemaphore) acquire(aborted *atomic.Bool) bool {
+// acquire waits until the count is positive (block: errAborted, ErrTimeout) and
+// decrements it; id names the semaphore.
+func (s *rankSemaphore) acquire(r *callRun, id int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for s.v <= 0 {
-		if aborted.Load() {
-			return false
+		if err := r.block(s.cond, func() string { return fmt.Sprintf("waiting for a release of semaphore %d", id) }); err != nil {
+			return err
 		}
-		s.cond.Wait()
 	}
 	s.v--
-	return true
+	return nil
 }
 
 func (s *rankSemaphore) release() {
