@@ -755,8 +755,8 @@ type callRun struct {
 
 	errOnce sync.Once
 	err     error
-	// syncTimerArmed: a lane blocked on a semaphore armed the context's timer for
-	// the call's deadline (lanesync.go).
+	// syncTimerArmed: a lane blocked on a barrier or semaphore armed the context's
+	// timer for the call's deadline (lanesync.go).
 	syncTimerArmed atomic.Bool
 }
 

@@ -45,8 +45,8 @@ type planContext struct {
 	skip     []int
 	barriers [plan.MaxBarriers]laneBarrier
 	sems     []rankSemaphore
-	// syncTimer wakes the lanes blocked on semaphores at a call's deadline
-	// (lanesync.go); nil until a lane first blocks.
+	// syncTimer wakes the lanes blocked on barriers and semaphores at a call's
+	// deadline (lanesync.go); nil until a lane first blocks.
 	syncTimer *time.Timer
 	// execs counts the calls run on the context (MSCCL++'s launch flag, from 1).
 	execs uint64

@@ -122,10 +122,7 @@ func (lr *laneRun) op(op *plan.Op, ol *plan.OpLayout, pipe *plan.Op, it uint64) 
 	case plan.OpNop, plan.OpFlush:
 		return nil
 	case plan.OpBarrier:
-		if !r.ctx.barriers[op.BarrierID].arrive(op.BarrierCount, r.scope.aborted) {
-			return errAborted
-		}
-		return nil
+		return r.ctx.barriers[op.BarrierID].arrive(op.BarrierCount, r, op.BarrierID)
 	case plan.OpSemAcquire:
 		for _, id := range op.SemaphoreIDs {
 			if err := r.ctx.sems[id].acquire(r, id); err != nil {

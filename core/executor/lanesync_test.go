@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,22 +15,26 @@ import (
 
 // Lanes that wait on each other in a way Parse cannot see: two lanes each acquiring
 // the semaphore the other releases after, a lane acquiring twice before it releases,
-// a semaphore wait beside a barrier. Each pair of lists is a rank's two lanes.
+// barriers met in opposite orders, a semaphore wait beside a barrier. Each pair of
+// lists is a rank's two lanes.
 var stuckLanes = []struct {
 	name  string
 	inits []int
 	lanes [2][]string
-	op    string // the op a rank's failure names
+	ops   []string // the ops a rank's failure may name
 }{
 	{"semaphore cycle", []int{0, 0}, [2][]string{
 		{`{"name":"sem_acquire","semaphore_ids":[1]}`, `{"name":"sem_release","semaphore_ids":[0]}`},
-		{`{"name":"sem_acquire","semaphore_ids":[0]}`, `{"name":"sem_release","semaphore_ids":[1]}`}}, "sem_acquire"},
+		{`{"name":"sem_acquire","semaphore_ids":[0]}`, `{"name":"sem_release","semaphore_ids":[1]}`}}, []string{"sem_acquire"}},
 	{"release after the acquire", []int{1}, [2][]string{
 		{`{"name":"sem_acquire","semaphore_ids":[0]}`, `{"name":"sem_acquire","semaphore_ids":[0]}`, `{"name":"sem_release","semaphore_ids":[0]}`},
-		{`{"name":"nop"}`}}, "sem_acquire"},
+		{`{"name":"nop"}`}}, []string{"sem_acquire"}},
+	{"barrier cycle", nil, [2][]string{
+		{`{"name":"barrier","barrier_id":0,"num_threadblocks":2}`, `{"name":"barrier","barrier_id":1,"num_threadblocks":2}`},
+		{`{"name":"barrier","barrier_id":1,"num_threadblocks":2}`, `{"name":"barrier","barrier_id":0,"num_threadblocks":2}`}}, []string{"barrier"}},
 	{"semaphore beside a barrier", []int{0}, [2][]string{
 		{`{"name":"sem_acquire","semaphore_ids":[0]}`, `{"name":"barrier","barrier_id":0,"num_threadblocks":2}`},
-		{`{"name":"barrier","barrier_id":0,"num_threadblocks":2}`, `{"name":"sem_release","semaphore_ids":[0]}`}}, "sem_acquire"},
+		{`{"name":"barrier","barrier_id":0,"num_threadblocks":2}`, `{"name":"sem_release","semaphore_ids":[0]}`}}, []string{"sem_acquire", "barrier"}},
 }
 
 // within runs f and ends the test binary, with every goroutine's stack, if it has
@@ -54,7 +59,7 @@ func within(t *testing.T, d time.Duration, what string, f func()) {
 
 // TestLanesWaitingOnEachOtherTimeOut: a plan whose lanes wait on each other forever
 // fails every rank's call with a *RankError wrapping ErrTimeout, naming the op, within
-// the call's timeout (they hung in sem_acquire, which had no deadline);
+// the call's timeout (they hung in sem_acquire and barrier, which had no deadline);
 // the next call fails at once with ErrBroken (the ranks' semaphores are off), and
 // Close returns.
 func TestLanesWaitingOnEachOtherTimeOut(t *testing.T) {
@@ -79,8 +84,9 @@ func TestLanesWaitingOnEachOtherTimeOut(t *testing.T) {
 			t.Logf("the calls failed after %v: %v", time.Since(t0), errs[0])
 			for r, err := range errs {
 				var re *RankError
-				if !errors.Is(err, ErrTimeout) || !errors.As(err, &re) || !strings.Contains(err.Error(), "("+c.op+")") {
-					t.Fatalf("rank %d: %v, want a timeout in %s", r, err, c.op)
+				named := slices.ContainsFunc(c.ops, func(op string) bool { return strings.Contains(err.Error(), "("+op+")") })
+				if !errors.Is(err, ErrTimeout) || !errors.As(err, &re) || !named {
+					t.Fatalf("rank %d: %v, want a timeout in %s", r, err, strings.Join(c.ops, " or "))
 				}
 			}
 			within(t, 5*time.Second, "Execute after the failure", func() {
@@ -137,5 +143,57 @@ func TestCloseBehindAStuckSemaphoreReturns(t *testing.T) {
 	}
 	if err := xs[0].Execute(Call{Plan: p}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Execute after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestLaneSyncWakesToLookAgain: lanes woken while they wait on a barrier or semaphore
+// (the timer a call armed for its deadline may fire during a later call) look again
+// and wait on: calls of plans that hand semaphores between lanes and meet at barriers
+// all succeed while their contexts' lanes are woken without end.
+func TestLaneSyncWakesToLookAgain(t *testing.T) {
+	for _, text := range []string{handoffPlan(2, 16), barriersPlan(2, 16)} {
+		p, err := plan.Parse([]byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		xs := newWorld(t, 2, Options{Timeout: 10 * time.Second})
+		bufs := [][]byte{cbytes(64), cbytes(64)}
+		run := func(calls int) {
+			t.Helper()
+			within(t, 60*time.Second, p.Name, func() {
+				for r, err := range onAll(xs, func(r int, x *Executor) error {
+					for range calls {
+						if err := x.Execute(Call{Plan: p, Send: Buffer{addr(bufs[r]), 64}, Recv: Buffer{addr(bufs[r]), 64}, DType: reduce.Float32, Op: reduce.Sum}); err != nil {
+							return err
+						}
+					}
+					return nil
+				}) {
+					if err != nil {
+						t.Fatalf("%s: rank %d: %v", p.Name, r, err)
+					}
+				}
+			})
+		}
+		run(1) // makes the contexts
+		ctxs := []*planContext{xs[0].ctxs[0], xs[1].ctxs[0]}
+		stop := make(chan struct{})
+		woken := make(chan struct{})
+		go func() {
+			defer close(woken)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for _, c := range ctxs {
+					c.wakeLanes()
+				}
+			}
+		}()
+		run(100)
+		close(stop)
+		<-woken
 	}
 }
