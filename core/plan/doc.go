@@ -40,8 +40,13 @@
 //     be signalled (signal, rlxsignal, pws, pwsf) as often as its pair waits (wait,
 //     rlxwait), at lane level and in each pipeline context. All barrier ops with one
 //     id must agree on num_threadblocks n, and unless n is 1, exactly n lanes must
-//     reach the id, equally often. Ranks must list shared NVLS groups in the same
-//     order. Cycles of waits are not detected.
+//     reach the id, equally often. A semaphore that no op of its rank releases (at
+//     lane level or in a pipeline) may be acquired at lane level at most init_value
+//     times: 0.9's acquire that reads 0 or less spins until a release, so the first
+//     call would hang. Ranks must list shared NVLS groups in the same order. Cycles
+//     of waits are not detected (two lanes each acquiring the semaphore the other
+//     releases after, barriers met in opposite orders), nor semaphores that run out
+//     over calls (they are not reset between executions).
 //
 // Validation also requires per-thread work to fit num_threads_per_block, port data
 // ops to name one channel per destination whose peer owns that destination, waits
@@ -94,7 +99,8 @@
 //   - Beyond what 0.9 rejects, Parse refuses plans that 0.9 loads but crashes on
 //     (division by zero), corrupts memory with (ids past its fixed arrays, refs past
 //     their buffers, fields stored over a union), hangs on (unpaired channels,
-//     unbalanced waits, unreachable barriers, more per-thread items than threads),
+//     unbalanced waits, unreachable barriers, semaphores acquired past their initial
+//     value with no release, more per-thread items than threads),
 //     or misreads (a lane listing a remote buffer for an access type the buffer
 //     lacks gets 0.9's index 0; pws on a memory channel; a port put whose channel
 //     leads to another rank than its destination's owner; packets in a Simple

@@ -28,8 +28,8 @@ var (
 	ErrLimit = errors.New("limit exceeded")
 	// ErrUnmatched: synchronisation that cannot complete or pair up: a channel
 	// with no reverse channel, signals and waits that do not balance, a barrier
-	// whose count its thread blocks cannot reach, switch groups the ranks disagree
-	// on.
+	// whose count its thread blocks cannot reach, a semaphore acquired more often
+	// than it starts at and never released, switch groups the ranks disagree on.
 	ErrUnmatched = errors.New("unmatched synchronisation")
 	// ErrMessageSize: the call's input and output sizes are not ones the plan can
 	// run (alignment, chunk divisibility, min/max, a buffer reference or pipeline

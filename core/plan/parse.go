@@ -21,7 +21,8 @@ func Load(r io.Reader) (*Plan, error) {
 // Parse decodes an MSCCL++ 0.9 execution plan and validates it. Unknown fields are
 // ignored, as MSCCL++ ignores them; everything the executor indexes with is then
 // checked: the plan returned has every id, index and count in range, paired
-// channels, balanced signals and waits, and reachable barriers (see the package
+// channels, balanced signals and waits, reachable barriers, and no semaphore that
+// its first call's acquires exhaust with nothing to release it (see the package
 // documentation for the full list).
 //
 // Errors: a *PlanError wrapping ErrMalformed, ErrUnsupportedOp, ErrOutOfRange,

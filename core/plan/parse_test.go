@@ -293,6 +293,13 @@ func TestParseRejects(t *testing.T) {
 		{"semaphore ids on a copy", sub(one, `{"name":"copy",`, `{"name":"copy","semaphore_ids":[0],`), ErrMalformed, "semaphore_ids on a copy"},
 		{"semaphore out of range", onePlan(chunks1, `{"name":"sem_release","semaphore_ids":[1]}`), ErrOutOfRange, "semaphore 1: rank 0 has 1"},
 		{"semaphore op without ids", onePlan(chunks1, `{"name":"sem_acquire"}`), ErrMalformed, "needs semaphore_ids"},
+		{"semaphore acquired, never released", onePlan(chunks1, `{"name":"sem_acquire","semaphore_ids":[0]}`), ErrUnmatched,
+			"semaphore 0 starts at 0 and no op of the rank releases it, but its lanes acquire it 1 times a call: acquires past the first 0 never return"},
+		{"semaphore acquired more often than it starts at", sub(lanesPlan(chunks1, `{"name":"sem_acquire","semaphore_ids":[0]}`, `{"name":"nop"},{"name":"sem_acquire","semaphore_ids":[0,0]}`), `"init_value":0`, `"init_value":2`),
+			ErrUnmatched, "rank 0 lane 1 op 1 (gpus[0].threadblocks[1].ops[1]): unmatched synchronisation: semaphore 0 starts at 2 and no op of the rank releases it, but its lanes acquire it 3 times"},
+		{"semaphore starting below 0, never released", sub(onePlan(chunks1, `{"name":"sem_acquire","semaphore_ids":[0]}`), `"init_value":0`, `"init_value":-1`), ErrUnmatched, "starts at -1"},
+		{"semaphore acquired on one rank, released on another", twoRanks(`{"name":"sem_release","semaphore_ids":[0]},`+sigMem+","+waitMem, `{"name":"sem_acquire","semaphore_ids":[0]},{"name":"sem_acquire","semaphore_ids":[0]},`+sigMem+","+waitMem),
+			ErrUnmatched, "rank 1 lane 0 op 1 (gpus[1].threadblocks[0].ops[1]): unmatched synchronisation: semaphore 0 starts at 1"},
 		{"nested pipeline", onePlan(chunks1, `{"name":"pipeline","iter_context":{"unit_size":16,"num_chunks":1},"ops":[{"name":"pipeline","iter_context":{"unit_size":16,"num_chunks":1},"ops":[{"name":"nop"}]}]}`), ErrMalformed, "pipeline inside a pipeline"},
 		{"empty pipeline", onePlan(chunks1, `{"name":"pipeline","iter_context":{"unit_size":16,"num_chunks":1},"ops":[]}`), ErrMalformed, "without inner ops"},
 		{"pipeline without iter_context", onePlan(chunks1, `{"name":"pipeline","ops":[{"name":"nop"}]}`), ErrMalformed, "needs iter_context"},
@@ -307,6 +314,24 @@ func TestParseRejects(t *testing.T) {
 				t.Error("a plan returned with an error")
 			}
 			wantErr(t, err, c.err, c.says)
+		})
+	}
+}
+
+// TestParseSemaphoresThatMayRun: semaphores Parse cannot prove stuck load, as in
+// MSCCL++: acquired no more often than they start at (each call takes some; the
+// calls after they ran out would hang, but MSCCL++ runs the first ones), released
+// only inside a pipeline, starting below 0 and released to above it.
+func TestParseSemaphoresThatMayRun(t *testing.T) {
+	acquire := `{"name":"sem_acquire","semaphore_ids":[0]}`
+	release := `{"name":"sem_release","semaphore_ids":[0]}`
+	for _, c := range []struct{ name, text string }{
+		{"acquired as often as it starts at", sub(lanesPlan(chunks1, acquire, acquire+","+acquire), `"init_value":0`, `"init_value":3`)},
+		{"released inside a pipeline", lanesPlan(chunks1, `{"name":"pipeline","iter_context":{"unit_size":16,"num_chunks":1},"ops":[`+release+`]}`, acquire)},
+		{"starting below 0", sub(lanesPlan(chunks1, release+","+release, acquire), `"init_value":0`, `"init_value":-1`)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			recheck(t, mustParse(t, c.text))
 		})
 	}
 }

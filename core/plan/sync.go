@@ -6,10 +6,12 @@ import (
 )
 
 // Checks that the plan's synchronisation can complete. They catch the plans that
-// would hang (a wait nobody signals, a barrier its lanes cannot fill, an NVLS
-// group set up in different orders) or leave counters off by some for the next
-// execution (more signals than waits). What they cannot catch is a cycle of waits
-// that each would be satisfied eventually: that needs running the plan.
+// would hang (a wait nobody signals, a barrier its lanes cannot fill, a semaphore
+// acquired more often than it starts at and never released, an NVLS group set up in
+// different orders) or leave counters off by some for the next execution (more
+// signals than waits). What they cannot catch is a cycle of waits that each would be
+// satisfied eventually: that needs running the plan (the executor's waits, its
+// barriers and semaphores too, end at the call's timeout).
 
 // pairChannels numbers each memory and port channel among the channels of its type
 // to the same peer (Ordinal) and finds its pair on the peer (Reverse): MSCCL++
@@ -236,4 +238,59 @@ func mapsEqual[K comparable](a, b map[K]int) bool {
 		}
 	}
 	return true
+}
+
+// checkSemaphores checks rank r's semaphores where a hang needs no running: one that
+// no op of the rank releases. 0.9's DeviceSemaphore::acquire decrements and, if the
+// value it read was 0 or less, spins until releases bring the semaphore back to that
+// value; with no release the semaphore only falls, so its first init_value acquires
+// return and no later one does. Acquires at lane level run every call, so more of
+// them than init_value hang the first call. Acquires inside pipelines are not
+// counted (a pipeline may run no iteration), nor are acquires past what a call's
+// releases restore: a semaphore that is released may still wait forever (a lane
+// acquiring what another releases after it, each waiting on the other), or run out
+// over calls (nothing resets it between executions). That needs running the plan.
+func checkSemaphores(p *Plan, r int) error {
+	rk := &p.Ranks[r]
+	if len(rk.Semaphores) == 0 {
+		return nil
+	}
+	released := make([]bool, len(rk.Semaphores))
+	acquires := make([]int, len(rk.Semaphores))
+	stuck := make([]*where, len(rk.Semaphores)) // the lane-level acquire past init_value, in lane order
+	for li := range rk.Lanes {
+		l := &rk.Lanes[li]
+		for oi := range l.Ops {
+			op := &l.Ops[oi]
+			for ii := range op.Ops {
+				if op.Ops[ii].Code == OpSemRelease {
+					for _, s := range op.Ops[ii].SemaphoreIDs {
+						released[s] = true
+					}
+				}
+			}
+			switch op.Code {
+			case OpSemRelease:
+				for _, s := range op.SemaphoreIDs {
+					released[s] = true
+				}
+			case OpSemAcquire:
+				for _, s := range op.SemaphoreIDs {
+					acquires[s]++
+					if stuck[s] == nil && int64(acquires[s]) > int64(rk.Semaphores[s].InitValue) {
+						w := rankWhere(r).at("threadblocks").idx(li).at("ops").idx(oi)
+						w.lane, w.op = li, oi
+						stuck[s] = &w
+					}
+				}
+			}
+		}
+	}
+	for s, w := range stuck {
+		if w != nil && !released[s] {
+			return w.errf(ErrUnmatched, "semaphore %d starts at %d and no op of the rank releases it, but its lanes acquire it %d times a call: acquires past the first %d never return",
+				s, rk.Semaphores[s].InitValue, acquires[s], max(rk.Semaphores[s].InitValue, 0))
+		}
+	}
+	return nil
 }

@@ -31,6 +31,9 @@ func validate(p *Plan) error {
 		if err := checkBarriers(p, r); err != nil {
 			return err
 		}
+		if err := checkSemaphores(p, r); err != nil {
+			return err
+		}
 	}
 	return nil
 }
