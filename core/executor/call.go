@@ -782,6 +782,7 @@ func (r *callRun) lanes() error {
 		run = gpuLanes{}
 	}
 	run.runLanes(r)
+	r.endLaneSync()
 	return r.err
 }
 

@@ -46,8 +46,14 @@ type planContext struct {
 	barriers [plan.MaxBarriers]laneBarrier
 	sems     []rankSemaphore
 	// syncTimer wakes the lanes blocked on barriers and semaphores at a call's
-	// deadline (lanesync.go); nil until a lane first blocks.
-	syncTimer *time.Timer
+	// deadline (lanesync.go); nil until a lane first blocks. syncMu guards it, and
+	// syncCall and syncDeadline, the call that armed it last (its flag) and that
+	// call's deadline; syncExpired is the last call whose deadline it saw pass.
+	syncMu       sync.Mutex
+	syncTimer    *time.Timer
+	syncCall     uint64
+	syncDeadline time.Time
+	syncExpired  atomic.Uint64
 	// execs counts the calls run on the context (MSCCL++'s launch flag, from 1).
 	execs uint64
 	// alternate: calls alternate scratch halves as a double scratch buffer's, so that
@@ -271,9 +277,11 @@ func (x *Executor) closeContext(c *planContext) {
 }
 
 func (c *planContext) close() {
+	c.syncMu.Lock()
 	if c.syncTimer != nil {
 		c.syncTimer.Stop()
 	}
+	c.syncMu.Unlock()
 	for _, s := range c.peers {
 		s.close()
 	}

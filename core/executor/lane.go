@@ -52,6 +52,10 @@ func (r *callRun) runLane(li int) {
 
 // newLane returns lane li's state: for lane 0, which runs on the calling goroutine,
 // the executor's own (one call at a time), so that a one-lane call allocates none.
+// Not inlined: the state's literal (over 300 bytes) would stay in runLane's frame,
+// under every op of a lane whose goroutine starts each call with a small stack.
+//
+//go:noinline
 func (r *callRun) newLane(li int) *laneRun {
 	rk := &r.c.Plan.Ranks[r.me]
 	if li == 0 {

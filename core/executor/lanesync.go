@@ -16,43 +16,98 @@ import (
 // thread and its P in the cgo call until sysmon takes the P back:
 // BenchmarkLaneSync/handoff, 2 ranks of 2 lanes on 2 cores, took 1.1 ms a call
 // instead of 13 µs.) Its wait ends at the call's deadline, as every other wait does
-// (block): the first lane of a call to block arms the context's timer for the
-// deadline (made once, Reset each call: nothing allocated), which wakes every lane
-// blocked here, and each fails with ErrTimeout. A plan whose lanes wait on each other
-// in a way Parse cannot see (two lanes each acquiring the semaphore the other
-// releases after, barriers met in opposite orders) so fails within the call's
+// (canSleep): the first lane of a call to block arms the context's timer for the
+// deadline (made once, Reset each call: nothing allocated); when it fires past the
+// deadline it marks the call expired and wakes every lane blocked here, and each
+// fails with ErrTimeout. A blocked lane so reads no clock. A plan whose lanes wait on
+// each other in a way Parse cannot see (two lanes each acquiring the semaphore the
+// other releases after, barriers met in opposite orders) so fails within the call's
 // timeout, where it hung the call and Close behind it.
 
-// block is a lane's wait on c, whose lock it holds, for a barrier or semaphore:
-// errAborted after an abort, a *RankError (rank -1: this rank's lanes) wrapping
-// ErrTimeout once the call's deadline passed, else nil once c was signalled (the
-// caller looks again). what names the wait.
-func (r *callRun) block(c *sync.Cond, what func() string) error {
-	s := r.scope
-	if s.aborted.Load() {
-		return errAborted
-	}
-	left := time.Until(s.deadline)
-	if left <= 0 {
-		return &RankError{Rank: -1, Op: what(), Err: fmt.Errorf("nothing came in %v: %w", s.timeout, ErrTimeout)}
-	}
-	if !r.syncTimerArmed.Load() && r.syncTimerArmed.CompareAndSwap(false, true) {
-		r.ctx.armSyncTimer(left)
-	}
-	c.Wait()
-	return nil
+// canSleep reports whether a lane may sleep on for a barrier or semaphore: the call
+// neither aborted nor expired. Inlined, as armSyncTimer's quick return: a lane's
+// goroutine is new each call, and a deeper stack under its waits grew (copied) that
+// stack every call.
+func (r *callRun) canSleep() bool {
+	return !r.scope.aborted.Load() && r.ctx.syncExpired.Load() != r.flag
 }
 
-// armSyncTimer has the context's timer wake its lanes blocked on barriers and
-// semaphores after d (once a call: calls and their first blocked lanes come one at a
-// time). A timer a call armed that fires after the call ended wakes nobody, or lanes
-// of a later call that look again and sleep on.
-func (c *planContext) armSyncTimer(d time.Duration) {
+// laneWait names a blocked lane's wait: on barrier id of count lanes, or on
+// semaphore id.
+type laneWait struct {
+	barrier   bool
+	id, count int
+}
+
+// stopped is the error of a wait canSleep ended: errAborted after an abort, else a
+// *RankError (rank -1: this rank's lanes) wrapping ErrTimeout.
+//
+//go:noinline
+func (r *callRun) stopped(w laneWait) error {
+	if r.scope.aborted.Load() {
+		return errAborted
+	}
+	what := fmt.Sprintf("waiting for a release of semaphore %d", w.id)
+	if w.barrier {
+		what = fmt.Sprintf("barrier %d: waiting for %d lanes", w.id, w.count)
+	}
+	return &RankError{Rank: -1, Op: what, Err: fmt.Errorf("nothing came in %v: %w", r.scope.timeout, ErrTimeout)}
+}
+
+// armSyncTimer arms the context's timer for the call's deadline, once a call (the
+// first of its lanes to block; the others return at once).
+func (r *callRun) armSyncTimer() {
+	if !r.syncTimerArmed.Load() {
+		r.armSyncTimerSlow()
+	}
+}
+
+//go:noinline
+func (r *callRun) armSyncTimerSlow() {
+	if r.syncTimerArmed.CompareAndSwap(false, true) {
+		r.ctx.armSyncTimer(r.flag, r.scope.deadline)
+	}
+}
+
+// endLaneSync stops the timer the call's lanes armed, once they all ended: a Go timer
+// pending in the process has every scheduling round of its P read the clock
+// (BenchmarkLaneSync/handoff 12 -> 15 us a call on 2 cores with any timer pending).
+func (r *callRun) endLaneSync() {
+	if r.syncTimerArmed.Load() {
+		c := r.ctx
+		c.syncMu.Lock()
+		if c.syncTimer != nil {
+			c.syncTimer.Stop()
+		}
+		c.syncMu.Unlock()
+	}
+}
+
+// armSyncTimer has the context's timer fire at call's deadline (once a call: calls
+// and their first blocked lanes come one at a time; call is the call's flag, unique
+// on the context).
+func (c *planContext) armSyncTimer(call uint64, deadline time.Time) {
+	c.syncMu.Lock()
+	defer c.syncMu.Unlock()
+	c.syncCall, c.syncDeadline = call, deadline
 	if c.syncTimer == nil {
-		c.syncTimer = time.AfterFunc(d, c.wakeLanes)
+		c.syncTimer = time.AfterFunc(time.Until(deadline), c.syncTimeout)
 		return
 	}
-	c.syncTimer.Reset(d)
+	c.syncTimer.Reset(time.Until(deadline))
+}
+
+// syncTimeout is the timer's work: it marks the call that armed it last expired if
+// its deadline passed (a timer an earlier call armed may fire during a later call,
+// whose lanes must not fail: they look again and sleep on), and wakes every lane
+// blocked on the context's barriers and semaphores.
+func (c *planContext) syncTimeout() {
+	c.syncMu.Lock()
+	if !time.Now().Before(c.syncDeadline) {
+		c.syncExpired.Store(c.syncCall)
+	}
+	c.syncMu.Unlock()
+	c.wakeLanes()
 }
 
 // wakeLanes wakes every lane blocked on the context's barriers and semaphores, to
@@ -74,14 +129,13 @@ type laneBarrier struct {
 	gen     uint64
 }
 
-// arrive waits until count lanes arrived (count <= 1 returns at once; block:
-// errAborted, ErrTimeout); id names the barrier.
+// arrive waits until count lanes arrived (count <= 1 returns at once), or until
+// the call aborted (errAborted) or expired (ErrTimeout); id names the barrier.
 func (b *laneBarrier) arrive(count int, r *callRun, id int) error {
 	if count <= 1 {
 		return nil
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.cond == nil {
 		b.cond = sync.NewCond(&b.mu)
 	}
@@ -91,13 +145,18 @@ func (b *laneBarrier) arrive(count int, r *callRun, id int) error {
 		b.arrived = 0
 		b.gen++
 		b.cond.Broadcast()
+		b.mu.Unlock()
 		return nil
 	}
 	for gen == b.gen {
-		if err := r.block(b.cond, func() string { return fmt.Sprintf("barrier %d: waiting for %d lanes", id, count) }); err != nil {
-			return err
+		if !r.canSleep() {
+			b.mu.Unlock()
+			return r.stopped(laneWait{barrier: true, id: id, count: count})
 		}
+		r.armSyncTimer()
+		b.cond.Wait()
 	}
+	b.mu.Unlock()
 	return nil
 }
 
@@ -133,17 +192,20 @@ func (s *rankSemaphore) init(v int) {
 	s.cond = sync.NewCond(&s.mu)
 }
 
-// acquire waits until the count is positive (block: errAborted, ErrTimeout) and
-// decrements it; id names the semaphore.
+// acquire waits until the count is positive, or until the call aborted
+// (errAborted) or expired (ErrTimeout), and decrements it; id names the semaphore.
 func (s *rankSemaphore) acquire(r *callRun, id int) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for s.v <= 0 {
-		if err := r.block(s.cond, func() string { return fmt.Sprintf("waiting for a release of semaphore %d", id) }); err != nil {
-			return err
+		if !r.canSleep() {
+			s.mu.Unlock()
+			return r.stopped(laneWait{id: id})
 		}
+		r.armSyncTimer()
+		s.cond.Wait()
 	}
 	s.v--
+	s.mu.Unlock()
 	return nil
 }
 

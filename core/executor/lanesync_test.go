@@ -149,7 +149,8 @@ func TestCloseBehindAStuckSemaphoreReturns(t *testing.T) {
 // TestLaneSyncWakesToLookAgain: lanes woken while they wait on a barrier or semaphore
 // (the timer a call armed for its deadline may fire during a later call) look again
 // and wait on: calls of plans that hand semaphores between lanes and meet at barriers
-// all succeed while their contexts' lanes are woken without end.
+// all succeed while their contexts' timers fire without end, the first times for an
+// earlier call whose deadline passed.
 func TestLaneSyncWakesToLookAgain(t *testing.T) {
 	for _, text := range []string{handoffPlan(2, 16), barriersPlan(2, 16)} {
 		p, err := plan.Parse([]byte(text))
@@ -177,6 +178,11 @@ func TestLaneSyncWakesToLookAgain(t *testing.T) {
 		}
 		run(1) // makes the contexts
 		ctxs := []*planContext{xs[0].ctxs[0], xs[1].ctxs[0]}
+		for _, c := range ctxs {
+			c.syncMu.Lock()
+			c.syncCall, c.syncDeadline = 1, time.Now().Add(-time.Second) // what the first call armed, expired
+			c.syncMu.Unlock()
+		}
 		stop := make(chan struct{})
 		woken := make(chan struct{})
 		go func() {
@@ -188,7 +194,7 @@ func TestLaneSyncWakesToLookAgain(t *testing.T) {
 				default:
 				}
 				for _, c := range ctxs {
-					c.wakeLanes()
+					c.syncTimeout()
 				}
 			}
 		}()

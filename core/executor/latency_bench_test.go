@@ -3,6 +3,7 @@ package executor
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -174,4 +175,58 @@ func semPlan(name string, n int, inits []int, lanes ...[]string) string {
 			r, strings.Join(sems, ","), strings.Join(tbs, ","))
 	}
 	return fmt.Sprintf(`{"name":%q,"collective":"allreduce","protocol":"Simple","inplace":true,"gpus":[%s]}`, name, strings.Join(ranks, ","))
+}
+
+// BenchmarkLaneSemaphore: a plan semaphore alone, without a call: handoff, two
+// goroutines handing two semaphores back and forth (each round two acquires that
+// block); uncontended, an acquire and a release on one goroutine (the count lets it
+// through).
+func BenchmarkLaneSemaphore(b *testing.B) {
+	newRun := func(sems int) *callRun {
+		c := &planContext{sems: make([]rankSemaphore, sems)}
+		for i := range c.sems {
+			c.sems[i].init(0)
+		}
+		b.Cleanup(func() {
+			if c.syncTimer != nil {
+				c.syncTimer.Stop()
+			}
+		})
+		return &callRun{ctx: c, flag: 1, scope: &waitScope{deadline: time.Now().Add(time.Hour), timeout: time.Hour, aborted: new(atomic.Bool)}}
+	}
+	b.Run("handoff", func(b *testing.B) {
+		r := newRun(2)
+		s := r.ctx.sems
+		done := make(chan error, 1)
+		go func() {
+			for range b.N {
+				if err := s[0].acquire(r, 0); err != nil {
+					done <- err
+					return
+				}
+				s[1].release()
+			}
+			done <- nil
+		}()
+		for range b.N {
+			s[0].release()
+			if err := s[1].acquire(r, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+	})
+	b.Run("uncontended", func(b *testing.B) {
+		r := newRun(1)
+		s := &r.ctx.sems[0]
+		s.release()
+		for range b.N {
+			if err := s.acquire(r, 0); err != nil {
+				b.Fatal(err)
+			}
+			s.release()
+		}
+	})
 }

@@ -177,6 +177,7 @@ func (x *Executor) finishUnannounced(st *callStart, run *callRun, lane0 *laneRun
 		lane0.free()
 	}
 	wait()
+	run.endLaneSync()
 	return x.endUnannounced(st, run)
 }
 
