@@ -1,6 +1,7 @@
 package collective
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -60,21 +61,52 @@ func (c *Communicator) barrierDone(err error) error {
 // ceil(log2 size) rounds, in round k a message to rank+2^k and one from rank-2^k.
 // Messages of one round between two ranks are matched in the order they were sent,
 // so a rank that runs ahead into the next barrier cannot be mistaken for this one.
+// Each message carries the sender's barrier number: one a barrier that gave up
+// (ErrTimeout) left behind is dropped when it comes, not taken for a later barrier's.
 //
 // Errors: ErrClosed, ErrTimeout (a rank that never comes), a peer's failure (one that
-// died: its endpoint breaks), each naming the rank waited for.
+// died: its endpoint breaks), ErrBarrierOutOfStep (a message of a later barrier than
+// this rank's: the ranks' barriers no longer pair), each naming the rank waited for.
 func (c *Communicator) barrierMessages() error {
+	c.messageBarriers++
+	n := c.messageBarriers
+	out := binary.LittleEndian.AppendUint64(nil, n)
+	in := make([]byte, 8)
 	for k, dist := 0, 1; dist < c.size; k, dist = k+1, dist*2 {
 		to, from := (c.rank+dist)%c.size, (c.rank-dist+c.size)%c.size
 		sent := make(chan error, 1)
-		go func() { sent <- c.Send(to, uint16(barrierTag+k), nil) }()
-		if _, err := c.Recv(from, uint16(barrierTag+k), nil); err != nil {
-			<-sent
-			return fmt.Errorf("collective: barrier, round %d, waiting for rank %d: %w", k, from, err)
+		go func() { sent <- c.Send(to, uint16(barrierTag+k), out) }()
+		err := c.barrierMessage(from, k, n, in)
+		if serr := <-sent; err == nil && serr != nil {
+			return fmt.Errorf("collective: barrier, round %d, to rank %d: %w", k, to, serr)
 		}
-		if err := <-sent; err != nil {
-			return fmt.Errorf("collective: barrier, round %d, to rank %d: %w", k, to, err)
+		if err != nil {
+			return fmt.Errorf("collective: barrier, round %d, waiting for rank %d: %w", k, from, err)
 		}
 	}
 	return nil
+}
+
+// ErrBarrierOutOfStep: a rank's barrier message came from a later barrier than the
+// receiver's (a barrier that gave up on one rank and not the other).
+var ErrBarrierOutOfStep = errors.New("collective: the ranks' barriers are out of step")
+
+// barrierMessage receives rank from's message of round k of barrier n into in,
+// dropping those of earlier barriers.
+func (c *Communicator) barrierMessage(from, k int, n uint64, in []byte) error {
+	for {
+		got, err := c.Recv(from, uint16(barrierTag+k), in)
+		if err != nil {
+			return err
+		}
+		if got != 8 {
+			return fmt.Errorf("%w: a barrier message of %d bytes", ErrBarrierOutOfStep, got)
+		}
+		switch m := binary.LittleEndian.Uint64(in); {
+		case m == n:
+			return nil
+		case m > n:
+			return fmt.Errorf("%w: rank %d's barrier %d met this rank's %d", ErrBarrierOutOfStep, from, m, n)
+		}
+	}
 }

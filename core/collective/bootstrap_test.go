@@ -323,3 +323,32 @@ func TestBarrier(t *testing.T) {
 		})
 	}
 }
+
+// TestMessageBarrierDropsWhatATimedOutOneLeft: rank 0's barrier by messages gives up
+// on rank 1 (ErrTimeout); rank 1's message of that barrier comes later. Rank 0's next
+// barrier must not take it for its own: it returns only once rank 1 entered that one
+// too. Rank 1 enters it once rank 0 returned or 500 ms passed.
+func TestMessageBarrierDropsWhatATimedOutOneLeft(t *testing.T) {
+	comms := formed(t, 2)
+	comms[0].timeout = 200 * time.Millisecond
+	if err := comms[0].barrierMessages(); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("rank 0's barrier without rank 1: %v, want ErrTimeout", err)
+	}
+	if err := comms[1].barrierMessages(); err != nil { // rank 0's message of it is there
+		t.Fatalf("rank 1's late barrier: %v", err)
+	}
+	comms[0].timeout = 10 * time.Second
+	left := make(chan error, 1)
+	go func() { left <- comms[0].barrierMessages() }()
+	select {
+	case err := <-left:
+		t.Fatalf("rank 0 left its barrier (%v) before rank 1 entered it", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := comms[1].barrierMessages(); err != nil {
+		t.Fatalf("rank 1: %v", err)
+	}
+	if err := <-left; err != nil {
+		t.Fatalf("rank 0: %v", err)
+	}
+}

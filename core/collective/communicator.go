@@ -45,6 +45,8 @@ type Communicator struct {
 
 	mu     sync.Mutex
 	closed bool
+	// messageBarriers counts this rank's barriers by messages (barrierMessages).
+	messageBarriers uint64
 }
 
 // New forms a communicator with the other ranks (bootstrap.go); every rank calls it
