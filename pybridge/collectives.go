@@ -46,7 +46,7 @@ func collectiveError(err error) error {
 	switch {
 	case errors.Is(err, executor.ErrBroken):
 		kind = CollectiveBroken
-	case errors.Is(err, executor.ErrMismatch):
+	case errors.Is(err, executor.ErrMismatch), errors.Is(err, collective.ErrBarrierOutOfStep):
 		kind = CollectiveMismatch
 	case errors.Is(err, executor.ErrRankFailed), errors.Is(err, executor.ErrPeerProtocol):
 		kind = CollectiveRankFailed
