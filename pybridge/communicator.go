@@ -16,6 +16,8 @@ var comms struct {
 	sync.Mutex
 	next uint64
 	byID map[uint64]*collective.Communicator
+	// forming: the cancel channels of CommNew calls under way, by their caller's token
+	forming map[uint64]chan struct{}
 }
 
 func comm(h uint64) (*collective.Communicator, error) {
@@ -29,10 +31,30 @@ func comm(h uint64) (*collective.Communicator, error) {
 
 // CommNew forms rank's communicator of size ranks with rank 0 listening at root
 // ("host:port"), waiting up to timeoutMs for the others, and returns its handle.
-func CommNew(rank, size int, root string, timeoutMs int) (h uint64, err error) {
+// token (non-zero, unique among calls under way) names the call for CommCancelNew.
+func CommNew(rank, size int, root string, timeoutMs int, token uint64) (h uint64, err error) {
 	defer guard(&err)
+	comms.Lock()
+	if comms.forming == nil {
+		comms.forming = make(map[uint64]chan struct{})
+	}
+	cancel, cancelledFirst := comms.forming[token]
+	if token == 0 || cancelledFirst && !isClosed(cancel) {
+		comms.Unlock()
+		return 0, fmt.Errorf("CommNew: token %d is taken", token)
+	}
+	if !cancelledFirst {
+		cancel = make(chan struct{})
+		comms.forming[token] = cancel
+	}
+	comms.Unlock()
+	defer func() {
+		comms.Lock()
+		delete(comms.forming, token)
+		comms.Unlock()
+	}()
 	c, err := collective.New(collective.Options{Rank: rank, Size: size, Root: root,
-		Timeout: time.Duration(timeoutMs) * time.Millisecond})
+		Timeout: time.Duration(timeoutMs) * time.Millisecond, Cancel: cancel})
 	if err != nil {
 		return 0, err
 	}
@@ -44,6 +66,38 @@ func CommNew(rank, size int, root string, timeoutMs int) (h uint64, err error) {
 	comms.next++
 	comms.byID[comms.next] = c
 	return comms.next, nil
+}
+
+// CommCancelNew abandons the CommNew call of token: one under way returns
+// collective.ErrCanceled's error soon after and lets go of the root's port; one not
+// begun yet returns it at once. It reports whether the call was under way.
+func CommCancelNew(token uint64) (found bool, err error) {
+	defer guard(&err)
+	comms.Lock()
+	defer comms.Unlock()
+	if comms.forming == nil {
+		comms.forming = make(map[uint64]chan struct{})
+	}
+	cancel, ok := comms.forming[token]
+	switch {
+	case !ok:
+		cancel = make(chan struct{})
+		comms.forming[token] = cancel // CommNew finds it closed
+	case isClosed(cancel):
+		return false, nil
+	}
+	close(cancel)
+	return ok, nil
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // CommBarrier starts a barrier among communicator h's ranks (every rank calls it): 0

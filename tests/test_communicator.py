@@ -93,20 +93,25 @@ def test_builtin_choice_names_the_registrys_plan(tmp_path):
 class _FormingCall:
     """The test's view of the Go call that forms one communicator (pybridge_CommNew or
     pybridge_CommSplit, the call `mine(args)` picks), from whichever thread makes it:
-    `entered` once it is called, `formed` its handle once it returns, `closed` once
-    pybridge_CommClose closes that handle (concurrent futures)."""
+    `entered` once it is called, `formed` its handle once it returns, `failed` its
+    exception once it raises, `closed` once pybridge_CommClose closes that handle
+    (concurrent futures)."""
 
     def __init__(self, monkeypatch, name, mine, handle_of):
         from ucxx_go._bridge import ext
 
-        self.entered, self.formed, self.closed = (concurrent.futures.Future() for _ in range(3))
+        self.entered, self.formed, self.failed, self.closed = (concurrent.futures.Future() for _ in range(4))
         form, close = getattr(ext, name), ext.pybridge_CommClose
 
         def watched_form(*args):
             if not mine(args):
                 return form(*args)
             self.entered.set_result(None)
-            res = form(*args)
+            try:
+                res = form(*args)
+            except BaseException as e:
+                self.failed.set_result(e)
+                raise
             self.formed.set_result(handle_of(res))
             return res
 
@@ -134,10 +139,11 @@ async def _unless_rank_0_left(forming):
         return None
 
 
-async def test_a_cancelled_init_closes_the_communicator_its_bootstrap_forms(monkeypatch):
-    """Rank 0's init is cancelled while it waits in the bootstrap for rank 1 (here on a
-    thread of this process): the bootstrap goes on in Go, and the communicator it forms
-    once rank 1 comes, which nobody takes, is closed."""
+async def test_a_cancelled_init_abandons_its_bootstrap(monkeypatch):
+    """Rank 0's init is cancelled while it waits in the bootstrap for rank 1: the Go call
+    ends at once, forming nothing, and lets go of the root's port, where a world then
+    forms (rank 1 on a thread of this process). Before, the bootstrap went on, and a
+    retry at the same root failed (address in use)."""
     call = _FormingCall(monkeypatch, "pybridge_CommNew", lambda args: args[0] == 0, int)
     root = _free_root()
     task = asyncio.ensure_future(ucxx_go.Communicator.init(rank=0, size=2, root=root, timeout=TIMEOUT))
@@ -145,14 +151,19 @@ async def test_a_cancelled_init_closes_the_communicator_its_bootstrap_forms(monk
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    rank1 = await asyncio.to_thread(asyncio.run, _unless_rank_0_left(
-        ucxx_go.Communicator.init(rank=1, size=2, root=root, timeout=TIMEOUT)))
+    err = await asyncio.wait_for(asyncio.wrap_future(call.failed), PROMPT)
+    assert "cancelled" in str(err), err
+    assert not call.formed.done()
+    monkeypatch.undo()
+    comm0, comm1 = await asyncio.wait_for(asyncio.gather(
+        ucxx_go.Communicator.init(rank=0, size=2, root=root, timeout=TIMEOUT),
+        asyncio.to_thread(asyncio.run, ucxx_go.Communicator.init(rank=1, size=2, root=root, timeout=TIMEOUT))),
+        TIMEOUT)
     try:
-        await asyncio.wait_for(asyncio.wrap_future(call.formed), TIMEOUT)
-        await asyncio.wait_for(asyncio.wrap_future(call.closed), PROMPT)
+        assert (comm0.rank, comm1.rank) == (0, 1)
     finally:
-        if rank1 is not None:
-            rank1.close()
+        comm1.close()
+        comm0.close()
 
 
 async def test_a_cancelled_split_closes_the_communicator_it_forms(monkeypatch):

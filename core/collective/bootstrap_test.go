@@ -352,3 +352,42 @@ func TestMessageBarrierDropsWhatATimedOutOneLeft(t *testing.T) {
 		t.Fatalf("rank 0: %v", err)
 	}
 }
+
+// TestBootstrapCancelled: a root whose bootstrap is cancelled (Options.Cancel) while
+// it waits for the other ranks returns ErrCanceled at once and lets go of its port: a
+// world then forms at the same root.
+func TestBootstrapCancelled(t *testing.T) {
+	root := freeRoot(t)
+	cancel := make(chan struct{})
+	ended := make(chan error, 1)
+	go func() {
+		c, err := New(Options{Rank: 0, Size: 2, Root: root, Timeout: 30 * time.Second, Cancel: cancel})
+		if c != nil {
+			c.Close()
+		}
+		ended <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if conn, err := net.Dial("tcp", root); err == nil { // the root listens
+			conn.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the root never listened")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	start := time.Now()
+	close(cancel)
+	if err := <-ended; !errors.Is(err, ErrCanceled) {
+		t.Fatalf("the cancelled root's New: %v, want ErrCanceled", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the cancelled New took %v to return", took)
+	}
+	for r, err := range func() []error { _, errs := world(t, 2, nil, root); return errs }() {
+		if err != nil {
+			t.Errorf("rank %d at the cancelled root's address: %v", r, err)
+		}
+	}
+}

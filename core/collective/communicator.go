@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ucxx-go/ucxx-go/core"
@@ -23,7 +24,13 @@ type Options struct {
 	Timeout time.Duration
 	// Engine configures the communicator's own engine.
 	Engine core.Options
+	// Cancel, when closed, abandons a bootstrap still under way: New stops its engine
+	// (the root's listener with it) and returns ErrCanceled. Nil: never.
+	Cancel <-chan struct{}
 }
+
+// ErrCanceled: New's bootstrap was abandoned (Options.Cancel).
+var ErrCanceled = errors.New("collective: bootstrap cancelled")
 
 // DefaultTimeout is Options.Timeout's default.
 const DefaultTimeout = 60 * time.Second
@@ -69,7 +76,28 @@ func New(opts Options) (c *Communicator, err error) {
 		return nil, err
 	}
 	c = &Communicator{rank: opts.Rank, size: opts.Size, timeout: opts.Timeout, e: e, r: newCompletionReader(e)}
-	if c.peers, err = bootstrap(e, c.r, opts.Rank, opts.Size, opts.Root, opts.Timeout); err != nil {
+	// The bootstrap ends once: formed (or failed), or cancelled, whichever comes first.
+	const running, ended, canceled = 0, 1, 2
+	var state atomic.Int32
+	done := make(chan struct{})
+	if opts.Cancel != nil {
+		go func() {
+			select {
+			case <-opts.Cancel:
+				if state.CompareAndSwap(running, canceled) {
+					e.Shutdown(time.Second) // every wait of the bootstrap ends
+				}
+			case <-done:
+			}
+		}()
+	}
+	c.peers, err = bootstrap(e, c.r, opts.Rank, opts.Size, opts.Root, opts.Timeout)
+	if !state.CompareAndSwap(running, ended) {
+		c.shutdown()
+		return nil, fmt.Errorf("%w (rank %d of %d at %s)", ErrCanceled, opts.Rank, opts.Size, opts.Root)
+	}
+	close(done)
+	if err != nil {
 		c.shutdown()
 		return nil, err
 	}

@@ -26,7 +26,9 @@ default stream, and host buffers, run as an ordinary call (done when the await
 returns).
 """
 
+import asyncio
 import ctypes
+import itertools
 import json
 import os
 
@@ -89,6 +91,9 @@ def _wait(ticket, keep):
     return call(ext.pybridge_CommWait, ticket)
 
 
+_init_tokens = itertools.count(1)  # names each init's CommNew for CommCancelNew
+
+
 def _close_handle(h):
     """Close communicator h, which CommNew formed for a caller that is gone."""
     call(ext.pybridge_CommClose, h)
@@ -122,8 +127,8 @@ class Communicator:
             Rank 0's listening address "host:port"; default MASTER_ADDR:MASTER_PORT.
         timeout : float
             Seconds to wait for the other ranks (and, later, for any peer). A cancelled
-            await leaves the bootstrap running until the others came or this passed;
-            the communicator it forms then is closed.
+            await abandons the bootstrap (rank 0's port is free again at once); a
+            communicator formed meanwhile is closed.
 
         Raises
         ------
@@ -143,8 +148,14 @@ class Communicator:
             root = f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
         if not 0 <= rank < size:
             raise ValueError(f"Communicator.init: rank {rank} of {size}")
-        h = await in_thread(call, ext.pybridge_CommNew, rank, size, root, int(timeout * 1000),
-                             unclaimed=_close_handle)
+        token = next(_init_tokens)
+        forming = in_thread(call, ext.pybridge_CommNew, rank, size, root, int(timeout * 1000), token,
+                            unclaimed=_close_handle)
+        try:
+            h = await forming
+        except asyncio.CancelledError:
+            call(ext.pybridge_CommCancelNew, token)
+            raise
         return cls(h, rank, size)
 
     async def barrier(self):
