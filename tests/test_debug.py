@@ -1,4 +1,4 @@
-"""ucxx_go.debug: the Go runtime's execution trace."""
+"""ucxx_go.debug: the Go runtime's execution trace, CPU profile and stacks."""
 
 import pytest
 
@@ -18,6 +18,20 @@ def test_go_trace_writes_a_trace_and_refuses_a_second(tmp_path):
     assert len(data) > 100
     assert not (tmp_path / "second.trace").exists()
     with ucxx_go.debug.go_trace(tmp_path / "again.trace"):  # the first one stopped
+        pass
+
+
+def test_go_cpu_profile_writes_a_profile_and_refuses_a_second(tmp_path):
+    path = tmp_path / "run.pprof"
+    with ucxx_go.debug.go_cpu_profile(path):
+        with pytest.raises(UCXError, match="running already"):
+            with ucxx_go.debug.go_cpu_profile(tmp_path / "second.pprof"):
+                pass
+        ucxx_go.get_ucx_version()
+    data = path.read_bytes()
+    assert data.startswith(b"\x1f\x8b"), data[:4]  # pprof's gzipped protocol buffer
+    assert not (tmp_path / "second.pprof").exists()
+    with ucxx_go.debug.go_cpu_profile(tmp_path / "again.pprof"):  # the first one stopped
         pass
 
 

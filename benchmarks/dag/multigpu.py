@@ -1292,6 +1292,8 @@ def parse_args(argv=None):
     p.add_argument("--go-trace", metavar="PREFIX", help="record the Go runtime's execution trace of each shape into "
                    "PREFIX.<shape> (ucxx_go.debug.go_trace; `go tool trace -pprof=syscall` shows the time the "
                    "DAG's goroutines spent in driver calls)")
+    p.add_argument("--go-cpu-profile", metavar="PREFIX", help="record the Go runtime's CPU profile of each shape into "
+                   "PREFIX.<shape> (ucxx_go.debug.go_cpu_profile; read with `go tool pprof`)")
     a = p.parse_args(argv)
     a.mode = "dry" if a.dry else ("quick" if a.quick else "full")
     a.size_mode = "quick" if a.mode == "quick" else "full"
@@ -1380,12 +1382,16 @@ def main(argv=None):
             continue
         try:
             with wd.guard(label, args.item_timeout):
-                if args.go_trace:
-                    import ucxx_go  # noqa: PLC0415
+                import contextlib  # noqa: PLC0415
 
-                    with ucxx_go.debug.go_trace(f"{args.go_trace}.{name}"):
-                        r = run_shape(name, args, env)
-                else:
+                with contextlib.ExitStack() as debugging:
+                    if args.go_trace or args.go_cpu_profile:
+                        import ucxx_go  # noqa: PLC0415
+
+                        if args.go_trace:
+                            debugging.enter_context(ucxx_go.debug.go_trace(f"{args.go_trace}.{name}"))
+                        if args.go_cpu_profile:
+                            debugging.enter_context(ucxx_go.debug.go_cpu_profile(f"{args.go_cpu_profile}.{name}"))
                     r = run_shape(name, args, env)
             results.data["shapes"][name] = r
             if not r["ok"]:

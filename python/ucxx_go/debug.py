@@ -8,6 +8,9 @@ calls, garbage collection) of what runs inside it: where the time of a DAG's
 vertices or a collective call goes between the caller's thread, the progress thread
 and the DAG's lanes. One trace at a time per process.
 
+``go_cpu_profile`` records the Go runtime's CPU profile (read it with ``go tool pprof``):
+where the Go core's own CPU time goes, which the trace does not split.
+
 ``go_stacks()`` returns every goroutine's stack, for a hang's post-mortem.
 """
 
@@ -15,7 +18,7 @@ import contextlib
 
 from ._bridge import call, ext
 
-__all__ = ["go_stacks", "go_trace"]
+__all__ = ["go_cpu_profile", "go_stacks", "go_trace"]
 
 
 @contextlib.contextmanager
@@ -32,6 +35,22 @@ def go_trace(path):
         yield path
     finally:
         call(ext.pybridge_GoTrace, "")
+
+
+@contextlib.contextmanager
+def go_cpu_profile(path):
+    """Profile the Go runtime's CPU use into a new file at `path` while the block runs.
+
+    Raises
+    ------
+    UCXError
+        A profile is already running, or the file cannot be created.
+    """
+    call(ext.pybridge_GoCPUProfile, str(path))
+    try:
+        yield path
+    finally:
+        call(ext.pybridge_GoCPUProfile, "")
 
 
 def go_stacks():
