@@ -190,3 +190,13 @@ async def test_a_cancelled_split_closes_the_communicator_it_forms(monkeypatch):
     finally:
         for c in subs + [comm1, comm0]:
             c.close()
+
+
+@pytest.mark.parametrize("kwargs", [dict(rank=2, size=2), dict(rank=-1, size=2), dict(rank=0, size=2, timeout=0),
+                                    dict(rank=0, size=2, timeout=-1), dict(rank=0, size=2, timeout=1e9)],
+                         ids=["rank past size", "negative rank", "no timeout", "negative timeout", "huge timeout"])
+async def test_init_refuses_bad_arguments(kwargs):
+    """Arguments that cannot form a world are refused before anything starts (a timeout
+    of 0 once meant the default 60 s; 1e9 s overflowed Go's durations)."""
+    with pytest.raises(ValueError):
+        await ucxx_go.Communicator.init(root=_free_root(), **kwargs)

@@ -148,6 +148,8 @@ class Communicator:
             root = f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
         if not 0 <= rank < size:
             raise ValueError(f"Communicator.init: rank {rank} of {size}")
+        if not 0.001 <= timeout <= 1e6:  # Go took a timeout under 1 ms for none (its default)
+            raise ValueError(f"Communicator.init: timeout {timeout} s, not between 1 ms and 10**6 s")
         token = next(_init_tokens)
         forming = in_thread(call, ext.pybridge_CommNew, rank, size, root, int(timeout * 1000), token,
                             unclaimed=_close_handle)
