@@ -104,7 +104,7 @@ def _close_split(res):
     none), formed for a caller that is gone."""
     h = int(res.split()[0])
     if h:
-        call(ext.pybridge_CommClose, h)
+        _close_handle(h)
 
 
 class Communicator:
