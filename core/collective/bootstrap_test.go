@@ -391,3 +391,20 @@ func TestBootstrapCancelled(t *testing.T) {
 		}
 	}
 }
+
+// TestMessageBarrierOutOfStep: a rank whose barrier meets a later barrier's message
+// fails with ErrBarrierOutOfStep, not a barrier passed; the other drops the earlier
+// message and times out.
+func TestMessageBarrierOutOfStep(t *testing.T) {
+	comms := formed(t, 2)
+	comms[1].messageBarriers = 5 // as if rank 1 had met 5 barriers rank 0 never did
+	comms[1].timeout = 300 * time.Millisecond
+	ahead := make(chan error, 1)
+	go func() { ahead <- comms[1].barrierMessages() }()
+	if err := comms[0].barrierMessages(); !errors.Is(err, ErrBarrierOutOfStep) {
+		t.Errorf("rank 0 met barrier 6's message in its barrier 1: %v, want ErrBarrierOutOfStep", err)
+	}
+	if err := <-ahead; !errors.Is(err, ErrTimeout) {
+		t.Errorf("rank 1, with only barrier 1's message: %v, want ErrTimeout", err)
+	}
+}
