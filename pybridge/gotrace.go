@@ -2,11 +2,15 @@ package pybridge
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
 	"sync"
+
+	"github.com/ucxx-go/ucxx-go/ucxx"
 )
 
 // Recordings of the Go runtime, debugging aids: the execution trace (which thread ran
@@ -17,23 +21,23 @@ import (
 
 // recording is one kind of recording, at most one running at a time.
 type recording struct {
-	name  string
-	start func(io.Writer) error
-	stop  func()
-	mu    sync.Mutex
-	file  *os.File
+	name string
+	stop func()
+	mu   sync.Mutex
+	file *os.File
 }
 
 var (
-	goTrace      = recording{name: "go trace", start: trace.Start, stop: trace.Stop}
-	goCPUProfile = recording{name: "go cpu profile", start: pprof.StartCPUProfile, stop: pprof.StopCPUProfile}
+	goTrace      = recording{name: "go trace", stop: trace.Stop}
+	goCPUProfile = recording{name: "go cpu profile", stop: pprof.StopCPUProfile}
 )
 
-// toggle starts the recording into a new file at path, or with path "" stops the
-// running one and closes its file. It returns 1 when it started or stopped one.
+// toggle starts the recording into a new file at path with start, or with path ""
+// stops the running one and closes its file. It returns 1 when it started or stopped
+// one.
 //
 // Errors: one already running (start) or none running (stop); the file's.
-func (r *recording) toggle(path string) (int, error) {
+func (r *recording) toggle(path string, start func(io.Writer) error) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if path == "" {
@@ -52,7 +56,7 @@ func (r *recording) toggle(path string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := r.start(f); err != nil {
+	if err := start(f); err != nil {
 		f.Close()
 		return 0, err
 	}
@@ -64,12 +68,29 @@ func (r *recording) toggle(path string) (int, error) {
 // it (recording.toggle).
 func GoTrace(path string) (n int, err error) {
 	defer guard(&err)
-	return goTrace.toggle(path)
+	return goTrace.toggle(path, trace.Start)
 }
 
-// GoCPUProfile starts the CPU profile into a new file at path, or with path "" stops
-// it (recording.toggle).
-func GoCPUProfile(path string) (n int, err error) {
+// maxProfileRate bounds GoCPUProfile's samples a second: the kernel's profiling timer
+// does not fire much faster, and each sample costs the profiled thread a signal.
+const maxProfileRate = 10_000
+
+// GoCPUProfile starts the CPU profile into a new file at path, sampling hz times a
+// second of CPU time (0: Go's default, 100), or with path "" stops it
+// (recording.toggle). A rate other than the default makes the runtime print that it
+// "cannot set cpu profile rate" to stderr: pprof.StartCPUProfile asks for 100 after
+// the rate was set, and the rate set first is kept.
+//
+// Errors: hz outside 0..maxProfileRate; toggle's.
+func GoCPUProfile(path string, hz int) (n int, err error) {
 	defer guard(&err)
-	return goCPUProfile.toggle(path)
+	if hz < 0 || hz > maxProfileRate {
+		return 0, fmt.Errorf("go cpu profile: %d samples a second, not in 0..%d: %w", hz, maxProfileRate, ucxx.StatusInvalidParam)
+	}
+	return goCPUProfile.toggle(path, func(w io.Writer) error {
+		if hz > 0 {
+			runtime.SetCPUProfileRate(hz)
+		}
+		return pprof.StartCPUProfile(w)
+	})
 }

@@ -1,5 +1,7 @@
 """ucxx_go.debug: the Go runtime's execution trace, CPU profile and stacks."""
 
+import gzip
+
 import pytest
 
 import ucxx_go
@@ -33,6 +35,54 @@ def test_go_cpu_profile_writes_a_profile_and_refuses_a_second(tmp_path):
     assert not (tmp_path / "second.pprof").exists()
     with ucxx_go.debug.go_cpu_profile(tmp_path / "again.pprof"):  # the first one stopped
         pass
+
+
+def _profile_period_ns(data):
+    """The sampling period of a pprof profile (perftools.profiles.Profile field 12,
+    period), read from its top-level protocol buffer fields."""
+    buf, i = gzip.decompress(data), 0
+
+    def varint():
+        nonlocal i
+        shift = value = 0
+        while True:
+            b = buf[i]
+            i += 1
+            value |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                return value
+
+    while i < len(buf):
+        key = varint()
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            value = varint()
+            if field == 12:
+                return value
+        elif wire == 2:
+            n = varint()
+            i += n
+        else:
+            raise AssertionError(f"unexpected wire type {wire} of field {field}")
+    raise AssertionError("no period in the profile")
+
+
+def test_go_cpu_profile_samples_at_the_rate_asked(tmp_path):
+    with ucxx_go.debug.go_cpu_profile(tmp_path / "default.pprof"):
+        pass
+    assert _profile_period_ns((tmp_path / "default.pprof").read_bytes()) == 10_000_000  # 100 Hz
+    with ucxx_go.debug.go_cpu_profile(tmp_path / "fast.pprof", hz=5000):
+        pass
+    assert _profile_period_ns((tmp_path / "fast.pprof").read_bytes()) == 200_000
+    with ucxx_go.debug.go_cpu_profile(tmp_path / "again.pprof"):  # back to the default
+        pass
+    assert _profile_period_ns((tmp_path / "again.pprof").read_bytes()) == 10_000_000
+    for hz in (-1, 10_001):
+        with pytest.raises(ValueError, match="hz"):
+            with ucxx_go.debug.go_cpu_profile(tmp_path / "bad.pprof", hz=hz):
+                pass
+    assert not (tmp_path / "bad.pprof").exists()
 
 
 def test_go_stacks_names_the_engines_goroutines():

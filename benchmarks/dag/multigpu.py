@@ -1294,6 +1294,8 @@ def parse_args(argv=None):
                    "DAG's goroutines spent in driver calls)")
     p.add_argument("--go-cpu-profile", metavar="PREFIX", help="record the Go runtime's CPU profile of each shape into "
                    "PREFIX.<shape> (ucxx_go.debug.go_cpu_profile; read with `go tool pprof`)")
+    p.add_argument("--go-cpu-profile-hz", type=int, default=0, metavar="HZ",
+                   help="--go-cpu-profile's samples a second (default 0: Go's 100)")
     a = p.parse_args(argv)
     a.mode = "dry" if a.dry else ("quick" if a.quick else "full")
     a.size_mode = "quick" if a.mode == "quick" else "full"
@@ -1391,7 +1393,8 @@ def main(argv=None):
                         if args.go_trace:
                             debugging.enter_context(ucxx_go.debug.go_trace(f"{args.go_trace}.{name}"))
                         if args.go_cpu_profile:
-                            debugging.enter_context(ucxx_go.debug.go_cpu_profile(f"{args.go_cpu_profile}.{name}"))
+                            path = f"{args.go_cpu_profile}.{name}"
+                            debugging.enter_context(ucxx_go.debug.go_cpu_profile(path, args.go_cpu_profile_hz))
                     r = run_shape(name, args, env)
             results.data["shapes"][name] = r
             if not r["ok"]:

@@ -3,6 +3,7 @@ package execution
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/ucxx-go/ucxx-go/core/dag"
@@ -14,7 +15,9 @@ import (
 // on one range (one stream, a RAW edge each); "independent": round-robin over 8
 // arrays (8 streams, no edges). "raw": the driver alone, cuLaunchKernel on one
 // stream, with and without a cuEventRecord after each (the floor under a vertex).
-// Skipped without a GPU.
+// "raw-polled": raw launches with events while pollers (1 or 2 threads, as 1 or 2 GPU
+// lanes) spin on cuEventQuery of the launches' event as the lane's poller does: what
+// the driver's own locking costs a launch. Skipped without a GPU.
 //
 //	go test -run '^$' -bench Launch -benchtime 20000x -cpuprofile cpu.out ./core/execution
 
@@ -26,10 +29,12 @@ func BenchmarkLaunchSyncIndependent(b *testing.B) {
 	benchLaunch(b, benchArrays, dag.Options{Execution: dag.Sync})
 }
 
-func BenchmarkLaunchRaw(b *testing.B)           { benchRaw(b, false) }
-func BenchmarkLaunchRawWithEvents(b *testing.B) { benchRaw(b, true) }
+func BenchmarkLaunchRaw(b *testing.B)            { benchRaw(b, false, 0) }
+func BenchmarkLaunchRawWithEvents(b *testing.B)  { benchRaw(b, true, 0) }
+func BenchmarkLaunchRawPolled(b *testing.B)      { benchRaw(b, true, 1) }
+func BenchmarkLaunchRawPolledTwice(b *testing.B) { benchRaw(b, true, 2) }
 
-func benchRaw(b *testing.B, events bool) {
+func benchRaw(b *testing.B, events bool, pollers int) {
 	c, d, k, bufs := benchSetup(b, 1, dag.Options{})
 	cu := c.gpus[0].cu
 	var s ucxx.CUDAStream
@@ -46,6 +51,24 @@ func benchRaw(b *testing.B, events bool) {
 	shape := ucxx.LaunchShape{Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{benchWords, 1, 1}}
 	args := []uint64{uint64(bufs[0]), benchWords}
 	fn := k.fns[0]
+	stop := make(chan struct{})
+	var polling sync.WaitGroup
+	for range pollers {
+		polling.Add(1)
+		go func() {
+			defer polling.Done()
+			var spin spinner
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ev.Done()
+				spin.turn()
+			}
+		}()
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	err := cu.Use(func() error {
@@ -61,10 +84,12 @@ func benchRaw(b *testing.B, events bool) {
 		}
 		return s.Sync()
 	})
+	b.StopTimer()
+	close(stop)
+	polling.Wait()
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.StopTimer()
 	cu.Use(func() error { ev.Destroy(); return s.Destroy() })
 }
 

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Session 37's machine steps (after .ci/device-kit.sh's calls; carry .devkit), one or more a call:
+#   run_next.sh launchgo     the Go launch benchmarks (raw, raw polled by 1 and 2 spinning pollers, chain,
+#                            independent), 3 counts, then BenchmarkLaunchChain alone under a CPU profile
+#   run_next.sh launchpy     benchmarks/dag/launch_cost.py: a DAG launch's host time split (Python, the bridge,
+#                            Go) beside CuPy's, then the bridge+go rows under a 5 kHz Go CPU profile
+#   run_next.sh dag1         the one-GPU suite's cg and vec, dag-async against cupy-streams
+# Everything it writes goes back as one archive.
+set -uo pipefail
+bash benchmarks/gpu/machine.sh 2>&1 | grep -v "^WARNING"   # builds ucxx_go once, sets nothing else up
+source .devkit/activate.sh
+export GOPROXY=file://$PWD/.devkit/gomodproxy GOSUMDB=off GOFLAGS=-mod=mod UCX_NET_DEVICES=lo PYTHONUNBUFFERED=1
+export PYTHONPATH=/tmp/ucxxgo-site
+ucx=$(python3 -c 'import libucx, os; print(os.path.dirname(os.path.abspath(libucx.__file__)))')
+ln -sfn "$ucx" .ucx
+for step in "$@"; do
+case $step in
+launchgo)
+    LD_LIBRARY_PATH=$ucx/lib timeout 300 go test -run '^$' -bench 'Launch' -benchtime 20000x -count 3 \
+        ./core/execution > "$OUT/launch_go.txt" 2>&1
+    echo "launch benches rc=$?"; grep -E "^Benchmark" "$OUT/launch_go.txt"
+    LD_LIBRARY_PATH=$ucx/lib timeout 200 go test -run '^$' -bench 'LaunchChain$' -benchtime 200000x \
+        -cpuprofile "$OUT/launch_chain.pprof" -o "$OUT/execution.test" ./core/execution > "$OUT/launch_chain_prof.txt" 2>&1
+    echo "chain profile rc=$?"; grep -E "^Benchmark" "$OUT/launch_chain_prof.txt"
+    rm -f "$OUT/execution.test"
+    ;;
+launchpy)
+    timeout 200 python3 benchmarks/dag/launch_cost.py --json "$OUT/launch_cost.json" \
+        --go-cpu-profile "$OUT/launch_cost_go.pprof" --hz 5000 2>&1 | grep -v "cannot set cpu profile rate" \
+        | tee "$OUT/launch_cost.txt"
+    ;;
+dag1)
+    timeout 300 python3 benchmarks/dag/run.py --shapes cg,vec --backends dag-async,cupy-streams --no-comm \
+        --no-micro --budget-s 200 --out "$OUT/dag1${TAG:-}.json" > "$OUT/dag1${TAG:-}.log" 2>&1
+    echo "dag1 rc=$?"; cat "$OUT/dag1${TAG:-}.md" 2>/dev/null | head -20
+    ;;
+esac
+done
+cd "$OUT" && tar czf /tmp/results.tgz . && find . -type f -delete && mv /tmp/results.tgz .
