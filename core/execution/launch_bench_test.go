@@ -16,8 +16,8 @@ import (
 // arrays (8 streams, no edges). "raw": the driver alone, cuLaunchKernel on one
 // stream, with and without a cuEventRecord after each (the floor under a vertex).
 // "raw-polled": raw launches with events while pollers (1 or 2 threads, as 1 or 2 GPU
-// lanes) spin on cuEventQuery of the launches' event as the lane's poller does: what
-// the driver's own locking costs a launch. Skipped without a GPU.
+// lanes) spin on cuEventQuery of another event, as a lane's poller does: what the
+// driver's own locking costs a launch. Skipped without a GPU.
 //
 //	go test -run '^$' -bench Launch -benchtime 20000x -cpuprofile cpu.out ./core/execution
 
@@ -38,9 +38,12 @@ func benchRaw(b *testing.B, events bool, pollers int) {
 	c, d, k, bufs := benchSetup(b, 1, dag.Options{})
 	cu := c.gpus[0].cu
 	var s ucxx.CUDAStream
-	var ev ucxx.CUDAEvent
+	var ev, polled ucxx.CUDAEvent
 	if err := cu.Use(func() (err error) {
 		if s, err = d.NewStream(); err != nil {
+			return err
+		}
+		if polled, err = d.NewEvent(false); err != nil {
 			return err
 		}
 		ev, err = d.NewEvent(false)
@@ -64,7 +67,7 @@ func benchRaw(b *testing.B, events bool, pollers int) {
 					return
 				default:
 				}
-				ev.Done()
+				polled.Done()
 				spin.turn()
 			}
 		}()
@@ -90,7 +93,7 @@ func benchRaw(b *testing.B, events bool, pollers int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cu.Use(func() error { ev.Destroy(); return s.Destroy() })
+	cu.Use(func() error { ev.Destroy(); polled.Destroy(); return s.Destroy() })
 }
 
 const benchWords = 32

@@ -4,17 +4,24 @@
 #                            independent), 3 counts, then BenchmarkLaunchChain alone under a CPU profile
 #   run_next.sh launchpy     benchmarks/dag/launch_cost.py: a DAG launch's host time split (Python, the bridge,
 #                            Go) beside CuPy's, then the bridge+go rows under a 5 kHz Go CPU profile
+#   run_next.sh gotests      the Go tests that need a GPU (GOTESTS, default -v ./ucxx ./core/execution)
+#   run_next.sh words        A/B of the GPU lanes' stream words (UCXGO_DAG_STREAM_WORDS=1, 0, twice each):
+#                            launch_cost.py, the Go chain and independent benchmarks, the one-GPU cg and vec
 #   run_next.sh dag1         the one-GPU suite's cg and vec, dag-async against cupy-streams
 # Everything it writes goes back as one archive.
 set -uo pipefail
 bash benchmarks/gpu/machine.sh 2>&1 | grep -v "^WARNING"   # builds ucxx_go once, sets nothing else up
 source .devkit/activate.sh
 export GOPROXY=file://$PWD/.devkit/gomodproxy GOSUMDB=off GOFLAGS=-mod=mod UCX_NET_DEVICES=lo PYTHONUNBUFFERED=1
-export PYTHONPATH=/tmp/ucxxgo-site
+export PYTHONPATH=/tmp/ucxxgo-site:/tmp/devkit-site
 ucx=$(python3 -c 'import libucx, os; print(os.path.dirname(os.path.abspath(libucx.__file__)))')
 ln -sfn "$ucx" .ucx
 for step in "$@"; do
 case $step in
+gotests)
+    GOTESTS=${GOTESTS:--v ./ucxx ./core/execution} bash benchmarks/gpu/machine.sh gotests 2>&1 | grep -v "^WARNING"
+    grep -E "^(--- FAIL|FAIL|ok|panic)|--- SKIP" "$OUT/gotests.txt" | head -40
+    ;;
 launchgo)
     LD_LIBRARY_PATH=$ucx/lib timeout 300 go test -run '^$' -bench 'Launch' -benchtime 20000x -count 3 \
         ./core/execution > "$OUT/launch_go.txt" 2>&1
@@ -28,6 +35,22 @@ launchpy)
     timeout 200 python3 benchmarks/dag/launch_cost.py --json "$OUT/launch_cost.json" \
         --go-cpu-profile "$OUT/launch_cost_go.pprof" --hz 5000 2>&1 | grep -v "cannot set cpu profile rate" \
         | tee "$OUT/launch_cost.txt"
+    ;;
+words)
+    for round in 1 2; do
+        for w in 1 0; do
+            echo "== round $round, stream words $w"
+            UCXGO_DAG_STREAM_WORDS=$w timeout 100 python3 benchmarks/dag/launch_cost.py --repeat 5 \
+                --json "$OUT/launch_cost_w${w}_r$round.json" 2>&1 | grep "µs"
+            UCXGO_DAG_STREAM_WORDS=$w LD_LIBRARY_PATH=$ucx/lib timeout 100 go test -run '^$' \
+                -bench 'Launch(Chain|Independent)$' -benchtime 20000x ./core/execution 2>&1 | grep ^Bench \
+                | tee "$OUT/launch_go_w${w}_r$round.txt"
+            UCXGO_DAG_STREAM_WORDS=$w timeout 200 python3 benchmarks/dag/run.py --shapes cg,vec \
+                --backends dag-async,cupy-streams --no-comm --no-micro --budget-s 100 \
+                --out "$OUT/dag1_w${w}_r$round.json" > "$OUT/dag1_w${w}_r$round.log" 2>&1
+            grep -E "^\| (cg|vec) " "$OUT/dag1_w${w}_r$round.md"
+        done
+    done
     ;;
 dag1)
     timeout 300 python3 benchmarks/dag/run.py --shapes cg,vec --backends dag-async,cupy-streams --no-comm \
