@@ -7,6 +7,11 @@
 #   run_next.sh gotests      the Go tests that need a GPU (GOTESTS, default -v ./ucxx ./core/execution)
 #   run_next.sh words        A/B of the GPU lanes' stream words (UCXGO_DAG_STREAM_WORDS=1, 0, twice each):
 #                            launch_cost.py, the Go chain and independent benchmarks, the one-GPU cg and vec
+#   run_next.sh cgmulti      the DAG's cg on every GPU (minmin against cupy-multi), stream words on and off,
+#                            each under a 5 kHz Go CPU profile; then launch_cost.py
+#   run_next.sh defer        configurations of the GPU lanes (stream words; every vertex deferred to the
+#                            launchers, which linger 200 µs), 2 rounds: launch_cost.py and cg (on every GPU
+#                            against cupy-multi where there are several, else the one-GPU suite's)
 #   run_next.sh dag1         the one-GPU suite's cg and vec, dag-async against cupy-streams
 # Everything it writes goes back as one archive.
 set -uo pipefail
@@ -49,6 +54,39 @@ words)
                 --backends dag-async,cupy-streams --no-comm --no-micro --budget-s 100 \
                 --out "$OUT/dag1_w${w}_r$round.json" > "$OUT/dag1_w${w}_r$round.log" 2>&1
             grep -E "^\| (cg|vec) " "$OUT/dag1_w${w}_r$round.md"
+        done
+    done
+    ;;
+cgmulti)
+    for w in 1 0; do
+        UCXGO_DAG_STREAM_WORDS=$w timeout 200 python3 benchmarks/dag/run.py --multi-gpu --shapes cg \
+            --backends dag-minmin-transfer-time,cupy-multi --budget-s 120 --item-timeout 150 \
+            --go-cpu-profile "$OUT/cg_w$w.pprof" --go-cpu-profile-hz 5000 --out "$OUT/cg_w$w.json" \
+            > "$OUT/cg_w$w.log" 2>&1
+        echo "cg words $w rc=$?"; grep -E "^\| cg " "$OUT/cg_w$w.md"
+    done
+    timeout 100 python3 benchmarks/dag/launch_cost.py --repeat 5 --json "$OUT/launch_cost.json" 2>&1 | grep "µs"
+    ;;
+defer)
+    n=$(nvidia-smi -L | wc -l)
+    for round in 1 2; do
+        for cfg in w1 w0 w1d w0d; do
+            env=(UCXGO_DAG_STREAM_WORDS=${cfg:1:1})
+            [ "${cfg:2:1}" = d ] && env+=(UCXGO_DAG_DEFER_ALL=1 UCXGO_DAG_LAUNCHER_LINGER_US=200)
+            echo "== round $round $cfg: ${env[*]}"
+            env "${env[@]}" timeout 100 python3 benchmarks/dag/launch_cost.py --repeat 5 \
+                --json "$OUT/launch_cost_${cfg}_r$round.json" 2>&1 | grep -E "^(cupy|dag) "
+            if [ "$n" -gt 1 ]; then
+                env "${env[@]}" timeout 200 python3 benchmarks/dag/run.py --multi-gpu --shapes cg \
+                    --backends dag-minmin-transfer-time,cupy-multi --budget-s 120 --item-timeout 150 \
+                    --out "$OUT/cgm_${cfg}_r$round.json" > "$OUT/cgm_${cfg}_r$round.log" 2>&1
+                echo "rc=$?"; grep -E "^\| cg " "$OUT/cgm_${cfg}_r$round.md" | cut -d'|' -f4-6,10
+            else
+                env "${env[@]}" timeout 200 python3 benchmarks/dag/run.py --shapes cg,vec \
+                    --backends dag-async,cupy-streams --no-comm --no-micro --budget-s 100 \
+                    --out "$OUT/dag1_${cfg}_r$round.json" > "$OUT/dag1_${cfg}_r$round.log" 2>&1
+                echo "rc=$?"; grep -E "^\| (cg|vec) " "$OUT/dag1_${cfg}_r$round.md" | cut -d'|' -f2,5-6,8
+            fi
         done
     done
     ;;
