@@ -293,23 +293,11 @@ func runGPUProgram(t *testing.T, d *ucxx.CUDADriver, seed uint64, ops []gpuOracl
 // TestGPUOracleAsyncMatchesProgramOrder: random programs on the GPU, each policy
 // combination asynchronous and serial, against the program order.
 func TestGPUOracleAsyncMatchesProgramOrder(t *testing.T) {
+	d := needGPU(t)
 	seeds := 24
 	if testing.Short() {
 		seeds = 6
 	}
-	gpuOracle(t, seeds)
-}
-
-// TestGPUOracleWithStopEvents: the oracle where the lanes mark ends with stop events
-// instead of stream words (a driver without stream memory operations).
-func TestGPUOracleWithStopEvents(t *testing.T) {
-	defer func(was bool) { useStreamWords = was }(useStreamWords)
-	useStreamWords = false
-	gpuOracle(t, 6)
-}
-
-func gpuOracle(t *testing.T, seeds int) {
-	d := needGPU(t)
 	for seed := range uint64(seeds) {
 		rng := rand.New(rand.NewPCG(seed, 11))
 		graph := dag.Options{

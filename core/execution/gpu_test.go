@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -179,57 +178,5 @@ func TestKernelWaitsForReceiveOnGPU(t *testing.T) {
 		if w != uint32(1000+i)+1 {
 			t.Fatalf("word %d: %d, want %d (the kernel ran before the data came?)", i, w, 1000+i+1)
 		}
-	}
-}
-
-func streamOf(v *dag.Vertex) dag.Stream {
-	s, _ := v.Stream()
-	return s
-}
-
-// TestStreamWordsMarkEnds: without timings, a lane's vertices end by their streams'
-// words, one page of them, and make no events; with the words off (a driver without
-// stream memory operations) they make stop events and no words. Both orders hold: a
-// chain on one stream, and a kernel that follows it and a kernel of a second stream,
-// waiting for one of them on the device.
-func TestStreamWordsMarkEnds(t *testing.T) {
-	d := needGPU(t)
-	for _, words := range []bool{true, false} {
-		t.Run(fmt.Sprintf("words=%v", words), func(t *testing.T) {
-			defer func(was bool) { useStreamWords = was }(useStreamWords)
-			useStreamWords = words
-			c := newContext(t, Options{Devices: []int{0}})
-			k := addOne(t, c)
-			const n, chain = 1 << 16, 20
-			p := deviceWords(t, d, n)
-			var last *dag.Vertex
-			for range chain {
-				last = launchAddOne(t, c, k, p, 0, n/2, arrA)
-			}
-			other := launchAddOne(t, c, k, p, n/2, n/2, arrA)
-			whole := launchAddOne(t, c, k, p, 0, n, arrA)
-			if ls, ts := streamOf(last), streamOf(other); ls == ts {
-				t.Fatalf("the chain and the other half share stream %v", ls)
-			}
-			if err := whole.Wait(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			if last.State() != dag.Done || other.State() != dag.Done {
-				t.Fatalf("the kernels before the whole array's: %v, %v after it ended", last.State(), other.State())
-			}
-			for i, w := range readWords(t, d, p, n) {
-				want := uint32(i) + 2
-				if i < n/2 {
-					want += chain - 1
-				}
-				if w != want {
-					t.Fatalf("word %d: %d, want %d", i, w, want)
-				}
-			}
-			r := c.Resources()
-			if words && (r.WordPages != 1 || r.Events != 0) || !words && (r.WordPages != 0 || r.Events == 0) {
-				t.Fatalf("stream words %v: resources %+v", words, r)
-			}
-		})
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/ucxx-go/ucxx-go/core/dag"
 	"github.com/ucxx-go/ucxx-go/core/internal/pause"
@@ -48,36 +47,22 @@ func (c *DeviceCopy) queue(drv *ucxx.CUDADriver, _ int, stream uintptr) error {
 }
 
 // deviceWait is the lane data of a vertex that a GPU vertex may wait for on the
-// device: a GPU vertex's stream word or stop event, a transfer's done word.
+// device: a GPU vertex's stop event, a transfer's done word.
 type deviceWait interface {
 	queueWait(drv *ucxx.CUDADriver, stream uintptr) error
 }
 
-// gpuState is a started GPU vertex's end marker on its stream: its stream's word
-// reaching seq, or (without stream words) its stop event; and with timings, events
-// around its work.
+// gpuState is a started GPU vertex's events: stop marks the end of its work on its
+// stream; start (with timings) its beginning.
 type gpuState struct {
 	lane        *gpuLane
-	stream      uintptr     // the stream its work was queued on
-	word        *streamWord // nil: stop marks the end
-	seq         uint64      // the value word takes once the work is done
+	stream      uintptr // the stream its work was queued on
 	start, stop ucxx.CUDAEvent
-	gpuTime     time.Duration // with timings: start to stop, read when the poller saw the end
+	gpuTime     time.Duration // with timings: start to stop, read when the poller saw stop done
 }
 
 func (s *gpuState) queueWait(drv *ucxx.CUDADriver, stream uintptr) error {
-	if s.word != nil {
-		return drv.StreamWaitAtLeast(stream, s.word.dev, s.seq)
-	}
 	return drv.StreamWaitEvent(stream, s.stop)
-}
-
-// done reports whether the vertex's work has finished on the device.
-func (s *gpuState) done() (bool, error) {
-	if s.word != nil {
-		return s.word.reached(s.seq), nil
-	}
-	return s.stop.Done()
 }
 
 // sweepState is a sweep's room, kept between sweeps; guarded by gpuLane.sweepMu.
@@ -109,10 +94,6 @@ type gpuLane struct {
 
 	launch *dag.Launcher[*gpuLane] // the context's, for vertices whose queueing blocks (StartOrDefer)
 
-	words      map[uintptr]*streamWord // by stream handle (useStreamWords); a stream without one uses stop events
-	wordPages  []unsafe.Pointer
-	wordsTaken int
-
 	sweepMu  sync.Mutex // one sweep at a time, the poller's or a host wait's (Poll); before dag.Graph's
 	sweeping sweepState
 
@@ -128,9 +109,6 @@ func newGPULane(drv *ucxx.CUDADriver, ordinal int, timing bool, res *resources, 
 	}
 	l := &gpuLane{name: fmt.Sprintf("gpu%d", ordinal), ordinal: ordinal, drv: drv, cu: cu, res: res, arrays: arrays, timing: timing,
 		launch: launch, wake: make(chan struct{}, 1), done: make(chan struct{})}
-	if useStreamWords {
-		l.words = make(map[uintptr]*streamWord)
-	}
 	go l.poll()
 	return l, nil
 }
@@ -139,10 +117,6 @@ func (l *gpuLane) Name() string { return l.name }
 
 // NewStream makes a stream of the lane's device (dag.StreamPool; the DAG calls it for
 // this lane's device only).
-//
-// With stream words, the stream gets one; where it cannot (the driver maps no host
-// memory for stream memory operations, or maps it at another address), its vertices
-// end by their stop events instead.
 func (l *gpuLane) NewStream(int) (uintptr, error) {
 	var s ucxx.CUDAStream
 	err := l.cu.Use(func() (err error) { s, err = l.drv.NewStream(); return err })
@@ -150,47 +124,10 @@ func (l *gpuLane) NewStream(int) (uintptr, error) {
 		return 0, err
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.words != nil {
-		if w, err := l.newWord(); err == nil {
-			l.words[s.Handle()] = w
-		}
-	}
 	l.streams = append(l.streams, s)
+	l.mu.Unlock()
 	l.res.streams.Add(1)
 	return s.Handle(), nil
-}
-
-// newWord takes the next stream word, mapping a new page of them when the last is
-// full. l.mu is held.
-func (l *gpuLane) newWord() (*streamWord, error) {
-	i := l.wordsTaken % wordsPerPage
-	if i == 0 {
-		page := ucxx.CAllocPage(8 * wordsPerPage)
-		if page == nil {
-			return nil, ucxx.StatusNoMemory.Err("stream words")
-		}
-		err := l.cu.Use(func() error {
-			dev, err := l.drv.MapHost(uintptr(page), 8*wordsPerPage)
-			if err == nil && dev != uintptr(page) {
-				// Every device must see a word at one address (a child on another GPU
-				// waits on it): unified addressing of registered memory gives that.
-				err = errors.Join(fmt.Errorf("execution: stream words mapped at %#x for host %#x: %w", dev, uintptr(page),
-					ucxx.StatusUnsupported), l.drv.UnmapHost(uintptr(page)))
-			}
-			return err
-		})
-		if err != nil {
-			ucxx.CFree(page)
-			return nil, err
-		}
-		l.wordPages = append(l.wordPages, page)
-		l.res.wordPages.Add(1)
-	}
-	page := l.wordPages[len(l.wordPages)-1]
-	l.wordsTaken++
-	host := (*uint64)(unsafe.Add(page, 8*i))
-	return &streamWord{host: host, dev: uintptr(unsafe.Pointer(host))}, nil
 }
 
 // copyStaged copies n bytes between pageable host memory and the lane's device on the
@@ -284,9 +221,6 @@ func (l *gpuLane) queue(v *dag.Vertex) bool {
 	// v.Moves is the DAG's location model (GrCUDA's): it steers the device policies,
 	// and its managed ranges are prefetched here (arrays.go).
 	state := &gpuState{lane: l, stream: st.Handle}
-	l.mu.Lock()
-	state.word = l.words[st.Handle]
-	l.mu.Unlock()
 	err := l.cu.Use(func() error {
 		for _, w := range v.Waits() {
 			dw, ok := w.Parent.LaneData().(deviceWait)
@@ -318,19 +252,10 @@ func (l *gpuLane) queue(v *dag.Vertex) bool {
 		if err := work.queue(l.drv, st.Device, st.Handle); err != nil {
 			return err
 		}
-		if state.word == nil || l.timing {
-			if state.stop, err = l.event(); err != nil {
-				return err
-			}
-			if err := state.stop.Record(st.Handle); err != nil {
-				return err
-			}
+		if state.stop, err = l.event(); err != nil {
+			return err
 		}
-		if state.word != nil {
-			state.seq = state.word.next.Add(1)
-			return l.drv.StreamWriteWord(st.Handle, state.word.dev, state.seq)
-		}
-		return nil
+		return state.stop.Record(st.Handle)
 	})
 	if err != nil {
 		l.recycle(state)
@@ -470,12 +395,12 @@ func (l *gpuLane) Poll() {
 	}
 }
 
-// sweep ends the in-flight vertices whose work is done, and says how many it ended
-// and whether any were in flight; l.sweepMu is held.
+// sweep ends the in-flight vertices whose stop events are done, and says how many it
+// ended and whether any were in flight; l.sweepMu is held.
 //
 // A stream's work completes in the order it was queued, so of each stream only the
-// oldest vertex in flight is looked at: a sweep reads one stream word (or queries one
-// stop event) per busy stream, not one per vertex. The queries run without l.mu, which Start takes to add a
+// oldest vertex in flight is queried: a sweep costs one cuEventQuery per busy stream,
+// not one per vertex. The queries run without l.mu, which Start takes to add a
 // vertex (the driver's calls would make every launch wait behind a sweep).
 func (l *gpuLane) sweep() (ended int, inflight bool) {
 	sw := &l.sweeping
@@ -493,7 +418,7 @@ func (l *gpuLane) sweep() (ended int, inflight bool) {
 			sw.kept = append(sw.kept, v)
 			continue
 		}
-		switch done, err := s.done(); {
+		switch done, err := s.stop.Done(); {
 		case err != nil:
 			sw.ended, sw.errs = append(sw.ended, v), append(sw.errs, err)
 		case done:
@@ -551,14 +476,9 @@ func (l *gpuLane) close() error {
 			errs = append(errs, ev.Destroy())
 			l.res.events.Add(-1)
 		}
-		for _, p := range l.wordPages {
-			errs = append(errs, l.drv.UnmapHost(uintptr(p)))
-			ucxx.CFree(p)
-			l.res.wordPages.Add(-1)
-		}
 		return nil
 	})
-	l.streams, l.events, l.wordPages = nil, nil, nil
+	l.streams, l.events = nil, nil
 	l.stagedMu.Lock()
 	if l.hasStaged {
 		errs = append(errs, l.cu.Use(func() error { return errors.Join(l.staged.Sync(), l.staged.Destroy()) }))
