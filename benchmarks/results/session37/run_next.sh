@@ -12,6 +12,9 @@
 #   run_next.sh defer        configurations of the GPU lanes (stream words; every vertex deferred to the
 #                            launchers, which linger 200 µs), 2 rounds: launch_cost.py and cg (on every GPU
 #                            against cupy-multi where there are several, else the one-GPU suite's)
+#   run_next.sh defer1       the one-GPU suite (every shape; dag-async, cupy-streams), every vertex deferred to
+#                            the launchers (UCXGO_DAG_DEFER_ALL=1, linger 200 µs) or not, 2 rounds interleaved
+#   run_next.sh defertests   the Go GPU tests (core/execution) and tests/gpu with every vertex deferred
 #   run_next.sh dag1         the one-GPU suite's cg and vec, dag-async against cupy-streams
 # Everything it writes goes back as one archive.
 set -uo pipefail
@@ -89,6 +92,21 @@ defer)
             fi
         done
     done
+    ;;
+defer1)
+    for round in 1 2; do
+        for d in 0 1; do
+            UCXGO_DAG_DEFER_ALL=$d UCXGO_DAG_LAUNCHER_LINGER_US=200 timeout 250 python3 benchmarks/dag/run.py \
+                --backends dag-async,cupy-streams --no-comm --no-micro --budget-s 200 \
+                --out "$OUT/suite_d${d}_r$round.json" > "$OUT/suite_d${d}_r$round.log" 2>&1
+            echo "== round $round defer-all $d rc=$?"
+            grep -E "^\| (vec|bs|ml|hits|img|cg) " "$OUT/suite_d${d}_r$round.md" | cut -d'|' -f2,5-6,8,11
+        done
+    done
+    ;;
+defertests)
+    export UCXGO_DAG_DEFER_ALL=1 UCXGO_DAG_LAUNCHER_LINGER_US=200
+    GOTESTS="./core/execution" bash benchmarks/gpu/machine.sh gotests tests 2>&1 | grep -v "^WARNING"
     ;;
 dag1)
     timeout 300 python3 benchmarks/dag/run.py --shapes cg,vec --backends dag-async,cupy-streams --no-comm \
