@@ -1,11 +1,6 @@
 package dag
 
-import (
-	"sync"
-	"time"
-
-	"github.com/ucxx-go/ucxx-go/core/internal/pause"
-)
+import "sync"
 
 // Launcher is a DeferringLane's launcher: it queues the vertices lanes defer to it on
 // goroutines of its own, each lane's one at a time in the order deferred, and calls
@@ -21,8 +16,7 @@ import (
 // queue it).
 type Launcher[L comparable] struct {
 	queue  func(L, *Vertex) bool
-	shared bool          // one goroutine for every lane
-	linger time.Duration // how long a goroutine with nothing to queue looks for more before it returns
+	shared bool // one goroutine for every lane
 
 	mu      sync.Mutex
 	waiting map[L][]launch[L] // per goroutine (its lane, or the zero L when shared): deferred, in order
@@ -80,15 +74,9 @@ func (x *Launcher[L]) Defer(lane L, v *Vertex, blocks bool) bool {
 // run queues goroutine g's deferred vertices in order and returns when none is left.
 func (x *Launcher[L]) run(g L) {
 	defer x.done.Done()
-	idle := time.Now()
 	for {
 		x.mu.Lock()
 		q := x.waiting[g]
-		if len(q) == 0 && x.linger > 0 && time.Since(idle) < x.linger {
-			x.mu.Unlock()
-			pause.Yield()
-			continue
-		}
 		if len(q) == 0 {
 			delete(x.waiting, g)
 			delete(x.running, g)
@@ -107,16 +95,8 @@ func (x *Launcher[L]) run(g L) {
 			delete(x.pending, d.lane)
 		}
 		x.mu.Unlock()
-		if x.linger > 0 {
-			idle = time.Now()
-		}
 	}
 }
-
-// SetLinger makes each goroutine, once it has nothing left to queue, keep looking for
-// more for d (yielding its CPU between looks) before it returns: a vertex deferred
-// meanwhile is queued without a goroutine's start. Call it before the first Defer.
-func (x *Launcher[L]) SetLinger(d time.Duration) { x.linger = d }
 
 // Wait returns once the launcher has nothing left to queue (call it once no vertex
 // will be deferred any more: the graph has finished).

@@ -195,7 +195,7 @@ func (l *gpuLane) Start(v *dag.Vertex) { l.queue(v) }
 // of its vertices is there, so that the lane queues its vertices in the order the
 // graph started them (dag.DeferringLane).
 func (l *gpuLane) StartOrDefer(v *dag.Vertex) bool {
-	if l.launch.Defer(l, v, deferAll || deferPrefetches && (l.prefetches(v.Moves()) || prefetchesDst(v))) {
+	if l.launch.Defer(l, v, deferPrefetches && (l.prefetches(v.Moves()) || prefetchesDst(v))) {
 		return false
 	}
 	return l.queue(v) // false: it ended v, failing to queue it

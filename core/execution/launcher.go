@@ -2,8 +2,6 @@ package execution
 
 import (
 	"os"
-	"strconv"
-	"time"
 
 	"github.com/ucxx-go/ucxx-go/core/dag"
 )
@@ -80,31 +78,14 @@ func mapModeFromEnv(v string) mapMode {
 	return mapCopyDestinations
 }
 
-// deferAll: every GPU vertex is queued by the launcher, not the thread that starts it
-// (UCXGO_DAG_DEFER_ALL=1; an experiment: the thread adding vertices then does the
-// graph's work only, and each GPU's driver calls run on its launcher's goroutine, in
-// parallel). UCXGO_DAG_LAUNCHER_LINGER_US: how long a launcher goroutine with nothing
-// to queue looks for more before it returns (default 0).
-var (
-	deferAll       = os.Getenv("UCXGO_DAG_DEFER_ALL") == "1"
-	launcherLinger = envMicroseconds("UCXGO_DAG_LAUNCHER_LINGER_US")
-)
-
-func envMicroseconds(name string) time.Duration {
-	n, _ := strconv.Atoi(os.Getenv(name))
-	return time.Duration(max(n, 0)) * time.Microsecond
-}
-
 // sharedLauncher: one launcher goroutine for every GPU (UCXGO_DAG_LAUNCHERS=one).
 var sharedLauncher = os.Getenv("UCXGO_DAG_LAUNCHERS") == "one"
 
 // newLauncher returns the launcher of a context's GPU lanes.
 func newLauncher() *dag.Launcher[*gpuLane] {
 	queue := func(l *gpuLane, v *dag.Vertex) bool { return l.queue(v) }
-	x := dag.NewLauncher(queue)
 	if sharedLauncher {
-		x = dag.NewSharedLauncher(queue)
+		return dag.NewSharedLauncher(queue)
 	}
-	x.SetLinger(launcherLinger)
-	return x
+	return dag.NewLauncher(queue)
 }
