@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/ucxx-go/ucxx-go/core"
@@ -367,8 +368,12 @@ func DagAccess(h uint64, acc uintptr, nacc int) (ok bool, err error) {
 	return true, c.ctx.Access(context.Background(), a)
 }
 
-// DagWait blocks until vertex vid has finished; its failure is the error.
-func DagWait(h uint64, vid uint64) (ok bool, err error) {
+// DagWait blocks until vertex vid has finished, or for at most timeoutMs
+// milliseconds (negative: without limit); its failure is the error.
+//
+// Errors: the vertex's failure; one wrapping ucxx.StatusTimedOut when the time ran
+// out first; ucxx.StatusNoElem for an id the context never returned.
+func DagWait(h uint64, vid uint64, timeoutMs int) (ok bool, err error) {
 	defer guard(&err)
 	c, err := dagCtx(h)
 	if err != nil {
@@ -381,7 +386,18 @@ func DagWait(h uint64, vid uint64) (ok bool, err error) {
 	c.mu.Unlock()
 	switch {
 	case live:
-		return true, v.Wait(context.Background())
+		ctx := context.Background()
+		if timeoutMs >= 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, time.Duration(timeoutMs)*time.Millisecond)
+			defer cancel()
+		}
+		if err := v.Wait(ctx); errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+			return false, fmt.Errorf("DagWait: vertex %d not finished within %d ms: %w", vid, timeoutMs, ucxx.StatusTimedOut)
+		} else if err != nil {
+			return false, err
+		}
+		return true, nil
 	case failed:
 		return false, ferr
 	case known:

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ucxx-go/ucxx-go/core/dag"
 	"github.com/ucxx-go/ucxx-go/core/execution"
+	"github.com/ucxx-go/ucxx-go/ucxx"
 )
 
 // descriptors packs accesses as Python writes them.
@@ -50,13 +51,20 @@ func TestDagBridge(t *testing.T) {
 	if err != nil || got != hv {
 		t.Fatalf("DagTakeHost: %d, %v; want %d", got, err, hv)
 	}
+	// Taken, not ended: a bounded wait times out, the vertex untouched.
+	for _, ms := range []int{0, 20} {
+		ok, err := DagWait(h, hv, ms)
+		if text := wantStatusError(t, err, ucxx.StatusTimedOut); ok || !strings.Contains(text, "not finished within") {
+			t.Fatalf("DagWait(%d ms) of a running vertex: %v %q", ms, ok, text)
+		}
+	}
 	if _, err := DagEndHost(h, hv, "ValueError: boom"); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := DagWait(h, cp); !ok || err != nil {
+	if ok, err := DagWait(h, cp, 5000); !ok || err != nil {
 		t.Fatalf("DagWait(copy): %v %v", ok, err)
 	}
-	if _, err := DagWait(h, child); err == nil || !strings.Contains(err.Error(), "boom") {
+	if _, err := DagWait(h, child, -1); err == nil || !strings.Contains(err.Error(), "boom") {
 		t.Fatalf("DagWait of the failed function's child: %v", err)
 	}
 	a := descriptors(dag.Access{Array: 2, Off: 8, Len: 8, Mode: dag.Read})

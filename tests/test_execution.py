@@ -150,6 +150,26 @@ def test_a_read_only_numpy_array_wraps_read_only(ctx):
     assert const == b"immutable bytes!" and not frozen.any()
 
 
+def test_a_bounded_wait_times_out_on_the_calling_thread(ctx):
+    a = ctx.array(8, "int64", device="cpu")
+    ev, held = gate()
+    hv = ctx.host(held, writes=[a])
+    threads = threading.active_count()
+    for timeout in (0, 0.001, 0.02) * 10:
+        t0 = time.monotonic()
+        with pytest.raises(TimeoutError, match=f"vertex {hv.id}: not finished within"):
+            hv.wait(timeout=timeout)
+        assert time.monotonic() - t0 >= timeout
+    assert threading.active_count() == threads, "a bounded wait started a thread"
+    with pytest.raises(ValueError, match="timeout"):
+        hv.wait(timeout=float("nan"))
+    ev.set()
+    hv.wait(timeout=TIMEOUT)  # the vertex ran on regardless
+    hv.wait(timeout=0)  # finished: no wait at all
+    hv.wait(timeout=float("inf"))
+    hv.wait(timeout=1e300)
+
+
 # -- host access ---------------------------------------------------------------------
 
 

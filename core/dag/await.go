@@ -19,7 +19,7 @@ const awaitSpin = 200 * time.Microsecond
 // this thread), giving its CPU to other runnable threads between looks (pause.Yield:
 // the caller may be a thread locked to its goroutine, such as Python's), then blocks.
 //
-// Errors: ctx.Err() when ctx ends first.
+// Errors: ctx.Err() when ctx ends first (done closed by then wins).
 func (g *Graph) awaitClosed(ctx context.Context, done <-chan struct{}) error {
 	for start := time.Now(); time.Since(start) < awaitSpin; {
 		select {
@@ -36,6 +36,11 @@ func (g *Graph) awaitClosed(ctx context.Context, done <-chan struct{}) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
+		select { // both ready: select chose at random
+		case <-done:
+			return nil
+		default:
+		}
 		return ctx.Err()
 	}
 }

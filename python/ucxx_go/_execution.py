@@ -45,6 +45,7 @@ import ctypes
 import itertools
 import json
 import logging
+import math
 import operator
 import os
 import re
@@ -60,7 +61,7 @@ from ._blocking import in_thread
 from ._bridge import ext, translate
 from ._buffers import buffer_info
 from ._onesided import RemoteRegion
-from .exceptions import UCXCloseError, UCXError, UCXForkError, UCXUnsupportedError
+from .exceptions import UCXCloseError, UCXError, UCXForkError, UCXTimedOutError, UCXUnsupportedError
 
 __all__ = ["ExecutionContext", "DeviceArray", "Vertex", "Kernel", "ConfiguredKernel", "VertexFailedError"]
 
@@ -104,6 +105,8 @@ _TAKE_TIMEOUT_MS = 1000
 _JOIN_TIMEOUT = 5.0
 # Python host functions' exceptions kept for the errors of their vertices' waiters.
 _MAX_ERRORS = 4096
+
+_MAX_WAIT_MS = 10**12  # a bounded wait's longest, ~30 years (Go's durations end at ~292)
 
 _tls = threading.local()  # .host: the _HostLane whose function this thread runs
 
@@ -276,27 +279,6 @@ def _forget_array(handle, aid):
         pass
 
 
-def _bounded(fn, timeout, what):
-    """fn() on a daemon thread, waited for at most timeout seconds."""
-    box = []
-    done = threading.Event()
-
-    def run():
-        try:
-            box.append((True, fn()))
-        except BaseException as e:  # noqa: BLE001
-            box.append((False, e))
-        done.set()
-
-    threading.Thread(target=run, name="ucxx_go-dagwait", daemon=True).start()
-    if not done.wait(timeout):
-        raise TimeoutError(f"{what}: not finished within {timeout} s")
-    ok, value = box[0]
-    if not ok:
-        raise value
-    return value
-
-
 # -- vertices -------------------------------------------------------------------------
 
 
@@ -315,7 +297,7 @@ class Vertex:
         Parameters
         ----------
         timeout : float, optional
-            Seconds to wait at most (the wait then goes on in the background).
+            Seconds to wait at most (rounded up to a millisecond).
 
         Raises
         ------
@@ -327,14 +309,11 @@ class Vertex:
         UCXCloseError
             The context is closed.
         """
-        ctx = self._ctx
-        if timeout is None:
-            return ctx._wait(self.id)
-        return _bounded(lambda: ctx._wait(self.id), timeout, f"vertex {self.id}")
+        return self._ctx._wait(self.id, timeout)
 
     def __await__(self):
         ctx, vid = self._ctx, self.id
-        return in_thread(ctx._wait, vid, name="ucxx_go-dagwait").__await__()
+        return in_thread(ctx._wait, vid, None, name="ucxx_go-dagwait").__await__()
 
     def times(self):
         """(start_ns, stop_ns, gpu_ns): when the vertex was handed to its lane and when
@@ -846,9 +825,21 @@ class ExecutionContext:
             else:
                 root.safe_r = root.safe_w = ()
 
-    def _wait(self, vid):
+    def _wait(self, vid, timeout):
+        """Block until vertex vid has finished, or for timeout seconds at most (None:
+        without limit; TimeoutError after)."""
         self._check("wait")
-        self._go(ext.pybridge_DagWait, self._h, vid)
+        ms = -1
+        if timeout is not None:
+            t = float(timeout) * 1000
+            if t != t:
+                raise ValueError(f"timeout must be a number of seconds, got {timeout!r}")
+            if t <= _MAX_WAIT_MS:  # beyond: longer than anyone waits, so without limit
+                ms = max(0, math.ceil(t))
+        try:
+            self._go(ext.pybridge_DagWait, self._h, vid, ms)
+        except UCXTimedOutError as e:
+            raise TimeoutError(f"vertex {vid}: not finished within {timeout} s") from e
 
     def _host_access(self, aid, off, n, mode):
         self._check("host access")
