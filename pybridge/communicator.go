@@ -16,9 +16,18 @@ var comms struct {
 	sync.Mutex
 	next uint64
 	byID map[uint64]*collective.Communicator
-	// forming: the cancel channels of CommNew calls under way, by their caller's token
+	// forming: the cancel channels of CommNew calls under way, by their caller's token,
+	// and the closed ones CommCancelNew left for calls not begun (tombstones).
 	forming map[uint64]chan struct{}
+	// tombstones: the tokens CommCancelNew left closed channels for, oldest first. A
+	// cancel that comes after its call returned leaves one no call will take; at most
+	// maxTombstones are kept.
+	tombstones []uint64
 }
+
+// maxTombstones bounds the tombstones kept. One dropped before its CommNew begins
+// lets that call run: Python, which cancelled it, closes what it forms.
+const maxTombstones = 64
 
 func comm(h uint64) (*collective.Communicator, error) {
 	comms.Lock()
@@ -83,6 +92,13 @@ func CommCancelNew(token uint64) (found bool, err error) {
 	case !ok:
 		cancel = make(chan struct{})
 		comms.forming[token] = cancel // CommNew finds it closed
+		if len(comms.tombstones) == maxTombstones {
+			if old := comms.tombstones[0]; isClosed(comms.forming[old]) {
+				delete(comms.forming, old)
+			}
+			comms.tombstones = append(comms.tombstones[:0], comms.tombstones[1:]...)
+		}
+		comms.tombstones = append(comms.tombstones, token)
 	case isClosed(cancel):
 		return false, nil
 	}
