@@ -29,6 +29,25 @@ func needCUDA(t *testing.T) *CUDADriver {
 	return d
 }
 
+// heldGate retains device 0's primary context and maps a pinned host word for it,
+// both undone at the test's end: a stream queued to wait until the word is at least 1
+// (StreamWaitAtLeast at dev) is held until the test stores 1 into word.
+func heldGate(t *testing.T, d *CUDADriver) (c CUDAContext, dev uintptr, word *atomic.Uint64) {
+	t.Helper()
+	c, err := d.RetainPrimary(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Release() })
+	page := CAllocPage(8)
+	t.Cleanup(func() { CFree(page) })
+	if err := c.Use(func() (err error) { dev, err = d.MapHost(uintptr(page), 8); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Use(func() error { return d.UnmapHost(uintptr(page)) }) })
+	return c, dev, (*atomic.Uint64)(page)
+}
+
 // onThread runs f on a goroutine locked to an OS thread of its own and waits for it.
 // The goroutine never unlocks, so the thread exits with it, taking along whatever
 // context f made current there.
@@ -705,19 +724,8 @@ func TestManagedAdviseAccessedBy(t *testing.T) {
 // done once the word is written; a stream with nothing queued gets the zero event.
 func TestCUDAMarkStream(t *testing.T) {
 	d := needCUDA(t)
-	c, err := d.RetainPrimary(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Release()
-	gate := CAllocPage(8)
-	defer CFree(gate)
-	err = c.Use(func() error {
-		gateDev, err := d.MapHost(uintptr(gate), 8)
-		if err != nil {
-			return err
-		}
-		defer d.UnmapHost(uintptr(gate))
+	c, gateDev, gate := heldGate(t, d)
+	err := c.Use(func() error {
 		s, err := d.NewStream()
 		if err != nil {
 			return err
@@ -735,7 +743,7 @@ func TestCUDAMarkStream(t *testing.T) {
 		} else if done, err := held.Done(); done || err != nil {
 			t.Errorf("the held stream's event done %v (%v) before the gate opened", done, err)
 		}
-		(*atomic.Uint64)(gate).Store(1)
+		gate.Store(1)
 		if !held.IsZero() && awaitEvent(t, held, "held stream") {
 			if err := held.Destroy(); err != nil {
 				t.Errorf("Destroy: %v", err)

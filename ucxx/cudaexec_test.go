@@ -25,20 +25,9 @@ func addOnePTX(t *testing.T) []byte {
 // releases; timing events measure it; a stream stores a word the host reads.
 func TestCUDAExec(t *testing.T) {
 	d := needCUDA(t)
-	c, err := d.RetainPrimary(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Release()
+	c, gateDev, gate := heldGate(t, d)
 	const n = 1000
-	gate := CAllocPage(8)
-	defer CFree(gate)
-	err = c.Use(func() error {
-		gateDev, err := d.MapHost(uintptr(gate), 8)
-		if err != nil {
-			return err
-		}
-		defer d.UnmapHost(uintptr(gate))
+	err := c.Use(func() error {
 		mod, err := d.LoadModule(addOnePTX(t))
 		if err != nil {
 			return err
@@ -109,7 +98,7 @@ func TestCUDAExec(t *testing.T) {
 		if done, err := b.Done(); err != nil || done {
 			t.Errorf("stream b done %v (%v) while the stream it waits for is held", done, err)
 		}
-		atomic.StoreUint64((*uint64)(gate), 1)
+		gate.Store(1)
 		if err := b.Sync(); err != nil {
 			return err
 		}
@@ -124,7 +113,7 @@ func TestCUDAExec(t *testing.T) {
 		if took, err := Elapsed(start, stop); err != nil || took <= 0 {
 			t.Errorf("Elapsed: %v, %v", took, err)
 		}
-		if v := atomic.LoadUint64((*uint64)(gate)); v != 7 {
+		if v := gate.Load(); v != 7 {
 			t.Errorf("the word the stream stored: %d, want 7", v)
 		}
 		if err := fn.Launch(shape, b.Handle(), make([]uint64, MaxKernelArgs+1)); err == nil {
