@@ -397,50 +397,13 @@ def test_element_types_come_from_the_buffer_and_byte_swapped_ones_are_refused():
                 dtype_code(np.zeros(3, "f4"), dtype=bad)
 
 
-def test_a_cancelled_collective_keeps_its_buffer_until_the_call_ends(tmp_path):
-    """A rank's await is cancelled while the call waits for a late rank: the call goes
-    on in Go, so its buffer must stay alive (referenced) until the call ends, and the
-    communicator works after."""
-    out = run_ranks(tmp_path, 2, """
-        import asyncio, gc, os, weakref, numpy as np, ucxx_go
-        async def main():
-            comm = await ucxx_go.Communicator.init(timeout=30)
-            if comm.rank == 0:
-                x = np.ones(1 << 20, np.float32)  # 4 MiB: outlives the crossing's spin
-                alive = weakref.ref(x)
-                task = asyncio.ensure_future(comm.allreduce(x))
-                await asyncio.sleep(0.3)  # rank 1 comes at 1 s
-                task.cancel()
-                try:
-                    await task
-                except asyncio.CancelledError:
-                    pass
-                del x, task
-                gc.collect()
-                assert alive() is not None, "freed while the call ran"
-                for _ in range(300):  # the call ends once rank 1 comes
-                    gc.collect()
-                    if alive() is None:
-                        break
-                    await asyncio.sleep(0.02)
-                assert alive() is None, "never released"
-            else:
-                await asyncio.sleep(1.0)
-                await comm.allreduce(np.ones(1 << 20, np.float32))
-            y = np.full(4, comm.rank + 1, np.float32)
-            await comm.allreduce(y)
-            assert (y == 3).all()
-            print("ok", comm.rank, flush=True)
-            comm.close()
-        asyncio.run(main())
-    """)
-    assert out.count("ok") == 2
-
-
-def test_a_collective_cancelled_while_its_wait_is_queued_keeps_its_buffer(tmp_path):
-    """As above, with the event loop's default executor busy when the call outlives its
-    crossing: the awaiting task is cancelled before any thread began waiting for the
-    call, and the buffer must still stay alive until the call ends."""
+@pytest.mark.parametrize("executor", ["free", "busy"])
+def test_a_cancelled_collective_keeps_its_buffer_until_the_call_ends(tmp_path, executor):
+    """A rank's await is cancelled while the call waits for a rank held back (on a
+    fifo rank 0 opens): the call goes on in Go, so its buffer must stay alive
+    (referenced) until the call ends, and the communicator works after. "busy": the
+    event loop's default executor is busy when the call outlives its crossing, so the
+    task is cancelled before any thread began waiting for the call."""
     go = tmp_path / "go"
     os.mkfifo(go)
     out = run_ranks(tmp_path, 2, f"""
@@ -449,9 +412,10 @@ def test_a_collective_cancelled_while_its_wait_is_queued_keeps_its_buffer(tmp_pa
             comm = await ucxx_go.Communicator.init(timeout=30)
             if comm.rank == 0:
                 loop = asyncio.get_running_loop()
-                loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(1))
-                freed = threading.Event()
-                occupied = loop.run_in_executor(None, freed.wait)  # the executor's one thread
+                if {executor == "busy"}:
+                    loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(1))
+                    freed = threading.Event()
+                    occupied = loop.run_in_executor(None, freed.wait)  # the executor's one thread
                 x = np.ones(1 << 20, np.float32)  # 4 MiB: outlives the crossing's spin
                 alive = weakref.ref(x)
                 task = asyncio.ensure_future(comm.allreduce(x))
@@ -462,9 +426,10 @@ def test_a_collective_cancelled_while_its_wait_is_queued_keeps_its_buffer(tmp_pa
                     await task
                 except asyncio.CancelledError:
                     pass
-                freed.set()
-                await occupied
-                await loop.run_in_executor(None, int)  # whatever was queued before it is done
+                if {executor == "busy"}:
+                    freed.set()
+                    await occupied
+                    await loop.run_in_executor(None, int)  # whatever was queued before it is done
                 del x, task
                 gc.collect()
                 assert alive() is not None, "freed while the call ran"
