@@ -1,6 +1,8 @@
 """Kernel signatures in GrCUDA's NFI and NIDL syntaxes, and the scalar arguments a
 call packs: what the DAG checks before anything is scheduled (no GPU needed)."""
 
+import struct
+
 import pytest
 
 from ucxx_go._kernels import READ, WRITE, parse_signature
@@ -26,9 +28,11 @@ def test_bad_signatures(bad):
 
 
 def test_scalar_packing():
-    (i32, f32, u8) = parse_signature("sint32, float, uint8")
-    assert i32.pack(-2, 0) == (-2).to_bytes(4, "little", signed=True) + b"\0" * 4
-    assert len(f32.pack(1.5, 1)) == 8
+    (i32, f32, u8, f64, b) = parse_signature("sint32, float, uint8, double, bool")
+    assert i32.slot(-2, 0) == 2**32 - 2  # four bytes of -2, then zeros
+    assert f32.slot(1.5, 1) == struct.unpack("<I", struct.pack("<f", 1.5))[0]
+    assert f64.slot(-0.25, 2) == struct.unpack("<Q", struct.pack("<d", -0.25))[0]
+    assert (u8.slot(255, 3), b.slot(True, 4), b.slot(0, 4)) == (255, 1, 0)
     for param, value in [(i32, 2**31), (u8, -1), (u8, 256), (i32, "seven"), (f32, object())]:
         with pytest.raises(TypeError):
-            param.pack(value, 0)
+            param.slot(value, 0)

@@ -182,7 +182,7 @@ def install():
                             raise TypeError(f"kernel {self.name}: a pointer parameter takes a DeviceArray")
                         (reads if p.access == _kernels.READ else writes).append(a)
                     else:
-                        p.pack(a, p.name)  # the range check a real launch makes
+                        p.slot(a, p.name)  # the range check a real launch makes
                 g = grid if isinstance(grid, int) else grid[0]
                 b = block if isinstance(block, int) else block[0]
                 fn = EMULATED[self.name]

@@ -578,27 +578,30 @@ def pack_arguments(ctx, params, args, name="kernel"):
     words = []
     roots = []
     for i, (p, a) in enumerate(zip(params, args)):
-        label = p.name or str(i)
         if p.pointer:
             if not isinstance(a, DeviceArray):
-                raise TypeError(f"kernel {name!r} argument {label}: a pointer parameter takes a DeviceArray "
+                raise TypeError(f"kernel {name!r} argument {p.name or i}: a pointer parameter takes a DeviceArray "
                                 f"(ExecutionContext.array or wrap), not {type(a).__name__}")
             root = a._root
             if a._ctx is not ctx:
-                raise TypeError(f"kernel {name!r} argument {label}: the array belongs to another ExecutionContext")
+                raise TypeError(f"kernel {name!r} argument {p.name or i}: the array belongs to another ExecutionContext")
             if root.device < 0:
-                raise TypeError(f"kernel {name!r} argument {label}: a host array cannot be passed to a GPU kernel "
+                raise TypeError(f"kernel {name!r} argument {p.name or i}: a host array cannot be passed to a GPU kernel "
                                 "(allocate it with device= a GPU, or copy it there first)")
-            mode = _READ if p.access == _kernels.READ else _RW
-            if mode != _READ and root.readonly:
-                raise TypeError(f"kernel {name!r} argument {label}: the array is read-only, the parameter is written")
-            slots.append(root.address + a._off)
-            words += (root.id, a._off, a.nbytes, mode)
+            if p.access == _kernels.READ:
+                mode = _READ
+            elif root.readonly:
+                raise TypeError(f"kernel {name!r} argument {p.name or i}: the array is read-only, the parameter is written")
+            else:
+                mode = _RW
+            off = a._off
+            slots.append(root.address + off)
+            words += (root.id, off, a.nbytes, mode)
             roots.append(root)
         else:
             if isinstance(a, DeviceArray):
-                raise TypeError(f"kernel {name!r} argument {label}: a scalar parameter ({p.fmt!r}) got a DeviceArray")
-            slots.append(int.from_bytes(p.pack(a, label), "little"))
+                raise TypeError(f"kernel {name!r} argument {p.name or i}: a scalar parameter ({p.fmt!r}) got a DeviceArray")
+            slots.append(p.slot(a, p.name or str(i)))
     return slots, words, roots
 
 
@@ -659,11 +662,13 @@ class ConfiguredKernel:
         ctx = k._ctx
         ctx._check("kernel launch")
         slots, words, roots = pack_arguments(ctx, k.params, args, k.name)
-        a = array.array("Q", slots)
-        d = array.array("Q", words)
+        packed = array.array("Q", slots)  # the argument slots, then the access descriptors
+        packed.extend(words)
+        at = packed.buffer_info()[0]
+        n = len(slots)
         (gx, gy, gz), (bx, by, bz) = self.grid, self.block
         vid = ctx._go(ext.pybridge_DagLaunch, ctx._h, k._handle, gx, gy, gz, bx, by, bz, self.shared_mem,
-                      a.buffer_info()[0] if slots else 0, len(slots), d.buffer_info()[0] if words else 0, len(roots))
+                      at if n else 0, n, at + 8 * n if roots else 0, len(roots))
         ctx._used(roots, words)
         return ctx._vertex(vid, k.name)
 

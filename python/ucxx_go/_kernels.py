@@ -33,27 +33,31 @@ _SCALARS = {
 READ, WRITE = "read", "write"
 
 
+_SLOT = struct.Struct("<Q")
+
+
 class Param:
     """One parameter: a pointer with its access (READ or WRITE), or a scalar with its
     struct format."""
 
-    __slots__ = ("name", "pointer", "access", "fmt")
+    __slots__ = ("name", "pointer", "access", "fmt", "_pack")
 
     def __init__(self, name, pointer, access=None, fmt=None):
         self.name, self.pointer, self.access, self.fmt = name, pointer, access, fmt
+        if fmt is not None:  # the value, then zeros to 8 bytes
+            self._pack = struct.Struct(f"<{fmt}{8 - struct.calcsize('<' + fmt)}x").pack
 
     def __repr__(self):
         what = f"{self.access} pointer" if self.pointer else f"scalar {self.fmt}"
         return f"Param({self.name or '?'}: {what})"
 
-    def pack(self, value, index):
-        """The value's 8-byte argument slot (a scalar), checked: TypeError when it does
-        not fit the type."""
+    def slot(self, value, index):
+        """The value's 8-byte argument slot (a scalar) as an int, checked: TypeError when
+        it does not fit the type."""
         try:
-            raw = struct.pack("<" + self.fmt, value)
+            return _SLOT.unpack(self._pack(value))[0]
         except (struct.error, TypeError) as e:
             raise TypeError(f"argument {index} ({self.name or self.fmt}): {value!r} is not a {self.fmt!r} value: {e}") from None
-        return raw.ljust(8, b"\0")
 
 
 _NIDL = re.compile(r"^\s*(\w+)\s*:\s*(?:(in|out|inout)\s+)?(pointer\s+)?(\w+)\s*$")
