@@ -16,6 +16,9 @@
 #                            the launchers (UCXGO_DAG_DEFER_ALL=1, linger 200 µs) or not, 2 rounds interleaved
 #   run_next.sh defertests   the Go GPU tests (core/execution) and tests/gpu with every vertex deferred
 #   run_next.sh dag1         the one-GPU suite's cg and vec, dag-async against cupy-streams
+# The steps words, cgmulti and defer set UCXGO_DAG_STREAM_WORDS and UCXGO_DAG_DEFER_ALL, which only the
+# code of their commits read (074af7b, 7fe7dc2; both reverted the same session): at later commits they compare
+# one configuration with itself.
 # Everything it writes goes back as one archive.
 set -uo pipefail
 bash benchmarks/gpu/machine.sh 2>&1 | grep -v "^WARNING"   # builds ucxx_go once, sets nothing else up
