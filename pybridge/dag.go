@@ -368,8 +368,12 @@ func DagAccess(h uint64, acc uintptr, nacc int) (ok bool, err error) {
 	return true, c.ctx.Access(context.Background(), a)
 }
 
+// maxWaitMs is the longest bounded DagWait (~30 years); a longer one waits without
+// limit.
+const maxWaitMs = 1_000_000_000_000
+
 // DagWait blocks until vertex vid has finished, or for at most timeoutMs
-// milliseconds (negative: without limit); its failure is the error.
+// milliseconds (negative, or over maxWaitMs: without limit); its failure is the error.
 //
 // Errors: the vertex's failure; one wrapping ucxx.StatusTimedOut when the time ran
 // out first; ucxx.StatusNoElem for an id the context never returned.
@@ -387,14 +391,17 @@ func DagWait(h uint64, vid uint64, timeoutMs int) (ok bool, err error) {
 	switch {
 	case live:
 		ctx := context.Background()
-		if timeoutMs >= 0 {
+		if timeoutMs >= 0 && timeoutMs <= maxWaitMs {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, time.Duration(timeoutMs)*time.Millisecond)
 			defer cancel()
 		}
-		if err := v.Wait(ctx); errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-			return false, fmt.Errorf("DagWait: vertex %d not finished within %d ms: %w", vid, timeoutMs, ucxx.StatusTimedOut)
-		} else if err != nil {
+		if err := v.Wait(ctx); err != nil {
+			select {
+			case <-v.Done(): // finished: err is its failure
+			default:
+				return false, fmt.Errorf("DagWait: vertex %d not finished within %d ms: %w", vid, timeoutMs, ucxx.StatusTimedOut)
+			}
 			return false, err
 		}
 		return true, nil

@@ -392,6 +392,20 @@ func TestBootstrapCancelled(t *testing.T) {
 	}
 }
 
+// TestBootstrapCancelledBeforeItBegins: a New whose Cancel is closed already returns
+// ErrCanceled without listening: at a root it could not listen at either, the cancel,
+// not the bind, is the error.
+func TestBootstrapCancelledBeforeItBegins(t *testing.T) {
+	cancel := make(chan struct{})
+	close(cancel)
+	for range 20 {
+		c, err := New(Options{Rank: 0, Size: 2, Root: "192.0.2.1:1", Timeout: 30 * time.Second, Cancel: cancel})
+		if c != nil || !errors.Is(err, ErrCanceled) {
+			t.Fatalf("New with its Cancel closed: %v, %v; want ErrCanceled", c, err)
+		}
+	}
+}
+
 // TestMessageBarrierOutOfStep: a rank whose barrier meets a later barrier's message
 // fails with ErrBarrierOutOfStep, not a barrier passed; the other drops the earlier
 // message and times out.

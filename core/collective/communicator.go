@@ -38,6 +38,11 @@ const DefaultTimeout = 60 * time.Second
 // ErrClosed: the communicator was closed.
 var ErrClosed = fmt.Errorf("collective: communicator closed: %w", os.ErrClosed)
 
+// canceled is New's error once opts.Cancel is closed.
+func (opts *Options) canceled() error {
+	return fmt.Errorf("%w (rank %d of %d at %s)", ErrCanceled, opts.Rank, opts.Size, opts.Root)
+}
+
 // Communicator is this process's rank among Size processes, with an endpoint to each
 // other rank on an engine of its own.
 type Communicator struct {
@@ -63,10 +68,16 @@ type Communicator struct {
 // never lets it return.
 //
 // Errors: ErrBootstrap (bad arguments, a duplicate rank, sizes that disagree, a
-// malformed table), ErrTimeout, the engine's errors.
+// malformed table), ErrTimeout, ErrCanceled (at once, nothing made, when
+// opts.Cancel is closed already), the engine's errors.
 func New(opts Options) (c *Communicator, err error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
+	}
+	select {
+	case <-opts.Cancel:
+		return nil, opts.canceled()
+	default:
 	}
 	// Before the bootstrap: a device that never becomes idle holds this rank back
 	// there, where the others' bootstrap times out, not their first collective.
@@ -94,7 +105,7 @@ func New(opts Options) (c *Communicator, err error) {
 	c.peers, err = bootstrap(e, c.r, opts.Rank, opts.Size, opts.Root, opts.Timeout)
 	if !state.CompareAndSwap(running, ended) {
 		c.shutdown()
-		return nil, fmt.Errorf("%w (rank %d of %d at %s)", ErrCanceled, opts.Rank, opts.Size, opts.Root)
+		return nil, opts.canceled()
 	}
 	close(done)
 	if err != nil {

@@ -46,6 +46,7 @@ import itertools
 import json
 import logging
 import math
+import numbers
 import operator
 import os
 import re
@@ -297,7 +298,8 @@ class Vertex:
         Parameters
         ----------
         timeout : float, optional
-            Seconds to wait at most (rounded up to a millisecond).
+            Seconds to wait at most (rounded up to a millisecond). The wait runs in
+            Go: a KeyboardInterrupt is seen once it returns.
 
         Raises
         ------
@@ -836,11 +838,15 @@ class ExecutionContext:
         self._check("wait")
         ms = -1
         if timeout is not None:
+            if not isinstance(timeout, numbers.Real):
+                raise TypeError(f"timeout must be a number of seconds, got {type(timeout).__name__}")
             t = float(timeout) * 1000
             if t != t:
                 raise ValueError(f"timeout must be a number of seconds, got {timeout!r}")
-            if t <= _MAX_WAIT_MS:  # beyond: longer than anyone waits, so without limit
-                ms = max(0, math.ceil(t))
+            if t <= 0:
+                ms = 0
+            elif t <= _MAX_WAIT_MS:  # beyond: longer than anyone waits, so without limit
+                ms = math.ceil(t)
         try:
             self._go(ext.pybridge_DagWait, self._h, vid, ms)
         except UCXTimedOutError as e:
