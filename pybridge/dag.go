@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/trace"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -223,6 +224,7 @@ func DagKernelOf(h uint64, m uint64, name string) (k uint64, err error) {
 // accesses at acc.
 func DagLaunch(h, k uint64, gx, gy, gz, bx, by, bz, shared int, args uintptr, nargs int, acc uintptr, nacc int) (vid uint64, err error) {
 	defer guard(&err)
+	defer trace.StartRegion(context.Background(), "DagLaunch").End()
 	c, err := dagCtx(h)
 	if err != nil {
 		return 0, err
@@ -251,6 +253,7 @@ func DagLaunch(h, k uint64, gx, gy, gz, bx, by, bz, shared int, args uintptr, na
 // DagCopy adds a copy of n bytes from src to dst (on a GPU stream when gpu).
 func DagCopy(h uint64, dst, src uintptr, n uint64, gpu bool, acc uintptr, nacc int) (vid uint64, err error) {
 	defer guard(&err)
+	defer trace.StartRegion(context.Background(), "DagCopy").End()
 	c, a, err := dagCtxAccesses(h, acc, nacc)
 	if err != nil {
 		return 0, err

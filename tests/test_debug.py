@@ -1,6 +1,9 @@
 """ucxx_go.debug: the Go runtime's execution trace, CPU profile and stacks."""
 
 import gzip
+import re
+import shutil
+import subprocess
 
 import pytest
 
@@ -90,3 +93,27 @@ def test_go_stacks_names_the_engines_goroutines():
     stacks = ucxx_go.debug.go_stacks()
     assert stacks.startswith("goroutine ") and "GoStacks" in stacks
     assert stacks.count("\ngoroutine ") >= 1  # more than the calling one
+
+
+@pytest.mark.skipif(shutil.which("go") is None, reason="no go command to parse the trace")
+def test_the_dag_marks_its_launch_path_in_the_trace(tmp_path):
+    """The regions benchmarks/dag/trace_regions.py sums: a copy's Go call and the
+    graph's parts (the GPU lane's own show only with a GPU)."""
+    import numpy as np
+
+    ctx = ucxx_go.ExecutionContext(transfers=False, gpus=[])
+    try:
+        a, b = ctx.wrap(np.zeros(64, "f4")), ctx.wrap(np.ones(64, "f4"))
+        with ucxx_go.debug.go_trace(tmp_path / "dag.trace"):
+            for _ in range(3):
+                ctx.copy(a, b)
+            ctx.synchronize_sync()
+    finally:
+        ctx.close()
+    parsed = subprocess.run(["go", "tool", "trace", "-d=parsed", str(tmp_path / "dag.trace")],
+                            capture_output=True, text=True, timeout=120)
+    assert parsed.returncode == 0, parsed.stderr[-500:]
+    for region in ("DagCopy", "dag.lock", "dag.graph", "dag.deliver"):
+        for edge in ("RegionBegin", "RegionEnd"):
+            found = re.findall(rf'{edge} Time=\d+ Task=\d+ Type="{re.escape(region)}"', parsed.stdout)
+            assert len(found) == 3, (edge, region, len(found))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime/trace"
 	"slices"
 	"sync"
 	"time"
@@ -129,8 +130,12 @@ func (g *Graph) Add(t Task) (*Vertex, error) {
 	v.self[0] = v
 	var ob outbox
 
+	region := trace.StartRegion(context.Background(), "dag.lock")
 	g.mu.Lock()
+	region.End()
+	region = trace.StartRegion(context.Background(), "dag.graph")
 	if err := g.checkLane(v); err != nil {
+		region.End()
 		g.mu.Unlock()
 		return nil, fmt.Errorf("dag: add %q: %w", t.Name, err)
 	}
@@ -206,7 +211,10 @@ func (g *Graph) Add(t Task) (*Vertex, error) {
 	g.check(v, &ob)
 	g.settle(&ob)
 	g.mu.Unlock()
+	region.End()
+	region = trace.StartRegion(context.Background(), "dag.deliver")
 	g.deliver(&ob)
+	region.End()
 	return v, nil
 }
 

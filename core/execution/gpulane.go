@@ -1,9 +1,11 @@
 package execution
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
+	"runtime/trace"
 	"slices"
 	"sync"
 	"time"
@@ -222,6 +224,8 @@ func (l *gpuLane) queue(v *dag.Vertex) bool {
 	// and its managed ranges are prefetched here (arrays.go).
 	state := &gpuState{lane: l, stream: st.Handle}
 	err := l.cu.Use(func() error {
+		region := trace.StartRegion(context.Background(), "gpu.waits")
+		defer func() { region.End() }()
 		for _, w := range v.Waits() {
 			dw, ok := w.Parent.LaneData().(deviceWait)
 			if !ok {
@@ -231,6 +235,8 @@ func (l *gpuLane) queue(v *dag.Vertex) bool {
 				return err
 			}
 		}
+		region.End()
+		region = trace.StartRegion(context.Background(), "gpu.prefetch")
 		if err := l.prefetchMoves(v.Moves(), st.Handle); err != nil {
 			return err
 		}
@@ -249,9 +255,13 @@ func (l *gpuLane) queue(v *dag.Vertex) bool {
 				return err
 			}
 		}
+		region.End()
+		region = trace.StartRegion(context.Background(), "gpu.work")
 		if err := work.queue(l.drv, st.Device, st.Handle); err != nil {
 			return err
 		}
+		region.End()
+		region = trace.StartRegion(context.Background(), "gpu.stop")
 		if state.stop, err = l.event(); err != nil {
 			return err
 		}
