@@ -11,32 +11,28 @@ import ucxx_go
 from ucxx_go.exceptions import UCXError
 
 
-def test_go_trace_writes_a_trace_and_refuses_a_second(tmp_path):
-    path = tmp_path / "run.trace"
-    with ucxx_go.debug.go_trace(path):
+def _is_trace(data):
+    return data.startswith(b"go 1.") and b" trace" in data[:16] and len(data) > 100
+
+
+def _is_profile(data):
+    return data.startswith(b"\x1f\x8b")  # pprof's gzipped protocol buffer
+
+
+@pytest.mark.parametrize("record, looks_right", [(ucxx_go.debug.go_trace, _is_trace),
+                                                 (ucxx_go.debug.go_cpu_profile, _is_profile)],
+                         ids=["go_trace", "go_cpu_profile"])
+def test_a_recording_writes_its_file_and_refuses_a_second(tmp_path, record, looks_right):
+    path = tmp_path / "run.out"
+    with record(path):
         with pytest.raises(UCXError, match="running already"):
-            with ucxx_go.debug.go_trace(tmp_path / "second.trace"):
+            with record(tmp_path / "second.out"):
                 pass
         ucxx_go.get_ucx_version()
     data = path.read_bytes()
-    assert data.startswith(b"go 1.") and b" trace" in data[:16], data[:16]
-    assert len(data) > 100
-    assert not (tmp_path / "second.trace").exists()
-    with ucxx_go.debug.go_trace(tmp_path / "again.trace"):  # the first one stopped
-        pass
-
-
-def test_go_cpu_profile_writes_a_profile_and_refuses_a_second(tmp_path):
-    path = tmp_path / "run.pprof"
-    with ucxx_go.debug.go_cpu_profile(path):
-        with pytest.raises(UCXError, match="running already"):
-            with ucxx_go.debug.go_cpu_profile(tmp_path / "second.pprof"):
-                pass
-        ucxx_go.get_ucx_version()
-    data = path.read_bytes()
-    assert data.startswith(b"\x1f\x8b"), data[:4]  # pprof's gzipped protocol buffer
-    assert not (tmp_path / "second.pprof").exists()
-    with ucxx_go.debug.go_cpu_profile(tmp_path / "again.pprof"):  # the first one stopped
+    assert looks_right(data), data[:16]
+    assert not (tmp_path / "second.out").exists()
+    with record(tmp_path / "again.out"):  # the first one stopped
         pass
 
 

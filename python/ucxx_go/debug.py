@@ -23,6 +23,16 @@ __all__ = ["go_cpu_profile", "go_stacks", "go_trace"]
 
 
 @contextlib.contextmanager
+def _recording(toggle, path, *args):
+    """Go's recording `toggle` (GoTrace, GoCPUProfile: a path starts one, "" stops it)
+    into a new file at `path` while the block runs."""
+    call(toggle, str(path), *args)
+    try:
+        yield path
+    finally:
+        call(toggle, "", *args)
+
+
 def go_trace(path):
     """Trace the Go runtime into a new file at `path` while the block runs.
 
@@ -31,14 +41,9 @@ def go_trace(path):
     UCXError
         A trace is already running, or the file cannot be created.
     """
-    call(ext.pybridge_GoTrace, str(path))
-    try:
-        yield path
-    finally:
-        call(ext.pybridge_GoTrace, "")
+    return _recording(ext.pybridge_GoTrace, path)
 
 
-@contextlib.contextmanager
 def go_cpu_profile(path, hz=0):
     """Profile the Go runtime's CPU use into a new file at `path` while the block runs,
     sampling `hz` times a second of CPU time (0: Go's default, 100; at most 10,000).
@@ -55,11 +60,7 @@ def go_cpu_profile(path, hz=0):
     hz = operator.index(hz)
     if not 0 <= hz <= 10_000:
         raise ValueError(f"hz must be in 0..10000, got {hz}")
-    call(ext.pybridge_GoCPUProfile, str(path), hz)
-    try:
-        yield path
-    finally:
-        call(ext.pybridge_GoCPUProfile, "", 0)
+    return _recording(ext.pybridge_GoCPUProfile, path, hz)
 
 
 def go_stacks():
