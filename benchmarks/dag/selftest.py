@@ -176,13 +176,13 @@ def install():
                 if len(args) != len(self.params):
                     raise TypeError(f"kernel {self.name!r} takes {len(self.params)} arguments, got {len(args)}")
                 reads, writes = [], []
-                for p, a in zip(self.params, args):
+                for i, (p, a) in enumerate(zip(self.params, args)):
                     if p.pointer:
                         if not isinstance(a, _execution.DeviceArray):
                             raise TypeError(f"kernel {self.name}: a pointer parameter takes a DeviceArray")
                         (reads if p.access == _kernels.READ else writes).append(a)
                     else:
-                        p.slot(a, p.name)  # the range check a real launch makes
+                        p.slot(a, i)  # the range check a real launch makes
                 g = grid if isinstance(grid, int) else grid[0]
                 b = block if isinstance(block, int) else block[0]
                 fn = EMULATED[self.name]

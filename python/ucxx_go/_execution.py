@@ -603,7 +603,7 @@ def pack_arguments(ctx, params, args, name="kernel"):
         else:
             if isinstance(a, DeviceArray):
                 raise TypeError(f"kernel {name!r} argument {p.name or i}: a scalar parameter ({p.fmt!r}) got a DeviceArray")
-            slots.append(p.slot(a, p.name or str(i)))
+            slots.append(p.slot(a, i))
     return slots, words, roots
 
 

@@ -53,11 +53,12 @@ class Param:
 
     def slot(self, value, index):
         """The value's 8-byte argument slot (a scalar) as an int, checked: TypeError when
-        it does not fit the type."""
+        it does not fit the type (naming the parameter, or its position index)."""
         try:
             return _SLOT.unpack(self._pack(value))[0]
         except (struct.error, TypeError) as e:
-            raise TypeError(f"argument {index} ({self.name or self.fmt}): {value!r} is not a {self.fmt!r} value: {e}") from None
+            raise TypeError(f"argument {self.name or index} ({self.name or self.fmt}): {value!r} is not a "
+                            f"{self.fmt!r} value: {e}") from None
 
 
 _NIDL = re.compile(r"^\s*(\w+)\s*:\s*(?:(in|out|inout)\s+)?(pointer\s+)?(\w+)\s*$")
