@@ -24,6 +24,10 @@ const tagTagID = 0xC1D0
 // tagIDBits are the bits of a tag that carry an endpoint id (core's tags.go).
 const tagIDBits = uint64(1<<63-1) &^ (1<<core.UserTagBits - 1)
 
+// isEndpointID reports whether id is an endpoint id in place in a tag: some of
+// tagIDBits set, no other bit.
+func isEndpointID(id uint64) bool { return id != 0 && id&^tagIDBits == 0 }
+
 // exchangeTagIDs tells every other rank the id of this rank's endpoint to it and
 // learns theirs: p.recvIDs[j] is what j's messages to this rank carry, p.sendIDs[j]
 // what this rank's messages to j carry.
@@ -40,7 +44,7 @@ func exchangeTagIDs(e *core.Engine, r *completionReader, p *peers, me int, deadl
 		if err != nil {
 			return err
 		}
-		if info.RecvTag == 0 || info.RecvTag&^tagIDBits != 0 {
+		if !isEndpointID(info.RecvTag) {
 			return fmt.Errorf("collective: the endpoint to rank %d has receive tag %#x", j, info.RecvTag)
 		}
 		p.recvIDs[j] = info.RecvTag
@@ -61,7 +65,7 @@ func exchangeTagIDs(e *core.Engine, r *completionReader, p *peers, me int, deadl
 			return fmt.Errorf("%w: rank %d's tag in %d bytes", ErrBootstrap, j, len(msg))
 		}
 		id := binary.LittleEndian.Uint64(msg)
-		if id == 0 || id&^tagIDBits != 0 {
+		if !isEndpointID(id) {
 			return fmt.Errorf("%w: rank %d's tag %#x names no endpoint", ErrBootstrap, j, id)
 		}
 		p.sendIDs[j] = id
