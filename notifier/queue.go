@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -70,19 +71,23 @@ const (
 )
 
 // Queue is the ring and its eventfd. Push and Notify belong to one producer goroutine;
-// Pop to one consumer (or the consumer reads the ring in place); Wait and Close may be
-// called from any goroutine.
+// Pop to one consumer (or the consumer reads the ring in place); Wait, ConsumeWake and
+// Close may be called from any goroutine, also while Free runs: Free wakes a Wait and
+// unmaps the ring once none of them is reading it.
 type Queue struct {
-	mem      []byte
-	head     *uint64
-	tail     *uint64
-	wake     *uint32
-	closed   *uint32
-	entries  []Completion
-	mask     uint64
-	efd      EventFD
-	epfd     int
-	freed    atomic.Bool
+	mem     []byte
+	head    *uint64
+	tail    *uint64
+	wake    *uint32
+	closed  *uint32
+	entries []Completion
+	mask    uint64
+	efd     EventFD
+	epfd    int
+	freed   atomic.Bool
+	// reading is held shared by Wait, ConsumeWake and Close while they read the ring
+	// or the file descriptors, and by Free alone while it releases them.
+	reading  sync.RWMutex
 	producer atomic.Int32 // race tripwire: Push is for one goroutine at a time
 }
 
@@ -219,6 +224,8 @@ func (q *Queue) Pop(dst []Completion) int {
 //
 // Errors: ErrClosed after Free; a wrapped errno from epoll_wait otherwise.
 func (q *Queue) Wait(timeout time.Duration) (WaitResult, error) {
+	q.reading.RLock()
+	defer q.reading.RUnlock()
 	if q.freed.Load() {
 		return Closed, ErrClosed
 	}
@@ -238,6 +245,9 @@ func (q *Queue) Wait(timeout time.Duration) (WaitResult, error) {
 		if err != nil {
 			return Timeout, fmt.Errorf("notifier: epoll wait: %w", err)
 		}
+		if q.freed.Load() { // Free woke us, and waits for us to leave
+			return Closed, ErrClosed
+		}
 		if atomic.LoadUint32(q.closed) != 0 {
 			return Closed, nil
 		}
@@ -255,6 +265,11 @@ func (q *Queue) Wait(timeout time.Duration) (WaitResult, error) {
 // protocol needs, for a consumer that watches FD() itself (an event loop). It reports
 // whether a wake-up was pending. Call it before draining.
 func (q *Queue) ConsumeWake() bool {
+	q.reading.RLock()
+	defer q.reading.RUnlock()
+	if q.freed.Load() {
+		return false
+	}
 	pending := q.efd.Drain()
 	// A swap, not a plain store: it orders the clear before the caller's load of head.
 	atomic.SwapUint32(q.wake, 0)
@@ -264,6 +279,8 @@ func (q *Queue) ConsumeWake() bool {
 // Close marks the queue closed and wakes every waiter; entries already pushed stay
 // readable. A second Close returns ErrClosed.
 func (q *Queue) Close() error {
+	q.reading.RLock()
+	defer q.reading.RUnlock()
 	if q.freed.Load() {
 		return ErrClosed
 	}
@@ -274,12 +291,17 @@ func (q *Queue) Close() error {
 	return nil
 }
 
-// Free releases the ring and the eventfd. Nobody may read the ring after Free; call it
-// once the consumer has stopped.
+// Free releases the ring and the eventfd. A Wait in progress wakes and returns
+// ErrClosed; Free returns once it has left, and Wait, ConsumeWake and Close are safe
+// after it. Nobody may read the ring in place (Address, Pop) after Free: call it once
+// that consumer has stopped.
 func (q *Queue) Free() {
 	if !q.freed.CompareAndSwap(false, true) {
 		return
 	}
+	q.kick()
+	q.reading.Lock()
+	defer q.reading.Unlock()
 	atomic.CompareAndSwapUint32(q.closed, 0, 1)
 	syscall.Close(q.epfd)
 	q.efd.Close()

@@ -315,6 +315,53 @@ func TestCloseAfterFree(t *testing.T) {
 	}
 }
 
+// TestFreeWhileWaiting: Free on one goroutine while another waits, blocked in Wait or
+// calling it again and again (as a consumer that outlived a shutdown that gave up
+// does): the waiter wakes with ErrClosed and never reads the unmapped ring. Before
+// Free waited for its readers, this faulted (SIGSEGV) within a few hundred rounds.
+func TestFreeWhileWaiting(t *testing.T) {
+	for round := range 2000 {
+		q, err := New(8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocked := round%2 == 0
+		left := make(chan error, 1)
+		go func() {
+			for {
+				timeout := time.Duration(0)
+				if blocked {
+					timeout = -1
+				}
+				_, err := q.Wait(timeout)
+				if errors.Is(err, ErrClosed) {
+					left <- nil
+					return
+				}
+				if err != nil {
+					left <- err
+					return
+				}
+			}
+		}()
+		q.Free()
+		select {
+		case err := <-left:
+			if err != nil {
+				t.Fatalf("round %d: Wait racing Free: %v", round, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: a Wait did not wake when Free ran", round)
+		}
+		if q.ConsumeWake() {
+			t.Fatal("ConsumeWake after Free reported a wake-up")
+		}
+		if err := q.Close(); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Close after Free = %v; want ErrClosed", err)
+		}
+	}
+}
+
 func TestConcurrentProducerConsumer(t *testing.T) {
 	const n = 200000
 	q := newTestQueue(t, 1024)
