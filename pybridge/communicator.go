@@ -12,7 +12,8 @@ import (
 // Communicators (core/collective) for Python's Communicator: each on an engine of its
 // own, created by CommNew (blocking through bootstrap) and used by handle.
 
-var comms struct {
+// communicatorTable is the process's communicators and the CommNew calls forming them.
+type communicatorTable struct {
 	sync.Mutex
 	next uint64
 	byID map[uint64]*collective.Communicator
@@ -23,6 +24,11 @@ var comms struct {
 	// cancel that comes after its call returned leaves one no call will take; at most
 	// maxTombstones are kept.
 	tombstones []uint64
+}
+
+var comms = communicatorTable{
+	byID:    make(map[uint64]*collective.Communicator),
+	forming: make(map[uint64]chan struct{}),
 }
 
 // maxTombstones bounds the tombstones kept. One dropped before its CommNew begins
@@ -44,9 +50,6 @@ func comm(h uint64) (*collective.Communicator, error) {
 func CommNew(rank, size int, root string, timeoutMs int, token uint64) (h uint64, err error) {
 	defer guard(&err)
 	comms.Lock()
-	if comms.forming == nil {
-		comms.forming = make(map[uint64]chan struct{})
-	}
 	cancel, cancelledFirst := comms.forming[token]
 	if token == 0 || cancelledFirst && !isClosed(cancel) {
 		comms.Unlock()
@@ -69,9 +72,6 @@ func CommNew(rank, size int, root string, timeoutMs int, token uint64) (h uint64
 	}
 	comms.Lock()
 	defer comms.Unlock()
-	if comms.byID == nil {
-		comms.byID = make(map[uint64]*collective.Communicator)
-	}
 	comms.next++
 	comms.byID[comms.next] = c
 	return comms.next, nil
@@ -84,9 +84,6 @@ func CommCancelNew(token uint64) (found bool, err error) {
 	defer guard(&err)
 	comms.Lock()
 	defer comms.Unlock()
-	if comms.forming == nil {
-		comms.forming = make(map[uint64]chan struct{})
-	}
 	cancel, ok := comms.forming[token]
 	switch {
 	case !ok:

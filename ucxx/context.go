@@ -21,7 +21,7 @@ type Context struct {
 	// inet6 first); sockaddr connections must use the same family (see sockaddr.go).
 	ipv6 bool
 	// unified: UCX's unified mode (UCX_UNIFIED_MODE), where worker addresses carry
-	// resource indices in place of lengths (checkWorkerAddress).
+	// resource indices in place of lengths (parseWorkerAddress).
 	unified bool
 }
 

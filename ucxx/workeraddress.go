@@ -5,7 +5,7 @@ import "fmt"
 // A worker address is UCX's packed description of a worker's transports
 // (ucp_worker_get_address), which a peer hands over for ucp_ep_create. ucp_ep_create
 // takes no length: UCX walks the bytes trusting every length and count in them, and
-// asserts (aborting the process) on a version it does not know. checkWorkerAddress
+// asserts (aborting the process) on a version it does not know. parseWorkerAddress
 // walks them first, as ucp_address_unpack does for ucp_ep_create
 // (openucx/ucx src/ucp/wireup/address.c at v1.22.0, unchanged in 9466d10: the layout
 // comments at its top, ucp_address_unpack and the helpers it calls), and refuses an
@@ -94,24 +94,18 @@ func (r *addressReader) extended(mask byte, version byte, what string) byte {
 	return v
 }
 
-// addrEntry is what checkWorkerAddress saw of one interface an address lists.
+// addrEntry is what parseWorkerAddress saw of one interface an address lists.
 type addrEntry struct {
 	tlNameCsum       uint16 // ucs_crc16_string of the transport's name
 	devLen, ifaceLen int
 	epAddrs          int
 }
 
-// checkWorkerAddress returns nil if ucp_ep_create can read address (see above), else
-// an *Error with StatusInvalidAddr. With unified, the worker's context runs UCX's
-// unified mode (UCX_UNIFIED_MODE), where lengths come from the local interfaces, not
-// the address: only the header is checked then.
-func checkWorkerAddress(address []byte, unified bool) error {
-	_, err := parseWorkerAddress(address, unified)
-	return err
-}
-
-// parseWorkerAddress is checkWorkerAddress returning the interfaces the address lists
-// (none in unified mode).
+// parseWorkerAddress returns the interfaces address lists if ucp_ep_create can read it
+// (see above), else an *Error with StatusInvalidAddr. With unified, the worker's context
+// runs UCX's unified mode (UCX_UNIFIED_MODE), where lengths come from the local
+// interfaces, not the address: only the header is checked then, and no interfaces are
+// returned.
 func parseWorkerAddress(address []byte, unified bool) ([]addrEntry, error) {
 	r := &addressReader{b: address}
 	header := r.byte("the header")

@@ -7,6 +7,12 @@ import (
 	"time"
 )
 
+// checkWorkerAddress is parseWorkerAddress's verdict alone.
+func checkWorkerAddress(address []byte, unified bool) error {
+	_, err := parseWorkerAddress(address, unified)
+	return err
+}
+
 // wantInvalidAddr fails t unless err is an *Error with StatusInvalidAddr.
 func wantInvalidAddr(t *testing.T, err error, what string) {
 	t.Helper()
