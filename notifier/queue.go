@@ -255,6 +255,10 @@ func (q *Queue) Wait(timeout time.Duration) (WaitResult, error) {
 			return Timeout, nil
 		}
 		q.efd.Drain()
+		if q.freed.Load() {
+			q.kick() // the drain may have taken Free's kick from another waiter
+			return Closed, ErrClosed
+		}
 		// A swap, not a plain store: it orders the clear before the caller's load of head.
 		atomic.SwapUint32(q.wake, 0)
 		return Ready, nil
@@ -271,6 +275,10 @@ func (q *Queue) ConsumeWake() bool {
 		return false
 	}
 	pending := q.efd.Drain()
+	if q.freed.Load() {
+		q.kick() // the drain may have taken Free's kick from a waiter
+		return false
+	}
 	// A swap, not a plain store: it orders the clear before the caller's load of head.
 	atomic.SwapUint32(q.wake, 0)
 	return pending

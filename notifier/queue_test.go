@@ -317,20 +317,22 @@ func TestCloseAfterFree(t *testing.T) {
 
 // TestFreeWhileWaiting: Free on one goroutine while another waits, blocked in Wait or
 // calling it again and again (as a consumer that outlived a shutdown that gave up
-// does): the waiter wakes with ErrClosed and never reads the unmapped ring. Before
-// Free waited for its readers, this faulted (SIGSEGV) within a few hundred rounds.
+// does), or while one waits blocked and another empties the eventfd (ConsumeWake,
+// which may take Free's kick): each waiter wakes with ErrClosed, Free returns, and
+// nobody reads the unmapped ring. Before Free waited for its readers, this faulted
+// (SIGSEGV) within a few hundred rounds.
 func TestFreeWhileWaiting(t *testing.T) {
-	for round := range 2000 {
+	for round := range 3000 {
 		q, err := New(8)
 		if err != nil {
 			t.Fatal(err)
 		}
-		blocked := round%2 == 0
+		mode := round % 3 // 0: one blocked Wait; 1: Wait(0) again and again; 2: a blocked Wait and ConsumeWake
 		left := make(chan error, 1)
 		go func() {
 			for {
 				timeout := time.Duration(0)
-				if blocked {
+				if mode != 1 {
 					timeout = -1
 				}
 				_, err := q.Wait(timeout)
@@ -344,15 +346,36 @@ func TestFreeWhileWaiting(t *testing.T) {
 				}
 			}
 		}()
-		q.Free()
+		stop := make(chan struct{})
+		consumed := make(chan struct{})
+		go func() {
+			defer close(consumed)
+			for mode == 2 {
+				select {
+				case <-stop:
+					return
+				default:
+					q.ConsumeWake()
+				}
+			}
+		}()
+		freed := make(chan struct{})
+		go func() { q.Free(); close(freed) }()
 		select {
 		case err := <-left:
 			if err != nil {
 				t.Fatalf("round %d: Wait racing Free: %v", round, err)
 			}
 		case <-time.After(10 * time.Second):
-			t.Fatalf("round %d: a Wait did not wake when Free ran", round)
+			t.Fatalf("round %d (mode %d): a Wait did not wake when Free ran", round, mode)
 		}
+		select {
+		case <-freed:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d (mode %d): Free did not return", round, mode)
+		}
+		close(stop)
+		<-consumed
 		if q.ConsumeWake() {
 			t.Fatal("ConsumeWake after Free reported a wake-up")
 		}

@@ -41,15 +41,15 @@ static ucs_log_func_rc_t handler(const char *file, unsigned line, const char *fu
         r->level = (int)level;
         count++;
     }
-    uint32_t *flag = notify_flag;
-    int fd = notify_fd;
-    pthread_mutex_unlock(&mu);
-    if (flag) __atomic_store_n(flag, 1, __ATOMIC_SEQ_CST);
-    if (fd >= 0) {
+    /* Under mu: ucxx_log_notify(NULL, -1) returning means nobody touches the flag's
+     * memory or the descriptor any more, so the caller may unmap and close them. */
+    if (notify_flag) __atomic_store_n(notify_flag, 1, __ATOMIC_SEQ_CST);
+    if (notify_fd >= 0) {
         uint64_t one = 1;
-        ssize_t w = write(fd, &one, sizeof one);
+        ssize_t w = write(notify_fd, &one, sizeof one); /* non-blocking eventfd */
         (void)w;
     }
+    pthread_mutex_unlock(&mu);
     return UCS_LOG_FUNC_RC_STOP;
 }
 

@@ -26,8 +26,8 @@ var captureOnce sync.Once
 func CaptureLog() { captureOnce.Do(func() { C.ucxx_log_capture() }) }
 
 // NotifyLog makes each captured message set *flag to 1 and signal eventfd fd (-1: no
-// fd); TakeLog clears the flag once the buffer is empty. flag must stay valid until
-// NotifyLog(nil, -1).
+// fd); TakeLog clears the flag once the buffer is empty. flag and fd must stay valid
+// until NotifyLog(nil, -1) returns: after it, no message touches them.
 func NotifyLog(flag *uint32, fd int) {
 	C.ucxx_log_notify((*C.uint32_t)(unsafe.Pointer(flag)), C.int(fd))
 }
