@@ -122,6 +122,8 @@ type Engine struct {
 	nextHandle atomic.Uint64 // endpoint and listener handles, from 1
 	closing    atomic.Bool
 	done       chan struct{} // closed when the progress thread has exited
+	// freeQueueOnce: FreeQueue's release, once (a late one may race the first's goroutine).
+	freeQueueOnce sync.Once
 
 	// Components, owned by the progress thread.
 	cuda  cudaGate       // CUDA contexts and stream-gated submissions (cuda.go)
@@ -212,7 +214,7 @@ func New(opts Options) (*Engine, error) {
 		limits:         opts.Limits,
 		admission:      newAdmission(opts.MaxOutstandingBytes, opts.MaxEndpointOutstandingBytes),
 		multiRecv:      make(map[multiKey]*multiQueue),
-		awaiting:       make(map[uintptr]*multiOp),
+		awaiting:       make(map[uint64]*multiOp),
 	}
 	e.am = activeMessages{progressThread: &e.progressThread}
 	e.rma = oneSided{
@@ -613,17 +615,25 @@ func (e *Engine) Shutdown(timeout time.Duration) error {
 	}
 }
 
-// FreeQueue releases the completion queue after Shutdown, once its consumer stopped.
-// After a Shutdown that gave up (ErrShutdownTimeout) the progress thread may still
-// push completions into the ring: it is released when that thread has exited.
+// FreeQueue releases the completion queue after Shutdown, once its consumer stopped,
+// and with it what completions reported that the consumer might still have read (the
+// blocks of receives dropped at shutdown while waiting for their frames). After a
+// Shutdown that gave up (ErrShutdownTimeout) the progress thread may still push
+// completions into the ring: they are released when that thread has exited.
 func (e *Engine) FreeQueue() {
 	if e.opts.CaptureUCXLog {
 		ucxx.NotifyLog(nil, -1)
 	}
+	release := func() {
+		e.freeQueueOnce.Do(func() {
+			e.multi.freeReported()
+			e.queue.Free()
+		})
+	}
 	select {
 	case <-e.done:
-		e.queue.Free()
+		release()
 	default:
-		go func() { <-e.done; e.queue.Free() }()
+		go func() { <-e.done; release() }()
 	}
 }

@@ -60,19 +60,22 @@ func (e *Engine) RecvMultiAllocated(ep uint64, tag uint64, policy FramePolicy) (
 	return t.ID, needID, err
 }
 
-// ProvideFrames hands a receive waiting for its frames (block, from needID's
-// completion) their memory: count entries of ProvidedFrameSize bytes at addr, read
+// ProvideFrames hands the receive whose needID completed (with its block) the memory
+// of the frames to allocate: count entries of ProvidedFrameSize bytes at addr, read
 // during the call, one per frame to allocate, in frame order. A CUDA frame's address
-// must be CUDA memory; the frames are then received into them.
+// must be CUDA memory; the frames are then received into them. A receive that is no
+// longer waiting (cancelled, failed, or provided for already) ignores it; the id, never
+// reused, cannot name another receive, as the block's address, freed and allocated
+// again, could.
 //
 // Errors: ErrEngineClosed, ErrBadDescriptors, ErrNotCUDA, ucxx.ErrNoCUDA.
-func (e *Engine) ProvideFrames(block uintptr, addr uintptr, count int) error {
+func (e *Engine) ProvideFrames(needID uint64, addr uintptr, count int) error {
 	if count < 0 || (count > 0 && addr == 0) {
 		return fmt.Errorf("ProvideFrames: %w", ErrBadDescriptors)
 	}
 	raw := make([]byte, ProvidedFrameSize*count)
 	ucxx.CopyFrom(raw, addr)
-	s := submission{op: opProvideFrames, addr: block, frames: make([]providedFrame, count)}
+	s := submission{op: opProvideFrames, id: needID, frames: make([]providedFrame, count)}
 	for i := range s.frames {
 		w := raw[ProvidedFrameSize*i:]
 		f := providedFrame{addr: uintptr(binary.LittleEndian.Uint64(w)), memType: binary.LittleEndian.Uint64(w[8:])}
@@ -104,18 +107,18 @@ type providedFrame struct {
 func (m *multiBuffers) askForFrames(op *multiOp) {
 	op.plan.writeRecord(newBlockRecord(op.block, len(op.plan.frames), op.plan.blockSize), nil, nil, nil, 0)
 	op.awaiting = true
-	m.awaiting[uintptr(op.block)] = op
+	m.awaiting[op.needID] = op
 	m.completeNow(op.needID, ucxx.StatusOK, uint64(uintptr(op.block)))
 }
 
 // provideFrames posts the frames of a receive that waited for them. One that is gone
 // (cancelled meanwhile) is ignored: the application knows from its completion.
 func (m *multiBuffers) provideFrames(s *submission) {
-	op := m.awaiting[s.addr]
+	op := m.awaiting[s.id]
 	if op == nil {
 		return
 	}
-	delete(m.awaiting, s.addr)
+	delete(m.awaiting, s.id)
 	op.awaiting = false
 	if !framesHere(op.ep) {
 		m.dropAwaiting(op, endpointStatus(op.ep))
@@ -146,14 +149,27 @@ func (m *multiBuffers) provideFrames(s *submission) {
 // dropAwaiting ends a receive that waited for its frames: its frames are received
 // and dropped (the stream stays in step) and it completes with st.
 func (m *multiBuffers) dropAwaiting(op *multiOp, st ucxx.Status) {
-	delete(m.awaiting, uintptr(op.block))
+	delete(m.awaiting, op.needID)
 	op.awaiting = false
 	m.rejectWhole(op, st)
 }
 
-// dropAllAwaiting ends every receive still waiting for frames (shutdown).
+// dropAllAwaiting ends every receive still waiting for frames (shutdown). Their
+// blocks, which need-frames completions the application may not have read yet
+// reported, are kept until the queue is freed (freeReported).
 func (m *multiBuffers) dropAllAwaiting() {
 	for _, op := range m.awaiting {
+		m.reported = append(m.reported, op.block)
+		op.block = nil // nothing else is in it yet: the frames are not allocated
 		m.dropAwaiting(op, ucxx.StatusCanceled)
 	}
+}
+
+// freeReported frees the blocks dropAllAwaiting kept, once the progress thread has
+// exited and the application stopped reading completions.
+func (m *multiBuffers) freeReported() {
+	for _, b := range m.reported {
+		ucxx.CFree(b)
+	}
+	m.reported = nil
 }

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"errors"
 	"runtime"
 	"testing"
@@ -106,7 +107,7 @@ func TestRecvMultiAllocatedAsksForFrames(t *testing.T) {
 	noCompletion(t, m.sc, id) // it waits for the frames' addresses
 
 	host := make([]byte, 64)
-	err := provideFrames(m.server, uintptr(block), []providedFrame{{addr(host), uint64(MemCUDA)}, {addr(host), uint64(MemCUDA)}})
+	err := provideFrames(m.server, need, []providedFrame{{addr(host), uint64(MemCUDA)}, {addr(host), uint64(MemCUDA)}})
 	if !errors.Is(err, ErrNotCUDA) && !errors.Is(err, ucxx.ErrNoCUDA) {
 		t.Fatalf("ProvideFrames with host memory: %v; want ErrNotCUDA or ucxx.ErrNoCUDA", err)
 	}
@@ -134,21 +135,21 @@ func TestRecvMultiAllocatedAsksForFrames(t *testing.T) {
 func TestRecvMultiAllocatedWaitEnds(t *testing.T) {
 	frames := testMessage(5, 3, 9)
 	types := []uint8{MemHost, MemCUDA}
-	waitForNeed := func(t *testing.T, m *multiConn) (id, block uint64) {
+	waitForNeed := func(t *testing.T, m *multiConn) (id, need, block uint64) {
 		t.Helper()
-		id, need := m.startRecvAllocated(t, cudaFrames)
+		id, need = m.startRecvAllocated(t, cudaFrames)
 		m.sendAnnounced(t, frames, types)
 		c := m.sc.wait(need, 10*time.Second)
 		if c.Status != 0 || c.Length == 0 {
 			t.Fatalf("need-frames completion: %v, block %#x", ucxx.Status(c.Status), c.Length)
 		}
-		return id, c.Length
+		return id, need, c.Length
 	}
 
 	t.Run("no addresses", func(t *testing.T) {
 		m := newMultiConn(t, Options{})
-		id, block := waitForNeed(t, m)
-		if err := provideFrames(m.server, uintptr(block), nil); err != nil {
+		id, need, _ := waitForNeed(t, m)
+		if err := provideFrames(m.server, need, nil); err != nil {
 			t.Fatal(err)
 		}
 		m.expectStatus(t, id, ucxx.StatusInvalidParam, "receive given no frame addresses")
@@ -159,11 +160,11 @@ func TestRecvMultiAllocatedWaitEnds(t *testing.T) {
 
 	t.Run("endpoint aborted", func(t *testing.T) {
 		m := newMultiConn(t, Options{})
-		id, block := waitForNeed(t, m)
+		id, need, _ := waitForNeed(t, m)
 		if err := m.server.AbortEndpoint(m.sep); err != nil {
 			t.Fatal(err)
 		}
-		if err := provideFrames(m.server, uintptr(block), nil); err != nil {
+		if err := provideFrames(m.server, need, nil); err != nil {
 			t.Fatal(err)
 		}
 		m.expectStatus(t, id, ucxx.StatusCanceled, "receive whose endpoint was aborted")
@@ -172,11 +173,16 @@ func TestRecvMultiAllocatedWaitEnds(t *testing.T) {
 
 	t.Run("shutdown", func(t *testing.T) {
 		m := newMultiConn(t, Options{})
-		id, _ := waitForNeed(t, m)
+		id, _, block := waitForNeed(t, m)
 		if err := m.server.Shutdown(5 * time.Second); err != nil {
 			t.Fatalf("Shutdown: %v", err)
 		}
 		m.expectStatus(t, id, ucxx.StatusCanceled, "receive waiting at shutdown")
+		// The block the need-frames completion reported stays readable until the
+		// queue is freed: its reader may not have got to it before the shutdown.
+		if _, rec := readBlock(t, block); len(rec) != len(frames) {
+			t.Fatalf("block after shutdown lists %d frames, want %d", len(rec), len(frames))
+		}
 	})
 }
 
@@ -228,7 +234,7 @@ func TestRecvMultiAllocatedHostFrames(t *testing.T) {
 	}
 	settle(t, m.server)
 	noCompletion(t, m.sc, id) // it waits for the frames' memory
-	if err := provideFrames(m.server, uintptr(c.Length), mine); err != nil {
+	if err := provideFrames(m.server, need, mine); err != nil {
 		t.Fatal(err)
 	}
 	if c := m.cc.wait(sid, 10*time.Second); c.Status != 0 {
@@ -277,8 +283,8 @@ func TestProvideFramesMismatch(t *testing.T) {
 			m := newMultiConn(t, Options{})
 			id, need := m.startRecvAllocated(t, policy)
 			m.send(t, testMessage(11, 8, 200))
-			block := m.sc.wait(need, 10*time.Second).Length
-			err := provideFrames(m.server, uintptr(block), c.given(make([]byte, 200)))
+			m.sc.wait(need, 10*time.Second)
+			err := provideFrames(m.server, need, c.given(make([]byte, 200)))
 			if c.err {
 				if err == nil {
 					t.Fatal("ProvideFrames accepted them")
@@ -322,8 +328,88 @@ func TestProvideFramesAfterThePeersGoodbye(t *testing.T) {
 	}
 	m.sc.wait(EventEndpointError|m.sep, 10*time.Second) // the server saw it go
 	mine := make([]byte, 1000)
-	if err := provideFrames(m.server, uintptr(c.Length), []providedFrame{{addr(mine), uint64(MemHost)}}); err != nil {
+	if err := provideFrames(m.server, need, []providedFrame{{addr(mine), uint64(MemHost)}}); err != nil {
 		t.Fatal(err)
 	}
 	m.expect(t, id, frames, "message of a peer gone after its goodbye")
+}
+
+// TestCancelAfterProvideFrames: a receive cancelled once its frames' receives are
+// posted into the memory the application provided does not end before those frames
+// are in: the application keeps that memory until the receive's completion, and UCX
+// writes into it until then. It ends Canceled once they are, the message dropped (its
+// frames are the cancelled caller's), and the stream's next message arrives whole.
+// It used to end Canceled at once, the frames still posted into memory the
+// application then let go of.
+func TestCancelAfterProvideFrames(t *testing.T) {
+	m := newMultiConn(t, Options{})
+	frames := testMessage(14, 8, 100<<10)
+	msgs := wireMessages(frames, []uint8{MemHost, MemHost})
+	if len(msgs) != 2 {
+		t.Fatalf("%d tag messages on the wire, want the header and the large frame", len(msgs))
+	}
+	id, need := m.startRecvAllocated(t, FramePolicy{HostFrom: 100})
+	sendRaw(t, m.client, m.cep, m.cc, m.tag, msgs[0]) // the header alone: its frames come later
+	c := m.sc.wait(need, 10*time.Second)
+	if c.Status != 0 {
+		t.Fatalf("need-frames completion: %v", ucxx.Status(c.Status))
+	}
+	mine := make([]byte, 100<<10)
+	if err := provideFrames(m.server, need, []providedFrame{{addr(mine), uint64(MemHost)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.server.Cancel(id); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, m.server)
+	noCompletion(t, m.sc, id) // the provided frame's receive is still posted
+	for _, msg := range msgs[1:] {
+		sendRaw(t, m.client, m.cep, m.cc, m.tag, msg)
+	}
+	m.expectStatus(t, id, ucxx.StatusCanceled, "receive cancelled after its frames were provided")
+	if !bytes.Equal(mine, frames[1]) {
+		t.Fatal("the provided memory does not hold the frame received into it")
+	}
+	runtime.KeepAlive(mine)
+	next := testMessage(15, 3, 300)
+	m.send(t, next)
+	m.expect(t, m.startRecv(t), next, "next message")
+}
+
+// TestProvideFramesForAnEndedReceive: frames provided for a receive that ended
+// (cancelled while it waited) are ignored, also when the next receive's block, made
+// for a message of the same shape, has the address the ended one's had: receives are
+// named by their need id, never reused. The next receive takes only its own frames.
+func TestProvideFramesForAnEndedReceive(t *testing.T) {
+	m := newMultiConn(t, Options{})
+	policy := FramePolicy{HostFrom: 100}
+	id1, need1 := m.startRecvAllocated(t, policy)
+	m.send(t, testMessage(16, 8, 300))
+	block1 := m.sc.wait(need1, 10*time.Second).Length
+	if err := m.server.Cancel(id1); err != nil {
+		t.Fatal(err)
+	}
+	m.expectStatus(t, id1, ucxx.StatusCanceled, "receive cancelled while it waited for its frames")
+
+	second := testMessage(17, 8, 300)
+	id2, need2 := m.startRecvAllocated(t, policy)
+	m.send(t, second)
+	block2 := m.sc.wait(need2, 10*time.Second).Length
+	t.Logf("blocks %#x, %#x (the same address: %t)", block1, block2, block1 == block2)
+	stale := make([]byte, 300)
+	if err := provideFrames(m.server, need1, []providedFrame{{addr(stale), uint64(MemHost)}}); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, m.server)
+	noCompletion(t, m.sc, id2)
+	mine := make([]byte, 300)
+	if err := provideFrames(m.server, need2, []providedFrame{{addr(mine), uint64(MemHost)}}); err != nil {
+		t.Fatal(err)
+	}
+	m.expect(t, id2, second, "the receive after the ended one")
+	if !bytes.Equal(mine, second[1]) || bytes.Equal(stale, second[1]) {
+		t.Fatal("the frame went into the memory provided for the ended receive")
+	}
+	runtime.KeepAlive(stale)
+	runtime.KeepAlive(mine)
 }

@@ -506,17 +506,18 @@ func takeBlock(t *testing.T, block uint64) [][]byte {
 	return out
 }
 
-// provideFrames hands frames to ProvideFrames as the array it reads.
-func provideFrames(e *Engine, block uintptr, frames []providedFrame) error {
+// provideFrames hands frames to ProvideFrames, for the receive whose need id is
+// needID, as the array it reads.
+func provideFrames(e *Engine, needID uint64, frames []providedFrame) error {
 	raw := make([]byte, ProvidedFrameSize*len(frames))
 	for i, f := range frames {
 		binary.LittleEndian.PutUint64(raw[ProvidedFrameSize*i:], uint64(f.addr))
 		binary.LittleEndian.PutUint64(raw[ProvidedFrameSize*i+8:], f.memType)
 	}
 	if len(frames) == 0 {
-		return e.ProvideFrames(block, 0, 0)
+		return e.ProvideFrames(needID, 0, 0)
 	}
-	return e.ProvideFrames(block, addr(raw), len(frames))
+	return e.ProvideFrames(needID, addr(raw), len(frames))
 }
 
 // footprint is the fuzz model's own reckoning of what admission charges for a message

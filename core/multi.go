@@ -61,6 +61,9 @@ type multiOp struct {
 	gotHeader  bool // part of the message arrived: cancelling now would break the stream
 	// cancelled: Cancel came while its header receive was posted (cancelMulti).
 	cancelled bool
+	// cancelledInPlace: Cancel came while its frames' receives were posted into the
+	// application's memory (userFrames): it ends Canceled once they are in.
+	cancelledInPlace bool
 	// framesPosted: its frame receives are posted; its stream counts it as receiving.
 	framesPosted bool
 	block        unsafe.Pointer
@@ -182,6 +185,9 @@ func (m *multiBuffers) finishMulti(op *multiOp) {
 	// Only once op is done: receiving their frames may finish them, which admits again.
 	defer m.receiveAll(m.admission.release(op))
 	st, q, block := op.status, op.queue, op.block
+	if op.cancelledInPlace && st == ucxx.StatusOK {
+		st = ucxx.StatusCanceled // the message goes with the cancelled caller's frames
+	}
 	orphan := op.recv && op.id == 0 // its request was answered (cancelMulti)
 	if orphan && st == ucxx.StatusOK && (q == nil || m.multiRecv[q.key] != q) {
 		st = ucxx.StatusCanceled // its stream is gone with its endpoint

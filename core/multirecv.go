@@ -280,7 +280,9 @@ func (m *multiBuffers) postFrames(op *multiOp) {
 // cancelMulti cancels a multi-buffer op as a whole, never half of it: a send that was
 // posted is delivered (its frames are on their way and the receiver expects them); a
 // receive that has seen none of its message is cancelled; one that has is received
-// and dropped, so the stream stays in step.
+// and dropped, so the stream stays in step. One receiving into memory the application
+// provided ends only once those frames are in: the application keeps that memory
+// until the receive's completion.
 func (m *multiBuffers) cancelMulti(op *multiOp) {
 	if !op.recv {
 		return
@@ -288,6 +290,13 @@ func (m *multiBuffers) cancelMulti(op *multiOp) {
 	q := op.queue
 	if op.awaiting {
 		m.dropAwaiting(op, ucxx.StatusCanceled)
+		return
+	}
+	if len(op.userFrames) > 0 {
+		// Its frames are posted into the application's memory (provideFrames): the
+		// message cannot go to another receive, and the request ends, Canceled, when
+		// they are in (finishMulti).
+		op.cancelledInPlace = true
 		return
 	}
 	if op.gotHeader {

@@ -2,6 +2,7 @@ package core
 
 import (
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/ucxx-go/ucxx-go/notifier"
 	"github.com/ucxx-go/ucxx-go/ucxx"
@@ -36,7 +37,11 @@ type multiBuffers struct {
 	limits    Limits
 	admission admission
 	multiRecv map[multiKey]*multiQueue
-	awaiting  map[uintptr]*multiOp // block -> receive waiting for its CUDA frames
+	awaiting  map[uint64]*multiOp // need-frames id -> receive waiting for its frames
+	// reported: blocks of receives dropped at shutdown while waiting for their frames,
+	// which a need-frames completion reported and the application may still read:
+	// freed with the queue (Engine.FreeQueue), once it has stopped reading.
+	reported []unsafe.Pointer
 }
 
 // oneSided is the one-sided component: registered memory, remote keys, transfers and

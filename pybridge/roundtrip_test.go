@@ -572,12 +572,12 @@ func TestBridgeTransfers(t *testing.T) {
 	}
 	ids = words(t, res, 2)
 	sid = p.sendMulti(t, frames)
-	block = p.c.ok(ids[1], "the need for frames")
+	p.c.ok(ids[1], "the need for frames")
 	mine := make([]byte, len(frames[2]))
 	desc := make([]byte, core.ProvidedFrameSize)
 	binary.LittleEndian.PutUint64(desc, uint64(bufAddr(mine)))
 	binary.LittleEndian.PutUint64(desc[8:], uint64(core.MemHost))
-	if _, err := ProvideFrames(uintptr(block), bufAddr(desc), 1); err != nil {
+	if _, err := ProvideFrames(ids[1], bufAddr(desc), 1); err != nil {
 		t.Fatal(err)
 	}
 	got = blockFrames(t, p.c.ok(ids[0], "RecvMultiAllocated with host frames"))

@@ -119,16 +119,16 @@ func RecvMultiAllocated(ep uint64, tag uint64, cuda bool, hostFrom uint64, ownHo
 	return fmt.Sprintf("%d %d", id, need), nil
 }
 
-// ProvideFrames hands a receive from RecvMultiAllocated the memory of the frames it
-// asked for: count entries of core.ProvidedFrameSize bytes (address, memory type) at
-// desc, read during the call.
-func ProvideFrames(block uintptr, desc uintptr, count int) (ok bool, err error) {
+// ProvideFrames hands the receive from RecvMultiAllocated whose need id completed the
+// memory of the frames it asked for: count entries of core.ProvidedFrameSize bytes
+// (address, memory type) at desc, read during the call.
+func ProvideFrames(need uint64, desc uintptr, count int) (ok bool, err error) {
 	defer guard(&err)
 	e, err := current()
 	if err != nil {
 		return false, err
 	}
-	return true, e.ProvideFrames(block, desc, count)
+	return true, e.ProvideFrames(need, desc, count)
 }
 
 // Cancel asks for a request to be cancelled; its completion still comes.

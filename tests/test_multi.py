@@ -1050,6 +1050,33 @@ async def test_host_allocator_runs_where_the_header_is_delivered(pair):
     assert tasks[0] is not recv, "the allocator ran in the awaiting task"
 
 
+async def test_cancel_after_the_allocator_ran_drops_that_message_only(pair):
+    """A recv_multi cancelled once its allocator ran (the frames' receives posted into
+    that memory) raises CancelledError; the message goes with it (its frames are in
+    the cancelled caller's memory, kept until the receive ended in Go), and the next
+    recv_multi gets the next message whole. (The cancelled message used to be handed
+    to the next receive, its frames still pointing into the first caller's memory.)"""
+    client, server = pair
+    loop = asyncio.get_running_loop()
+    allocated = []
+
+    def allocator(n):
+        allocated.append(np.empty(n, dtype="u1"))
+        loop.call_soon(recv.cancel)  # after the frames' memory was handed over
+        return allocated[-1]
+
+    recv = asyncio.ensure_future(server.recv_multi(host_allocator=allocator))
+    first = [b"1", np.full(16 << 20, 1, dtype="u1")]
+    second = [b"2", np.full(1 << 20, 2, dtype="u1")]
+    send = asyncio.ensure_future(client.send_multi(first))
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(recv, TIMEOUT)
+    assert len(allocated) == 1
+    await asyncio.wait_for(send, TIMEOUT)
+    got, _ = await asyncio.wait_for(asyncio.gather(server.recv_multi(), client.send_multi(second)), TIMEOUT)
+    assert bytes(got[0]) == b"2" and (np.asarray(got[1]) == 2).all() and np.asarray(got[1]).nbytes == 1 << 20
+
+
 async def test_host_allocator_memory_is_pinned_until_its_frame_arrived(pair):
     """What host_allocator gave stays exported (the buffer protocol's pin) until the
     message is in: a bytearray refuses to resize meanwhile, as it would to be freed,

@@ -523,7 +523,7 @@ class Endpoint:
             # UCX may write into them until the message's completion: keep them alive
             # and unresizable.
             final.keep = provided, exports
-            call(ext.pybridge_ProvideFrames, block, desc.buffer_info()[0] if desc else 0, len(provided))
+            call(ext.pybridge_ProvideFrames, need, desc.buffer_info()[0] if desc else 0, len(provided))
 
         asked = Request(ctx, need, where, on_result=provide)
         try:
