@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"time"
 
 	"github.com/ucxx-go/ucxx-go/core/executor"
@@ -63,6 +64,8 @@ func (c *Communicator) barrierDone(err error) error {
 // so a rank that runs ahead into the next barrier cannot be mistaken for this one.
 // Each message carries the sender's barrier number: one a barrier that gave up
 // (ErrTimeout) left behind is dropped when it comes, not taken for a later barrier's.
+// A sender's numbers only grow: one that repeats or goes back is out of step, so a
+// rank cannot hold another's barrier by sending old numbers again and again.
 //
 // Errors: ErrClosed, ErrTimeout (a rank that never comes), a peer's failure (one that
 // died: its endpoint breaks), ErrBarrierOutOfStep (a message of a later barrier than
@@ -70,6 +73,9 @@ func (c *Communicator) barrierDone(err error) error {
 func (c *Communicator) barrierMessages() error {
 	c.messageBarriers++
 	n := c.messageBarriers
+	if c.barrierHeard == nil {
+		c.barrierHeard = make([]uint64, bits.Len(uint(c.size-1)))
+	}
 	out := binary.LittleEndian.AppendUint64(nil, n)
 	in := make([]byte, 8)
 	for k, dist := 0, 1; dist < c.size; k, dist = k+1, dist*2 {
@@ -102,11 +108,16 @@ func (c *Communicator) barrierMessage(from, k int, n uint64, in []byte) error {
 		if got != 8 {
 			return fmt.Errorf("%w: a barrier message of %d bytes", ErrBarrierOutOfStep, got)
 		}
-		switch m := binary.LittleEndian.Uint64(in); {
-		case m == n:
-			return nil
+		m := binary.LittleEndian.Uint64(in)
+		switch heard := c.barrierHeard[k]; {
 		case m > n:
 			return fmt.Errorf("%w: rank %d's barrier %d met this rank's %d", ErrBarrierOutOfStep, from, m, n)
+		case m <= heard:
+			return fmt.Errorf("%w: rank %d's barrier %d came after its %d", ErrBarrierOutOfStep, from, m, heard)
+		}
+		c.barrierHeard[k] = m
+		if m == n {
+			return nil
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package collective
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -420,5 +421,30 @@ func TestMessageBarrierOutOfStep(t *testing.T) {
 	}
 	if err := <-ahead; !errors.Is(err, ErrTimeout) {
 		t.Errorf("rank 1, with only barrier 1's message: %v, want ErrTimeout", err)
+	}
+}
+
+// TestMessageBarrierRefusesRepeatedNumbers: a rank that sends a barrier number it sent
+// before (or 0, which no barrier has) is out of step: the barrier fails at once, not
+// dropping such messages for as long as they keep coming, each one restarting the
+// wait's timeout.
+func TestMessageBarrierRefusesRepeatedNumbers(t *testing.T) {
+	comms := formed(t, 2)
+	comms[0].timeout = 10 * time.Second
+	ended := make(chan error, 1)
+	go func() { ended <- comms[0].barrierMessages() }()
+	stale := binary.LittleEndian.AppendUint64(nil, 0)
+	for range 3 {
+		if err := comms[1].Send(0, barrierTag, stale); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case err := <-ended:
+		if !errors.Is(err, ErrBarrierOutOfStep) {
+			t.Fatalf("barrier fed barrier number 0: %v, want ErrBarrierOutOfStep", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the barrier still waits, dropping repeated old numbers")
 	}
 }

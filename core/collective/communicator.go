@@ -57,8 +57,11 @@ type Communicator struct {
 
 	mu     sync.Mutex
 	closed bool
-	// messageBarriers counts this rank's barriers by messages (barrierMessages).
+	// messageBarriers counts this rank's barriers by messages (barrierMessages);
+	// barrierHeard holds, for each round, the barrier number of the last message
+	// taken from that round's sender (barrierMessage).
 	messageBarriers uint64
+	barrierHeard    []uint64
 }
 
 // New forms a communicator with the other ranks (bootstrap.go); every rank calls it
