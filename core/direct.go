@@ -392,7 +392,15 @@ func (e *Engine) acceptAddress(listenerHandle uint64, conn net.Conn, peer *hello
 		err = e.joinPeer(ep, conn, endsOf(conn), peer)
 	}
 	if err != nil {
-		e.discard(ep)
+		if ep.u == nil {
+			e.discard(ep)
+			return 0
+		}
+		// Our hello not sent after joinPeer made the UCX endpoint (without error
+		// handling): UCX closes it, and its control memory goes once it has. The
+		// caller closes the socket.
+		ep.conn = nil
+		e.teardown(ep, ucxx.StatusConnectionReset, true)
 		return 0
 	}
 	e.handshakeDone(ep)
