@@ -64,6 +64,10 @@ type multiOp struct {
 	// cancelledInPlace: Cancel came while its frames' receives were posted into the
 	// application's memory (userFrames): it ends Canceled once they are in.
 	cancelledInPlace bool
+	// drainFrom: the broken endpoint whose remaining messages this receive takes, on
+	// the worker (beginMulti), or 0. What that peer sent is all here already: a part
+	// of its message that is not waiting now will never come (drainedDry).
+	drainFrom uint64
 	// framesPosted: its frame receives are posted; its stream counts it as receiving.
 	framesPosted bool
 	block        unsafe.Pointer
@@ -144,13 +148,53 @@ func (m *multiBuffers) beginMulti(s *submission) (*endpoint, bool) {
 				putMultiOp(op)
 				return nil, false
 			}
-			ep = nil
+			ep, op.drainFrom = nil, s.ep
 		}
 	}
 	op.ep, op.tag = ep, s.tag|MultiTagBit
 	op.whole = m.requests.add(op.id, s.op, ep)
 	op.whole.internal, op.whole.multi, op.whole.slot = stepMultiWhole, op, s.slot
 	return ep, true
+}
+
+// drainedDry reports whether op drains a broken endpoint (drainFrom) of which no
+// message of op's tag is waiting any more, and the status op then fails with: the
+// endpoint's. A receive posted for it would wait for good. What the peer sent may not
+// all have been read yet (a pass reads a few fragments): the worker is progressed
+// until it is idle, at most drainPasses times, before op is found dry.
+func (m *multiBuffers) drainedDry(op *multiOp) (ucxx.Status, bool) {
+	if op.drainFrom == 0 {
+		return ucxx.StatusOK, false
+	}
+	for range drainPasses {
+		if m.waiting(op.tag, ^uint64(0)) {
+			return ucxx.StatusOK, false
+		}
+		if !m.worker.Progress() {
+			break
+		}
+	}
+	if m.waiting(op.tag, ^uint64(0)) {
+		return ucxx.StatusOK, false
+	}
+	if st, dead := m.eps.deadStatus(op.drainFrom); dead && st != ucxx.StatusOK {
+		return st, true
+	}
+	return ucxx.StatusConnectionReset, true
+}
+
+// drainPasses bounds the worker passes drainedDry makes to read what a broken
+// endpoint's peer sent before it went.
+const drainPasses = 64
+
+// endDry ends a receive drainedDry found dry partway through its message: the stream,
+// whose peer is gone, fails every receive after it too.
+func (m *multiBuffers) endDry(op *multiOp, st ucxx.Status) {
+	q := op.queue
+	q.poisoned = st
+	op.status = st
+	m.finishMulti(op)
+	m.nextReceive(q)
 }
 
 // part registers one UCX request of a multi-buffer op.

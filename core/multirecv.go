@@ -147,6 +147,10 @@ func (m *multiBuffers) onMultiHeader(r *request, st ucxx.Status, length uint64) 
 		return
 	}
 	if !done {
+		if st, dry := m.drainedDry(op); dry {
+			m.endDry(op, st) // the rest of its headers will not come
+			return
+		}
 		m.postHeaderRecv(op)
 		return
 	}
@@ -166,6 +170,10 @@ func (m *multiBuffers) receiveFrames(op *multiOp) {
 		op.status = endpointStatus(op.ep)
 		m.finishMulti(op)
 		m.nextReceive(q)
+		return
+	}
+	if st, dry := m.drainedDry(op); dry && op.dec.FrameMessages() > 0 {
+		m.endDry(op, st) // its frames will not come
 		return
 	}
 	op.block = ucxx.CMalloc(op.plan.blockSize)

@@ -554,3 +554,45 @@ func TestMultiLimits(t *testing.T) {
 		})
 	}
 }
+
+// TestMultiDrainOfABrokenEndpointEnds: receives on an endpoint whose peer broke take
+// what it sent before (on the worker: nothing closes them with the endpoint), and
+// each ends: one whose message's frames will never come, and one taken on because the
+// previous message's frames were still waiting, fail with the peer's status instead of
+// waiting for good.
+func TestMultiDrainOfABrokenEndpointEnds(t *testing.T) {
+	breakPeer := func(t *testing.T, m *multiConn) ucxx.Status {
+		t.Helper()
+		if err := m.client.AbortEndpoint(m.cep); err != nil {
+			t.Fatal(err)
+		}
+		ev := m.sc.wait(EventEndpointError|m.sep, 10*time.Second)
+		if ev.Status == 0 {
+			t.Fatal("endpoint error event with status 0")
+		}
+		return ucxx.Status(ev.Status)
+	}
+
+	t.Run("a header whose frames never come", func(t *testing.T) {
+		m := newMultiConn(t, Options{})
+		sendRaw(t, m.client, m.cep, m.cc, m.tag, okHeader(0, 2, []uint64{5, 100 << 10}))
+		exchange(t, m.client, m.cep, m.cc, m.server, m.sep, m.sc, []byte("barrier"))
+		want := breakPeer(t, m)
+		m.expectStatus(t, m.startRecv(t), want, "receive of a header whose frames never come")
+		m.expectStatus(t, m.startRecv(t), want, "receive after it")
+	})
+
+	t.Run("two receives of one message", func(t *testing.T) {
+		m := newMultiConn(t, Options{})
+		msg := testMessage(18, 5, 20<<10)
+		if n := len(wireMessages(msg, []uint8{MemHost, MemHost})); n < 2 {
+			t.Fatalf("%d tag messages on the wire, want the header and its frames apart", n)
+		}
+		m.send(t, msg)
+		exchange(t, m.client, m.cep, m.cc, m.server, m.sep, m.sc, []byte("barrier"))
+		want := breakPeer(t, m)
+		first, second := m.startRecv(t), m.startRecv(t)
+		m.expect(t, first, msg, "the message sent before the peer broke")
+		m.expectStatus(t, second, want, "the receive after it")
+	})
+}
