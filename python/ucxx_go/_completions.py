@@ -327,6 +327,17 @@ class Completions:
         for req in self.pending.values():
             fut = req.future
             if fut.done():
+                # Cancelled here, its completion never came (the stop gave up): whoever
+                # waits for it to settle (Endpoint._earlier) goes on.
+                settled = req.settled
+                if settled is not None and not settled.done():
+                    try:
+                        if settled.get_loop() is here or here is None:
+                            req.settle()
+                        else:
+                            settled.get_loop().call_soon_threadsafe(req.settle)
+                    except RuntimeError:
+                        pass  # its loop is closed
                 continue
             exc = exception_for_status(UCXCanceledError.status, "ucxx_go was reset")
             try:
