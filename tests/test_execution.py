@@ -307,6 +307,25 @@ async def test_host_function_failure_chains(ctx):
     await asyncio.wait_for(ctx.synchronize(), TIMEOUT)
 
 
+async def test_cancelled_await_of_a_vertex_leaves_no_thread(ctx):
+    """Awaiting a vertex waits on a thread (the wait is in Go); an await that is
+    cancelled (here by wait_for's timeout) lets that thread go within a moment, not
+    when the vertex ends: repeated timed-out awaits of a long vertex piled threads up."""
+    ev, held = gate()
+    x = ctx.array(8, "int32", device="cpu")
+    v = ctx.host(held, writes=[x])
+    try:
+        for _ in range(5):
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(v, 0.05)
+        for t in [t for t in threading.enumerate() if t.name == "ucxx_go-dagwait"]:
+            t.join(TIMEOUT)  # their ends need nothing of the loop
+            assert not t.is_alive(), "a cancelled await's thread still waits for the vertex"
+    finally:
+        ev.set()
+    await asyncio.wait_for(v, TIMEOUT)
+
+
 def test_host_access_after_a_failure_in_flight():
     with ExecutionContext(transfers=False, gpus=[], export_dot=True) as ctx:
         y = ctx.array(4, "int32", device="cpu")

@@ -107,6 +107,8 @@ _JOIN_TIMEOUT = 5.0
 # Python host functions' exceptions kept for the errors of their vertices' waiters.
 _MAX_ERRORS = 4096
 
+# An awaited vertex is waited for in slices this long (Vertex.__await__).
+_AWAIT_SLICE = 0.1
 _MAX_WAIT_MS = 10**12  # a bounded wait's longest, ~30 years (Go's durations end at ~292)
 
 _tls = threading.local()  # .host: the _HostLane whose function this thread runs
@@ -315,7 +317,21 @@ class Vertex:
 
     def __await__(self):
         ctx, vid = self._ctx, self.id
-        return in_thread(ctx._wait, vid, None, name="ucxx_go-dagwait").__await__()
+        given_up = threading.Event()
+
+        def wait():
+            # In slices, so that a cancelled await lets its thread go soon, not when
+            # the vertex ends.
+            while True:
+                try:
+                    return ctx._wait(vid, _AWAIT_SLICE)
+                except TimeoutError:
+                    if given_up.is_set():
+                        return None
+
+        fut = in_thread(wait, name="ucxx_go-dagwait")
+        fut.add_done_callback(lambda f: f.cancelled() and given_up.set())
+        return fut.__await__()
 
     def times(self):
         """(start_ns, stop_ns, gpu_ns): when the vertex was handed to its lane and when
