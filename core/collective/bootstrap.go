@@ -348,7 +348,8 @@ func gather(e *core.Engine, r *completionReader, host string, port int, me hello
 	status := tableOK
 	// Every accepted connection's hello is awaited at once, so that one that says
 	// nothing holds up none of the others; at most maxPendingHellos wait, the oldest
-	// dropped for a newer one.
+	// dropped for a newer one. Hellos that came are taken before new connections, so
+	// that a burst of connections drops only ones that have said nothing yet.
 	type pendingHello struct {
 		ep  uint64
 		buf []byte
@@ -373,9 +374,9 @@ func gather(e *core.Engine, r *completionReader, host string, port int, me hello
 		}
 	}()
 	accepted := core.EventListenerAccept | lh
-	ids := []uint64{accepted}
+	var ids []uint64
 	for have := 1; have < size && status == tableOK; {
-		ids = append(ids[:1], order...)
+		ids = append(append(ids[:0], order...), accepted)
 		c, err := r.waitAny(ids, deadline)
 		if err != nil {
 			return nil, 0, err
