@@ -273,14 +273,18 @@ func (e *Engine) submit(s submission) error {
 	}
 	if e.opts.NoDelayedSubmission && s.op != opCall {
 		s.posted = make(chan bool)
-		e.pool.push(s)
+		if !e.pool.push(s) {
+			return ErrEngineClosed
+		}
 		select {
 		case <-s.posted:
 		case <-e.done:
 		}
 		return nil
 	}
-	e.pool.push(s)
+	if !e.pool.push(s) {
+		return ErrEngineClosed // the stop began after the check above, and has ended
+	}
 	return nil
 }
 

@@ -440,6 +440,9 @@ func (e *Engine) finishStop() bool {
 	if (e.requests.len() > 0 || len(e.pending) > 0) && time.Now().Before(e.stopBy) {
 		return false
 	}
+	if !e.pool.closeIfEmpty() {
+		return false // submitted after the last dispatch: the next pass dispatches it
+	}
 	e.flush()
 	var err error
 	if n, p := e.requests.len(), len(e.pending); n > 0 || p > 0 {

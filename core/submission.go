@@ -66,19 +66,41 @@ type submission struct {
 // item, or the submitter sees sleeping set and wakes it: never neither. While the
 // progress thread is busy, submitting costs no system call.
 type pool struct {
-	mu       sync.Mutex // guards items
+	mu       sync.Mutex // guards items and closed
 	items    []submission
+	closed   bool // closeIfEmpty closed it: push refuses
 	sleeping atomic.Uint32
 	wakeFD   notifier.EventFD
 }
 
-func (p *pool) push(s submission) {
+// push queues s for the progress thread; false, queueing nothing, once the stop has
+// closed the pool (closeIfEmpty).
+func (p *pool) push(s submission) bool {
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return false
+	}
 	p.items = append(p.items, s)
 	p.mu.Unlock()
 	if p.sleeping.CompareAndSwap(1, 0) {
 		p.kick()
 	}
+	return true
+}
+
+// closeIfEmpty closes the pool if nothing is queued, and reports whether it did: the
+// stop's last dispatch has then seen every submission pushed, and push refuses the
+// rest. A submitter that checked Engine.closing just before the stop began may push
+// after that dispatch: closeIfEmpty refuses to close over it, so it is dispatched.
+func (p *pool) closeIfEmpty() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.items) > 0 {
+		return false
+	}
+	p.closed = true
+	return true
 }
 
 // kick wakes the progress thread.

@@ -99,6 +99,31 @@ func TestPrepareSleepNonEmpty(t *testing.T) {
 	}
 }
 
+// TestPoolClosesOnlyWhenEmpty: the stop closes the pool only once its last dispatch
+// took everything (a submission pushed after that dispatch is dispatched, not lost),
+// and a push after the close is refused, queueing nothing.
+func TestPoolClosesOnlyWhenEmpty(t *testing.T) {
+	p := &pool{wakeFD: newEventFD(t)}
+	if !p.push(submission{id: 1}) {
+		t.Fatal("push refused before the close")
+	}
+	if p.closeIfEmpty() {
+		t.Fatal("the pool closed over a queued submission")
+	}
+	if got := p.swap(nil); len(got) != 1 || got[0].id != 1 {
+		t.Fatalf("swap after a refused close: %d submissions", len(got))
+	}
+	if !p.closeIfEmpty() {
+		t.Fatal("an empty pool did not close")
+	}
+	if p.push(submission{id: 2}) {
+		t.Fatal("push accepted after the close")
+	}
+	if got := p.swap(nil); len(got) != 0 {
+		t.Fatalf("a refused push queued %d submissions", len(got))
+	}
+}
+
 // TestPoolConcurrentProducers runs the pool the way the engine does: producers push,
 // one consumer swaps and, when it finds nothing, sleeps in epoll on the wake eventfd
 // with no timeout. Producers stop at the end of each round until the consumer has
