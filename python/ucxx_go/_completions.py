@@ -324,29 +324,26 @@ class Completions:
         finally:
             self._stopped = True
         here = asyncio._get_running_loop()
-        for req in self.pending.values():
-            fut = req.future
-            if fut.done():
-                # Cancelled here, its completion never came (the stop gave up): whoever
-                # waits for it to settle (Endpoint._earlier) goes on.
-                settled = req.settled
-                if settled is not None and not settled.done():
-                    try:
-                        if settled.get_loop() is here or here is None:
-                            req.settle()
-                        else:
-                            settled.get_loop().call_soon_threadsafe(req.settle)
-                    except RuntimeError:
-                        pass  # its loop is closed
-                continue
-            exc = exception_for_status(UCXCanceledError.status, "ucxx_go was reset")
+
+        def on_loop_of(future, fn, *args):
+            # fn(*args) now if future's loop is this thread's (or none runs here), else
+            # on that loop; nothing if it is closed.
             try:
-                if fut.get_loop() is here or here is None:
-                    fut.set_exception(exc)
+                if future.get_loop() is here or here is None:
+                    fn(*args)
                 else:
-                    fut.get_loop().call_soon_threadsafe(_fail, fut, exc)
+                    future.get_loop().call_soon_threadsafe(fn, *args)
             except RuntimeError:
                 pass  # its loop is closed
+
+        for req in self.pending.values():
+            fut = req.future
+            if not fut.done():
+                on_loop_of(fut, _fail, fut, exception_for_status(UCXCanceledError.status, "ucxx_go was reset"))
+            elif req.settled is not None and not req.settled.done():
+                # Cancelled here, its completion never came (the stop gave up): whoever
+                # waits for it to settle (Endpoint._earlier) goes on.
+                on_loop_of(req.settled, req.settle)
         if abandon:
             _ABANDONED.extend(self.pending.values())
         self.pending.clear()
