@@ -166,16 +166,13 @@ func (m *multiBuffers) drainedDry(op *multiOp) (ucxx.Status, bool) {
 	if op.drainFrom == 0 {
 		return ucxx.StatusOK, false
 	}
-	for range drainPasses {
+	for pass := 0; ; pass++ {
 		if m.waiting(op.tag, ^uint64(0)) {
 			return ucxx.StatusOK, false
 		}
-		if !m.worker.Progress() {
+		if pass == drainPasses || !m.worker.Progress() {
 			break
 		}
-	}
-	if m.waiting(op.tag, ^uint64(0)) {
-		return ucxx.StatusOK, false
 	}
 	if st, dead := m.eps.deadStatus(op.drainFrom); dead && st != ucxx.StatusOK {
 		return st, true

@@ -172,9 +172,11 @@ func (m *multiBuffers) receiveFrames(op *multiOp) {
 		m.nextReceive(q)
 		return
 	}
-	if st, dry := m.drainedDry(op); dry && op.dec.FrameMessages() > 0 {
-		m.endDry(op, st) // its frames will not come
-		return
+	if op.dec.FrameMessages() > 0 {
+		if st, dry := m.drainedDry(op); dry {
+			m.endDry(op, st) // its frames will not come
+			return
+		}
 	}
 	op.block = ucxx.CMalloc(op.plan.blockSize)
 	if op.block == nil {

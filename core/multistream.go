@@ -69,8 +69,10 @@ func (m *multiBuffers) startRecvMulti(q *multiQueue) {
 		if st == ucxx.StatusOK && !usable(op.ep) {
 			st = endpointStatus(op.ep)
 		}
-		if dry, ok := m.drainedDry(op); st == ucxx.StatusOK && ok {
-			st = dry // its peer is gone, and sent nothing more
+		if st == ucxx.StatusOK {
+			if dry, ok := m.drainedDry(op); ok {
+				st = dry // its peer is gone, and sent nothing more
+			}
 		}
 		if st == ucxx.StatusOK {
 			op.dec.Reset()
