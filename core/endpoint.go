@@ -43,9 +43,11 @@ type endpoint struct {
 
 	closeID  uint64 // the application's CloseEndpoint request, 0 once answered
 	inflight int    // requests in the table that name this endpoint
-	// heldBytes: bytes of its multi-buffer messages being received (admission.go).
-	heldBytes int64
-	sends     int // of those, sends (tag, active message, multi-buffer parts)
+	sends    int    // of those, sends (tag, active message, multi-buffer parts)
+	// heldBytes: bytes of its multi-buffer messages being received (admission.go);
+	// unprovenBytes: of those, bytes whose frames had not arrived when admitted.
+	heldBytes     int64
+	unprovenBytes int64
 	// flushing: a graceful close waits for sends in flight before UCX closes the
 	// endpoint (UCX's own flush does not finish a rendezvous send nobody receives).
 	flushing bool
@@ -61,6 +63,7 @@ type endpoint struct {
 	kaHeard         time.Time
 
 	unexpectedBytes int64 // charge of its held unexpected messages (unexpected.go)
+	claimedBytes    int64 // of that, the charge of frames a waiting message claimed (exempt)
 	remoteKeys      int   // remote keys unpacked on it (remotekeys.go)
 	semaphores      int   // its semaphores (semaphores.go)
 

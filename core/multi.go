@@ -71,9 +71,16 @@ type multiOp struct {
 	// framesPosted: its frame receives are posted; its stream counts it as receiving.
 	framesPosted bool
 	block        unsafe.Pointer
-	reserved     int64     // bytes held against the outstanding-bytes bounds (admission.go)
-	cudaFrames   []uintptr // the engine's device allocations of CUDA frames, until handed over
-	hostFrames   []uintptr // the engine's C mallocs of host frames outside the block, until handed over
+	reserved     int64 // bytes held against the outstanding-bytes bounds (admission.go)
+	unproven     int64 // of those, held against the unproven allowances (admission.go)
+	// evidenceFrames, evidenceBytes: its frames that arrived before their receives were
+	// posted, claimed in the unexpected store while it waited for room (evidence.go);
+	// holding: how many of them the store still holds.
+	evidenceFrames uint64
+	evidenceBytes  uint64
+	holding        int
+	cudaFrames     []uintptr // the engine's device allocations of CUDA frames, until handed over
+	hostFrames     []uintptr // the engine's C mallocs of host frames outside the block, until handed over
 	// policy: the frames the application allocates (frames.go); awaiting: the header
 	// is in and the engine waits for those allocations; userFrames: their addresses,
 	// in frame order, once they came.
@@ -223,6 +230,9 @@ func (m *multiBuffers) onMultiPart(r *request, st ucxx.Status, length uint64) {
 
 // finishMulti reports a multi-buffer op's one completion and recycles it.
 func (m *multiBuffers) finishMulti(op *multiOp) {
+	if op.holding > 0 {
+		m.unclaim(op) // it ends before receiving the frames it claimed
+	}
 	// Only once op is done: receiving their frames may finish them, which admits again.
 	defer m.receiveAll(m.admission.release(op))
 	st, q, block := op.status, op.queue, op.block

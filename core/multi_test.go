@@ -148,8 +148,9 @@ func TestMultiLiarsDoNotStallAnHonestPeer(t *testing.T) {
 		liars     []uint64 // bytes each liar announces
 		firstFail bool     // the first liar's message is over the per-endpoint bound
 	}{
-		// The first liar takes most of the budget and the second waits for room: the
-		// honest message fits and must not queue behind the second.
+		// The first liar's message waits (for room, or since the unproven allowances,
+		// for its frames) and the second is admitted on its word: the honest message
+		// fits and must not queue behind the first.
 		{"skip-ahead", budget, []uint64{900 << 10, 200 << 10}, false},
 		// Default per-endpoint bound (half): the first liar's message is refused.
 		{"per-endpoint-bound", 0, []uint64{900 << 10, 400 << 10}, true},

@@ -160,6 +160,8 @@ func (m *multiBuffers) onMultiHeader(r *request, st ucxx.Status, length uint64) 
 		m.rejectWhole(op, st)
 	case ok:
 		m.receiveFrames(op)
+	default:
+		m.awaitRoom(op)
 	}
 }
 

@@ -318,22 +318,23 @@ func TestMultiCancelWhileWaitingForRoom(t *testing.T) {
 		return client, cep, sep, cc, endpointInfo(t, client, cep).SendTag
 	}
 
-	// The liar's message takes most of the budget and never completes.
+	// The liar's message, small enough to be admitted on its header's word (the
+	// unproven allowance is a quarter of the budget), holds its room and never completes.
 	liar, lep, lsep, lc, ltag := connect()
 	lid, err := server.RecvMulti(lsep, ltag)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sendRaw(t, liar, lep, lc, ltag, okHeader(0, 1, []uint64{900 << 10}))
+	sendRaw(t, liar, lep, lc, ltag, okHeader(0, 1, []uint64{250 << 10}))
 	exchange(t, liar, lep, lc, server, lsep, sc, []byte("barrier"))
 
-	// The honest message does not fit beside it and waits.
+	// The honest message does not fit beside it and waits, its frames here.
 	honest, hep, hsep, hc, htag := connect()
 	hid, err := server.RecvMulti(hsep, htag)
 	if err != nil {
 		t.Fatal(err)
 	}
-	frames := testMessage(7, 300<<10)
+	frames := testMessage(7, 800<<10)
 	sid := startSendFrames(t, honest, hep, htag, frames...)
 	exchange(t, honest, hep, hc, server, hsep, sc, []byte("barrier"))
 	settle(t, server)

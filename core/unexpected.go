@@ -17,6 +17,8 @@ import (
 //
 // An endpoint whose held messages pass Options.MaxUnexpectedBytes fails with
 // StatusExceedsLimit, as if UCX had reported it, and its held messages are dropped.
+// Frames a multi-buffer message waiting for room claimed (evidence.go) do not count:
+// the message's headers bound them, and it receives them once admitted.
 // Messages whose tag names no endpoint (forced tags) share one such bound, beyond
 // which each further one is dropped. A held message's charge is its length, up to
 // unexpectedLargeCharge: longer messages go by rendezvous, whose data stays with the
@@ -55,6 +57,8 @@ type heldMessage struct {
 	length uint64
 	charge int64
 	owner  *endpoint // the endpoint its tag names, or nil
+	// claimedBy: the waiting multi-buffer message whose frame it is (evidence.go), or nil.
+	claimedBy *multiOp
 }
 
 // unexpectedStore holds the messages, oldest first. Progress thread.
@@ -81,6 +85,12 @@ func (u *unexpectedStore) take(i int) heldMessage {
 	copy(u.held[i:], u.held[i+1:])
 	u.held[len(u.held)-1] = heldMessage{}
 	u.held = u.held[:len(u.held)-1]
+	if m.claimedBy != nil {
+		m.claimedBy.holding--
+		if m.owner != nil {
+			m.owner.claimedBytes -= m.charge
+		}
+	}
 	if m.owner != nil {
 		m.owner.unexpectedBytes -= m.charge
 	} else {
@@ -175,6 +185,7 @@ func (e *Engine) drainUnexpected() {
 	u := &e.unexpected
 	u.passes = 0
 	var over []*endpoint
+	var claimed []*multiOp
 	for range maxDrainPerPass {
 		found, tag, length, msg := e.worker.TagProbe(0, 0, true)
 		if !found {
@@ -192,10 +203,12 @@ func (e *Engine) drainUnexpected() {
 		case m.owner == nil:
 			u.orphaned += m.charge
 			u.held = append(u.held, m)
+			claimed = e.multi.claimDrained(claimed)
 		default:
 			m.owner.unexpectedBytes += m.charge
 			u.held = append(u.held, m)
-			if m.owner.unexpectedBytes > u.max && m.owner.phase < phaseClosing {
+			claimed = e.multi.claimDrained(claimed)
+			if m.owner.unexpectedBytes-m.owner.claimedBytes > u.max && m.owner.phase < phaseClosing {
 				over = append(over, m.owner)
 			}
 		}
@@ -205,6 +218,9 @@ func (e *Engine) drainUnexpected() {
 			e.onEndpointError(ep.handle, ucxx.StatusExceedsLimit)
 			e.dropHeld(ep.handle)
 		}
+	}
+	if len(claimed) > 0 {
+		e.multi.receiveAll(e.multi.admission.retry(claimed))
 	}
 }
 

@@ -523,16 +523,20 @@ async def test_message_over_outstanding_bytes_is_rejected(server, frames):
     await _rejected_then_next(server, [np.ones(16 * MiB // frames, dtype=np.uint8)] * frames)
 
 
+HOLD = 3 * MiB // 2
+
+
 @pytest.mark.parametrize("how", ["peer-abort", "local-abort"])
 async def test_message_waiting_for_room_fails_when_its_endpoint_breaks(server, how):
     ucxx_go.init(multi_buffer_limits={"max_outstanding_bytes": 8 * MiB, "max_endpoint_outstanding_bytes": 8 * MiB})
     (c1, s1), (c2, s2) = await server.connect(), await server.connect()
-    # Connection 1 takes 6 MiB of the room and holds it: its frame never comes.
+    # Connection 1 takes 1.5 MiB of the room and holds it: its frame never comes (room
+    # is given on a header's word up to a quarter of each bound, 2 MiB here).
     [hold] = await started(s1.recv_multi())
-    await asyncio.wait_for(c1.send(pack_header([6 * MiB]), tag=raw_tag(c1), force_tag=True), TIMEOUT)
-    # Connection 2's 4 MiB message waits for room.
+    await asyncio.wait_for(c1.send(pack_header([HOLD]), tag=raw_tag(c1), force_tag=True), TIMEOUT)
+    # Connection 2's 7 MiB message, its frame sent, waits for room.
     [waiting] = await started(s2.recv_multi())
-    send = asyncio.ensure_future(c2.send_multi([np.ones(4 * MiB, dtype=np.uint8)]))
+    send = asyncio.ensure_future(c2.send_multi([np.ones(7 * MiB, dtype=np.uint8)]))
     await asyncio.gather(barrier(c1, s1), barrier(c2, s2))  # both headers are in
     assert not waiting.done()
     try:
@@ -548,8 +552,8 @@ async def test_message_waiting_for_room_fails_when_its_endpoint_breaks(server, h
         c2.abort()
         s2.abort()
         # Give connection 1 its frame: the room frees and everything ends.
-        await asyncio.wait_for(c1.send(bytes(6 * MiB), tag=raw_tag(c1), force_tag=True), TIMEOUT)
-        assert (await asyncio.wait_for(hold, TIMEOUT))[0].nbytes == 6 * MiB
+        await asyncio.wait_for(c1.send(bytes(HOLD), tag=raw_tag(c1), force_tag=True), TIMEOUT)
+        assert (await asyncio.wait_for(hold, TIMEOUT))[0].nbytes == HOLD
         await asyncio.wait_for(asyncio.gather(send, waiting, return_exceptions=True), TIMEOUT)
 
 
