@@ -217,12 +217,14 @@ func New(opts Options) (*Engine, error) {
 		awaiting:       make(map[uint64]*multiOp),
 	}
 	e.am = activeMessages{progressThread: &e.progressThread}
+	quarantine := &quarantinedPages{counterPages: cudaCounterPages{}}
 	e.rma = oneSided{
 		progressThread: &e.progressThread,
 		regions:        make(map[uint64]*region),
 		remotes:        make(map[uint64]*remoteKey),
 		sems:           make(map[uint64]*localSemaphore),
-		counters:       cudaCounterPages{},
+		counters:       quarantine,
+		quarantine:     quarantine,
 	}
 	if opts.KeepaliveTimeout == 0 {
 		opts.KeepaliveTimeout = DefaultKeepaliveTimeout

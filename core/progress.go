@@ -106,6 +106,7 @@ func (e *Engine) teardownWorker() {
 		e.worker.Close()
 		e.worker = nil
 	}
+	e.rma.quarantine.releaseAll()
 	if e.ctx != nil {
 		e.ctx.Close()
 		e.ctx = nil

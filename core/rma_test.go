@@ -6,6 +6,7 @@ import (
 	"errors"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ucxx-go/ucxx-go/ucxx"
 )
@@ -391,4 +392,124 @@ func BenchmarkRegisterMemory(b *testing.B) {
 	for _, id := range ids {
 		e.ReleaseMemory(id)
 	}
+}
+
+// A peer's signal with the key of a semaphore released meanwhile (in flight at the
+// release, or late) lands in a page that stays in quarantine: it does not move a
+// semaphore made after the release, and it touches no other memory. (Before, the
+// page went back to the heap, and the next semaphore's counter was that same page.)
+func TestSignalAfterReleaseDoesNotReachALaterSemaphore(t *testing.T) {
+	p := newRMAPair(t)
+	old, err := p.server.NewSemaphore(p.sep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	packed, err := p.server.PackSemaphore(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := p.client.UnpackKey(p.cep, addr(packed), len(packed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.server.ReleaseSemaphore(old); err != nil {
+		t.Fatal(err)
+	}
+	// Heap memory allocated after the release, filled: none of it may be the
+	// released counter's page, and the late signal must leave it as it is.
+	var heap []unsafe.Pointer
+	defer func() {
+		for _, h := range heap {
+			ucxx.CFree(h)
+		}
+	}()
+	for range 16 {
+		var h unsafe.Pointer // on the progress thread, which freed the page: malloc's arena of that thread
+		if err := p.server.onThread(func() { h = ucxx.CMalloc(4000) }); err != nil {
+			t.Fatal(err)
+		}
+		b := unsafe.Slice((*byte)(h), 4000)
+		for i := range b {
+			b[i] = 0xEE
+		}
+		if a := uint64(uintptr(h)); key.Address >= a && key.Address < a+4000 {
+			t.Fatalf("heap memory allocated after the release covers the released counter at %#x", key.Address)
+		}
+		heap = append(heap, h)
+	}
+	var later []uint64
+	for range 4 {
+		s, err := p.server.NewSemaphore(p.sep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		later = append(later, s)
+	}
+	id, err := p.client.Signal(p.cep, key.ID, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// UCX may refuse the put (a transport that checks keys) or make it: either way
+	// it must have landed, or never will, once the endpoint is flushed.
+	st := ucxx.Status(p.cc.wait(id, 10*time.Second).Status)
+	fid, err := p.client.Flush(p.cep)
+	p.ok(t, fid, err, "flush")
+	t.Logf("late signal: %v", st)
+	for i, h := range heap {
+		if b := unsafe.Slice((*byte)(h), 4000); bytes.Count(b, []byte{0xEE}) != len(b) {
+			t.Fatalf("heap buffer %d changed under the late signal", i)
+		}
+	}
+	for _, s := range later {
+		if v, err := p.server.SemaphoreValue(s); err != nil || v != 0 {
+			t.Fatalf("a semaphore made after the release reads %d (%v): the late signal landed in it", v, err)
+		}
+	}
+}
+
+// Released counter pages wait in quarantine and are reused, zeroed, only once
+// quarantineDepth were released after them; the rest are freed at releaseAll.
+func TestCounterQuarantine(t *testing.T) {
+	inner := &countingPages{}
+	q := &quarantinedPages{counterPages: inner}
+	var pages []unsafe.Pointer
+	for range quarantineDepth + 2 {
+		pages = append(pages, q.alloc())
+	}
+	for _, pg := range pages {
+		*(*uint64)(pg) = 7
+		q.free(pg)
+	}
+	if inner.freed != 0 || inner.made != quarantineDepth+2 {
+		t.Fatalf("made %d, freed %d before releaseAll", inner.made, inner.freed)
+	}
+	if pg := q.alloc(); pg != pages[0] || *(*uint64)(pg) != 0 || inner.made != quarantineDepth+2 {
+		t.Fatalf("alloc past the depth: %p (want the oldest, %p), word %d, made %d", pg, pages[0], *(*uint64)(pg), inner.made)
+	}
+	if pg := q.alloc(); pg != pages[1] || inner.made != quarantineDepth+2 {
+		t.Fatalf("alloc with the depth released after the oldest: %p, want %p (made %d)", pg, pages[1], inner.made)
+	}
+	if pg := q.alloc(); pg == pages[2] || inner.made != quarantineDepth+3 {
+		t.Fatalf("alloc with fewer than the depth released after the oldest reused %p (made %d)", pg, inner.made)
+	}
+	q.releaseAll()
+	if inner.freed != quarantineDepth {
+		t.Fatalf("releaseAll freed %d, want %d", inner.freed, quarantineDepth)
+	}
+}
+
+// countingPages is counterPages over C pages that counts what it makes and frees.
+type countingPages struct {
+	cudaCounterPages
+	made, freed int
+}
+
+func (c *countingPages) alloc() unsafe.Pointer {
+	c.made++
+	return c.cudaCounterPages.alloc()
+}
+
+func (c *countingPages) free(page unsafe.Pointer) {
+	c.freed++
+	c.cudaCounterPages.free(page)
 }

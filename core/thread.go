@@ -57,6 +57,9 @@ type oneSided struct {
 	// counters makes semaphores' counter pages; retiring holds released semaphores
 	// whose page waits for the streams that waited on it (semaphorestreams.go).
 	counters counterPages
+	// quarantine: the released counter pages of counters, freed after the worker
+	// (counterquarantine.go).
+	quarantine *quarantinedPages
 	retiring []*localSemaphore
 }
 
@@ -64,6 +67,13 @@ type oneSided struct {
 func (o *oneSided) close() {
 	o.endWaitsIf(func(*request) bool { return true }, ucxx.StatusCanceled)
 	for _, r := range o.remotes {
+		if r.ep.inflight > 0 {
+			// A stop that gave up: a put, get or signal on its endpoint may still use
+			// the key inside UCX. It is left undestroyed: the worker's destruction
+			// ends those requests, and the key's memory goes with the worker's pool
+			// (or leaks), never freed under a request.
+			continue
+		}
 		o.destroyKey(r)
 	}
 	for _, s := range o.sems {

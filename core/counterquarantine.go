@@ -1,0 +1,52 @@
+package core
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// quarantinedPages keeps the pages of released semaphore counters from going back to
+// the heap while the worker lives. A peer that holds a semaphore's key can still put
+// into its counter after the release: UCX's TCP and CMA transports write to the
+// address they are given and do not revoke a key when its memory is unmapped
+// (ucp_mem_unmap), so a signal in flight, or a peer's late one, would land in freed
+// memory, which the heap may have handed to anything. A released page waits here
+// and is reused only for another counter once quarantineDepth pages were released
+// after it (a very late signal can then move that counter, never other memory); the
+// rest go back to the heap after the worker is destroyed (releaseAll).
+//
+// It wraps the counterPages that makes the pages. Progress thread.
+type quarantinedPages struct {
+	counterPages
+	retired []unsafe.Pointer // oldest first
+}
+
+// quarantineDepth is how many released counter pages wait before the oldest is used
+// again (4 KiB each).
+const quarantineDepth = 64
+
+// alloc returns a zeroed page: the oldest released one once more than
+// quarantineDepth wait, else a new one.
+func (q *quarantinedPages) alloc() unsafe.Pointer {
+	if len(q.retired) > quarantineDepth {
+		p := q.retired[0]
+		copy(q.retired, q.retired[1:])
+		q.retired[len(q.retired)-1] = nil
+		q.retired = q.retired[:len(q.retired)-1]
+		atomic.StoreUint64((*uint64)(p), 0) // the counter is the page's only word in use
+		return p
+	}
+	return q.counterPages.alloc()
+}
+
+// free puts a released page in quarantine.
+func (q *quarantinedPages) free(page unsafe.Pointer) { q.retired = append(q.retired, page) }
+
+// releaseAll frees every page in quarantine. Only once the worker is destroyed: no
+// transport can write into them then.
+func (q *quarantinedPages) releaseAll() {
+	for _, p := range q.retired {
+		q.counterPages.free(p)
+	}
+	q.retired = nil
+}
