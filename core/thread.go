@@ -60,7 +60,7 @@ type oneSided struct {
 	// quarantine: the released counter pages of counters, freed after the worker
 	// (counterquarantine.go).
 	quarantine *quarantinedPages
-	retiring []*localSemaphore
+	retiring   []*localSemaphore
 }
 
 // close releases everything before the worker and context go (shutdown).
