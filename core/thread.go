@@ -55,12 +55,12 @@ type oneSided struct {
 	sems    map[uint64]*localSemaphore
 	waits   []*request // semaphore waits pending (stepSemWait)
 	// counters makes semaphores' counter pages; retiring holds released semaphores
-	// whose page waits for the streams that waited on it (semaphorestreams.go).
-	counters counterPages
-	// quarantine: the released counter pages of counters, freed after the worker
-	// (counterquarantine.go).
-	quarantine *quarantinedPages
+	// whose page waits for the streams that waited on it (semaphorestreams.go);
+	// quarantine holds the pages released since (counterquarantine.go), freed after
+	// the worker.
+	counters   counterPages
 	retiring   []*localSemaphore
+	quarantine *quarantinedPages
 }
 
 // close releases everything before the worker and context go (shutdown).
