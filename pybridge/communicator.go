@@ -46,8 +46,9 @@ func comm(h uint64) (*collective.Communicator, error) {
 
 // CommNew forms rank's communicator of size ranks with rank 0 listening at root
 // ("host:port"), waiting up to timeoutMs for the others, and returns its handle.
-// token (non-zero, unique among calls under way) names the call for CommCancelNew.
-func CommNew(rank, size int, root string, timeoutMs int, token uint64) (h uint64, err error) {
+// secret is the world's shared secret ("": none; collective.Options.Secret). token
+// (non-zero, unique among calls under way) names the call for CommCancelNew.
+func CommNew(rank, size int, root string, secret string, timeoutMs int, token uint64) (h uint64, err error) {
 	defer guard(&err)
 	comms.Lock()
 	cancel, cancelledFirst := comms.forming[token]
@@ -65,7 +66,7 @@ func CommNew(rank, size int, root string, timeoutMs int, token uint64) (h uint64
 		delete(comms.forming, token)
 		comms.Unlock()
 	}()
-	c, err := collective.New(collective.Options{Rank: rank, Size: size, Root: root,
+	c, err := collective.New(collective.Options{Rank: rank, Size: size, Root: root, Secret: []byte(secret),
 		Timeout: time.Duration(timeoutMs) * time.Millisecond, Cancel: cancel})
 	if err != nil {
 		return 0, err

@@ -22,7 +22,7 @@ func TestCommCancelNewKeepsFewTombstones(t *testing.T) {
 		t.Fatalf("%d tombstones kept after %d late cancels; at most %d", kept, 10*maxTombstones, maxTombstones)
 	}
 	last := uint64(base + 10*maxTombstones - 1)
-	_, err := CommNew(0, 2, "127.0.0.1:1", 60_000, last)
+	_, err := CommNew(0, 2, "127.0.0.1:1", "", 60_000, last)
 	if err == nil || !strings.Contains(err.Error(), "cancel") {
 		t.Fatalf("CommNew after its cancel: %v", err)
 	}

@@ -57,6 +57,32 @@ def test_mscclpp_plans_give_numpys_answers(tmp_path):
     assert out.count(" ok") == 4
 
 
+def test_a_rank_without_the_worlds_secret_is_kept_out(tmp_path):
+    """ucxx_go.launch gives its ranks a fresh secret; a process claiming rank 1 with
+    another (or none) is dropped by rank 0 and fails alone, and the world forms."""
+    out = run_ranks(tmp_path, 2, """
+        import asyncio, os, numpy as np, ucxx_go
+        async def main():
+            assert len(os.environ["UCXGO_COMM_SECRET"]) == 32
+            if int(os.environ["RANK"]) == 1:
+                for guess in ["a guess", b""]:
+                    try:
+                        await ucxx_go.Communicator.init(secret=guess, timeout=3)
+                    except ucxx_go.UCXError as e:
+                        os.write(1, f"impostor refused: {type(e).__name__}\\n".encode())
+                    else:
+                        raise AssertionError("a rank with another secret joined")
+            comm = await ucxx_go.Communicator.init(timeout=30)
+            x = np.full(16, comm.rank + 1, dtype=np.int32)
+            await comm.allreduce(x)
+            assert (x == 3).all()
+            os.write(1, f"rank {comm.rank} ok\\n".encode())
+            comm.close()
+        asyncio.run(main())
+    """)
+    assert out.count(" ok") == 2 and out.count("impostor refused") == 2, out
+
+
 def test_calls_that_differ_fail_every_rank_and_leave_the_communicator_usable(tmp_path):
     out = run_ranks(tmp_path, 2, f"""
         import asyncio, os, numpy as np, ucxx_go

@@ -1,6 +1,8 @@
 package collective
 
 import (
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -21,17 +23,25 @@ import (
 // with the fewest CPUs any rank may use, and every rank makes an endpoint to every
 // other from those addresses (no listener per rank). Records are little-endian:
 //
-//	hello: magic u32, version u16, cpus u16, rank u32, size u32, address length u32, address
-//	table: magic u32, version u16, status u16, size u32, cpus u32, then per rank: length u32, address
+//	hello: magic u32, version u16, cpus u16, rank u32, size u32, address length u32, proof [32]u8, address
+//	table: magic u32, version u16, status u16, size u32, cpus u32, proof [32]u8, then per rank: length u32, address
 //
 // A table with status other than 0 tells the ranks that bootstrap failed (a duplicate
 // rank, sizes that disagree): every rank then fails with ErrBootstrap.
+//
+// The proof is SHA-256 of the world's secret (Options.Secret) under a fixed prefix:
+// the root drops a connection whose hello lacks it, as not one of ours (it does not
+// count and fails nobody), and a rank refuses a table without it. With no secret every
+// rank's proof is the same public value: any engine that reaches the root may join.
+// The proof travels in the clear: it keeps out processes that reach the root's port,
+// not an observer of the network.
 
 const (
 	bootstrapMagic   = 0x54425855 // "UXBT"
-	bootstrapVersion = 2
-	helloHeader      = 20
-	tableHeader      = 16
+	bootstrapVersion = 3
+	proofBytes       = sha256.Size
+	helloHeader      = 20 + proofBytes
+	tableHeader      = 16 + proofBytes
 	// maxCPUs bounds the CPUs a rank announces.
 	maxCPUs = 1<<16 - 1
 	// MaxRanks bounds a communicator's size.
@@ -75,9 +85,21 @@ type peers struct {
 type hello struct {
 	rank, size int
 	// cpus is how many CPUs the rank may use (runtime.NumCPU: its affinity), 1..maxCPUs.
-	cpus int
-	addr []byte
+	cpus  int
+	addr  []byte
+	proof proof
 }
+
+// proof shows that a record comes from a member of the world: see the top of the file.
+type proof [proofBytes]byte
+
+// proofOf is the proof of the world whose secret is secret.
+func proofOf(secret []byte) proof {
+	return sha256.Sum256(append([]byte("ucxx-go collective bootstrap\x00"), secret...))
+}
+
+// matches compares in constant time.
+func (p proof) matches(q proof) bool { return subtle.ConstantTimeCompare(p[:], q[:]) == 1 }
 
 // ownCPUs is how many CPUs this process may use (its affinity), as a hello says it.
 func ownCPUs() int { return min(runtime.NumCPU(), maxCPUs) }
@@ -91,6 +113,7 @@ func encodeHello(h hello) []byte {
 	binary.LittleEndian.PutUint32(b[8:], uint32(rank))
 	binary.LittleEndian.PutUint32(b[12:], uint32(size))
 	binary.LittleEndian.PutUint32(b[16:], uint32(len(addr)))
+	copy(b[20:helloHeader], h.proof[:])
 	copy(b[helloHeader:], addr)
 	return b
 }
@@ -105,12 +128,14 @@ func decodeHello(b []byte) (hello, error) {
 	if s < 2 || s > MaxRanks || r == 0 || r >= s || n == 0 || n > maxWorkerAddress || int(n) != len(b)-helloHeader || cpus == 0 {
 		return hello{}, fmt.Errorf("%w: hello of rank %d of %d with %d CPUs and a %d-byte address in %d bytes", ErrBootstrap, r, s, cpus, n, len(b))
 	}
-	return hello{rank: int(r), size: int(s), cpus: int(cpus), addr: b[helloHeader:]}, nil
+	h := hello{rank: int(r), size: int(s), cpus: int(cpus), addr: b[helloHeader:]}
+	copy(h.proof[:], b[20:helloHeader])
+	return h, nil
 }
 
-// encodeTable writes the table: status, the fewest CPUs a rank may use, every
-// rank's address.
-func encodeTable(status, cpus int, addrs [][]byte) []byte {
+// encodeTable writes the table: status, the fewest CPUs a rank may use, the world's
+// proof, every rank's address.
+func encodeTable(status, cpus int, pf proof, addrs [][]byte) []byte {
 	n := tableHeader
 	for _, a := range addrs {
 		n += 4 + len(a)
@@ -121,6 +146,7 @@ func encodeTable(status, cpus int, addrs [][]byte) []byte {
 	binary.LittleEndian.PutUint16(b[6:], uint16(status))
 	binary.LittleEndian.PutUint32(b[8:], uint32(len(addrs)))
 	binary.LittleEndian.PutUint32(b[12:], uint32(min(max(cpus, 1), maxCPUs)))
+	copy(b[16:tableHeader], pf[:])
 	off := tableHeader
 	for _, a := range addrs {
 		binary.LittleEndian.PutUint32(b[off:], uint32(len(a)))
@@ -130,11 +156,14 @@ func encodeTable(status, cpus int, addrs [][]byte) []byte {
 	return b
 }
 
-// decodeTable reads the table a rank of a world of size gets (the addresses and the
-// fewest CPUs a rank may use); untrusted.
-func decodeTable(b []byte, size int) (addrs [][]byte, cpus int, err error) {
+// decodeTable reads the table a rank of a world of size and proof pf gets (the
+// addresses and the fewest CPUs a rank may use); untrusted.
+func decodeTable(b []byte, size int, pf proof) (addrs [][]byte, cpus int, err error) {
 	if len(b) < tableHeader || binary.LittleEndian.Uint32(b) != bootstrapMagic || binary.LittleEndian.Uint16(b[4:]) != bootstrapVersion {
 		return nil, 0, fmt.Errorf("%w: not a table", ErrBootstrap)
+	}
+	if !pf.matches(proof(b[16:tableHeader])) {
+		return nil, 0, fmt.Errorf("%w: the root does not share this world's secret", ErrBootstrap)
 	}
 	switch st := binary.LittleEndian.Uint16(b[6:]); st {
 	case tableOK:
@@ -255,7 +284,7 @@ func recvTagged(e *core.Engine, r *completionReader, ep uint64, tag uint64, b []
 
 // bootstrap forms the world: rank 0 at root ("host:port") gathers and scatters the
 // worker addresses; then every rank connects to every other.
-func bootstrap(e *core.Engine, r *completionReader, rank, size int, root string, timeout time.Duration) (*peers, error) {
+func bootstrap(e *core.Engine, r *completionReader, rank, size int, root string, secret []byte, timeout time.Duration) (*peers, error) {
 	if size < 1 || size > MaxRanks || rank < 0 || rank >= size {
 		return nil, fmt.Errorf("%w: rank %d of %d", ErrBootstrap, rank, size)
 	}
@@ -276,7 +305,7 @@ func bootstrap(e *core.Engine, r *completionReader, rank, size int, root string,
 		return nil, fmt.Errorf("%w: root port %q", ErrBootstrap, portText)
 	}
 	deadline := time.Now().Add(timeout)
-	me := hello{rank: rank, size: size, cpus: cpus, addr: self}
+	me := hello{rank: rank, size: size, cpus: cpus, addr: self, proof: proofOf(secret)}
 	var p *peers
 	if rank == 0 {
 		eps, cpus, err := gather(e, r, host, port, me, deadline)
@@ -403,6 +432,9 @@ func gather(e *core.Engine, r *completionReader, host string, port int, me hello
 			h, err = decodeHello(p.buf[:c.Length])
 		}
 		rk, sz, addr := h.rank, h.size, h.addr
+		if err == nil && !h.proof.matches(me.proof) {
+			err = fmt.Errorf("%w: a hello without this world's proof", ErrBootstrap)
+		}
 		if err != nil {
 			e.AbortEndpoint(ep) // not one of ours: it does not count
 			continue
@@ -426,9 +458,9 @@ func gather(e *core.Engine, r *completionReader, host string, port int, me hello
 			have++
 		}
 	}
-	table := encodeTable(status, cpus, addrs)
+	table := encodeTable(status, cpus, me.proof, addrs)
 	if status != tableOK {
-		table = encodeTable(status, cpus, nil)
+		table = encodeTable(status, cpus, me.proof, nil)
 	}
 	var errs []error
 	for _, ep := range joined {
@@ -442,7 +474,7 @@ func gather(e *core.Engine, r *completionReader, host string, port int, me hello
 				r.wait(id, time.Now().Add(2*time.Second))
 			}
 		}
-		_, _, err = decodeTable(table, 0)
+		_, _, err = decodeTable(table, 0, me.proof)
 		return nil, 0, err
 	}
 	if err = errors.Join(errs...); err != nil {
@@ -487,7 +519,7 @@ func join(e *core.Engine, r *completionReader, host string, port int, me hello, 
 	if err != nil {
 		return nil, 0, err
 	}
-	addrs, cpus, err := decodeTable(msg, size)
+	addrs, cpus, err := decodeTable(msg, size, me.proof)
 	if err != nil {
 		return nil, 0, err
 	}

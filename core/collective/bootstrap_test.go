@@ -230,20 +230,64 @@ func TestBootstrapIgnoresStrangers(t *testing.T) {
 	}
 }
 
+// TestBootstrapSecret: with a secret, the root drops a rank that claims a place
+// without its proof (even the first to claim it, which would have failed the world
+// as a duplicate), and the world forms from the ranks that share it; a rank with
+// another secret fails alone.
+func TestBootstrapSecret(t *testing.T) {
+	root := freeRoot(t)
+	secret := []byte("the world's secret")
+	comms, errs := make([]*Communicator, 2), make([]error, 2)
+	t.Cleanup(func() {
+		for _, c := range comms {
+			if c != nil {
+				c.Close()
+			}
+		}
+	})
+	var wg sync.WaitGroup
+	start := func(rank int) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			comms[rank], errs[rank] = New(Options{Rank: rank, Size: 2, Root: root, Secret: secret, Timeout: 10 * time.Second})
+		}()
+	}
+	start(0)
+	// Impostors claim rank 1 first, one with another secret and one with none; each
+	// is dropped by the root and fails, and the world does not.
+	for _, guess := range [][]byte{[]byte("a guess"), nil} {
+		c, err := New(Options{Rank: 1, Size: 2, Root: root, Secret: guess, Timeout: 3 * time.Second})
+		if err == nil {
+			c.Close()
+			t.Fatalf("a rank with secret %q joined", guess)
+		}
+		t.Logf("impostor with secret %q: %v", guess, err)
+	}
+	start(1)
+	wg.Wait()
+	for rank, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", rank, err)
+		}
+	}
+}
+
 // TestBootstrapRecords: hellos and tables that are not what a rank sends are refused.
 func TestBootstrapRecords(t *testing.T) {
 	addr := []byte("worker-address")
 	h := func(rank, size, cpus int, addr []byte) []byte {
 		return encodeHello(hello{rank: rank, size: size, cpus: cpus, addr: addr})
 	}
-	good := h(1, 2, 12, addr)
-	if got, err := decodeHello(good); err != nil || got.rank != 1 || got.size != 2 || got.cpus != 12 || string(got.addr) != string(addr) {
+	good := encodeHello(hello{rank: 1, size: 2, cpus: 12, addr: addr, proof: proofOf([]byte("s"))})
+	if got, err := decodeHello(good); err != nil || got.rank != 1 || got.size != 2 || got.cpus != 12 ||
+		string(got.addr) != string(addr) || got.proof != proofOf([]byte("s")) {
 		t.Fatalf("a good hello: %+v %v", got, err)
 	}
 	noCPUs := append([]byte(nil), good...)
 	noCPUs[6], noCPUs[7] = 0, 0
 	oldVersion := append([]byte(nil), good...)
-	oldVersion[4] = 1
+	oldVersion[4] = 2
 	for name, b := range map[string][]byte{
 		"short":         good[:10],
 		"truncated":     good[:len(good)-1],
@@ -252,14 +296,15 @@ func TestBootstrapRecords(t *testing.T) {
 		"huge world":    h(1, MaxRanks+1, 1, addr),
 		"empty address": h(1, 2, 1, nil),
 		"no CPUs":       noCPUs,
-		"version 1":     oldVersion,
+		"version 2":     oldVersion,
 	} {
 		if _, err := decodeHello(b); !errors.Is(err, ErrBootstrap) {
 			t.Errorf("%s hello: %v", name, err)
 		}
 	}
-	table := encodeTable(tableOK, 6, [][]byte{[]byte("a"), []byte("bb")})
-	if got, cpus, err := decodeTable(table, 2); err != nil || string(got[1]) != "bb" || cpus != 6 {
+	pf := proofOf([]byte("secret"))
+	table := encodeTable(tableOK, 6, pf, [][]byte{[]byte("a"), []byte("bb")})
+	if got, cpus, err := decodeTable(table, 2, pf); err != nil || string(got[1]) != "bb" || cpus != 6 {
 		t.Fatalf("a good table: %q %d %v", got, cpus, err)
 	}
 	zeroCPUs := append([]byte(nil), table...)
@@ -268,13 +313,14 @@ func TestBootstrapRecords(t *testing.T) {
 		b    []byte
 		size int
 	}{
-		"wrong size": {table, 3},
-		"truncated":  {table[:len(table)-1], 2},
-		"trailing":   {append(append([]byte(nil), table...), 0), 2},
-		"failed":     {encodeTable(tableDuplicateRank, 1, nil), 2},
-		"no CPUs":    {zeroCPUs, 2},
+		"wrong size":   {table, 3},
+		"truncated":    {table[:len(table)-1], 2},
+		"trailing":     {append(append([]byte(nil), table...), 0), 2},
+		"failed":       {encodeTable(tableDuplicateRank, 1, pf, nil), 2},
+		"no CPUs":      {zeroCPUs, 2},
+		"other secret": {encodeTable(tableOK, 6, proofOf(nil), [][]byte{[]byte("a"), []byte("bb")}), 2},
 	} {
-		if _, _, err := decodeTable(c.b, c.size); !errors.Is(err, ErrBootstrap) {
+		if _, _, err := decodeTable(c.b, c.size, pf); !errors.Is(err, ErrBootstrap) {
 			t.Errorf("%s table: %v", name, err)
 		}
 	}

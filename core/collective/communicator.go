@@ -19,6 +19,10 @@ type Options struct {
 	Rank, Size int
 	// Root is rank 0's listening address, "host:port", which every rank is given.
 	Root string
+	// Secret is shared by the world's ranks (every rank is given the same): the root
+	// takes a rank only with proof of it, and a rank a table only from a root with it
+	// (bootstrap.go). Empty: any engine that reaches the root may join.
+	Secret []byte
 	// Timeout bounds bootstrap and every step that waits for a peer (DefaultTimeout
 	// when 0).
 	Timeout time.Duration
@@ -105,7 +109,7 @@ func New(opts Options) (c *Communicator, err error) {
 			}
 		}()
 	}
-	c.peers, err = bootstrap(e, c.r, opts.Rank, opts.Size, opts.Root, opts.Timeout)
+	c.peers, err = bootstrap(e, c.r, opts.Rank, opts.Size, opts.Root, opts.Secret, opts.Timeout)
 	if !state.CompareAndSwap(running, ended) {
 		c.shutdown()
 		return nil, opts.canceled()

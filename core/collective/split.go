@@ -111,7 +111,7 @@ func (c *Communicator) formSub(ranks []int, me int) (*Communicator, error) {
 			addrs[i] = append([]byte(nil), h.addr...)
 			cpus = min(cpus, h.cpus)
 		}
-		table := encodeTable(tableOK, cpus, addrs)
+		table := encodeTable(tableOK, cpus, proof{}, addrs) // over the world's endpoints: no proof needed
 		for i := 1; i < len(ranks); i++ {
 			if err := c.Send(ranks[i], tagSplitTable, table); err != nil {
 				return fail(err)
@@ -126,7 +126,7 @@ func (c *Communicator) formSub(ranks []int, me int) (*Communicator, error) {
 		if err != nil {
 			return fail(err)
 		}
-		if addrs, cpus, err = decodeTable(buf[:n], len(ranks)); err != nil {
+		if addrs, cpus, err = decodeTable(buf[:n], len(ranks), proof{}); err != nil {
 			return fail(err)
 		}
 	}

@@ -116,7 +116,7 @@ class Communicator:
         self._h, self.rank, self.size = handle, rank, size
 
     @classmethod
-    async def init(cls, rank=None, size=None, root=None, timeout=60.0):
+    async def init(cls, rank=None, size=None, root=None, timeout=60.0, secret=None):
         """Form the communicator with the other ranks.
 
         Parameters
@@ -129,6 +129,11 @@ class Communicator:
             Seconds to wait for the other ranks (and, later, for any peer). A cancelled
             await abandons the bootstrap (rank 0's port is free again at once); a
             communicator formed meanwhile is closed.
+        secret : str or bytes, optional
+            Shared by every rank (default UCXGO_COMM_SECRET, which ``ucxx_go.launch``
+            sets to a fresh random value for its ranks): rank 0 takes a rank only with
+            proof of it, dropping other connections without failing the world. None
+            and unset: any process that reaches rank 0's port may join.
 
         Raises
         ------
@@ -150,8 +155,12 @@ class Communicator:
             raise ValueError(f"Communicator.init: rank {rank} of {size}")
         if not 0.001 <= timeout <= 1e6:  # Go took a timeout under 1 ms for none (its default)
             raise ValueError(f"Communicator.init: timeout {timeout} s, not between 1 ms and 10**6 s")
+        if secret is None:
+            secret = os.environ.get("UCXGO_COMM_SECRET", "")
+        if isinstance(secret, (bytes, bytearray)):
+            secret = bytes(secret).hex()  # the bridge takes text; every rank turns bytes the same way
         token = next(_init_tokens)
-        forming = in_thread(call, ext.pybridge_CommNew, rank, size, root, int(timeout * 1000), token,
+        forming = in_thread(call, ext.pybridge_CommNew, rank, size, root, str(secret), int(timeout * 1000), token,
                             unclaimed=_close_handle)
         try:
             h = await forming

@@ -4,7 +4,8 @@
     python -m ucxx_go.launch -n 4 -m package.module [args...]
 
 Each rank is a process with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
-MASTER_ADDR and MASTER_PORT set (torchrun's names), which
+MASTER_ADDR and MASTER_PORT set (torchrun's names) and UCXGO_COMM_SECRET (a fresh
+random value, unless the environment has one), which
 ``ucxx_go.Communicator.init()`` reads. The launcher picks a free port for the root
 unless --master-port is given, forwards SIGINT and SIGTERM to the ranks, and when one
 rank fails it stops the others (SIGTERM, then SIGKILL after --grace seconds) and exits
@@ -15,6 +16,7 @@ seconds are stopped and the launcher exits with 124.
 import argparse
 import os
 import random
+import secrets
 import signal
 import socket
 import subprocess
@@ -78,9 +80,11 @@ def main(argv=None):
     port = a.master_port or _free_port(a.master_addr)
     cmd = [sys.executable] + (["-m", a.target] if a.module else [a.target]) + a.args
     procs = []
+    secret = os.environ.get("UCXGO_COMM_SECRET") or secrets.token_hex(16)
     for r in range(a.nproc):
         env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(a.nproc),
-                   LOCAL_WORLD_SIZE=str(a.nproc), MASTER_ADDR=a.master_addr, MASTER_PORT=str(port))
+                   LOCAL_WORLD_SIZE=str(a.nproc), MASTER_ADDR=a.master_addr, MASTER_PORT=str(port),
+                   UCXGO_COMM_SECRET=secret)
         procs.append(subprocess.Popen(cmd, env=env))
 
     def forward(signum, _frame):
