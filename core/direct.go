@@ -1,6 +1,7 @@
 package core
 
 import (
+	"container/list"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -245,9 +246,37 @@ func (ss *sockets) closeAll() {
 
 // maxGreeting bounds a listener's connections whose hello has not arrived yet (a
 // client that connects and never speaks holds a socket and a goroutine until the
-// accept deadline): past it the listener accepts no more until one is heard or
-// dropped, and new connections wait in the kernel's backlog.
-const maxGreeting = 1024
+// accept deadline): past it, each new connection drops the oldest of them. Waiting
+// for room instead let a flood of silent connections, renewed before the deadline,
+// keep every honest one in the kernel's backlog; dropping the oldest leaves a flood
+// maxGreeting connections newer than an honest hello to drop it, which comes in
+// microseconds. A variable for tests.
+var maxGreeting = 1024
+
+// greetingQueue is a listener's connections whose hello has not been read, oldest
+// first.
+type greetingQueue struct {
+	mu    sync.Mutex
+	conns *list.List // of net.Conn
+}
+
+// push adds c and returns the oldest connection to drop, if the queue was full.
+func (g *greetingQueue) push(c net.Conn) (el *list.Element, drop net.Conn) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.conns.Len() >= maxGreeting {
+		drop = g.conns.Remove(g.conns.Front()).(net.Conn)
+	}
+	return g.conns.PushBack(c), drop
+}
+
+// heard takes el's connection out once its hello was read or the read failed (a
+// connection push dropped is out already: Remove does nothing then).
+func (g *greetingQueue) heard(el *list.Element) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.conns.Remove(el)
+}
 
 // hostPort is a TCP address as "ip:port", the IP unbracketed, as UCX's socket
 // addresses are written (EndpointInfo).
@@ -316,7 +345,7 @@ func (e *Engine) listenAddress(handle uint64, ip string, port int, opts Endpoint
 // acceptLoop greets each connection to ln until ln is closed. Other failures to accept
 // (out of file descriptors, say) are waited out, as net/http's server does.
 func (e *Engine) acceptLoop(handle uint64, ln net.Listener) {
-	greeting := make(chan struct{}, maxGreeting)
+	greeting := greetingQueue{conns: list.New()}
 	var backoff time.Duration
 	for {
 		conn, err := ln.Accept()
@@ -329,11 +358,14 @@ func (e *Engine) acceptLoop(handle uint64, ln net.Listener) {
 			continue
 		}
 		backoff = 0
-		greeting <- struct{}{} // waits while maxGreeting connections say nothing yet
 		if !e.conns.add(conn) {
 			return // the engine stops
 		}
-		go e.greet(handle, conn, func() { <-greeting })
+		el, drop := greeting.push(conn)
+		if drop != nil {
+			e.conns.close(drop) // its greet's read fails, and it lets go
+		}
+		go e.greet(handle, conn, func() { greeting.heard(el) })
 	}
 }
 

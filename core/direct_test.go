@@ -674,3 +674,46 @@ func FuzzReadHello(f *testing.F) {
 		}
 	})
 }
+
+// TestAddressListenerSilentFlood: more connections than maxGreeting that never say
+// hello, renewed as the listener drops them, do not keep an honest client out: each
+// new connection drops the oldest silent one, and the honest hello is read at once.
+// (Before, the listener stopped accepting at maxGreeting until one timed out, 10 s.)
+func TestAddressListenerSilentFlood(t *testing.T) {
+	n := maxGreeting
+	t.Cleanup(func() { maxGreeting = n }) // last: after the engines' cleanups stop their listeners
+	maxGreeting = 8
+	client, server := newTestEngine(t, Options{}), newTestEngine(t, Options{})
+	lh, port, err := server.ListenWith("127.0.0.1", 0, byAddress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := newCollector(t, server)
+	var silent []net.Conn
+	defer func() {
+		for _, c := range silent {
+			c.Close()
+		}
+	}()
+	for range 3 * maxGreeting {
+		c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		silent = append(silent, c)
+	}
+	cc := newCollector(t, client)
+	id, err := client.ConnectWith("127.0.0.1", port, 3*time.Second, byAddress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cc.wait(id, 5*time.Second); c.Status != 0 {
+		t.Fatalf("connect beside %d silent connections: %v", len(silent), ucxx.Status(c.Status))
+	}
+	sc.wait(EventListenerAccept|lh, 5*time.Second)
+	// The oldest silent connections were dropped: their reads end.
+	silent[0].SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := silent[0].Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the oldest silent connection: %v; want it closed by the listener", err)
+	}
+}
