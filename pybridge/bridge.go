@@ -21,6 +21,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -141,6 +142,7 @@ func Start(options string, mode string, delayedSubmission bool, limits string, w
 		return "", fmt.Errorf("Start: already started: %w", ucxx.StatusAlreadyExists)
 	}
 	q := e.Queue()
+	queues.add(uint64(q.Address()), e)
 	return fmt.Sprintf("%d %d %d", q.Address(), q.Size(), q.FD()), nil
 }
 
@@ -180,17 +182,48 @@ func Stop(timeoutMs int64) (ok bool, err error) {
 	}
 	err = e.Shutdown(time.Duration(timeoutMs) * time.Millisecond)
 	engine.CompareAndSwap(e, nil)
-	stopped.Store(e)
 	return err == nil, err
 }
 
-// stopped is the engine whose queue FreeQueue releases.
-var stopped atomic.Pointer[core.Engine]
+// queueTable maps each completion queue's address (Start's first word) to its engine,
+// from Start until FreeQueue. The reader of a queue names it by that address, so a
+// reader of an engine that stopped never waits on, or frees, the queue of an engine
+// started since.
+type queueTable struct {
+	mu      sync.Mutex
+	engines map[uint64]*core.Engine
+}
 
-// FreeQueue unmaps the queue of the engine last stopped, once Python stopped reading.
-func FreeQueue() (ok bool, err error) {
+var queues = queueTable{engines: make(map[uint64]*core.Engine)}
+
+func (t *queueTable) add(addr uint64, e *core.Engine) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.engines[addr] = e
+}
+
+// get returns the engine of the queue at addr, or nil once it was freed.
+func (t *queueTable) get(addr uint64) *core.Engine {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.engines[addr]
+}
+
+// take removes and returns the engine of the queue at addr, or nil.
+func (t *queueTable) take(addr uint64) *core.Engine {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.engines[addr]
+	delete(t.engines, addr)
+	return e
+}
+
+// FreeQueue unmaps the completion queue at address queue (Start's first word), once
+// its engine stopped and Python stopped reading it; a queue freed already, or none,
+// is nothing to do.
+func FreeQueue(queue uint64) (ok bool, err error) {
 	defer guard(&err)
-	if e := stopped.Swap(nil); e != nil {
+	if e := queues.take(queue); e != nil {
 		e.FreeQueue()
 	}
 	return true, nil

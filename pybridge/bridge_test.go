@@ -263,13 +263,13 @@ func TestNotStarted(t *testing.T) {
 	if ok, err := Stop(100); ok || err != nil {
 		t.Errorf("Stop before Start = %t, %v; want false, nil", ok, err)
 	}
-	if ok, err := FreeQueue(); !ok || err != nil {
+	if ok, err := FreeQueue(0); !ok || err != nil {
 		t.Errorf("FreeQueue before Start = %t, %v; want true, nil", ok, err)
 	}
-	if r, err := NotifierWait(10); r != int(2) || err != nil {
+	if r, err := NotifierWait(0, 10); r != int(2) || err != nil {
 		t.Errorf("NotifierWait before Start = %d, %v; want 2 (stopped), nil", r, err)
 	}
-	if pending, err := ConsumeWake(); pending || err != nil {
+	if pending, err := ConsumeWake(0); pending || err != nil {
 		t.Errorf("ConsumeWake before Start = %t, %v; want false, nil", pending, err)
 	}
 	if v, err := Version(); v == "" || err != nil {

@@ -25,7 +25,7 @@ import (
 // NotifierWait.
 
 // startBridge starts the bridge's engine with limits (JSON) and stops it at cleanup.
-// It returns Start's "ring_address ring_size eventfd".
+// It returns Start's "ring_address ring_size eventfd", and sets bridgeRing.
 func startBridge(t *testing.T, limits string) string {
 	t.Helper()
 	t.Setenv("UCX_NET_DEVICES", "lo")
@@ -33,14 +33,20 @@ func startBridge(t *testing.T, limits string) string {
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
+	bridgeRing = words(t, res, 3)[0]
+	ring := bridgeRing
 	t.Cleanup(func() {
 		if _, err := Stop(5000); err != nil {
 			t.Errorf("Stop: %v", err)
 		}
-		FreeQueue()
+		FreeQueue(ring)
 	})
 	return res
 }
+
+// bridgeRing is the address of the queue of the engine startBridge started last: the
+// name by which NotifierWait, ConsumeWake and FreeQueue take it.
+var bridgeRing uint64
 
 // fields splits a result of space-separated words into exactly n words.
 func fields(t *testing.T, res string, n int) []string {
@@ -69,10 +75,7 @@ func words(t *testing.T, res string, n int) []uint64 {
 // bridgeQueue is the queue of the running engine, or of the one last stopped.
 func bridgeQueue(t *testing.T) *notifier.Queue {
 	t.Helper()
-	e := engine.Load()
-	if e == nil {
-		e = stopped.Load()
-	}
+	e := queues.get(bridgeRing)
 	if e == nil {
 		t.Fatal("no engine")
 	}
@@ -109,7 +112,7 @@ func (c *completions) wait(id uint64) notifier.Completion {
 		if time.Now().After(deadline) {
 			c.t.Fatalf("no completion for request %#x within 10 s", id)
 		}
-		if _, err := NotifierWait(100); err != nil {
+		if _, err := NotifierWait(bridgeRing, 100); err != nil {
 			c.t.Fatalf("NotifierWait: %v", err)
 		}
 	}
@@ -302,13 +305,13 @@ func TestBridgeRoundTrip(t *testing.T) {
 	} else {
 		wantClosedError(t, err)
 	}
-	if r, err := NotifierWait(1000); r != int(notifier.Closed) || err != nil {
+	if r, err := NotifierWait(bridgeRing, 1000); r != int(notifier.Closed) || err != nil {
 		t.Fatalf("NotifierWait after Stop = %d, %v; want %d (closed)", r, err, notifier.Closed)
 	}
-	if ok, err := FreeQueue(); !ok || err != nil {
+	if ok, err := FreeQueue(bridgeRing); !ok || err != nil {
 		t.Fatalf("FreeQueue = %t, %v", ok, err)
 	}
-	if r, err := NotifierWait(10); r != int(notifier.Closed) || err != nil {
+	if r, err := NotifierWait(bridgeRing, 10); r != int(notifier.Closed) || err != nil {
 		t.Fatalf("NotifierWait after FreeQueue = %d, %v; want %d (closed)", r, err, notifier.Closed)
 	}
 }
@@ -793,4 +796,31 @@ func TestBridgeErrors(t *testing.T) {
 	}
 	runtime.KeepAlive(host)
 	runtime.KeepAlive(desc)
+}
+
+// TestQueuesAreNamed: a reader of an engine that stopped, waiting or freeing by its
+// queue's address, never touches the queue of an engine started since (one bridge
+// global stood for "the stopped engine" before: the old reader waited on the new
+// queue, and FreeQueue freed whichever stopped last).
+func TestQueuesAreNamed(t *testing.T) {
+	first := words(t, startBridge(t, ""), 3)[0]
+	if _, err := Stop(5000); err != nil {
+		t.Fatal(err)
+	}
+	second := words(t, startBridge(t, ""), 3)[0]
+	if first == second {
+		t.Skip("the second queue was mapped where the first is: cannot tell them apart")
+	}
+	if r, err := NotifierWait(first, 2000); r != int(notifier.Closed) || err != nil {
+		t.Fatalf("NotifierWait on the stopped engine's queue = %d, %v; want %d (closed)", r, err, notifier.Closed)
+	}
+	if ok, err := FreeQueue(first); !ok || err != nil {
+		t.Fatalf("FreeQueue(first) = %t, %v", ok, err)
+	}
+	if r, err := NotifierWait(second, 10); r != int(notifier.Timeout) || err != nil {
+		t.Fatalf("NotifierWait on the running engine's queue after the first was freed = %d, %v; want %d", r, err, notifier.Timeout)
+	}
+	if _, err := Settings(); err != nil {
+		t.Fatalf("the second engine after the first's queue was freed: %v", err)
+	}
 }

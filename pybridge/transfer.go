@@ -141,28 +141,24 @@ func Cancel(id uint64) (ok bool, err error) {
 	return true, e.Cancel(id)
 }
 
-// ConsumeWake acknowledges a wake-up of the completion queue's eventfd, for an event
-// loop that watches it: one call per wake-up, before draining the ring.
-func ConsumeWake() (pending bool, err error) {
+// ConsumeWake acknowledges a wake-up of the completion queue at address queue's
+// eventfd, for an event loop that watches it: one call per wake-up, before draining
+// the ring. A freed queue has nothing pending.
+func ConsumeWake(queue uint64) (pending bool, err error) {
 	defer guard(&err)
-	e := engine.Load()
-	if e == nil {
-		e = stopped.Load()
-	}
+	e := queues.get(queue)
 	if e == nil {
 		return false, nil
 	}
 	return e.Queue().ConsumeWake(), nil
 }
 
-// NotifierWait blocks, without the GIL, until completions are ready (1), the timeout
-// passes (0) or the engine stopped (2).
-func NotifierWait(timeoutMs int64) (r int, err error) {
+// NotifierWait blocks, without the GIL, until the completion queue at address queue
+// has completions ready (1), the timeout passes (0) or its engine stopped (2; also
+// once the queue was freed).
+func NotifierWait(queue uint64, timeoutMs int64) (r int, err error) {
 	defer guard(&err)
-	e := engine.Load()
-	if e == nil {
-		e = stopped.Load()
-	}
+	e := queues.get(queue)
 	if e == nil {
 		return 2, nil
 	}

@@ -20,7 +20,7 @@ of the ranks' medians (µs):
 - 5 µs busy, then crossing: the crossing after 5 µs of pure Python work (no objects
   made), to tell apart what prep costs itself from what a gap between calls costs the
   Go side (its idle threads park; the next call wakes them);
-- empty crossing: ``ext.pybridge_ConsumeWake()``, a gopy call that does almost
+- empty crossing: ``ext.pybridge_ConsumeWake(0)``, a gopy call that does almost
   nothing (cgo's transition and gopy's argument handling);
 - executor hop: ``await loop.run_in_executor(None, int)``, what a call that
   outlives SPIN_US pays on top of its Go time.
@@ -35,7 +35,6 @@ import asyncio
 import json
 import os
 import statistics
-import sys
 import time
 
 import numpy as np
@@ -110,7 +109,7 @@ async def main():
         ("python prep (buffer_info x2, dtype_code, op_code)", prep, False),
         ("python prep + crossing, spin 200 µs (sync)", prep_and_crossing, False),
         ("5 µs of Python busy-wait, then crossing, spin 200 µs (sync)", busy_then_crossing, False),
-        ("empty crossing (ConsumeWake)", lambda: ext.pybridge_ConsumeWake(), False),
+        ("empty crossing (ConsumeWake)", lambda: ext.pybridge_ConsumeWake(0), False),
         ("executor hop (run_in_executor(None, int))", lambda: loop.run_in_executor(None, int), True),
         ("asyncio: await of an empty coroutine", coro, True),
     ]

@@ -13,7 +13,7 @@ after, untimed), and gives the median over `repeat` rounds in µs a call:
   returns a vertex id: Python's own work (the checks, packing, bookkeeping, Vertex);
 - bridge+go: ``pybridge_DagLaunch`` alone with the arguments built once: the hop into
   Go, the graph, the lane's queueing, ``cuLaunchKernel`` and the stop event;
-- bridge: a Go call that does nothing (``pybridge_ConsumeWake`` before any engine).
+- bridge: a Go call that does nothing (``pybridge_ConsumeWake`` of no queue).
 
 bridge+go minus the Go benchmark's ``BenchmarkLaunchChain`` is the hop from Python;
 dag minus bridge+go is Python's own share. With --go-cpu-profile the bridge+go rows
@@ -115,7 +115,7 @@ def main():
 
     def bridge_run(n):
         for _ in range(n):
-            consume()
+            consume(0)
 
     def device_sync():
         cp.cuda.Device().synchronize()

@@ -121,6 +121,7 @@ class Completions:
     def __init__(self, address, size, fd, mode, on_event):
         if mode not in MODES:
             raise ValueError(f"completion mode must be one of {MODES}, got {mode!r}")
+        self.address = address  # names the queue to the bridge (NotifierWait, ConsumeWake, FreeQueue)
         self._words = _memory_view(address, size).cast("Q")
         self._mask = self._words[_CAPACITY] - 1
         self._fd = fd
@@ -191,10 +192,10 @@ class Completions:
 
     def _notifier(self):
         """The notifier thread: wait in Go without the GIL, then have the loop drain."""
-        wait = ext.pybridge_NotifierWait
+        wait, queue = ext.pybridge_NotifierWait, self.address
         while True:
             try:
-                r = wait(1000)
+                r = wait(queue, 1000)
             except RuntimeError:
                 r = _WAIT_CLOSED
             loop = self._live_loop()
@@ -234,7 +235,7 @@ class Completions:
         # order the wake-up protocol needs, which Python cannot express (see
         # notifier/queue.go). One call per wake-up, however many completions it drains.
         try:
-            ext.pybridge_ConsumeWake()
+            ext.pybridge_ConsumeWake(self.address)
         except RuntimeError:
             return
         self.drain()

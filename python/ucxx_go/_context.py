@@ -66,7 +66,7 @@ class Context:
             self.completions = _completions.Completions(address, size, fd, completion_mode, self._on_event)
         except BaseException:
             ext.pybridge_Stop(1000)
-            ext.pybridge_FreeQueue()
+            ext.pybridge_FreeQueue(address)
             raise
         self.pending = self.completions.pending  # request id -> Request
         self.loop_progress = None
@@ -129,7 +129,7 @@ class Context:
             # operations in flight: their buffers are kept for good.
             self.completions.stop(abandon=not stopped)
             self.completions.release()
-            ext.pybridge_FreeQueue()
+            ext.pybridge_FreeQueue(self.completions.address)
             _ucx_log.forward()  # what UCX said while shutting down
 
 
