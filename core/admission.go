@@ -40,8 +40,10 @@ type admission struct {
 	maxEndpointUnproven int64
 	waiting             []*multiOp
 	// byTag: the waiting message that claims frames held under its stream's tag (the
-	// first to wait, where receives on the worker and on an endpoint share a tag).
-	byTag map[uint64]*multiOp
+	// first to wait, where receives on the worker and on an endpoint share a tag);
+	// adopted: those that took a tag over since multiBuffers.claimAdopted last ran.
+	byTag   map[uint64]*multiOp
+	adopted []*multiOp
 }
 
 // unprovenShare is the fraction of each bound that messages may hold on their
@@ -72,13 +74,13 @@ func (a *admission) admit(op *multiOp) (bool, ucxx.Status) {
 	return false, ucxx.StatusOK
 }
 
-// unprovenPart is the part of op's footprint its frames here do not cover.
+// unprovenPart is op's footprint unless every one of its frames is here as announced
+// (or the headers carried them all), then 0.
 func (op *multiOp) unprovenPart() int64 {
-	size := int64(op.plan.footprint)
-	if op.evidenceFrames >= op.dec.FrameMessages() {
-		return 0 // every frame is here (or the headers carried them)
+	if frames := op.dec.FrameMessages(); frames == 0 || (uint64(op.evidenceFrames) == frames && len(op.wire) > 0) {
+		return 0
 	}
-	return max(0, size-int64(min(op.evidenceBytes, uint64(size))))
+	return int64(op.plan.footprint)
 }
 
 // reserve takes op's footprint from both bounds and its unproven part from both
@@ -166,6 +168,7 @@ func (a *admission) adoptTags() {
 	for _, op := range a.waiting {
 		if _, taken := a.byTag[op.tag]; !taken {
 			a.byTag[op.tag] = op
+			a.adopted = append(a.adopted, op)
 		}
 	}
 }

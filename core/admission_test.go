@@ -2,6 +2,7 @@ package core
 
 import (
 	"bytes"
+	"runtime"
 	"testing"
 	"time"
 
@@ -119,4 +120,145 @@ func TestMultiEvidenceFramesAreNotChargedAsUnexpected(t *testing.T) {
 		}
 	}
 	exchange(t, client, cep, cc, server, sep, sc, []byte("still open"))
+}
+
+// A receive on the worker waiting for room at shutdown, and one queued behind it on
+// the same stream, end with the stop, which does not wait for them.
+func TestShutdownEndsWorkerReceivesWaitingForRoom(t *testing.T) {
+	const budget = 1 << 20
+	server := newTestEngine(t, Options{MaxOutstandingBytes: budget})
+	sc := newCollector(t, server)
+	connect := clientsOf(t, server, sc)
+	client, cep, _, cc := connect()
+	tag := uint64(0x77)
+	first, err := server.RecvMulti(0, tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := server.RecvMulti(0, tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(t, server)
+	// A header announcing more than the unproven allowance, its frame never sent.
+	sendRaw(t, client, cep, cc, tag, okHeader(0, 1, []uint64{600 << 10}))
+	settle(t, server)
+	noCompletion(t, sc, first)
+	start := time.Now()
+	if err := server.Shutdown(5 * time.Second); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("Shutdown took %v", d)
+	}
+	for _, r := range []uint64{first, second} {
+		if c := sc.wait(r, 5*time.Second); ucxx.Status(c.Status) == ucxx.StatusOK {
+			t.Fatalf("receive %#x ended OK at shutdown", r)
+		}
+	}
+}
+
+// A receive on an endpoint and a forced tag (no endpoint id in it: its held frames
+// name no owner) is admitted on the evidence of its frames like any other.
+func TestMultiForcedTagMessageIsAdmittedOnEvidence(t *testing.T) {
+	client := newTestEngine(t, Options{})
+	server := newTestEngine(t, Options{MaxOutstandingBytes: 2 << 20}) // unproven: 512 KiB, 256 per endpoint
+	cep, sep, cc, sc := pair(t, client, server)
+	const forced = 0x55
+	frame := bytes.Repeat([]byte("f"), 300<<10)
+	recv, err := server.RecvMulti(sep, forced)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(t, server)
+	send := startSendFrames(t, client, cep, forced, frame)
+	comp := sc.wait(recv, 10*time.Second)
+	if st := ucxx.Status(comp.Status); st != ucxx.StatusOK {
+		t.Fatalf("message: %v", st)
+	}
+	if got := takeBlock(t, comp.Length); len(got) != 1 || !bytes.Equal(got[0], frame) {
+		t.Fatal("wrong bytes")
+	}
+	cc.wait(send, 10*time.Second)
+}
+
+// Evidence is every frame, each as long as announced: a liar that sends one message
+// as long as all its frames together, or every frame but the last, is not admitted
+// beyond the unproven allowance, and an honest message beside two such liars is.
+func TestMultiPartialOrWrongEvidenceAdmitsNothing(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		sizes []uint64
+		send  int // the one "frame" message the liar sends
+	}{
+		{"one-long-message", []uint64{480 << 10, 480 << 10}, 960 << 10},
+		{"all-but-the-last", []uint64{700 << 10, 200 << 10}, 700 << 10},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			server := newTestEngine(t, Options{MaxOutstandingBytes: 2 << 20})
+			sc := newCollector(t, server)
+			connect := clientsOf(t, server, sc)
+			var liars []uint64
+			var keep [][]byte
+			defer func() { runtime.KeepAlive(keep) }()
+			for range 2 {
+				client, cep, sep, cc := connect()
+				r, err := server.RecvMulti(sep, endpointInfo(t, server, sep).RecvTag)
+				if err != nil {
+					t.Fatal(err)
+				}
+				liars = append(liars, r)
+				tag := endpointInfo(t, client, cep).SendTag
+				sendRaw(t, client, cep, cc, tag, okHeader(0, uint64(len(c.sizes)), c.sizes))
+				// Not waited for: by rendezvous, it ends only once received, which it
+				// is not while its message waits.
+				frame := make([]byte, c.send)
+				keep = append(keep, frame)
+				if _, err := client.TagSend(cep, addr(frame), uint64(len(frame)), tag|MultiTagBit, 0, 0); err != nil {
+					t.Fatal(err)
+				}
+				exchange(t, client, cep, cc, server, sep, sc, []byte("barrier"))
+			}
+			client, cep, sep, cc := connect()
+			honest := bytes.Repeat([]byte("h"), 900<<10) // fits only if the liars hold nothing
+			send := startSendFrames(t, client, cep, endpointInfo(t, client, cep).SendTag, honest)
+			st, block := recvMulti(t, server, sep, sc, endpointInfo(t, server, sep).RecvTag)
+			if st != ucxx.StatusOK {
+				t.Fatalf("honest message: %v", st)
+			}
+			takeBlock(t, block)
+			cc.wait(send, 10*time.Second)
+			settle(t, server)
+			for _, r := range liars {
+				noCompletion(t, sc, r)
+			}
+		})
+	}
+}
+
+// A claimed frame is exempt from the unexpected bound only up to what its headers
+// announced: a peer that sends frames far longer than announced to a message waiting
+// for room is cut off at that bound as before.
+func TestMultiClaimedFramesLongerThanAnnouncedCount(t *testing.T) {
+	server := newTestEngine(t, Options{MaxOutstandingBytes: 2 << 20, MaxUnexpectedBytes: 256 << 10})
+	sc := newCollector(t, server)
+	connect := clientsOf(t, server, sc)
+	client, cep, sep, cc := connect()
+	recv, err := server.RecvMulti(sep, endpointInfo(t, server, sep).RecvTag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := endpointInfo(t, client, cep).SendTag
+	sendRaw(t, client, cep, cc, tag, okHeader(0, 40, full(40, 16<<10))) // 640 KiB: over the 256 KiB allowance
+	big := make([]byte, 60<<10)
+	for range 40 {
+		id, err := client.TagSend(cep, addr(big), uint64(len(big)), tag|MultiTagBit, 0, 0)
+		if err != nil {
+			break // the server cut the endpoint off
+		}
+		cc.wait(id, 10*time.Second)
+	}
+	if st := ucxx.Status(sc.wait(recv, 10*time.Second).Status); st != ucxx.StatusExceedsLimit {
+		t.Fatalf("receive whose peer sent 40 x 60 KiB for 40 x 16 KiB: %v; want ExceedsLimit (endpoint over its unexpected bound)", st)
+	}
 }

@@ -1,36 +1,104 @@
 package core
 
-// Evidence for admission (admission.go): a multi-buffer message that waits for room
-// claims its stream's frames that arrived before their receives were posted, as the
-// progress thread takes them into the unexpected store (unexpected.go). Each claim
-// shrinks the message's unproven part; the frames stay in the store, in order, for
-// the receives posted once it is admitted.
+// Evidence for admission (admission.go). A multi-buffer message too large to be
+// admitted on its headers' word waits until every one of its frames is here: each
+// tag message of its wire (multiheader.go: the gathered small frames, then each other
+// frame) held in the unexpected store (unexpected.go), in order and exactly as long
+// as the headers announced. The waiting message claims its stream's held messages as
+// they come (taken out of UCX's queue at once for its own tag, and by every drain),
+// and a claimed message's charge, up to what the headers announced for it, leaves its
+// endpoint's unexpected bound, within the endpoint's outstanding-bytes bound. Partial
+// evidence counts for nothing: a peer that sent all but one frame would otherwise hold
+// the rest of the room for good.
 
-// awaitRoom is what follows admission's "not yet" for op: it claims the frames already
-// held, is admitted at once if that was what it lacked, and asks for a drain of UCX's
-// unexpected queue at the next pass (frames that came since the last drain wait there).
+// awaitRoom is what follows admission's "not yet" for op: it takes op's frames that
+// already came out of UCX's queue and claims them, and is admitted at once if that was
+// what it lacked.
 func (m *multiBuffers) awaitRoom(op *multiOp) {
-	if m.admission.byTag[op.tag] == op && m.claimHeld(op) {
+	m.wireOf(op)
+	if m.admission.byTag[op.tag] != op {
+		return // another waiting message claims this tag's frames first
+	}
+	if m.claimHeld(op) {
 		m.receiveAll(m.admission.retry([]*multiOp{op}))
 	}
-	m.unexpected.passes = drainEveryPasses
 }
 
-// claimHeld claims the held messages that are op's frames, oldest first, and reports
-// whether it claimed any.
+// wireOf sets op.wire: the lengths of the tag messages that carry op's frames after
+// its headers, in order, as postFrames receives them.
+func (m *multiBuffers) wireOf(op *multiOp) {
+	op.wire = op.wire[:0]
+	_, inline := op.dec.Inline()
+	gathered := op.dec.Gathered() // small host frames in one message after the header
+	if gathered {
+		var n uint64
+		for i, s := range op.dec.Sizes {
+			if gathers(s, op.dec.Types[i]) {
+				n += s
+			}
+		}
+		op.wire = append(op.wire, n)
+	}
+	for i, s := range op.dec.Sizes {
+		if gathers(s, op.dec.Types[i]) && (inline || gathered) {
+			continue
+		}
+		op.wire = append(op.wire, s)
+	}
+	if uint64(len(op.wire)) != op.dec.FrameMessages() {
+		op.wire = op.wire[:0] // not the wire the decoder counted: nothing can prove it
+	}
+}
+
+// claimHeld claims op's frames: those held, then those UCX's queue holds under op's
+// tag (taken out into the store). It reports whether it claimed any.
 func (m *multiBuffers) claimHeld(op *multiOp) bool {
 	found := false
 	for i := range m.unexpected.held {
-		h := &m.unexpected.held[i]
-		if op.evidenceFrames >= op.dec.FrameMessages() {
-			break
-		}
-		if h.claimedBy == nil && op.claims(h) {
-			claim(h, op)
+		if h := &m.unexpected.held[i]; h.claimedBy == nil && op.claims(h) {
+			m.claim(h, op)
 			found = true
 		}
 	}
+	if op.ep != nil && op.ep.phase >= phaseClosing {
+		return found
+	}
+	for op.claimed < len(op.wire) {
+		ok, tag, length, msg := m.worker.TagProbe(op.tag, ^uint64(0), true)
+		if !ok {
+			break
+		}
+		h := heldMessage{msg: msg, tag: tag, length: length, owner: m.eps.owner(tag),
+			charge: int64(min(length, unexpectedLargeCharge)) + unexpectedOverhead}
+		if h.owner != nil {
+			h.owner.unexpectedBytes += h.charge
+		} else {
+			m.unexpected.orphaned += h.charge
+		}
+		m.unexpected.held = append(m.unexpected.held, h)
+		m.claim(&m.unexpected.held[len(m.unexpected.held)-1], op)
+		found = true
+	}
 	return found
+}
+
+// claimAdopted claims, for each waiting message that took over a tag whose claiming
+// message left (admission.adoptTags), the frames held under it, and admits those it
+// lets in.
+func (m *multiBuffers) claimAdopted() {
+	for len(m.admission.adopted) > 0 {
+		adopted := m.admission.adopted
+		m.admission.adopted = nil
+		var claimed []*multiOp
+		for _, op := range adopted {
+			if m.admission.byTag[op.tag] == op && m.claimHeld(op) {
+				claimed = append(claimed, op)
+			}
+		}
+		if len(claimed) > 0 {
+			m.receiveAll(m.admission.retry(claimed))
+		}
+	}
 }
 
 // claimDrained lets the waiting message of its tag claim the message the drain just
@@ -38,10 +106,10 @@ func (m *multiBuffers) claimHeld(op *multiOp) bool {
 func (m *multiBuffers) claimDrained(claimed []*multiOp) []*multiOp {
 	h := &m.unexpected.held[len(m.unexpected.held)-1]
 	op := m.admission.byTag[h.tag]
-	if op == nil || op.evidenceFrames >= op.dec.FrameMessages() || !op.claims(h) {
+	if op == nil || !op.claims(h) {
 		return claimed
 	}
-	claim(h, op)
+	m.claim(h, op)
 	for _, c := range claimed {
 		if c == op {
 			return claimed
@@ -50,21 +118,30 @@ func (m *multiBuffers) claimDrained(claimed []*multiOp) []*multiOp {
 	return append(claimed, op)
 }
 
-// claims reports whether held message h can be a frame of op's message: its stream's
-// tag, from its endpoint (any, for a receive on the worker).
+// claims reports whether held message h is op's next frame: its stream's tag (UCX
+// matches by tag alone), while op has frames to claim.
 func (op *multiOp) claims(h *heldMessage) bool {
-	return h.tag == op.tag && (op.ep == nil || h.owner == op.ep)
+	return h.tag == op.tag && op.claimed < len(op.wire)
 }
 
-// claim marks h as op's frame: its charge leaves the unexpected bound, its length
-// counts as op's evidence.
-func claim(h *heldMessage, op *multiOp) {
-	h.claimedBy = op
-	op.evidenceFrames++
-	op.evidenceBytes += h.length
+// claim marks h as op's next frame. It is evidence when exactly as long as announced;
+// its charge, up to what was announced, leaves the unexpected bound while its
+// endpoint's claimed charge stays within the endpoint's outstanding-bytes bound.
+func (m *multiBuffers) claim(h *heldMessage, op *multiOp) {
+	want := op.wire[op.claimed]
+	op.claimed++
 	op.holding++
-	if h.owner != nil {
-		h.owner.claimedBytes += h.charge
+	h.claimedBy = op
+	if h.length == want {
+		h.evidence = true
+		op.evidenceFrames++
+	}
+	if o := h.owner; o != nil {
+		exempt := min(h.charge, int64(min(want, unexpectedLargeCharge))+unexpectedOverhead)
+		if o.claimedBytes+exempt <= m.admission.maxEndpoint {
+			h.exempt = exempt
+			o.claimedBytes += exempt
+		}
 	}
 }
 
@@ -73,11 +150,21 @@ func claim(h *heldMessage, op *multiOp) {
 func (m *multiBuffers) unclaim(op *multiOp) {
 	for i := range m.unexpected.held {
 		if h := &m.unexpected.held[i]; h.claimedBy == op {
-			h.claimedBy = nil
-			if h.owner != nil {
-				h.owner.claimedBytes -= h.charge
-			}
+			h.release()
 		}
 	}
 	op.holding = 0
+}
+
+// release ends h's claim (taken, or given back).
+func (h *heldMessage) release() {
+	op := h.claimedBy
+	op.holding--
+	if h.evidence {
+		op.evidenceFrames--
+	}
+	if h.owner != nil {
+		h.owner.claimedBytes -= h.exempt
+	}
+	h.claimedBy, h.evidence, h.exempt = nil, false, 0
 }

@@ -73,12 +73,14 @@ type multiOp struct {
 	block        unsafe.Pointer
 	reserved     int64 // bytes held against the outstanding-bytes bounds (admission.go)
 	unproven     int64 // of those, held against the unproven allowances (admission.go)
-	// evidenceFrames, evidenceBytes: its frames that arrived before their receives were
-	// posted, claimed in the unexpected store while it waited for room (evidence.go);
-	// holding: how many of them the store still holds.
-	evidenceFrames uint64
-	evidenceBytes  uint64
+	// While it waits for room (evidence.go): wire, the lengths of the tag messages that
+	// carry its frames; claimed, how many of its stream's held messages it claimed as
+	// those; holding, how many of those the store still holds; evidenceFrames, how
+	// many of those are as long as announced.
+	wire           []uint64
+	claimed        int
 	holding        int
+	evidenceFrames int
 	cudaFrames     []uintptr // the engine's device allocations of CUDA frames, until handed over
 	hostFrames     []uintptr // the engine's C mallocs of host frames outside the block, until handed over
 	// policy: the frames the application allocates (frames.go); awaiting: the header
@@ -109,7 +111,7 @@ func putMultiOp(op *multiOp) {
 		lens: op.lens[:0], parts: op.parts[:0], headers: op.headers, headersCap: op.headersCap, dec: op.dec,
 		plan:       messagePlan{frames: op.plan.frames[:0]},
 		cudaFrames: op.cudaFrames[:0], hostFrames: op.hostFrames[:0], userFrames: op.userFrames[:0],
-		separate: op.separate[:0]}
+		separate: op.separate[:0], wire: op.wire[:0]}
 	keep.dec.Reset()
 	*op = keep
 	multiOps.Put(op)

@@ -350,6 +350,7 @@ func (m *multiBuffers) receiveAll(admitted []*multiOp) {
 	for _, op := range admitted {
 		m.receiveFrames(op)
 	}
+	m.claimAdopted()
 }
 
 // failWaiting fails the messages of an endpoint that wait for room: they have no UCX
@@ -361,4 +362,17 @@ func (m *multiBuffers) failWaiting(ep *endpoint, st ucxx.Status) {
 		m.finishMulti(op)
 		m.nextReceive(q)
 	}
+	m.claimAdopted()
+}
+
+// failAllWaiting fails every message that waits for room (shutdown): none has a UCX
+// request that the stop would cancel.
+func (m *multiBuffers) failAllWaiting(st ucxx.Status) {
+	for _, op := range m.admission.take(func(*multiOp) bool { return true }) {
+		op.status = st
+		q := op.queue
+		m.finishMulti(op)
+		m.nextReceive(q)
+	}
+	m.admission.adopted = nil
 }

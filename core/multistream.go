@@ -109,3 +109,28 @@ func (m *multiBuffers) forgetStreams(ep *endpoint) {
 		}
 	}
 }
+
+// stopWorkerStreams ends the receives on the worker's streams at shutdown, which no
+// endpoint's teardown reaches: each stream is poisoned (Canceled), so that what is
+// queued fails as it would come up, and a posted header receive is cancelled (its
+// completion ends its receive and starts, so fails, the next).
+func (m *multiBuffers) stopWorkerStreams() {
+	for key, q := range m.multiRecv {
+		if key.ep != 0 {
+			continue
+		}
+		q.poisoned = ucxx.StatusCanceled
+		if !q.active {
+			m.startRecvMulti(q)
+			continue
+		}
+		if op := q.ops[0]; !op.framesPosted {
+			for _, id := range op.parts {
+				if r := m.requests.get(id); r != nil && !r.canceled {
+					r.canceled = true
+					m.worker.Cancel(r.ucp)
+				}
+			}
+		}
+	}
+}

@@ -410,6 +410,8 @@ func (e *Engine) beginStop(deadline time.Time, done chan error) {
 	e.stopping, e.stopBy, e.stopDone = true, deadline, done
 	e.stopWarmUp()
 	e.multi.dropAllAwaiting()
+	e.multi.failAllWaiting(ucxx.StatusCanceled)
+	e.multi.stopWorkerStreams()
 	e.dropAllHeld()
 	for h := range e.listeners {
 		e.closeListener(h)

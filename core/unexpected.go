@@ -57,8 +57,12 @@ type heldMessage struct {
 	length uint64
 	charge int64
 	owner  *endpoint // the endpoint its tag names, or nil
-	// claimedBy: the waiting multi-buffer message whose frame it is (evidence.go), or nil.
+	// claimedBy: the waiting multi-buffer message whose frame it is (evidence.go), or
+	// nil; evidence: it is as long as that message announced; exempt: the part of its
+	// charge that does not count against its endpoint's bound.
 	claimedBy *multiOp
+	evidence  bool
+	exempt    int64
 }
 
 // unexpectedStore holds the messages, oldest first. Progress thread.
@@ -86,10 +90,7 @@ func (u *unexpectedStore) take(i int) heldMessage {
 	u.held[len(u.held)-1] = heldMessage{}
 	u.held = u.held[:len(u.held)-1]
 	if m.claimedBy != nil {
-		m.claimedBy.holding--
-		if m.owner != nil {
-			m.owner.claimedBytes -= m.charge
-		}
+		m.release() // the charge it no longer holds is not its claimant's evidence either
 	}
 	if m.owner != nil {
 		m.owner.unexpectedBytes -= m.charge
