@@ -200,3 +200,43 @@ async def test_init_refuses_bad_arguments(kwargs):
     of 0 once meant the default 60 s; 1e9 s overflowed Go's durations)."""
     with pytest.raises(ValueError):
         await ucxx_go.Communicator.init(root=_free_root(), **kwargs)
+
+
+def test_aclose_leaves_the_event_loop_running(tmp_path):
+    """A rank closing while its collective waits for a peer that never joins: close()
+    would block the loop until the call's timeout; aclose() waits on a thread while
+    the loop's other tasks run, and the pending call fails."""
+    s = rank_script(tmp_path, """
+        import asyncio, os, time, numpy as np, ucxx_go
+        async def main():
+            comm = await ucxx_go.Communicator.init(timeout=3)
+            await comm.barrier()
+            if comm.rank == 1:
+                await asyncio.sleep(6)  # never joins the allreduce; outlives rank 0's close
+                return
+            x = np.ones(1024, np.float32)
+            pending = asyncio.ensure_future(comm.allreduce(x))
+            await asyncio.sleep(0.2)
+            ticks = 0
+            async def tick():
+                nonlocal ticks
+                while True:
+                    await asyncio.sleep(0.05)
+                    ticks += 1
+            ticker = asyncio.ensure_future(tick())
+            t0 = time.monotonic()
+            await comm.aclose()
+            took = time.monotonic() - t0
+            ticker.cancel()
+            try:
+                await pending
+                raise SystemExit("the allreduce passed without rank 1")
+            except ucxx_go.UCXError:
+                pass
+            assert ticks >= took / 0.05 / 4, (ticks, took)
+            os.write(1, f"aclose took {took:.2f} s, {ticks} ticks\\n".encode())
+        asyncio.run(main())
+    """)
+    r = subprocess.run(LAUNCH + ["-n", "2", "--timeout", "60", s], timeout=90, capture_output=True, text=True)
+    assert r.returncode == 0, (r.stdout, r.stderr[-3000:])
+    assert "aclose took" in r.stdout

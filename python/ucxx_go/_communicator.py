@@ -441,10 +441,20 @@ class Communicator:
         """Close the communicator (its engine); a second call does nothing. After
         stream-ordered calls, ``await comm.synchronize()`` and ``await comm.barrier()``
         on every rank first: a rank's close frees its side of the calls (their scratch
-        buffers) without asking whether a peer's GPU still reads it."""
+        buffers) without asking whether a peer's GPU still reads it. A call still in
+        flight (a task awaiting a collective a peer never joins) is waited for, up to
+        the communicator's timeout: from a running event loop, ``await comm.aclose()``
+        waits without blocking the loop."""
         if self._h is not None:
             h, self._h = self._h, None
             call(ext.pybridge_CommClose, h)
+
+    async def aclose(self):
+        """close(), waiting on a thread of its own: the event loop runs meanwhile. A
+        cancelled await does not stop the close."""
+        if self._h is not None:
+            h, self._h = self._h, None
+            await in_thread(call, ext.pybridge_CommClose, h, name="ucxx_go-commclose")
 
     def __repr__(self):
         return f"<Communicator rank {self.rank} of {self.size}{' closed' if self._h is None else ''}>"

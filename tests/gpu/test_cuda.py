@@ -26,6 +26,20 @@ def pattern(n, seed=0):
 @pytest.fixture
 async def gpu_peer():
     """An endpoint to an echo server in another process on the same GPU."""
+    async for ep in _gpu_peer():
+        yield ep
+
+
+@pytest.fixture
+async def gpu_peer_small_budget():
+    """gpu_peer, this side's multi-buffer budget 32 MiB: messages over 4 MiB are
+    admitted on the evidence of their frames (README, "Peers that lie")."""
+    ucxx_go.init(multi_buffer_limits={"max_outstanding_bytes": 32 << 20})
+    async for ep in _gpu_peer():
+        yield ep
+
+
+async def _gpu_peer():
     ctx = multiprocessing.get_context("spawn")
     q = ctx.Queue()
     proc = ctx.Process(target=serve, args=(q,), daemon=True)
@@ -50,6 +64,23 @@ async def echo_tag(ep, buf):
     out = cp.empty(buf.nbytes, dtype=cp.uint8)
     await asyncio.wait_for(asyncio.gather(ep.send(buf), ep.recv(out)), GPU_TIMEOUT)
     return out
+
+
+async def test_cuda_frames_admitted_on_evidence(gpu_peer_small_budget):
+    """Messages larger than a quarter of the per-endpoint bound wait until every frame
+    is here, then receive the held frames (rendezvous requests into device memory)."""
+    ep = gpu_peer_small_budget
+    for frames in ([pattern(12 << 20, 4)],
+                   [np.arange(100, dtype=np.uint8), pattern(6 << 20, 5), pattern(3, 6), pattern(5 << 20, 7)]):
+        await ep.send(np.array([ECHO_MULTI, 0], dtype="<u8"))
+        await asyncio.wait_for(ep.send_multi(frames), GPU_TIMEOUT)
+        got = await asyncio.wait_for(ep.recv_multi(), GPU_TIMEOUT)
+        assert len(got) == len(frames)
+        for sent, recv in zip(frames, got):
+            if isinstance(sent, np.ndarray):
+                assert np.array_equal(recv, sent)
+            else:
+                assert bool(cp.array_equal(cp.asarray(recv), sent))
 
 
 @pytest.mark.parametrize("size", [1, 8, 4096, 1 << 20, 64 << 20, 1 << 30], ids=lambda s: f"{s}B")
