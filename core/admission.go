@@ -136,6 +136,11 @@ func (a *admission) retry(claimed []*multiOp) (admitted []*multiOp) {
 	return a.take(want)
 }
 
+// remove takes op out of the queue; false when it was not waiting.
+func (a *admission) remove(op *multiOp) bool {
+	return len(a.take(func(w *multiOp) bool { return w == op })) > 0
+}
+
 // removeEndpoint takes ep's waiting messages out of the queue and returns them.
 func (a *admission) removeEndpoint(ep *endpoint) []*multiOp {
 	return a.take(func(op *multiOp) bool { return op.ep == ep })

@@ -191,9 +191,11 @@ func (e *Engine) teardown(ep *endpoint, st ucxx.Status, force bool) {
 	e.stopKeepalive(ep)
 	e.rma.failWaits(ep, st)
 	e.am.dropAM(ep, st)
-	e.multi.failWaiting(ep, st)
 	e.eps.untag(ep)
 	ep.phase = phaseClosing
+	// After the phase: the receives queued behind a message that waited for room then
+	// fail as they come up, rather than post header receives nothing would cancel.
+	e.multi.failWaiting(ep, st)
 	switch {
 	case force:
 		e.closeUCX(ep, true)

@@ -1,5 +1,7 @@
 package core
 
+import "github.com/ucxx-go/ucxx-go/ucxx"
+
 // Evidence for admission (admission.go). A multi-buffer message too large to be
 // admitted on its headers' word waits until every one of its frames is here: each
 // tag message of its wire (multiheader.go: the gathered small frames, then each other
@@ -9,7 +11,9 @@ package core
 // and a claimed message's charge, up to what the headers announced for it, leaves its
 // endpoint's unexpected bound, within the endpoint's outstanding-bytes bound. Partial
 // evidence counts for nothing: a peer that sent all but one frame would otherwise hold
-// the rest of the room for good.
+// the rest of the room for good. A message that claimed a frame of the wrong length
+// fails once all its frames are here (MessageTruncated, as its receives would have),
+// and they are dropped; until then it waits, holding nothing.
 
 // awaitRoom is what follows admission's "not yet" for op: it takes op's frames that
 // already came out of UCX's queue and claims them, and is admitted at once if that was
@@ -20,7 +24,25 @@ func (m *multiBuffers) awaitRoom(op *multiOp) {
 		return // another waiting message claims this tag's frames first
 	}
 	if m.claimHeld(op) {
-		m.receiveAll(m.admission.retry([]*multiOp{op}))
+		m.settleClaims([]*multiOp{op})
+	}
+}
+
+// settleClaims ends the waiting messages that claimed frames: one with all its frames
+// here, one of the wrong length, is rejected (its frames dropped); the others are
+// admitted if they fit now.
+func (m *multiBuffers) settleClaims(claimed []*multiOp) {
+	fit := claimed[:0:0]
+	for _, op := range claimed {
+		switch {
+		case !op.wrongFrame:
+			fit = append(fit, op)
+		case op.claimed == len(op.wire) && m.admission.remove(op):
+			m.rejectWhole(op, ucxx.StatusMessageTruncated)
+		}
+	}
+	if len(fit) > 0 {
+		m.receiveAll(m.admission.retry(fit))
 	}
 }
 
@@ -96,7 +118,7 @@ func (m *multiBuffers) claimAdopted() {
 			}
 		}
 		if len(claimed) > 0 {
-			m.receiveAll(m.admission.retry(claimed))
+			m.settleClaims(claimed)
 		}
 	}
 }
@@ -135,6 +157,8 @@ func (m *multiBuffers) claim(h *heldMessage, op *multiOp) {
 	if h.length == want {
 		h.evidence = true
 		op.evidenceFrames++
+	} else {
+		op.wrongFrame = true
 	}
 	if o := h.owner; o != nil {
 		exempt := min(h.charge, int64(min(want, unexpectedLargeCharge))+unexpectedOverhead)

@@ -76,8 +76,9 @@ type multiOp struct {
 	// While it waits for room (evidence.go): wire, the lengths of the tag messages that
 	// carry its frames; claimed, how many of its stream's held messages it claimed as
 	// those; holding, how many of those the store still holds; evidenceFrames, how
-	// many of those are as long as announced.
+	// many of those are as long as announced; wrongFrame, one was not.
 	wire           []uint64
+	wrongFrame     bool
 	claimed        int
 	holding        int
 	evidenceFrames int

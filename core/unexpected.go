@@ -221,7 +221,7 @@ func (e *Engine) drainUnexpected() {
 		}
 	}
 	if len(claimed) > 0 {
-		e.multi.receiveAll(e.multi.admission.retry(claimed))
+		e.multi.settleClaims(claimed)
 	}
 }
 
