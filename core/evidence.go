@@ -147,8 +147,10 @@ func (op *multiOp) claims(h *heldMessage) bool {
 }
 
 // claim marks h as op's next frame. It is evidence when exactly as long as announced;
-// its charge, up to what was announced, leaves the unexpected bound while its
-// endpoint's claimed charge stays within the endpoint's outstanding-bytes bound.
+// its charge, up to what was announced, leaves the unexpected bound (its endpoint's,
+// or the shared one of messages no endpoint owns) while the exempt charge stays within
+// the outstanding-bytes bounds, per endpoint and worker-wide: frames of messages never
+// admitted (all but one sent) pin no more than the room admission gives.
 func (m *multiBuffers) claim(h *heldMessage, op *multiOp) {
 	want := op.wire[op.claimed]
 	op.claimed++
@@ -160,12 +162,17 @@ func (m *multiBuffers) claim(h *heldMessage, op *multiOp) {
 	} else {
 		op.wrongFrame = true
 	}
-	if o := h.owner; o != nil {
-		exempt := min(h.charge, int64(min(want, unexpectedLargeCharge))+unexpectedOverhead)
-		if o.claimedBytes+exempt <= m.admission.maxEndpoint {
-			h.exempt = exempt
-			o.claimedBytes += exempt
-		}
+	exempt := min(h.charge, int64(min(want, unexpectedLargeCharge))+unexpectedOverhead)
+	u, o := &m.unexpected, h.owner
+	if u.claimed+exempt > m.admission.maxWorker || (o != nil && o.claimedBytes+exempt > m.admission.maxEndpoint) {
+		return
+	}
+	h.exempt = exempt
+	u.claimed += exempt
+	if o != nil {
+		o.claimedBytes += exempt
+	} else {
+		u.orphaned -= exempt
 	}
 }
 
@@ -174,21 +181,33 @@ func (m *multiBuffers) claim(h *heldMessage, op *multiOp) {
 func (m *multiBuffers) unclaim(op *multiOp) {
 	for i := range m.unexpected.held {
 		if h := &m.unexpected.held[i]; h.claimedBy == op {
-			h.release()
+			m.unexpected.release(h)
 		}
 	}
 	op.holding = 0
 }
 
-// release ends h's claim (taken, or given back).
-func (h *heldMessage) release() {
+// release ends h's claim (taken, or given back): its exempt charge counts again.
+func (u *unexpectedStore) release(h *heldMessage) {
 	op := h.claimedBy
 	op.holding--
 	if h.evidence {
 		op.evidenceFrames--
 	}
+	u.claimed -= h.exempt
 	if h.owner != nil {
 		h.owner.claimedBytes -= h.exempt
+	} else {
+		u.orphaned += h.exempt
 	}
 	h.claimedBy, h.evidence, h.exempt = nil, false, 0
+}
+
+// claimer returns the waiting message that claims a message of tag the drain takes,
+// or nil.
+func (m *multiBuffers) claimer(tag uint64) *multiOp {
+	if op := m.admission.byTag[tag]; op != nil && op.claimed < len(op.wire) {
+		return op
+	}
+	return nil
 }

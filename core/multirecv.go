@@ -155,6 +155,17 @@ func (m *multiBuffers) onMultiHeader(r *request, st ucxx.Status, length uint64) 
 		return
 	}
 	op.plan.plan(op.dec.Sizes, op.dec.Types, op.policy)
+	if st := q.poisoned; st != ucxx.StatusOK || !framesHere(op.ep) {
+		// Its header's completion came after the stop or its endpoint's teardown
+		// began: nothing would end it if it waited for room.
+		if st == ucxx.StatusOK {
+			st = endpointStatus(op.ep)
+		}
+		op.status = st
+		m.finishMulti(op)
+		m.nextReceive(q)
+		return
+	}
 	switch ok, st := m.admission.admit(op); {
 	case st != ucxx.StatusOK:
 		m.rejectWhole(op, st)

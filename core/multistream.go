@@ -120,6 +120,7 @@ func (m *multiBuffers) stopWorkerStreams() {
 			continue
 		}
 		q.poisoned = ucxx.StatusCanceled
+		q.discardLeft = 0 // drops still to post: none (those posted the stop cancels)
 		if !q.active {
 			m.startRecvMulti(q)
 			continue

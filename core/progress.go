@@ -410,8 +410,6 @@ func (e *Engine) beginStop(deadline time.Time, done chan error) {
 	e.stopping, e.stopBy, e.stopDone = true, deadline, done
 	e.stopWarmUp()
 	e.multi.dropAllAwaiting()
-	e.multi.failAllWaiting(ucxx.StatusCanceled)
-	e.multi.stopWorkerStreams()
 	e.dropAllHeld()
 	for h := range e.listeners {
 		e.closeListener(h)
@@ -424,8 +422,13 @@ func (e *Engine) beginStop(deadline time.Time, done chan error) {
 		}
 	}
 	e.conns.closeAll() // every endpoint is forced closed: no goodbye needs its socket
+	// After the endpoints' teardowns: what waited for room, and the worker's streams.
+	e.multi.failAllWaiting(ucxx.StatusCanceled)
+	e.multi.stopWorkerStreams()
 	for _, r := range e.requests.byID {
-		if !r.canceled && r.internal == notInternal {
+		// A worker stream's drops of a rejected message too: no endpoint's teardown
+		// cancels them.
+		if !r.canceled && (r.internal == notInternal || r.internal == stepMultiDiscard && r.ep == nil) {
 			r.canceled = true
 			e.worker.Cancel(r.ucp)
 		}

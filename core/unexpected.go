@@ -70,6 +70,7 @@ type unexpectedStore struct {
 	passes   int // progress passes since the last drain
 	held     []heldMessage
 	orphaned int64 // charge of held messages no endpoint owns
+	claimed  int64 // charge exempt from the bounds as frames of waiting messages (evidence.go)
 	max      int64 // Options.MaxUnexpectedBytes
 }
 
@@ -90,7 +91,7 @@ func (u *unexpectedStore) take(i int) heldMessage {
 	u.held[len(u.held)-1] = heldMessage{}
 	u.held = u.held[:len(u.held)-1]
 	if m.claimedBy != nil {
-		m.release() // the charge it no longer holds is not its claimant's evidence either
+		u.release(&m) // the charge it no longer holds is not its claimant's evidence either
 	}
 	if m.owner != nil {
 		m.owner.unexpectedBytes -= m.charge
@@ -197,6 +198,12 @@ func (e *Engine) drainUnexpected() {
 		switch {
 		case e.stopping:
 			e.drop(m) // nobody will receive it
+		case m.owner == nil && e.multi.claimer(m.tag) != nil:
+			// A frame of a message waiting on a forced tag: held whatever the shared
+			// bound (dropping it would put the stream out of step), its claim exempt.
+			u.orphaned += m.charge
+			u.held = append(u.held, m)
+			claimed = e.multi.claimDrained(claimed)
 		case m.owner != nil && !e.mayHold(m.owner):
 			e.drop(m) // its endpoint was closed, or failed for holding too much
 		case m.owner == nil && u.orphaned+m.charge > u.max:
@@ -214,14 +221,16 @@ func (e *Engine) drainUnexpected() {
 			}
 		}
 	}
+	// The claimants settle before over-bound endpoints fail: failing one may end (and
+	// recycle) a message in claimed.
+	if len(claimed) > 0 {
+		e.multi.settleClaims(claimed)
+	}
 	for _, ep := range over {
 		if ep.phase < phaseClosing {
 			e.onEndpointError(ep.handle, ucxx.StatusExceedsLimit)
 			e.dropHeld(ep.handle)
 		}
-	}
-	if len(claimed) > 0 {
-		e.multi.settleClaims(claimed)
 	}
 }
 

@@ -157,8 +157,9 @@ class Communicator:
             raise ValueError(f"Communicator.init: timeout {timeout} s, not between 1 ms and 10**6 s")
         if secret is None:
             secret = os.environ.get("UCXGO_COMM_SECRET", "")
-        if isinstance(secret, (bytes, bytearray)):
-            secret = bytes(secret).hex()  # the bridge takes text; every rank turns bytes the same way
+        # The bridge takes text: the secret's bytes (a str's UTF-8) in hex, so that "abc"
+        # and b"abc" make one world on every rank.
+        secret = (secret.encode() if isinstance(secret, str) else bytes(secret)).hex()
         token = next(_init_tokens)
         forming = in_thread(call, ext.pybridge_CommNew, rank, size, root, str(secret), int(timeout * 1000), token,
                             unclaimed=_close_handle)

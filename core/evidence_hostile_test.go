@@ -1,0 +1,184 @@
+package core
+
+import (
+	"bytes"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// A message on a forced tag (its frames name no endpoint) with more frames than the
+// shared bound on such messages holds is received: the drain holds its frames for
+// it rather than drop them before it can claim them.
+func TestEvidenceForcedTagManyFrames(t *testing.T) {
+	client := newTestEngine(t, Options{})
+	server := newTestEngine(t, Options{MaxOutstandingBytes: 4 << 20, MaxUnexpectedBytes: 256 << 10})
+	cep, sep, cc, sc := pair(t, client, server)
+	const forced = 0x55
+	frames := make([][]byte, 56)
+	for i := range frames {
+		frames[i] = bytes.Repeat([]byte{byte(i)}, 32<<10)
+	}
+	recv, err := server.RecvMulti(sep, forced)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(t, server)
+	send := startSendFrames(t, client, cep, forced, frames...)
+	comp := sc.wait(recv, 10*time.Second)
+	if st := ucxx.Status(comp.Status); st != ucxx.StatusOK {
+		t.Fatalf("message: %v", st)
+	}
+	takeBlock(t, comp.Length)
+	cc.wait(send, 10*time.Second)
+}
+
+// hdrSize is a frame size over the unproven allowances of a 1 MiB budget.
+var hdrSize = 600 << 10
+
+// The sender closes gracefully right after its send of a large message of eager
+// frames ends.
+func TestEvidenceSenderClosesAfterLargeSend(t *testing.T) {
+	for i := 0; i < 10; i++ {
+		client := newTestEngine(t, Options{})
+		server := newTestEngine(t, Options{MaxOutstandingBytes: 1 << 20})
+		cep, sep, cc, sc := pair(t, client, server)
+		frames := make([][]byte, 40)
+		for i := range frames {
+			frames[i] = bytes.Repeat([]byte{byte(i)}, 12<<10)
+		}
+		recv, err := server.RecvMulti(sep, endpointInfo(t, server, sep).RecvTag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		settle(t, server)
+		send := startSendFrames(t, client, cep, endpointInfo(t, client, cep).SendTag, frames...)
+		if c := cc.wait(send, 10*time.Second); c.Status != 0 {
+			t.Fatalf("send: %v", ucxx.Status(c.Status))
+		}
+		if _, err := client.CloseEndpoint(cep, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		comp := sc.wait(recv, 10*time.Second)
+		if st := ucxx.Status(comp.Status); st != ucxx.StatusOK {
+			t.Fatalf("iteration %d: message: %v", i, st)
+		}
+		takeBlock(t, comp.Length)
+	}
+}
+
+// Liars that send every frame but the last: their claimed frames are exempt from the
+// unexpected bound only within the outstanding-bytes bounds (per endpoint and
+// worker-wide), so together they never pin more than the worker's bound and their
+// endpoints' unexpected bounds; past that they are cut off.
+func TestEvidencePartialLiarsPinUnexpectedMemory(t *testing.T) {
+	const budget = 4 << 20 // endpoint 2 MiB; unexpected bound 256 KiB
+	server := newTestEngine(t, Options{MaxOutstandingBytes: budget, MaxUnexpectedBytes: 256 << 10})
+	sc := newCollector(t, server)
+	connect := clientsOf(t, server, sc)
+	frames := make([][]byte, 56)
+	for i := range frames {
+		frames[i] = bytes.Repeat([]byte{byte(i)}, 32<<10)
+	}
+	msgs := wireMessages(frames, make([]uint8, len(frames)))
+	type liar struct {
+		client   *Engine
+		cep, sep uint64
+		cc       *collector
+	}
+	var liars []liar
+	var keep [][]byte
+	defer func() { runtime.KeepAlive(keep) }()
+	for i := 0; i < 4; i++ {
+		var l liar
+		l.client, l.cep, l.sep, l.cc = connect()
+		if _, err := server.RecvMulti(l.sep, endpointInfo(t, server, l.sep).RecvTag); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, server)
+		for _, m := range msgs[:len(msgs)-1] { // all but the last frame
+			// Not waited for: past the allowance the server cuts the liar off.
+			keep = append(keep, m)
+			id, err := l.client.TagSend(l.cep, addr(m), uint64(len(m)), endpointInfo(t, l.client, l.cep).SendTag|MultiTagBit, 0, 0)
+			if err != nil {
+				break
+			}
+			l.cc.wait(id, 10*time.Second) // sent, or failed once the server cut it off
+		}
+		liars = append(liars, l)
+	}
+	time.Sleep(200 * time.Millisecond)
+	settle(t, server)
+	var held uint64
+	done := make(chan struct{})
+	_ = server.submit(submission{op: opCall, call: func() {
+		server.drainUnexpected()
+		for _, h := range server.unexpected.held {
+			held += h.length
+		}
+		close(done)
+	}})
+	<-done
+	t.Logf("held unexpected: %d bytes (worker bound %d, unexpected bound %d per endpoint)", held, budget, 256<<10)
+	if held > budget+4*(256<<10) {
+		t.Fatalf("liars pin %d bytes held unexpected, more than the worker's whole bound", held)
+	}
+}
+
+// The application closes an endpoint whose multi-buffer header UCX matched just
+// before (its completion not handled yet): the message goes to admission after
+// teardown's failWaiting ran: it ends with the endpoint's status rather than wait
+// for room for good.
+func TestEvidenceCloseRacesMatchedHeader(t *testing.T) {
+	client := newTestEngine(t, Options{})
+	server := newTestEngine(t, Options{MaxOutstandingBytes: 1 << 20})
+	cep, sep, cc, sc := pair(t, client, server)
+	recv, err := server.RecvMulti(sep, endpointInfo(t, server, sep).RecvTag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(t, server)
+	entered, done := make(chan struct{}), make(chan struct{})
+	_ = server.submit(submission{op: opCall, call: func() {
+		close(entered)
+		deadline := time.Now().Add(3 * time.Second)
+		for len(server.worker.Events()) == 0 && time.Now().Before(deadline) {
+			server.worker.Progress()
+		}
+		server.teardown(server.eps.get(sep), ucxx.StatusOK, false) // what CloseEndpoint does
+		close(done)
+	}})
+	<-entered
+	frame := bytes.Repeat([]byte("x"), 400<<10)
+	send := startSendFrames(t, client, cep, endpointInfo(t, client, cep).SendTag, frame)
+	<-done
+	c := sc.wait(recv, 5*time.Second)
+	t.Logf("receive: %v", ucxx.Status(c.Status))
+	_, _ = cc, send
+}
+
+// A worker stream's drop of a rejected message whose frame never comes: the stop
+// cancels the discard receive and does not wait for it.
+func TestEvidenceShutdownWorkerDiscard(t *testing.T) {
+	server := newTestEngine(t, Options{MaxOutstandingBytes: 1 << 20})
+	sc := newCollector(t, server)
+	connect := clientsOf(t, server, sc)
+	client, cep, _, cc := connect()
+	tag := uint64(0x77)
+	first, err := server.RecvMulti(0, tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(t, server)
+	sendRaw(t, client, cep, cc, tag, okHeader(0, 1, []uint64{2 << 20}))
+	if c := sc.wait(first, 5*time.Second); ucxx.Status(c.Status) != ucxx.StatusExceedsLimit {
+		t.Fatalf("first: %v", ucxx.Status(c.Status))
+	}
+	start := time.Now()
+	err = server.Shutdown(3 * time.Second)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("Shutdown took %v: %v", d, err)
+	}
+}
