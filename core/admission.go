@@ -16,17 +16,14 @@ import (
 // only once this message's frames are posted.
 //
 // Admission by evidence. A header costs its sender nothing, so room is not given on
-// its word alone: the part of a message's footprint whose frames have not arrived
-// (its unproven bytes) must also fit the unproven allowances, a quarter of each bound
-// (worker-wide and per endpoint). Frames that arrived before their receives are posted
-// sit in the unexpected store (unexpected.go); a waiting message claims its stream's
-// held frames as they are drained there (claimFrames), and each claim shrinks its
-// unproven part until it fits (with every frame here, it has none). So peers that
-// announce large messages and never send the frames hold a quarter of the budget
-// between them, not all of it, and an honest peer's message is admitted once its
-// frames are here. A peer can still hold room by sending every frame's rendezvous
-// request and then never serving the data: that needs the memory on its side and
-// looks like an honest slow sender (README, "Peers that lie").
+// its word alone: a message whose frames are not all here (its footprint unproven)
+// must also fit the unproven allowances, a quarter of each bound (worker-wide and
+// per endpoint). A larger one waits until every frame is held in the unexpected store
+// as announced (evidence.go), then needs no allowance. So peers that announce large
+// messages and never send the frames hold a quarter of the budget between them, not
+// all of it, and an honest peer's message is admitted once its frames are here. A
+// peer can still hold room by sending every frame's rendezvous request and then never
+// serving the data: that needs the memory on its side (README, "Peers that lie").
 //
 // It belongs to the progress thread; the semaphore is only ever tried, never waited on.
 type admission struct {

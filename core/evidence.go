@@ -90,14 +90,7 @@ func (m *multiBuffers) claimHeld(op *multiOp) bool {
 		if !ok {
 			break
 		}
-		h := heldMessage{msg: msg, tag: tag, length: length, owner: m.eps.owner(tag),
-			charge: int64(min(length, unexpectedLargeCharge)) + unexpectedOverhead}
-		if h.owner != nil {
-			h.owner.unexpectedBytes += h.charge
-		} else {
-			m.unexpected.orphaned += h.charge
-		}
-		m.unexpected.held = append(m.unexpected.held, h)
+		m.unexpected.hold(heldOf(msg, tag, length, m.eps.owner(tag)))
 		m.claim(&m.unexpected.held[len(m.unexpected.held)-1], op)
 		found = true
 	}
@@ -127,8 +120,8 @@ func (m *multiBuffers) claimAdopted() {
 // held (the store's newest), adding that message to claimed if it did.
 func (m *multiBuffers) claimDrained(claimed []*multiOp) []*multiOp {
 	h := &m.unexpected.held[len(m.unexpected.held)-1]
-	op := m.admission.byTag[h.tag]
-	if op == nil || !op.claims(h) {
+	op := m.claimer(h.tag)
+	if op == nil {
 		return claimed
 	}
 	m.claim(h, op)
@@ -203,8 +196,7 @@ func (u *unexpectedStore) release(h *heldMessage) {
 	h.claimedBy, h.evidence, h.exempt = nil, false, 0
 }
 
-// claimer returns the waiting message that claims a message of tag the drain takes,
-// or nil.
+// claimer returns the waiting message whose next frame a message of tag is, or nil.
 func (m *multiBuffers) claimer(tag uint64) *multiOp {
 	if op := m.admission.byTag[tag]; op != nil && op.claimed < len(op.wire) {
 		return op

@@ -334,12 +334,7 @@ func (m *multiBuffers) cancelMulti(op *multiOp) {
 		// UCX may have matched the header already (its completion not handled yet):
 		// then onMultiHeader ends the receive as one cancelled after its header.
 		op.cancelled = true
-		for _, id := range op.parts {
-			if r := m.requests.get(id); r != nil && !r.canceled {
-				r.canceled = true
-				m.worker.Cancel(r.ucp)
-			}
-		}
+		m.cancelParts(op)
 		return
 	}
 	// Nothing of it is posted (queued, or held back behind a drop): take it out.
@@ -356,6 +351,16 @@ func (m *multiBuffers) cancelMulti(op *multiOp) {
 	}
 }
 
+// cancelParts cancels op's UCX requests not cancelled yet.
+func (m *multiBuffers) cancelParts(op *multiOp) {
+	for _, id := range op.parts {
+		if r := m.requests.get(id); r != nil && !r.canceled {
+			r.canceled = true
+			m.worker.Cancel(r.ucp)
+		}
+	}
+}
+
 // receiveAll receives the frames of admitted messages.
 func (m *multiBuffers) receiveAll(admitted []*multiOp) {
 	for _, op := range admitted {
@@ -367,23 +372,24 @@ func (m *multiBuffers) receiveAll(admitted []*multiOp) {
 // failWaiting fails the messages of an endpoint that wait for room: they have no UCX
 // request that closing the endpoint would cancel.
 func (m *multiBuffers) failWaiting(ep *endpoint, st ucxx.Status) {
-	for _, op := range m.admission.removeEndpoint(ep) {
-		op.status = st
-		q := op.queue
-		m.finishMulti(op)
-		m.nextReceive(q)
-	}
+	m.failTaken(m.admission.removeEndpoint(ep), st)
 	m.claimAdopted()
 }
 
 // failAllWaiting fails every message that waits for room (shutdown): none has a UCX
 // request that the stop would cancel.
 func (m *multiBuffers) failAllWaiting(st ucxx.Status) {
-	for _, op := range m.admission.take(func(*multiOp) bool { return true }) {
+	m.failTaken(m.admission.take(func(*multiOp) bool { return true }), st)
+	m.admission.adopted = nil
+}
+
+// failTaken fails messages taken out of the waiting queue with st, each stream going
+// on to its next receive.
+func (m *multiBuffers) failTaken(ops []*multiOp, st ucxx.Status) {
+	for _, op := range ops {
 		op.status = st
 		q := op.queue
 		m.finishMulti(op)
 		m.nextReceive(q)
 	}
-	m.admission.adopted = nil
 }

@@ -126,12 +126,7 @@ func (m *multiBuffers) stopWorkerStreams() {
 			continue
 		}
 		if op := q.ops[0]; !op.framesPosted {
-			for _, id := range op.parts {
-				if r := m.requests.get(id); r != nil && !r.canceled {
-					r.canceled = true
-					m.worker.Cancel(r.ucp)
-				}
-			}
+			m.cancelParts(op)
 		}
 	}
 }

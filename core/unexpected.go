@@ -17,8 +17,9 @@ import (
 //
 // An endpoint whose held messages pass Options.MaxUnexpectedBytes fails with
 // StatusExceedsLimit, as if UCX had reported it, and its held messages are dropped.
-// Frames a multi-buffer message waiting for room claimed (evidence.go) do not count:
-// the message's headers bound them, and it receives them once admitted.
+// Frames a multi-buffer message waiting for room claimed (evidence.go) count only
+// beyond what its headers announced, and beyond the outstanding-bytes bounds: it
+// receives them once admitted.
 // Messages whose tag names no endpoint (forced tags) share one such bound, beyond
 // which each further one is dropped. A held message's charge is its length, up to
 // unexpectedLargeCharge: longer messages go by rendezvous, whose data stays with the
@@ -99,6 +100,23 @@ func (u *unexpectedStore) take(i int) heldMessage {
 		u.orphaned -= m.charge
 	}
 	return m
+}
+
+// heldOf is the held message of a message probe took off UCX's queue, charged (not
+// yet counted) for owner, the endpoint its tag names (nil: none).
+func heldOf(msg unsafe.Pointer, tag, length uint64, owner *endpoint) heldMessage {
+	return heldMessage{msg: msg, tag: tag, length: length, owner: owner,
+		charge: int64(min(length, unexpectedLargeCharge)) + unexpectedOverhead}
+}
+
+// hold counts m's charge (its owner's, or the shared one) and keeps it, newest.
+func (u *unexpectedStore) hold(m heldMessage) {
+	if m.owner != nil {
+		m.owner.unexpectedBytes += m.charge
+	} else {
+		u.orphaned += m.charge
+	}
+	u.held = append(u.held, m)
 }
 
 // bytes is the charge of every held message.
@@ -193,31 +211,24 @@ func (e *Engine) drainUnexpected() {
 		if !found {
 			break
 		}
-		m := heldMessage{msg: msg, tag: tag, length: length, owner: e.eps.owner(tag),
-			charge: int64(min(length, unexpectedLargeCharge)) + unexpectedOverhead}
+		m := heldOf(msg, tag, length, e.eps.owner(tag))
 		switch {
 		case e.stopping:
 			e.drop(m) // nobody will receive it
 		case m.owner == nil && e.multi.claimer(m.tag) != nil:
 			// A frame of a message waiting on a forced tag: held whatever the shared
 			// bound (dropping it would put the stream out of step), its claim exempt.
-			u.orphaned += m.charge
-			u.held = append(u.held, m)
+			u.hold(m)
 			claimed = e.multi.claimDrained(claimed)
 		case m.owner != nil && !e.mayHold(m.owner):
 			e.drop(m) // its endpoint was closed, or failed for holding too much
 		case m.owner == nil && u.orphaned+m.charge > u.max:
 			e.drop(m) // nobody to fail: the message goes
-		case m.owner == nil:
-			u.orphaned += m.charge
-			u.held = append(u.held, m)
-			claimed = e.multi.claimDrained(claimed)
 		default:
-			m.owner.unexpectedBytes += m.charge
-			u.held = append(u.held, m)
+			u.hold(m)
 			claimed = e.multi.claimDrained(claimed)
-			if m.owner.unexpectedBytes-m.owner.claimedBytes > u.max && m.owner.phase < phaseClosing {
-				over = append(over, m.owner)
+			if o := m.owner; o != nil && o.unexpectedBytes-o.claimedBytes > u.max && o.phase < phaseClosing {
+				over = append(over, o)
 			}
 		}
 	}
