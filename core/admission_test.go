@@ -125,16 +125,8 @@ func TestMultiEvidenceFramesAreNotChargedAsUnexpected(t *testing.T) {
 // A receive on the worker waiting for room at shutdown, and one queued behind it on
 // the same stream, end with the stop, which does not wait for them.
 func TestShutdownEndsWorkerReceivesWaitingForRoom(t *testing.T) {
-	const budget = 1 << 20
-	server := newTestEngine(t, Options{MaxOutstandingBytes: budget})
-	sc := newCollector(t, server)
-	connect := clientsOf(t, server, sc)
-	client, cep, _, cc := connect()
-	tag := uint64(0x77)
-	first, err := server.RecvMulti(0, tag)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := newWorkerStream(t, 1<<20)
+	server, sc, client, cep, cc, tag, first := w.server, w.sc, w.client, w.cep, w.cc, w.tag, w.first
 	second, err := server.RecvMulti(0, tag)
 	if err != nil {
 		t.Fatal(err)
@@ -156,6 +148,26 @@ func TestShutdownEndsWorkerReceivesWaitingForRoom(t *testing.T) {
 			t.Fatalf("receive %#x ended OK at shutdown", r)
 		}
 	}
+}
+
+// workerStream is a server with a multi-buffer budget, a client connected to it, and
+// a receive posted on the server's worker (no endpoint) on tag.
+type workerStream struct {
+	server, client *Engine
+	sc, cc         *collector
+	cep, tag       uint64
+	first          uint64 // the receive's id
+}
+
+func newWorkerStream(t *testing.T, budget int64) workerStream {
+	w := workerStream{server: newTestEngine(t, Options{MaxOutstandingBytes: budget}), tag: 0x77}
+	w.sc = newCollector(t, w.server)
+	w.client, w.cep, _, w.cc = clientsOf(t, w.server, w.sc)()
+	var err error
+	if w.first, err = w.server.RecvMulti(0, w.tag); err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 // A receive on an endpoint and a forced tag (no endpoint id in it: its held frames

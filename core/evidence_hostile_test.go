@@ -162,22 +162,15 @@ func TestEvidenceCloseRacesMatchedHeader(t *testing.T) {
 // A worker stream's drop of a rejected message whose frame never comes: the stop
 // cancels the discard receive and does not wait for it.
 func TestEvidenceShutdownWorkerDiscard(t *testing.T) {
-	server := newTestEngine(t, Options{MaxOutstandingBytes: 1 << 20})
-	sc := newCollector(t, server)
-	connect := clientsOf(t, server, sc)
-	client, cep, _, cc := connect()
-	tag := uint64(0x77)
-	first, err := server.RecvMulti(0, tag)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := newWorkerStream(t, 1<<20)
+	server, sc, client, cep, cc, tag, first := w.server, w.sc, w.client, w.cep, w.cc, w.tag, w.first
 	settle(t, server)
 	sendRaw(t, client, cep, cc, tag, okHeader(0, 1, []uint64{2 << 20}))
 	if c := sc.wait(first, 5*time.Second); ucxx.Status(c.Status) != ucxx.StatusExceedsLimit {
 		t.Fatalf("first: %v", ucxx.Status(c.Status))
 	}
 	start := time.Now()
-	err = server.Shutdown(3 * time.Second)
+	err := server.Shutdown(3 * time.Second)
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("Shutdown took %v: %v", d, err)
 	}

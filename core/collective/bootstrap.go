@@ -40,8 +40,10 @@ const (
 	bootstrapMagic   = 0x54425855 // "UXBT"
 	bootstrapVersion = 3
 	proofBytes       = sha256.Size
-	helloHeader      = 20 + proofBytes
-	tableHeader      = 16 + proofBytes
+	helloProofAt     = 20 // the proof's offset in a hello, after its fixed words
+	tableProofAt     = 16 // and in a table
+	helloHeader      = helloProofAt + proofBytes
+	tableHeader      = tableProofAt + proofBytes
 	// maxCPUs bounds the CPUs a rank announces.
 	maxCPUs = 1<<16 - 1
 	// MaxRanks bounds a communicator's size.
@@ -113,7 +115,7 @@ func encodeHello(h hello) []byte {
 	binary.LittleEndian.PutUint32(b[8:], uint32(rank))
 	binary.LittleEndian.PutUint32(b[12:], uint32(size))
 	binary.LittleEndian.PutUint32(b[16:], uint32(len(addr)))
-	copy(b[20:helloHeader], h.proof[:])
+	copy(b[helloProofAt:helloHeader], h.proof[:])
 	copy(b[helloHeader:], addr)
 	return b
 }
@@ -129,7 +131,7 @@ func decodeHello(b []byte) (hello, error) {
 		return hello{}, fmt.Errorf("%w: hello of rank %d of %d with %d CPUs and a %d-byte address in %d bytes", ErrBootstrap, r, s, cpus, n, len(b))
 	}
 	h := hello{rank: int(r), size: int(s), cpus: int(cpus), addr: b[helloHeader:]}
-	copy(h.proof[:], b[20:helloHeader])
+	copy(h.proof[:], b[helloProofAt:helloHeader])
 	return h, nil
 }
 
@@ -146,7 +148,7 @@ func encodeTable(status, cpus int, pf proof, addrs [][]byte) []byte {
 	binary.LittleEndian.PutUint16(b[6:], uint16(status))
 	binary.LittleEndian.PutUint32(b[8:], uint32(len(addrs)))
 	binary.LittleEndian.PutUint32(b[12:], uint32(min(max(cpus, 1), maxCPUs)))
-	copy(b[16:tableHeader], pf[:])
+	copy(b[tableProofAt:tableHeader], pf[:])
 	off := tableHeader
 	for _, a := range addrs {
 		binary.LittleEndian.PutUint32(b[off:], uint32(len(a)))
@@ -162,7 +164,7 @@ func decodeTable(b []byte, size int, pf proof) (addrs [][]byte, cpus int, err er
 	if len(b) < tableHeader || binary.LittleEndian.Uint32(b) != bootstrapMagic || binary.LittleEndian.Uint16(b[4:]) != bootstrapVersion {
 		return nil, 0, fmt.Errorf("%w: not a table", ErrBootstrap)
 	}
-	if !pf.matches(proof(b[16:tableHeader])) {
+	if !pf.matches(proof(b[tableProofAt:tableHeader])) {
 		return nil, 0, fmt.Errorf("%w: the root does not share this world's secret", ErrBootstrap)
 	}
 	switch st := binary.LittleEndian.Uint16(b[6:]); st {

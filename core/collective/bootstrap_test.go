@@ -93,6 +93,29 @@ func formed(t *testing.T, size int) []*Communicator {
 	return comms
 }
 
+// twoRanks starts the ranks of a world of 2 at root with secret, each in a goroutine
+// of its own as start(rank) asks; wait waits for those started and returns each
+// rank's error. The communicators formed are closed at cleanup.
+func twoRanks(t *testing.T, root string, secret []byte) (start func(rank int), wait func() []error) {
+	comms, errs := make([]*Communicator, 2), make([]error, 2)
+	t.Cleanup(func() {
+		for _, c := range comms {
+			if c != nil {
+				c.Close()
+			}
+		}
+	})
+	var wg sync.WaitGroup
+	start = func(rank int) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			comms[rank], errs[rank] = New(Options{Rank: rank, Size: 2, Root: root, Secret: secret, Timeout: 10 * time.Second})
+		}()
+	}
+	return start, func() []error { wg.Wait(); return errs }
+}
+
 // TestBootstrapWorld: 2 and 4 ranks form a world in which every rank reaches every
 // other through the endpoints made from worker addresses.
 func TestBootstrapWorld(t *testing.T) {
@@ -177,22 +200,7 @@ func TestBootstrapIgnoresStrangers(t *testing.T) {
 	}
 	r := newCompletionReader(stranger)
 	defer func() { stranger.Shutdown(time.Second); <-r.done; stranger.FreeQueue() }()
-	comms, errs := make([]*Communicator, 2), make([]error, 2)
-	t.Cleanup(func() {
-		for _, c := range comms {
-			if c != nil {
-				c.Close()
-			}
-		}
-	})
-	var wg sync.WaitGroup
-	start := func(rank int) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			comms[rank], errs[rank] = New(Options{Rank: rank, Size: 2, Root: root, Timeout: 10 * time.Second})
-		}()
-	}
+	start, wait := twoRanks(t, root, nil)
 	start(0)
 	deadline := time.Now().Add(10 * time.Second)
 	// A worker address of a version UCX does not know: ucp_ep_create aborted the
@@ -222,8 +230,7 @@ func TestBootstrapIgnoresStrangers(t *testing.T) {
 		}
 	}
 	start(1)
-	wg.Wait()
-	for rank, err := range errs {
+	for rank, err := range wait() {
 		if err != nil {
 			t.Errorf("rank %d: %v", rank, err)
 		}
@@ -237,22 +244,7 @@ func TestBootstrapIgnoresStrangers(t *testing.T) {
 func TestBootstrapSecret(t *testing.T) {
 	root := freeRoot(t)
 	secret := []byte("the world's secret")
-	comms, errs := make([]*Communicator, 2), make([]error, 2)
-	t.Cleanup(func() {
-		for _, c := range comms {
-			if c != nil {
-				c.Close()
-			}
-		}
-	})
-	var wg sync.WaitGroup
-	start := func(rank int) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			comms[rank], errs[rank] = New(Options{Rank: rank, Size: 2, Root: root, Secret: secret, Timeout: 10 * time.Second})
-		}()
-	}
+	start, wait := twoRanks(t, root, secret)
 	start(0)
 	// Impostors claim rank 1 first, one with another secret and one with none; each
 	// is dropped by the root and fails, and the world does not.
@@ -265,8 +257,7 @@ func TestBootstrapSecret(t *testing.T) {
 		t.Logf("impostor with secret %q: %v", guess, err)
 	}
 	start(1)
-	wg.Wait()
-	for rank, err := range errs {
+	for rank, err := range wait() {
 		if err != nil {
 			t.Errorf("rank %d: %v", rank, err)
 		}

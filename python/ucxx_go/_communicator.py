@@ -161,7 +161,7 @@ class Communicator:
         # and b"abc" make one world on every rank.
         secret = (secret.encode() if isinstance(secret, str) else bytes(secret)).hex()
         token = next(_init_tokens)
-        forming = in_thread(call, ext.pybridge_CommNew, rank, size, root, str(secret), int(timeout * 1000), token,
+        forming = in_thread(call, ext.pybridge_CommNew, rank, size, root, secret, int(timeout * 1000), token,
                             unclaimed=_close_handle)
         try:
             h = await forming

@@ -72,15 +72,21 @@ async def test_cuda_frames_admitted_on_evidence(gpu_peer_small_budget):
     ep = gpu_peer_small_budget
     for frames in ([pattern(12 << 20, 4)],
                    [np.arange(100, dtype=np.uint8), pattern(6 << 20, 5), pattern(3, 6), pattern(5 << 20, 7)]):
-        await ep.send(np.array([ECHO_MULTI, 0], dtype="<u8"))
-        await asyncio.wait_for(ep.send_multi(frames), GPU_TIMEOUT)
-        got = await asyncio.wait_for(ep.recv_multi(), GPU_TIMEOUT)
-        assert len(got) == len(frames)
+        got = await echo_multi(ep, frames)
         for sent, recv in zip(frames, got):
             if isinstance(sent, np.ndarray):
                 assert np.array_equal(recv, sent)
             else:
                 assert bool(cp.array_equal(cp.asarray(recv), sent))
+
+
+async def echo_multi(ep, frames):
+    """frames through the echo server as one multi-buffer message, and back."""
+    await ep.send(np.array([ECHO_MULTI, 0], dtype="<u8"))
+    await asyncio.wait_for(ep.send_multi(frames), GPU_TIMEOUT)
+    got = await asyncio.wait_for(ep.recv_multi(), GPU_TIMEOUT)
+    assert len(got) == len(frames)
+    return got
 
 
 @pytest.mark.parametrize("size", [1, 8, 4096, 1 << 20, 64 << 20, 1 << 30], ids=lambda s: f"{s}B")
@@ -99,10 +105,7 @@ async def test_mixed_host_and_cuda_multi(gpu_peer):
         cp.empty(0, dtype=cp.uint8),
         pattern(5 << 20, 3),
     ]
-    await gpu_peer.send(np.array([ECHO_MULTI, 0], dtype="<u8"))
-    await asyncio.wait_for(gpu_peer.send_multi(frames), GPU_TIMEOUT)
-    got = await asyncio.wait_for(gpu_peer.recv_multi(), GPU_TIMEOUT)
-    assert len(got) == len(frames)
+    got = await echo_multi(gpu_peer, frames)
     for sent, recv in zip(frames, got):
         if isinstance(sent, np.ndarray):
             assert isinstance(recv, np.ndarray), type(recv)
