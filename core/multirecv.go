@@ -141,6 +141,14 @@ func (m *multiBuffers) onMultiHeader(r *request, st ucxx.Status, length uint64) 
 		m.completeNow(op.id, ucxx.StatusCanceled, 0)
 		m.orphan(op)
 	}
+	if st := q.poisoned; st != ucxx.StatusOK {
+		// Its header's completion came after the stop (or the stream broke): nothing
+		// more is posted for it, not even the rest of its headers.
+		op.status = st
+		m.finishMulti(op)
+		m.nextReceive(q)
+		return
+	}
 	done, err := op.dec.Feed(unsafe.Slice((*byte)(op.headers), length))
 	if err != nil {
 		m.rejectMessage(op, err)
@@ -155,13 +163,10 @@ func (m *multiBuffers) onMultiHeader(r *request, st ucxx.Status, length uint64) 
 		return
 	}
 	op.plan.plan(op.dec.Sizes, op.dec.Types, op.policy)
-	if st := q.poisoned; st != ucxx.StatusOK || !framesHere(op.ep) {
-		// Its header's completion came after the stop or its endpoint's teardown
-		// began: nothing would end it if it waited for room.
-		if st == ucxx.StatusOK {
-			st = endpointStatus(op.ep)
-		}
-		op.status = st
+	if !framesHere(op.ep) {
+		// Its header's completion came after its endpoint's teardown began: nothing
+		// would end it if it waited for room.
+		op.status = endpointStatus(op.ep)
 		m.finishMulti(op)
 		m.nextReceive(q)
 		return
