@@ -1,8 +1,6 @@
 package collective
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -23,27 +21,30 @@ import (
 // with the fewest CPUs any rank may use, and every rank makes an endpoint to every
 // other from those addresses (no listener per rank). Records are little-endian:
 //
-//	hello: magic u32, version u16, cpus u16, rank u32, size u32, address length u32, proof [32]u8, address
-//	table: magic u32, version u16, status u16, size u32, cpus u32, proof [32]u8, then per rank: length u32, address
+//	hello: magic u32, version u16, cpus u16, rank u32, size u32, address length u32, nonce [32]u8, mac [32]u8, address
+//	table: magic u32, version u16, status u16, size u32, cpus u32, mac [32]u8, then per rank: length u32, address
 //
 // A table with status other than 0 tells the ranks that bootstrap failed (a duplicate
 // rank, sizes that disagree): every rank then fails with ErrBootstrap.
 //
-// The proof is SHA-256 of the world's secret (Options.Secret) under a fixed prefix:
-// the root drops a connection whose hello lacks it, as not one of ours (it does not
-// count and fails nobody), and a rank refuses a table without it. With no secret every
-// rank's proof is the same public value: any engine that reaches the root may join.
-// The proof travels in the clear: it keeps out processes that reach the root's port,
-// not an observer of the network.
+// Both records are authenticated by the world's secret (Options.Secret, the key of
+// an HMAC-SHA256; worldkey.go): a hello's MAC covers the hello, whose nonce the rank
+// draws afresh; the table the root sends a rank covers the table and that rank's
+// nonce. The root drops a connection whose hello's MAC is wrong, as not one of ours
+// (it does not count and fails nobody); a rank refuses a table whose MAC is wrong. So
+// the secret never travels; a process that holds the root's port before the root
+// cannot answer a rank's fresh nonce, and a hello read off the network cannot be
+// replayed for another address. With no secret the MACs are public values: any engine
+// that reaches the root may join.
 
 const (
 	bootstrapMagic   = 0x54425855 // "UXBT"
-	bootstrapVersion = 3
-	proofBytes       = sha256.Size
-	helloProofAt     = 20 // the proof's offset in a hello, after its fixed words
-	tableProofAt     = 16 // and in a table
-	helloHeader      = helloProofAt + proofBytes
-	tableHeader      = tableProofAt + proofBytes
+	bootstrapVersion = 4
+	helloNonceAt     = 20 // the nonce's offset in a hello, after its fixed words
+	helloMACAt       = helloNonceAt + nonceBytes
+	tableMACAt       = 16 // the MAC's offset in a table, after its fixed words
+	helloHeader      = helloMACAt + macBytes
+	tableHeader      = tableMACAt + macBytes
 	// maxCPUs bounds the CPUs a rank announces.
 	maxCPUs = 1<<16 - 1
 	// MaxRanks bounds a communicator's size.
@@ -89,24 +90,14 @@ type hello struct {
 	// cpus is how many CPUs the rank may use (runtime.NumCPU: its affinity), 1..maxCPUs.
 	cpus  int
 	addr  []byte
-	proof proof
+	nonce nonce // drawn afresh by the rank (newNonce): the root's table answers it
 }
-
-// proof shows that a record comes from a member of the world: see the top of the file.
-type proof [proofBytes]byte
-
-// proofOf is the proof of the world whose secret is secret.
-func proofOf(secret []byte) proof {
-	return sha256.Sum256(append([]byte("ucxx-go collective bootstrap\x00"), secret...))
-}
-
-// matches compares in constant time.
-func (p proof) matches(q proof) bool { return subtle.ConstantTimeCompare(p[:], q[:]) == 1 }
 
 // ownCPUs is how many CPUs this process may use (its affinity), as a hello says it.
 func ownCPUs() int { return min(runtime.NumCPU(), maxCPUs) }
 
-func encodeHello(h hello) []byte {
+// encodeHello writes h with its MAC under k.
+func encodeHello(h hello, k worldKey) []byte {
 	rank, size, addr := h.rank, h.size, h.addr
 	b := make([]byte, helloHeader+len(addr))
 	binary.LittleEndian.PutUint32(b, bootstrapMagic)
@@ -115,12 +106,13 @@ func encodeHello(h hello) []byte {
 	binary.LittleEndian.PutUint32(b[8:], uint32(rank))
 	binary.LittleEndian.PutUint32(b[12:], uint32(size))
 	binary.LittleEndian.PutUint32(b[16:], uint32(len(addr)))
-	copy(b[helloProofAt:helloHeader], h.proof[:])
+	copy(b[helloNonceAt:helloMACAt], h.nonce[:])
 	copy(b[helloHeader:], addr)
+	k.sealHello(b)
 	return b
 }
 
-// decodeHello reads a hello of n bytes; untrusted.
+// decodeHello reads a hello; untrusted. It does not check the MAC (worldKey.checkHello).
 func decodeHello(b []byte) (hello, error) {
 	if len(b) < helloHeader || binary.LittleEndian.Uint32(b) != bootstrapMagic || binary.LittleEndian.Uint16(b[4:]) != bootstrapVersion {
 		return hello{}, fmt.Errorf("%w: not a hello", ErrBootstrap)
@@ -131,13 +123,13 @@ func decodeHello(b []byte) (hello, error) {
 		return hello{}, fmt.Errorf("%w: hello of rank %d of %d with %d CPUs and a %d-byte address in %d bytes", ErrBootstrap, r, s, cpus, n, len(b))
 	}
 	h := hello{rank: int(r), size: int(s), cpus: int(cpus), addr: b[helloHeader:]}
-	copy(h.proof[:], b[helloProofAt:helloHeader])
+	copy(h.nonce[:], b[helloNonceAt:helloMACAt])
 	return h, nil
 }
 
-// encodeTable writes the table: status, the fewest CPUs a rank may use, the world's
-// proof, every rank's address.
-func encodeTable(status, cpus int, pf proof, addrs [][]byte) []byte {
+// encodeTable writes the table: status, the fewest CPUs a rank may use, every rank's
+// address; its MAC is left zero (worldKey.sealTable writes it for each rank).
+func encodeTable(status, cpus int, addrs [][]byte) []byte {
 	n := tableHeader
 	for _, a := range addrs {
 		n += 4 + len(a)
@@ -148,7 +140,6 @@ func encodeTable(status, cpus int, pf proof, addrs [][]byte) []byte {
 	binary.LittleEndian.PutUint16(b[6:], uint16(status))
 	binary.LittleEndian.PutUint32(b[8:], uint32(len(addrs)))
 	binary.LittleEndian.PutUint32(b[12:], uint32(min(max(cpus, 1), maxCPUs)))
-	copy(b[tableProofAt:tableHeader], pf[:])
 	off := tableHeader
 	for _, a := range addrs {
 		binary.LittleEndian.PutUint32(b[off:], uint32(len(a)))
@@ -158,14 +149,12 @@ func encodeTable(status, cpus int, pf proof, addrs [][]byte) []byte {
 	return b
 }
 
-// decodeTable reads the table a rank of a world of size and proof pf gets (the
-// addresses and the fewest CPUs a rank may use); untrusted.
-func decodeTable(b []byte, size int, pf proof) (addrs [][]byte, cpus int, err error) {
+// decodeTable reads the table a rank of a world of size gets (the addresses and the
+// fewest CPUs a rank may use); untrusted. It does not check the MAC
+// (worldKey.checkTable).
+func decodeTable(b []byte, size int) (addrs [][]byte, cpus int, err error) {
 	if len(b) < tableHeader || binary.LittleEndian.Uint32(b) != bootstrapMagic || binary.LittleEndian.Uint16(b[4:]) != bootstrapVersion {
 		return nil, 0, fmt.Errorf("%w: not a table", ErrBootstrap)
-	}
-	if !pf.matches(proof(b[tableProofAt:tableHeader])) {
-		return nil, 0, fmt.Errorf("%w: the root does not share this world's secret", ErrBootstrap)
 	}
 	switch st := binary.LittleEndian.Uint16(b[6:]); st {
 	case tableOK:
@@ -307,16 +296,17 @@ func bootstrap(e *core.Engine, r *completionReader, rank, size int, root string,
 		return nil, fmt.Errorf("%w: root port %q", ErrBootstrap, portText)
 	}
 	deadline := time.Now().Add(timeout)
-	me := hello{rank: rank, size: size, cpus: cpus, addr: self, proof: proofOf(secret)}
+	me := hello{rank: rank, size: size, cpus: cpus, addr: self, nonce: newNonce()}
+	key := worldKey(secret)
 	var p *peers
 	if rank == 0 {
-		eps, cpus, err := gather(e, r, host, port, me, deadline)
+		eps, cpus, err := gather(e, r, host, port, me, key, deadline)
 		if err != nil {
 			return nil, err
 		}
 		p = &peers{eps: eps, cpus: cpus}
 	} else {
-		addrs, cpus, err := join(e, r, host, port, me, deadline)
+		addrs, cpus, err := join(e, r, host, port, me, key, deadline)
 		if err != nil {
 			return nil, err
 		}
@@ -353,8 +343,9 @@ func connectRanks(e *core.Engine, addrs [][]byte, me, cpus int) (*peers, error) 
 // and return an endpoint to every rank (0 at its own) and the fewest CPUs a rank may
 // use. The root connects to each rank's address as its hello comes, so that only
 // addresses UCX takes go into the table: a connection whose hello is malformed, or
-// whose address UCX refuses, is dropped and does not count.
-func gather(e *core.Engine, r *completionReader, host string, port int, me hello, deadline time.Time) (eps []uint64, cpus int, err error) {
+// whose address UCX refuses, is dropped and does not count; so is one whose hello's
+// MAC under k is wrong.
+func gather(e *core.Engine, r *completionReader, host string, port int, me hello, k worldKey, deadline time.Time) (eps []uint64, cpus int, err error) {
 	size, self := me.size, me.addr
 	cpus = me.cpus
 	lh, _, err := e.Listen(host, port)
@@ -375,7 +366,11 @@ func gather(e *core.Engine, r *completionReader, host string, port int, me hello
 		}
 	}()
 	byRank := make([]uint64, size)
-	var joined []uint64
+	type joinedRank struct {
+		ep    uint64
+		nonce nonce
+	}
+	var joined []joinedRank
 	status := tableOK
 	// Every accepted connection's hello is awaited at once, so that one that says
 	// nothing holds up none of the others; at most maxPendingHellos wait, the oldest
@@ -434,8 +429,8 @@ func gather(e *core.Engine, r *completionReader, host string, port int, me hello
 			h, err = decodeHello(p.buf[:c.Length])
 		}
 		rk, sz, addr := h.rank, h.size, h.addr
-		if err == nil && !h.proof.matches(me.proof) {
-			err = fmt.Errorf("%w: a hello without this world's proof", ErrBootstrap)
+		if err == nil {
+			err = k.checkHello(p.buf[:c.Length])
 		}
 		if err != nil {
 			e.AbortEndpoint(ep) // not one of ours: it does not count
@@ -448,7 +443,7 @@ func gather(e *core.Engine, r *completionReader, host string, port int, me hello
 				continue
 			}
 		}
-		joined = append(joined, ep)
+		joined = append(joined, joinedRank{ep, h.nonce})
 		switch {
 		case sz != size:
 			status = tableSizeMismatch
@@ -460,23 +455,26 @@ func gather(e *core.Engine, r *completionReader, host string, port int, me hello
 			have++
 		}
 	}
-	table := encodeTable(status, cpus, me.proof, addrs)
+	table := encodeTable(status, cpus, addrs)
 	if status != tableOK {
-		table = encodeTable(status, cpus, me.proof, nil)
+		table = encodeTable(status, cpus, nil)
 	}
+	// One table, sealed for each rank in turn: send returns once its send ended.
+	digest := tableDigest(table)
 	var errs []error
-	for _, ep := range joined {
-		errs = append(errs, send(e, r, ep, tagTable, table, deadline))
+	for _, j := range joined {
+		k.sealTable(table, digest, j.nonce)
+		errs = append(errs, send(e, r, j.ep, tagTable, table, deadline))
 	}
 	if status != tableOK {
 		// Close the ranks' connections gracefully (the table flushed first), so that
 		// they read the refusal rather than a connection reset by the root's exit.
-		for _, ep := range joined {
-			if id, err := e.CloseEndpoint(ep, time.Second); err == nil {
+		for _, j := range joined {
+			if id, err := e.CloseEndpoint(j.ep, time.Second); err == nil {
 				r.wait(id, time.Now().Add(2*time.Second))
 			}
 		}
-		_, _, err = decodeTable(table, 0, me.proof)
+		_, _, err = decodeTable(table, 0)
 		return nil, 0, err
 	}
 	if err = errors.Join(errs...); err != nil {
@@ -485,8 +483,9 @@ func gather(e *core.Engine, r *completionReader, host string, port int, me hello
 	return eps, cpus, nil
 }
 
-// join is the part of every other rank: connect to the root, say hello, get the table.
-func join(e *core.Engine, r *completionReader, host string, port int, me hello, deadline time.Time) ([][]byte, int, error) {
+// join is the part of every other rank: connect to the root, say hello, get the table
+// (refused unless its MAC under k answers me's nonce).
+func join(e *core.Engine, r *completionReader, host string, port int, me hello, k worldKey, deadline time.Time) ([][]byte, int, error) {
 	rank, size, self := me.rank, me.size, me.addr
 	var ep uint64
 	for {
@@ -509,7 +508,7 @@ func join(e *core.Engine, r *completionReader, host string, port int, me hello, 
 		time.Sleep(20 * time.Millisecond)
 	}
 	defer e.CloseEndpoint(ep, time.Second)
-	if err := send(e, r, ep, tagHello, encodeHello(me), deadline); err != nil {
+	if err := send(e, r, ep, tagHello, encodeHello(me, k), deadline); err != nil {
 		return nil, 0, err
 	}
 	msg, err := recv(e, r, ep, tagTable, make([]byte, tableBytes(size)), deadline)
@@ -521,7 +520,10 @@ func join(e *core.Engine, r *completionReader, host string, port int, me hello, 
 	if err != nil {
 		return nil, 0, err
 	}
-	addrs, cpus, err := decodeTable(msg, size, me.proof)
+	if err := k.checkTable(msg, me.nonce); err != nil {
+		return nil, 0, err
+	}
+	addrs, cpus, err := decodeTable(msg, size)
 	if err != nil {
 		return nil, 0, err
 	}

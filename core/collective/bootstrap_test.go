@@ -209,7 +209,7 @@ func TestBootstrapIgnoresStrangers(t *testing.T) {
 	// Connections that say nothing (the first held up the hellos behind it), more than
 	// the root keeps waiting: the oldest are dropped.
 	msgs := make([][]byte, maxPendingHellos+2)
-	msgs = append(msgs, []byte("GET / HTTP/1.1\r\n\r\n"), encodeHello(hello{rank: 1, size: 2, cpus: 1, addr: garbageAddress}))
+	msgs = append(msgs, []byte("GET / HTTP/1.1\r\n\r\n"), encodeHello(hello{rank: 1, size: 2, cpus: 1, addr: garbageAddress}, nil))
 	for _, msg := range msgs {
 		for {
 			id, err := stranger.Connect(host, p, time.Second)
@@ -264,16 +264,112 @@ func TestBootstrapSecret(t *testing.T) {
 	}
 }
 
+// TestBootstrapImpostorRoot: a process that holds the root's port before the root
+// reads a rank's hello and answers with a table carrying everything the hello had
+// (its MAC in the table's place): the rank refuses it, as it does not answer the
+// rank's nonce under the world's secret. The impostor then takes the hello to the
+// real root with its own address in it: the root drops it, and the world forms.
+func TestBootstrapImpostorRoot(t *testing.T) {
+	root := freeRoot(t)
+	host, port, _ := net.SplitHostPort(root)
+	p, _ := strconv.Atoi(port)
+	secret := []byte("the world's secret")
+	impostor, err := core.New(core.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newCompletionReader(impostor)
+	defer func() { impostor.Shutdown(time.Second); <-r.done; impostor.FreeQueue() }()
+	lh, _, err := impostor.Listen(host, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	start, wait := twoRanks(t, root, secret)
+	start(1)
+	c, err := r.wait(core.EventListenerAccept|lh, deadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := c.Length
+	captured, err := recv(impostor, r, ep, tagHello, make([]byte, helloHeader+maxWorkerAddress), deadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	captured = append([]byte(nil), captured...)
+	h, err := decodeHello(captured)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := impostor.WorkerAddress()
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := encodeTable(tableOK, 1, [][]byte{own, h.addr})
+	copy(table[tableMACAt:tableHeader], captured[helloMACAt:helloHeader])
+	if err := send(impostor, r, ep, tagTable, table, deadline); err != nil {
+		t.Fatal(err)
+	}
+	if errs := wait(); !errors.Is(errs[1], ErrBootstrap) {
+		t.Fatalf("rank 1 took the impostor's table: %v", errs[1])
+	}
+	impostor.CloseListener(lh)
+
+	start, wait = twoRanks(t, root, secret)
+	start(0)
+	forged := append(captured[:helloHeader:helloHeader], own...)
+	binary.LittleEndian.PutUint32(forged[16:], uint32(len(own)))
+	for {
+		id, err := impostor.Connect(host, p, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := r.wait(id, deadline)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Status == 0 {
+			if err := send(impostor, r, c.Length, tagHello, forged, deadline); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // the root may not listen yet
+	}
+	start(1)
+	for rank, err := range wait() {
+		if err != nil {
+			t.Errorf("rank %d: %v", rank, err)
+		}
+	}
+}
+
 // TestBootstrapRecords: hellos and tables that are not what a rank sends are refused.
 func TestBootstrapRecords(t *testing.T) {
 	addr := []byte("worker-address")
 	h := func(rank, size, cpus int, addr []byte) []byte {
-		return encodeHello(hello{rank: rank, size: size, cpus: cpus, addr: addr})
+		return encodeHello(hello{rank: rank, size: size, cpus: cpus, addr: addr}, nil)
 	}
-	good := encodeHello(hello{rank: 1, size: 2, cpus: 12, addr: addr, proof: proofOf([]byte("s"))})
+	key, n := worldKey("s"), newNonce()
+	good := encodeHello(hello{rank: 1, size: 2, cpus: 12, addr: addr, nonce: n}, key)
 	if got, err := decodeHello(good); err != nil || got.rank != 1 || got.size != 2 || got.cpus != 12 ||
-		string(got.addr) != string(addr) || got.proof != proofOf([]byte("s")) {
-		t.Fatalf("a good hello: %+v %v", got, err)
+		string(got.addr) != string(addr) || got.nonce != n || key.checkHello(good) != nil {
+		t.Fatalf("a good hello: %+v %v %v", got, err, key.checkHello(good))
+	}
+	// A hello's MAC holds for that hello only: another hello given it is refused.
+	for name, other := range map[string]hello{
+		"another nonce":   {rank: 1, size: 2, cpus: 12, addr: addr, nonce: newNonce()},
+		"another rank":    {rank: 2, size: 3, cpus: 12, addr: addr, nonce: n},
+		"another address": {rank: 1, size: 2, cpus: 12, addr: []byte("another-address"), nonce: n},
+	} {
+		forged := encodeHello(other, nil)
+		copy(forged[helloMACAt:helloHeader], good[helloMACAt:helloHeader])
+		if err := key.checkHello(forged); !errors.Is(err, ErrBootstrap) {
+			t.Errorf("%s with the good hello's MAC: %v", name, err)
+		}
+	}
+	if err := worldKey("t").checkHello(good); !errors.Is(err, ErrBootstrap) {
+		t.Errorf("another key: %v", err)
 	}
 	noCPUs := append([]byte(nil), good...)
 	noCPUs[6], noCPUs[7] = 0, 0
@@ -293,10 +389,23 @@ func TestBootstrapRecords(t *testing.T) {
 			t.Errorf("%s hello: %v", name, err)
 		}
 	}
-	pf := proofOf([]byte("secret"))
-	table := encodeTable(tableOK, 6, pf, [][]byte{[]byte("a"), []byte("bb")})
-	if got, cpus, err := decodeTable(table, 2, pf); err != nil || string(got[1]) != "bb" || cpus != 6 {
-		t.Fatalf("a good table: %q %d %v", got, cpus, err)
+	table := encodeTable(tableOK, 6, [][]byte{[]byte("a"), []byte("bb")})
+	key.sealTable(table, tableDigest(table), n)
+	if got, cpus, err := decodeTable(table, 2); err != nil || string(got[1]) != "bb" || cpus != 6 || key.checkTable(table, n) != nil {
+		t.Fatalf("a good table: %q %d %v %v", got, cpus, err, key.checkTable(table, n))
+	}
+	// A table's MAC holds for its rank's nonce, under its key, for its bytes only.
+	changed := append([]byte(nil), table...)
+	changed[len(changed)-1] = 'c'
+	for name, err := range map[string]error{
+		"another nonce": key.checkTable(table, newNonce()),
+		"another key":   worldKey("t").checkTable(table, n),
+		"changed":       key.checkTable(changed, n),
+		"short":         key.checkTable(table[:tableHeader-1], n),
+	} {
+		if !errors.Is(err, ErrBootstrap) {
+			t.Errorf("%s table: %v", name, err)
+		}
 	}
 	zeroCPUs := append([]byte(nil), table...)
 	clear(zeroCPUs[12:16])
@@ -307,11 +416,10 @@ func TestBootstrapRecords(t *testing.T) {
 		"wrong size":   {table, 3},
 		"truncated":    {table[:len(table)-1], 2},
 		"trailing":     {append(append([]byte(nil), table...), 0), 2},
-		"failed":       {encodeTable(tableDuplicateRank, 1, pf, nil), 2},
+		"failed":       {encodeTable(tableDuplicateRank, 1, nil), 2},
 		"no CPUs":      {zeroCPUs, 2},
-		"other secret": {encodeTable(tableOK, 6, proofOf(nil), [][]byte{[]byte("a"), []byte("bb")}), 2},
 	} {
-		if _, _, err := decodeTable(c.b, c.size, pf); !errors.Is(err, ErrBootstrap) {
+		if _, _, err := decodeTable(c.b, c.size); !errors.Is(err, ErrBootstrap) {
 			t.Errorf("%s table: %v", name, err)
 		}
 	}

@@ -111,14 +111,14 @@ func (c *Communicator) formSub(ranks []int, me int) (*Communicator, error) {
 			addrs[i] = append([]byte(nil), h.addr...)
 			cpus = min(cpus, h.cpus)
 		}
-		table := encodeTable(tableOK, cpus, proof{}, addrs) // over the world's endpoints: no proof needed
+		table := encodeTable(tableOK, cpus, addrs) // over the world's endpoints: no MAC needed
 		for i := 1; i < len(ranks); i++ {
 			if err := c.Send(ranks[i], tagSplitTable, table); err != nil {
 				return fail(err)
 			}
 		}
 	default:
-		if err := c.Send(ranks[0], tagSplitHello, encodeHello(hello{rank: me, size: len(ranks), cpus: cpus, addr: self})); err != nil {
+		if err := c.Send(ranks[0], tagSplitHello, encodeHello(hello{rank: me, size: len(ranks), cpus: cpus, addr: self}, nil)); err != nil {
 			return fail(err)
 		}
 		buf := make([]byte, tableBytes(len(ranks)))
@@ -126,7 +126,7 @@ func (c *Communicator) formSub(ranks []int, me int) (*Communicator, error) {
 		if err != nil {
 			return fail(err)
 		}
-		if addrs, cpus, err = decodeTable(buf[:n], len(ranks), proof{}); err != nil {
+		if addrs, cpus, err = decodeTable(buf[:n], len(ranks)); err != nil {
 			return fail(err)
 		}
 	}

@@ -132,8 +132,10 @@ class Communicator:
         secret : str or bytes, optional
             Shared by every rank (default UCXGO_COMM_SECRET, which ``ucxx_go.launch``
             sets to a fresh random value for its ranks): rank 0 takes a rank only with
-            proof of it, dropping other connections without failing the world. None
-            and unset: any process that reaches rank 0's port may join.
+            proof of it (an HMAC of its hello), dropping other connections without
+            failing the world, and a rank takes the table of the world only with
+            proof that rank 0 holds it. The secret never travels. None and unset: any
+            process that reaches rank 0's port may join.
 
         Raises
         ------
