@@ -83,8 +83,9 @@ func current() (*core.Engine, error) {
 // max_endpoint_outstanding_bytes, max_unexpected_bytes and keepalive_timeout_ms (0 or
 // absent: the default; a negative keepalive_timeout_ms turns keepalive off); warmUp,
 // a local IP address or "", is core.Options.WarmUp: the engine warms up through it
-// in the background. It returns "ring_address ring_size eventfd" for the completion
-// queue that Python reads in place.
+// in the background. It returns "ring_address ring_size eventfd queue_id" for the
+// completion queue that Python reads in place; queue_id names the queue to
+// NotifierWait, ConsumeWake and FreeQueue.
 func Start(options string, mode string, delayedSubmission bool, limits string, warmUp string) (res string, err error) {
 	defer guard(&err)
 	opts := core.Options{
@@ -142,8 +143,8 @@ func Start(options string, mode string, delayedSubmission bool, limits string, w
 		return "", fmt.Errorf("Start: already started: %w", ucxx.StatusAlreadyExists)
 	}
 	q := e.Queue()
-	queues.add(uint64(q.Address()), e)
-	return fmt.Sprintf("%d %d %d", q.Address(), q.Size(), q.FD()), nil
+	id := queues.add(e)
+	return fmt.Sprintf("%d %d %d %d", q.Address(), q.Size(), q.FD(), id), nil
 }
 
 // Defaults for the progress thread's polling before it sleeps, a submitting call's
@@ -185,40 +186,44 @@ func Stop(timeoutMs int64) (ok bool, err error) {
 	return err == nil, err
 }
 
-// queueTable maps each completion queue's address (Start's first word) to its engine,
-// from Start until FreeQueue. The reader of a queue names it by that address, so a
-// reader of an engine that stopped never waits on, or frees, the queue of an engine
-// started since.
+// queueTable maps each completion queue's id (Start's fourth word) to its engine, from
+// Start until FreeQueue. The reader of a queue names it by that id, never used again,
+// so a reader of an engine that stopped never waits on, or frees, the queue of an
+// engine started since, even one whose queue was mapped where the freed one was.
 type queueTable struct {
 	mu      sync.Mutex
+	last    uint64
 	engines map[uint64]*core.Engine
 }
 
 var queues = queueTable{engines: make(map[uint64]*core.Engine)}
 
-func (t *queueTable) add(addr uint64, e *core.Engine) {
+// add names e's queue by a new id (1 and up) and returns it.
+func (t *queueTable) add(e *core.Engine) uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.engines[addr] = e
+	t.last++
+	t.engines[t.last] = e
+	return t.last
 }
 
-// get returns the engine of the queue at addr, or nil once it was freed.
-func (t *queueTable) get(addr uint64) *core.Engine {
+// get returns the engine of queue id, or nil once it was freed.
+func (t *queueTable) get(id uint64) *core.Engine {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.engines[addr]
+	return t.engines[id]
 }
 
-// take removes and returns the engine of the queue at addr, or nil.
-func (t *queueTable) take(addr uint64) *core.Engine {
+// take removes and returns the engine of queue id, or nil.
+func (t *queueTable) take(id uint64) *core.Engine {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := t.engines[addr]
-	delete(t.engines, addr)
+	e := t.engines[id]
+	delete(t.engines, id)
 	return e
 }
 
-// FreeQueue unmaps the completion queue at address queue (Start's first word), once
+// FreeQueue unmaps the completion queue whose id is queue (Start's fourth word), once
 // its engine stopped and Python stopped reading it; a queue freed already, or none,
 // is nothing to do.
 func FreeQueue(queue uint64) (ok bool, err error) {

@@ -141,8 +141,8 @@ func Cancel(id uint64) (ok bool, err error) {
 	return true, e.Cancel(id)
 }
 
-// ConsumeWake acknowledges a wake-up of the completion queue at address queue's
-// eventfd, for an event loop that watches it: one call per wake-up, before draining
+// ConsumeWake acknowledges a wake-up of the eventfd of the completion queue whose id
+// is queue (Start's fourth word), for an event loop that watches it: one call per wake-up, before draining
 // the ring. A freed queue has nothing pending.
 func ConsumeWake(queue uint64) (pending bool, err error) {
 	defer guard(&err)
@@ -153,7 +153,7 @@ func ConsumeWake(queue uint64) (pending bool, err error) {
 	return e.Queue().ConsumeWake(), nil
 }
 
-// NotifierWait blocks, without the GIL, until the completion queue at address queue
+// NotifierWait blocks, without the GIL, until the completion queue whose id is queue
 // has completions ready (1), the timeout passes (0) or its engine stopped (2; also
 // once the queue was freed).
 func NotifierWait(queue uint64, timeoutMs int64) (r int, err error) {

@@ -118,10 +118,10 @@ def _resolve_through(req, fut, value):
 class Completions:
     """The ring, the pending requests, and the delivery mode that drains one into the other."""
 
-    def __init__(self, address, size, fd, mode, on_event):
+    def __init__(self, address, size, fd, queue, mode, on_event):
         if mode not in MODES:
             raise ValueError(f"completion mode must be one of {MODES}, got {mode!r}")
-        self.address = address  # names the queue to the bridge (NotifierWait, ConsumeWake, FreeQueue)
+        self.queue = queue  # names the queue to the bridge (NotifierWait, ConsumeWake, FreeQueue)
         self._words = _memory_view(address, size).cast("Q")
         self._mask = self._words[_CAPACITY] - 1
         self._fd = fd
@@ -192,7 +192,7 @@ class Completions:
 
     def _notifier(self):
         """The notifier thread: wait in Go without the GIL, then have the loop drain."""
-        wait, queue = ext.pybridge_NotifierWait, self.address
+        wait, queue = ext.pybridge_NotifierWait, self.queue
         while True:
             try:
                 r = wait(queue, 1000)
@@ -235,7 +235,7 @@ class Completions:
         # order the wake-up protocol needs, which Python cannot express (see
         # notifier/queue.go). One call per wake-up, however many completions it drains.
         try:
-            ext.pybridge_ConsumeWake(self.address)
+            ext.pybridge_ConsumeWake(self.queue)
         except RuntimeError:
             return
         self.drain()

@@ -60,13 +60,13 @@ class Context:
                        warm_up)
         finally:
             _ucx_log.forward()  # what UCX said while starting (why it refused), now
-        address, size, fd = (int(x) for x in res.split())
+        address, size, fd, queue = (int(x) for x in res.split())
         self.delayed_submission = delayed_submission
         try:
-            self.completions = _completions.Completions(address, size, fd, completion_mode, self._on_event)
+            self.completions = _completions.Completions(address, size, fd, queue, completion_mode, self._on_event)
         except BaseException:
             ext.pybridge_Stop(1000)
-            ext.pybridge_FreeQueue(address)
+            ext.pybridge_FreeQueue(queue)
             raise
         self.pending = self.completions.pending  # request id -> Request
         self.loop_progress = None
@@ -129,7 +129,7 @@ class Context:
             # operations in flight: their buffers are kept for good.
             self.completions.stop(abandon=not stopped)
             self.completions.release()
-            ext.pybridge_FreeQueue(self.completions.address)
+            ext.pybridge_FreeQueue(self.completions.queue)
             _ucx_log.forward()  # what UCX said while shutting down
 
 
