@@ -2,6 +2,7 @@ package core
 
 import (
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -11,27 +12,44 @@ import (
 // address they are given and do not revoke a key when its memory is unmapped
 // (ucp_mem_unmap), so a signal in flight, or a peer's late one, would land in freed
 // memory, which the heap may have handed to anything. A released page waits here
-// and is reused only for another counter once quarantineDepth pages were released
-// after it (a very late signal can then move that counter, never other memory); the
-// rest go back to the heap after the worker is destroyed (releaseAll).
+// and is reused only for another counter once it waited quarantineAge and
+// quarantineDepth pages were released after it (an honest peer's signal in flight
+// has landed by then; a very late or hostile one can move that counter, never other
+// memory); the rest go back to the heap after the worker is destroyed (releaseAll).
 //
 // It wraps the counterPages that makes the pages. Progress thread.
 type quarantinedPages struct {
 	counterPages
-	retired []unsafe.Pointer // oldest first
+	retired []retiredPage // oldest first
+	now     func() time.Time
 }
 
-// quarantineDepth is how many released counter pages wait before the oldest is used
-// again (4 KiB each).
-const quarantineDepth = 64
+// retiredPage is a released page and when it was released.
+type retiredPage struct {
+	page unsafe.Pointer
+	at   time.Time
+}
 
-// alloc returns a zeroed page: the oldest released one once more than
-// quarantineDepth wait, else a new one.
+const (
+	// quarantineDepth is how many released counter pages wait at least before the
+	// oldest is used again (4 KiB each).
+	quarantineDepth = 64
+	// quarantineAge is how long a released page waits at least: twice the default
+	// keepalive timeout, past which a peer that went silent has its endpoint failed.
+	quarantineAge = 2 * DefaultKeepaliveTimeout
+)
+
+func newQuarantinedPages(pages counterPages) *quarantinedPages {
+	return &quarantinedPages{counterPages: pages, now: time.Now}
+}
+
+// alloc returns a zeroed page: the oldest released one once it waited quarantineAge
+// and more than quarantineDepth wait, else a new one.
 func (q *quarantinedPages) alloc() unsafe.Pointer {
-	if len(q.retired) > quarantineDepth {
-		p := q.retired[0]
+	if len(q.retired) > quarantineDepth && q.now().Sub(q.retired[0].at) >= quarantineAge {
+		p := q.retired[0].page
 		copy(q.retired, q.retired[1:])
-		q.retired[len(q.retired)-1] = nil
+		q.retired[len(q.retired)-1] = retiredPage{}
 		q.retired = q.retired[:len(q.retired)-1]
 		atomic.StoreUint64((*uint64)(p), 0) // the counter is the page's only word in use
 		return p
@@ -40,13 +58,15 @@ func (q *quarantinedPages) alloc() unsafe.Pointer {
 }
 
 // free puts a released page in quarantine.
-func (q *quarantinedPages) free(page unsafe.Pointer) { q.retired = append(q.retired, page) }
+func (q *quarantinedPages) free(page unsafe.Pointer) {
+	q.retired = append(q.retired, retiredPage{page, q.now()})
+}
 
 // releaseAll frees every page in quarantine. Only once the worker is destroyed: no
 // transport can write into them then.
 func (q *quarantinedPages) releaseAll() {
-	for _, p := range q.retired {
-		q.counterPages.free(p)
+	for _, r := range q.retired {
+		q.counterPages.free(r.page)
 	}
 	q.retired = nil
 }

@@ -217,7 +217,7 @@ func New(opts Options) (*Engine, error) {
 		awaiting:       make(map[uint64]*multiOp),
 	}
 	e.am = activeMessages{progressThread: &e.progressThread}
-	quarantine := &quarantinedPages{counterPages: cudaCounterPages{}}
+	quarantine := newQuarantinedPages(cudaCounterPages{})
 	e.rma = oneSided{
 		progressThread: &e.progressThread,
 		regions:        make(map[uint64]*region),

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 	"unsafe"
@@ -471,25 +472,36 @@ func TestSignalAfterReleaseDoesNotReachALaterSemaphore(t *testing.T) {
 // quarantineDepth were released after them; the rest are freed at releaseAll.
 func TestCounterQuarantine(t *testing.T) {
 	inner := &countingPages{}
-	q := &quarantinedPages{counterPages: inner}
+	q := newQuarantinedPages(inner)
+	now := time.Now()
+	q.now = func() time.Time { return now }
 	var pages []unsafe.Pointer
-	for range quarantineDepth + 2 {
+	for range quarantineDepth + 3 {
 		pages = append(pages, q.alloc())
 	}
 	for _, pg := range pages {
 		*(*uint64)(pg) = 7
 		q.free(pg)
 	}
-	if inner.freed != 0 || inner.made != quarantineDepth+2 {
+	if inner.freed != 0 || inner.made != quarantineDepth+3 {
 		t.Fatalf("made %d, freed %d before releaseAll", inner.made, inner.freed)
 	}
-	if pg := q.alloc(); pg != pages[0] || *(*uint64)(pg) != 0 || inner.made != quarantineDepth+2 {
-		t.Fatalf("alloc past the depth: %p (want the oldest, %p), word %d, made %d", pg, pages[0], *(*uint64)(pg), inner.made)
+	// Past the depth, not yet the age: a new page.
+	now = now.Add(quarantineAge - time.Second)
+	if pg := q.alloc(); slices.Contains(pages, pg) || inner.made != quarantineDepth+4 {
+		t.Fatalf("alloc before the age reused %p (made %d)", pg, inner.made)
 	}
-	if pg := q.alloc(); pg != pages[1] || inner.made != quarantineDepth+2 {
+	now = now.Add(time.Second)
+	if pg := q.alloc(); pg != pages[0] || *(*uint64)(pg) != 0 || inner.made != quarantineDepth+4 {
+		t.Fatalf("alloc past the depth and the age: %p (want the oldest, %p), word %d, made %d", pg, pages[0], *(*uint64)(pg), inner.made)
+	}
+	if pg := q.alloc(); pg != pages[1] || inner.made != quarantineDepth+4 {
 		t.Fatalf("alloc with the depth released after the oldest: %p, want %p (made %d)", pg, pages[1], inner.made)
 	}
-	if pg := q.alloc(); pg == pages[2] || inner.made != quarantineDepth+3 {
+	if pg := q.alloc(); pg != pages[2] || inner.made != quarantineDepth+4 {
+		t.Fatalf("alloc with the depth released after the oldest: %p, want %p (made %d)", pg, pages[2], inner.made)
+	}
+	if pg := q.alloc(); slices.Contains(pages, pg) || inner.made != quarantineDepth+5 {
 		t.Fatalf("alloc with fewer than the depth released after the oldest reused %p (made %d)", pg, inner.made)
 	}
 	q.releaseAll()
