@@ -257,7 +257,13 @@ var maxGreeting = 1024
 // first.
 type greetingQueue struct {
 	mu    sync.Mutex
-	conns *list.List // of net.Conn
+	conns *list.List // of *greeting
+}
+
+// greeting is a connection in a greetingQueue; dropped once push chose it.
+type greeting struct {
+	conn    net.Conn
+	dropped bool
 }
 
 // push adds c and returns the oldest connection to drop, if the queue was full.
@@ -265,17 +271,20 @@ func (g *greetingQueue) push(c net.Conn) (el *list.Element, drop net.Conn) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.conns.Len() >= maxGreeting {
-		drop = g.conns.Remove(g.conns.Front()).(net.Conn)
+		oldest := g.conns.Remove(g.conns.Front()).(*greeting)
+		oldest.dropped, drop = true, oldest.conn
 	}
-	return g.conns.PushBack(c), drop
+	return g.conns.PushBack(&greeting{conn: c}), drop
 }
 
-// heard takes el's connection out once its hello was read or the read failed (a
-// connection push dropped is out already: Remove does nothing then).
-func (g *greetingQueue) heard(el *list.Element) {
+// heard takes el's connection out once its hello was read or the read failed, and
+// reports whether it is still the greeter's: false once push dropped it (its hello may
+// have been read meanwhile; the dropper closes it).
+func (g *greetingQueue) heard(el *list.Element) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.conns.Remove(el)
+	return !el.Value.(*greeting).dropped
 }
 
 // hostPort is a TCP address as "ip:port", the IP unbracketed, as UCX's socket
@@ -365,18 +374,21 @@ func (e *Engine) acceptLoop(handle uint64, ln net.Listener) {
 		if drop != nil {
 			e.conns.close(drop) // its greet's read fails, and it lets go
 		}
-		go e.greet(handle, conn, func() { greeting.heard(el) })
+		go e.greet(handle, conn, func() bool { return greeting.heard(el) })
 	}
 }
 
 // greet answers one connection to a listener: the peer's hello first, then the
 // endpoint, made and announced on the progress thread, which sends ours. heard runs
-// once the hello is read, or the connection dropped.
-func (e *Engine) greet(listenerHandle uint64, conn net.Conn, heard func()) {
+// once the hello is read, or the read failed; false: the connection was dropped
+// (closed by the dropper) and is left alone.
+func (e *Engine) greet(listenerHandle uint64, conn net.Conn, heard func() bool) {
 	deadline := time.Now().Add(defaultAcceptTimeout)
 	_ = conn.SetDeadline(deadline)
 	peer, err := readHello(conn)
-	heard()
+	if !heard() {
+		return
+	}
 	if err != nil {
 		e.conns.close(conn)
 		return

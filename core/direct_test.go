@@ -2,6 +2,7 @@ package core
 
 import (
 	"bytes"
+	"container/list"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -673,6 +674,33 @@ func FuzzReadHello(f *testing.F) {
 			t.Fatalf("re-encoded hello differs:\n got %x\nwant %x", enc, read)
 		}
 	})
+}
+
+// TestGreetingQueueDrop: the connection a push drops is no longer its greeter's, even
+// if its hello was read meanwhile (the greeter then leaves it to the dropper, which
+// closes it); the others are.
+func TestGreetingQueueDrop(t *testing.T) {
+	n := maxGreeting
+	t.Cleanup(func() { maxGreeting = n })
+	maxGreeting = 2
+	g := greetingQueue{conns: list.New()}
+	var els []*list.Element
+	var conns []net.Conn
+	for range 3 {
+		a, b := net.Pipe()
+		t.Cleanup(func() { a.Close(); b.Close() })
+		el, drop := g.push(a)
+		els, conns = append(els, el), append(conns, a)
+		if len(els) < 3 && drop != nil || len(els) == 3 && drop != conns[0] {
+			t.Fatalf("push %d dropped %v", len(els), drop)
+		}
+	}
+	if g.heard(els[0]) {
+		t.Fatal("the dropped connection is still its greeter's")
+	}
+	if !g.heard(els[1]) || !g.heard(els[2]) || g.conns.Len() != 0 {
+		t.Fatal("a connection not dropped is not its greeter's")
+	}
 }
 
 // TestAddressListenerSilentFlood: more connections than maxGreeting that never say
