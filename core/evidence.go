@@ -82,8 +82,8 @@ func (m *multiBuffers) claimHeld(op *multiOp) bool {
 			found = true
 		}
 	}
-	if op.ep != nil && op.ep.phase >= phaseClosing {
-		return found
+	if op.ep != nil && !framesHere(op.ep) {
+		return found // closing: what it sent is dropped with it
 	}
 	for op.claimed < len(op.wire) {
 		ok, tag, length, msg := m.worker.TagProbe(op.tag, ^uint64(0), true)

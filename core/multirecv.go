@@ -375,10 +375,33 @@ func (m *multiBuffers) receiveAll(admitted []*multiOp) {
 }
 
 // failWaiting fails the messages of an endpoint that wait for room: they have no UCX
-// request that closing the endpoint would cancel.
+// request that closing the endpoint would cancel. If its peer closed gracefully, all
+// it sent is here (goodbye.go): those whose frames are all here as announced are
+// received instead (receiveHere).
 func (m *multiBuffers) failWaiting(ep *endpoint, st ucxx.Status) {
-	m.failTaken(m.admission.removeEndpoint(ep), st)
+	waiting := m.admission.removeEndpoint(ep)
+	if ep.peerSaidGoodbye {
+		waiting = m.receiveHere(waiting)
+	}
+	m.failTaken(waiting, st)
 	m.claimAdopted()
+}
+
+// receiveHere receives those of ops, messages that waited on an endpoint whose peer
+// said goodbye, whose frames are all here as announced once they claimed what is
+// held and in UCX's queue; it returns the others. They are received without room:
+// their bytes are here already (held within the unexpected and claim bounds), and
+// the endpoint sends no more.
+func (m *multiBuffers) receiveHere(ops []*multiOp) (rest []*multiOp) {
+	for _, op := range ops {
+		m.claimHeld(op)
+		if op.wrongFrame || op.unprovenPart() != 0 {
+			rest = append(rest, op)
+			continue
+		}
+		m.receiveFrames(op)
+	}
+	return rest
 }
 
 // failAllWaiting fails every message that waits for room (shutdown): none has a UCX

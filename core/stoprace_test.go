@@ -1,6 +1,8 @@
 package core
 
 import (
+	"bytes"
+	"runtime"
 	"testing"
 	"time"
 
@@ -77,4 +79,66 @@ func stopAfterWire(t *testing.T, e *Engine, send func(), timeout time.Duration) 
 		t.Fatal("the stop did not end")
 		return start, nil
 	}
+}
+
+// A sender closes gracefully right after a message too large to be admitted on its
+// headers' word, whose frames (eager) are in UCX's queue, not yet claimed, when the
+// endpoint's end is handled: all the peer sent is here once it said goodbye, so the
+// message waiting for its frames is received, not failed.
+func TestMultiGoodbyeReceivesAWaitingMessageWhoseFramesAreHere(t *testing.T) {
+	eager := Options{UCXOptions: map[string]string{"RNDV_THRESH": "inf"}}
+	client := newTestEngine(t, eager)
+	serverOpts := eager
+	serverOpts.MaxOutstandingBytes = 2 << 20 // unproven: 256 KiB per endpoint
+	server := newTestEngine(t, serverOpts)
+	cep, sep, cc, sc := pair(t, client, server)
+	recv, err := server.RecvMulti(sep, endpointInfo(t, server, sep).RecvTag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := endpointInfo(t, client, cep).SendTag
+	sendRaw(t, client, cep, cc, tag, okHeader(0, 40, full(40, 16<<10))) // 640 KiB
+	settle(t, server)
+	noCompletion(t, sc, recv)
+	// On the server's thread: UCX is progressed and its events handled until the
+	// peer's goodbye was, but nothing is drained from UCX's queue; then the endpoint's
+	// end is handled (as the watch of its socket reports it: peerGone) before any
+	// drain could claim the frames.
+	ended := make(chan bool, 1)
+	server.pool.push(submission{op: opCall, call: func() {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+			server.worker.Progress()
+			server.drainEvents()
+			if ep := server.eps.get(sep); ep != nil && ep.peerSaidGoodbye {
+				server.onEndpointError(sep, ucxx.StatusConnectionReset)
+				ended <- true
+				return
+			}
+		}
+		ended <- false
+	}})
+	frames := make([][]byte, 40)
+	for i := range frames {
+		frames[i] = bytes.Repeat([]byte{byte(i)}, 16<<10)
+		if _, err := client.TagSend(cep, addr(frames[i]), uint64(len(frames[i])), tag|MultiTagBit, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := client.CloseEndpoint(cep, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if !<-ended {
+		t.Fatal("no goodbye came")
+	}
+	comp := sc.wait(recv, 10*time.Second)
+	if st := ucxx.Status(comp.Status); st != ucxx.StatusOK {
+		t.Fatalf("message: %v", st)
+	}
+	got := takeBlock(t, comp.Length)
+	for i := range frames {
+		if i >= len(got) || !bytes.Equal(got[i], frames[i]) {
+			t.Fatalf("frame %d differs", i)
+		}
+	}
+	runtime.KeepAlive(frames)
 }
