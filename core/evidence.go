@@ -50,22 +50,19 @@ func (m *multiBuffers) settleClaims(claimed []*multiOp) {
 // its headers, in order, as postFrames receives them.
 func (m *multiBuffers) wireOf(op *multiOp) {
 	op.wire = op.wire[:0]
-	_, inline := op.dec.Inline()
-	gathered := op.dec.Gathered() // small host frames in one message after the header
-	if gathered {
+	if op.dec.Gathered() { // the small host frames' one message comes first
 		var n uint64
 		for i, s := range op.dec.Sizes {
-			if gathers(s, op.dec.Types[i]) {
+			if op.dec.Route(i) == RouteGathered {
 				n += s
 			}
 		}
 		op.wire = append(op.wire, n)
 	}
 	for i, s := range op.dec.Sizes {
-		if gathers(s, op.dec.Types[i]) && (inline || gathered) {
-			continue
+		if op.dec.Route(i) == RouteAlone {
+			op.wire = append(op.wire, s)
 		}
-		op.wire = append(op.wire, s)
 	}
 	if uint64(len(op.wire)) != op.dec.FrameMessages() {
 		op.wire = op.wire[:0] // not the wire the decoder counted: nothing can prove it

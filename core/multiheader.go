@@ -492,6 +492,33 @@ func (d *MessageDecoder) Gathered() bool {
 	return false
 }
 
+// FrameRoute is how one frame of a received message travels (the wire at the top of
+// this file).
+type FrameRoute uint8
+
+const (
+	// RouteInline: in the header's tag message, after the header.
+	RouteInline FrameRoute = iota
+	// RouteGathered: with the message's other small host frames, in one tag message
+	// after its header.
+	RouteGathered
+	// RouteAlone: in a tag message of its own, after those.
+	RouteAlone
+)
+
+// Route returns, once Feed returned done, how frame i travels: the one rule the
+// receiver's frame receives (postFrames) and its evidence (wireOf) follow.
+func (d *MessageDecoder) Route(i int) FrameRoute {
+	switch {
+	case !gathers(d.Sizes[i], d.Types[i]) || d.headers != 1:
+		return RouteAlone
+	case d.inlineAt != 0:
+		return RouteInline
+	default:
+		return RouteGathered
+	}
+}
+
 // Frames returns how many frames the headers fed so far describe: after Feed returned
 // done, the message's frame count.
 func (d *MessageDecoder) Frames() int { return len(d.Sizes) }

@@ -856,5 +856,17 @@ func TestDecoderWireOfFrames(t *testing.T) {
 			t.Errorf("%s: Inline() = %d, %v, Gathered() = %v, FrameMessages() = %d; want %d, %v, %d",
 				c.name, at, ok, d.Gathered(), d.FrameMessages(), c.inlineAt, c.gathered, c.frameMessages)
 		}
+		// Route agrees: a frame message per frame alone, one for the gathered frames.
+		routes := map[FrameRoute]int{}
+		for i := range d.Frames() {
+			routes[d.Route(i)]++
+		}
+		gathered := 0
+		if routes[RouteGathered] > 0 {
+			gathered = 1
+		}
+		if uint64(routes[RouteAlone]+gathered) != d.FrameMessages() || (routes[RouteInline] > 0) != ok || (gathered == 1) != d.Gathered() {
+			t.Errorf("%s: routes %v against Inline %v, Gathered %v, FrameMessages %d", c.name, routes, ok, d.Gathered(), d.FrameMessages())
+		}
 	}
 }

@@ -255,8 +255,7 @@ func (m *multiBuffers) postFrames(op *multiOp) {
 	q := op.queue
 	rec := newBlockRecord(op.block, len(op.plan.frames), op.plan.blockSize)
 	op.plan.writeRecord(rec, op.userFrames, op.cudaFrames, op.hostFrames, m.cuda.frameType())
-	inlineAt, inline := op.dec.Inline()
-	gathered := op.dec.Gathered()
+	inlineAt, _ := op.dec.Inline()
 	// The gathered receive's IOV array goes where the header was (decoded by now).
 	iov, hostFrames, hostBytes := op.headers, 0, uint64(0)
 	var hostAddr uintptr
@@ -268,11 +267,11 @@ func (m *multiBuffers) postFrames(op *multiOp) {
 		if f.home == inBlock {
 			addr += uintptr(op.block)
 		}
-		switch {
-		case gathers(sz, t) && inline:
+		switch op.dec.Route(i) {
+		case RouteInline:
 			ucxx.CopyBetween(addr, uintptr(op.headers)+uintptr(inlineAt), sz)
 			inlineAt += int(sz)
-		case gathers(sz, t) && gathered:
+		case RouteGathered:
 			ucxx.PutIOV(iov, hostFrames, addr, sz)
 			hostAddr = addr
 			hostFrames++
