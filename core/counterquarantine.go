@@ -35,7 +35,9 @@ const (
 	// oldest is used again (4 KiB each).
 	quarantineDepth = 64
 	// quarantineAge is how long a released page waits at least: twice the default
-	// keepalive timeout, past which a peer that went silent has its endpoint failed.
+	// keepalive timeout, past which (with the default) a peer that went silent has its
+	// endpoint failed. A fixed time, whatever Options.KeepaliveTimeout says. Every page
+	// released within it stays: the application's rate of releases bounds them.
 	quarantineAge = 2 * DefaultKeepaliveTimeout
 )
 

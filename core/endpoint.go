@@ -172,7 +172,8 @@ func (e *Engine) teardown(ep *endpoint, st ucxx.Status, force bool) {
 	// The endpoint stays visible to application threads until UCX has closed it, so
 	// work submitted meanwhile fails with this status rather than a bare "closed".
 	ep.failed.Store(int64(st))
-	if ep.peerSaidGoodbye && st == ucxx.StatusConnectionReset {
+	peerLeft := ep.peerSaidGoodbye && st == ucxx.StatusConnectionReset
+	if peerLeft {
 		// The peer closed gracefully (goodbye.go): what is pending here is cancelled by
 		// its close, as UCXX reports it, rather than broken. Receives posted from now
 		// on still drain what it sent (ep.failed says it went away).
@@ -195,7 +196,7 @@ func (e *Engine) teardown(ep *endpoint, st ucxx.Status, force bool) {
 	ep.phase = phaseClosing
 	// After the phase: the receives queued behind a message that waited for room then
 	// fail as they come up, rather than post header receives nothing would cancel.
-	e.multi.failWaiting(ep, st)
+	e.multi.failWaiting(ep, st, peerLeft)
 	switch {
 	case force:
 		e.closeUCX(ep, true)

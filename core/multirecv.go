@@ -141,9 +141,13 @@ func (m *multiBuffers) onMultiHeader(r *request, st ucxx.Status, length uint64) 
 		m.completeNow(op.id, ucxx.StatusCanceled, 0)
 		m.orphan(op)
 	}
-	if st := q.poisoned; st != ucxx.StatusOK {
-		// Its header's completion came after the stop (or the stream broke): nothing
-		// more is posted for it, not even the rest of its headers.
+	if st := q.poisoned; st != ucxx.StatusOK || !framesHere(op.ep) {
+		// Its header's completion came after the stop, its endpoint's teardown began
+		// or the stream broke: nothing more is posted for it, not even the rest of its
+		// headers, nor does it wait for room.
+		if st == ucxx.StatusOK {
+			st = endpointStatus(op.ep)
+		}
 		op.status = st
 		m.finishMulti(op)
 		m.nextReceive(q)
@@ -163,14 +167,6 @@ func (m *multiBuffers) onMultiHeader(r *request, st ucxx.Status, length uint64) 
 		return
 	}
 	op.plan.plan(op.dec.Sizes, op.dec.Types, op.policy)
-	if !framesHere(op.ep) {
-		// Its header's completion came after its endpoint's teardown began: nothing
-		// would end it if it waited for room.
-		op.status = endpointStatus(op.ep)
-		m.finishMulti(op)
-		m.nextReceive(q)
-		return
-	}
 	switch ok, st := m.admission.admit(op); {
 	case st != ucxx.StatusOK:
 		m.rejectWhole(op, st)
@@ -374,12 +370,13 @@ func (m *multiBuffers) receiveAll(admitted []*multiOp) {
 }
 
 // failWaiting fails the messages of an endpoint that wait for room: they have no UCX
-// request that closing the endpoint would cancel. If its peer closed gracefully, all
-// it sent is here (goodbye.go): those whose frames are all here as announced are
-// received instead (receiveHere).
-func (m *multiBuffers) failWaiting(ep *endpoint, st ucxx.Status) {
+// request that closing the endpoint would cancel. If the endpoint ends because its
+// peer closed it gracefully (peerLeft: goodbye.go), all the peer sent is here: those
+// whose frames are all here as announced and that fit now are received instead
+// (receiveHere).
+func (m *multiBuffers) failWaiting(ep *endpoint, st ucxx.Status, peerLeft bool) {
 	waiting := m.admission.removeEndpoint(ep)
-	if ep.peerSaidGoodbye {
+	if peerLeft {
 		waiting = m.receiveHere(waiting)
 	}
 	m.failTaken(waiting, st)
@@ -387,14 +384,13 @@ func (m *multiBuffers) failWaiting(ep *endpoint, st ucxx.Status) {
 }
 
 // receiveHere receives those of ops, messages that waited on an endpoint whose peer
-// said goodbye, whose frames are all here as announced once they claimed what is
-// held and in UCX's queue; it returns the others. They are received without room:
-// their bytes are here already (held within the unexpected and claim bounds), and
-// the endpoint sends no more.
+// said goodbye and left, whose frames are all here as announced once they claimed
+// what is held and in UCX's queue, and for which there is room (proven, they need no
+// unproven allowance); it returns the others.
 func (m *multiBuffers) receiveHere(ops []*multiOp) (rest []*multiOp) {
 	for _, op := range ops {
 		m.claimHeld(op)
-		if op.wrongFrame || op.unprovenPart() != 0 {
+		if op.wrongFrame || op.unprovenPart() != 0 || !m.admission.reserve(op) {
 			rest = append(rest, op)
 			continue
 		}
