@@ -217,7 +217,10 @@ func New(opts Options) (*Engine, error) {
 		awaiting:       make(map[uint64]*multiOp),
 	}
 	e.am = activeMessages{progressThread: &e.progressThread}
-	quarantine := newQuarantinedPages(cudaCounterPages{})
+	if opts.KeepaliveTimeout == 0 {
+		opts.KeepaliveTimeout = DefaultKeepaliveTimeout
+	}
+	quarantine := newQuarantinedPages(cudaCounterPages{}, quarantineAge(opts.KeepaliveTimeout))
 	e.rma = oneSided{
 		progressThread: &e.progressThread,
 		regions:        make(map[uint64]*region),
@@ -225,9 +228,6 @@ func New(opts Options) (*Engine, error) {
 		sems:           make(map[uint64]*localSemaphore),
 		counters:       quarantine,
 		quarantine:     quarantine,
-	}
-	if opts.KeepaliveTimeout == 0 {
-		opts.KeepaliveTimeout = DefaultKeepaliveTimeout
 	}
 	if opts.KeepaliveTimeout > 0 {
 		e.ka = keepalive{timeout: opts.KeepaliveTimeout, interval: opts.KeepaliveTimeout / 3}

@@ -472,7 +472,13 @@ func TestSignalAfterReleaseDoesNotReachALaterSemaphore(t *testing.T) {
 // quarantineDepth were released after them; the rest are freed at releaseAll.
 func TestCounterQuarantine(t *testing.T) {
 	inner := &countingPages{}
-	q := newQuarantinedPages(inner)
+	q := newQuarantinedPages(inner, quarantineAge(DefaultKeepaliveTimeout))
+	if a := quarantineAge(time.Hour); a != 2*time.Hour {
+		t.Fatalf("quarantine age for a keepalive of an hour: %v", a)
+	}
+	if a := quarantineAge(-1); a != 2*DefaultKeepaliveTimeout {
+		t.Fatalf("quarantine age with keepalive off: %v", a)
+	}
 	now := time.Now()
 	q.now = func() time.Time { return now }
 	var pages []unsafe.Pointer
@@ -487,7 +493,7 @@ func TestCounterQuarantine(t *testing.T) {
 		t.Fatalf("made %d, freed %d before releaseAll", inner.made, inner.freed)
 	}
 	// Past the depth, not yet the age: a new page.
-	now = now.Add(quarantineAge - time.Second)
+	now = now.Add(q.age - time.Second)
 	if pg := q.alloc(); slices.Contains(pages, pg) || inner.made != quarantineDepth+4 {
 		t.Fatalf("alloc before the age reused %p (made %d)", pg, inner.made)
 	}
