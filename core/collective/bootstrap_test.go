@@ -211,22 +211,8 @@ func TestBootstrapIgnoresStrangers(t *testing.T) {
 	msgs := make([][]byte, maxPendingHellos+2)
 	msgs = append(msgs, []byte("GET / HTTP/1.1\r\n\r\n"), encodeHello(hello{rank: 1, size: 2, cpus: 1, addr: garbageAddress}, nil))
 	for _, msg := range msgs {
-		for {
-			id, err := stranger.Connect(host, p, time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := r.wait(id, deadline)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c.Status == 0 {
-				if msg != nil {
-					send(stranger, r, c.Length, tagHello, msg, deadline)
-				}
-				break
-			}
-			time.Sleep(20 * time.Millisecond) // the root may not listen yet
+		if ep := connectToRoot(t, stranger, r, host, p, deadline); msg != nil {
+			send(stranger, r, ep, tagHello, msg, deadline)
 		}
 	}
 	start(1)
@@ -234,6 +220,26 @@ func TestBootstrapIgnoresStrangers(t *testing.T) {
 		if err != nil {
 			t.Errorf("rank %d: %v", rank, err)
 		}
+	}
+}
+
+// connectToRoot connects e to the root at host:port, trying again until the root
+// listens, and returns the endpoint.
+func connectToRoot(t *testing.T, e *core.Engine, r *completionReader, host string, port int, deadline time.Time) uint64 {
+	t.Helper()
+	for {
+		id, err := e.Connect(host, port, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := r.wait(id, deadline)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Status == 0 {
+			return c.Length
+		}
+		time.Sleep(20 * time.Millisecond) // the root may not listen yet
 	}
 }
 
@@ -319,22 +325,8 @@ func TestBootstrapImpostorRoot(t *testing.T) {
 	start(0)
 	forged := append(captured[:helloHeader:helloHeader], own...)
 	binary.LittleEndian.PutUint32(forged[16:], uint32(len(own)))
-	for {
-		id, err := impostor.Connect(host, p, time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := r.wait(id, deadline)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c.Status == 0 {
-			if err := send(impostor, r, c.Length, tagHello, forged, deadline); err != nil {
-				t.Fatal(err)
-			}
-			break
-		}
-		time.Sleep(20 * time.Millisecond) // the root may not listen yet
+	if err := send(impostor, r, connectToRoot(t, impostor, r, host, p, deadline), tagHello, forged, deadline); err != nil {
+		t.Fatal(err)
 	}
 	start(1)
 	for rank, err := range wait() {
