@@ -140,11 +140,20 @@ func TestEvidenceCloseRacesMatchedHeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	settle(t, server)
-	frame := bytes.Repeat([]byte("x"), 400<<10)
-	var send uint64
-	afterWire(t, server, func() { send = startSendFrames(t, client, cep, endpointInfo(t, client, cep).SendTag, frame) }, func() {
+	entered, done := make(chan struct{}), make(chan struct{})
+	_ = server.submit(submission{op: opCall, call: func() {
+		close(entered)
+		deadline := time.Now().Add(3 * time.Second)
+		for len(server.worker.Events()) == 0 && time.Now().Before(deadline) {
+			server.worker.Progress()
+		}
 		server.teardown(server.eps.get(sep), ucxx.StatusOK, false) // what CloseEndpoint does
-	})
+		close(done)
+	}})
+	<-entered
+	frame := bytes.Repeat([]byte("x"), 400<<10)
+	send := startSendFrames(t, client, cep, endpointInfo(t, client, cep).SendTag, frame)
+	<-done
 	c := sc.wait(recv, 5*time.Second)
 	t.Logf("receive: %v", ucxx.Status(c.Status))
 	_, _ = cc, send

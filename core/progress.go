@@ -415,9 +415,14 @@ func (e *Engine) beginStop(deadline time.Time, done chan error) {
 		e.closeListener(h)
 	}
 	for _, ep := range e.eps.byHandle {
-		if ep.phase == phaseHandshake {
+		switch {
+		case ep.phase == phaseHandshake:
 			e.failHandshake(ep, ucxx.StatusCanceled)
-		} else {
+		case ep.phase >= phaseClosing:
+			// A graceful close waiting for its sends or the peer's answer to its
+			// goodbye waits no more: its control receive would stay posted.
+			e.closeUCX(ep, true)
+		default:
 			e.teardown(ep, ucxx.StatusCanceled, true)
 		}
 	}

@@ -283,3 +283,26 @@ func (g *goodbyeRace) sendAndClose(t *testing.T, n int, end func()) [][]byte {
 	runtime.KeepAlive(all) // the sends ended before the goodbye
 	return all[:n]
 }
+
+// A stop while an endpoint's graceful close waits for the peer's answer to its
+// goodbye (the peer's progress thread held: it answers nothing) forces that close:
+// the stop ends at once, with nothing in flight (before, the endpoint's control
+// receive stayed posted and the stop ran to its deadline).
+func TestStopForcesAGracefulCloseWaitingForThePeer(t *testing.T) {
+	client, server := newTestEngine(t, Options{}), newTestEngine(t, Options{})
+	_, sep, _, sc := pair(t, client, server)
+	release := make(chan struct{})
+	defer close(release)
+	client.pool.push(submission{op: opCall, call: func() { <-release }})
+	id, err := server.CloseEndpoint(sep, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(t, server)
+	noCompletion(t, sc, id)
+	start := time.Now()
+	err = server.Shutdown(3 * time.Second)
+	if d := time.Since(start); err != nil || d > 2*time.Second {
+		t.Fatalf("Shutdown took %v: %v", d, err)
+	}
+}
