@@ -21,6 +21,7 @@ Rounds alternate the protocols' order; medians per workload, and ucxgo / tcp.
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -143,6 +144,8 @@ def main():
     if why:
         raise SystemExit(f"dask_netns: {why}")
     dask_exe = os.path.join(os.path.dirname(sys.executable), "dask")
+    if not os.path.exists(dask_exe):  # installed elsewhere (pip --target): the one on PATH
+        dask_exe = shutil.which("dask") or dask_exe
     results = {p: [] for p in args.protocols}
     hosts = Hosts(2, net=79)
     try:

@@ -24,6 +24,12 @@
 #                 two-sided against RAPIDS ucxx (gpu_bench.py), one-sided against NIXL
 #                 (onesided_gpu_bench.py); the peers' wheels from .ci/device-peers-kit.sh
 #                 in /tmp/tx, installed into /tmp/peers-site
+#   dask          Dask on one host (its CPUs): dask_bench.py, tcp and ucxgo alternating,
+#                 DASK_ROUNDS rounds (default 3), DASK_WORKERS workers (default 4), DASK_GIB
+#                 (default 1.5); Dask's wheels from .ci/device-dask-kit.sh (.devkit-dask),
+#                 installed into /tmp/dask-site; dask_r<round>_<protocol>.json
+#   netns         Dask across two network namespaces (dask_netns.py, NETNS_ROUNDS rounds,
+#                 default 3; root and iproute2 needed); dask_netns.json / .md
 #   ab            an A/B on one machine: builds .devkit/alt (benchmarks/gpu/alt_tree.sh)
 #                 into /tmp/alt-site once, then runs AB_CMD (a shell command, run from the
 #                 repository's root with $AB_TAG set to base or alt and $AB_OUT to a folder
@@ -122,6 +128,36 @@ for step in "$@"; do
                 > "$out/onesided_$t.md" 2>&1
             echo "transfers one-sided $g rc=$?"
         done
+        ;;
+    dask|netns)
+        if ! python3 -c 'import distributed' 2>/dev/null; then
+            ls .devkit-dask/*.whl >/dev/null 2>&1 || { echo "machine.sh $step: no .devkit-dask (.ci/device-dask-kit.sh)" >&2; exit 2; }
+            python3 -m pip install -q --no-deps --no-compile --target /tmp/dask-site .devkit-dask/*.whl \
+                > "$out/dask_install.log" 2>&1 || { tail -5 "$out/dask_install.log"; exit 1; }
+            export PYTHONPATH=$PYTHONPATH:/tmp/dask-site PATH=/tmp/dask-site/bin:$PATH
+        fi
+        echo "$step: $(nproc) CPUs, $(id -un)"
+        if [ "$step" = netns ]; then
+            # iproute2 from .devkit-ip (.ci/device-dask-kit.sh) where the machine has none
+            command -v ip >/dev/null || export PATH=$PWD/.devkit-ip:$PATH
+            timeout 560 python3 benchmarks/dask_netns.py --rounds "${NETNS_ROUNDS:-3}" --json "$out/dask_netns.json" \
+                --out "$out/dask_netns.md" > "$out/dask_netns.log" 2>&1
+            echo "netns rc=$?"; tail -25 "$out/dask_netns.md" 2>/dev/null || tail -20 "$out/dask_netns.log"
+            continue
+        fi
+        r=$(mktemp -d)
+        for round in $(seq "${DASK_ROUNDS:-3}"); do
+            order="tcp ucxgo"; [ $((round % 2)) = 0 ] && order="ucxgo tcp"
+            for p in $order; do
+                timeout 280 python3 benchmarks/dask_bench.py --protocols "$p" --workers "${DASK_WORKERS:-4}" \
+                    --gib "${DASK_GIB:-1.5}" --json "$r/r${round}_$p.json" > "$r/r${round}_$p.log" 2>&1
+                echo "dask round $round $p rc=$?: $(python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))["results"][0]
+print(" ".join(f"{k}={v:.3f}" for k, v in d.items() if k.endswith("_s")),
+      "net", " ".join(f"{k}={v:.0f}" for k, v in d["network_MBps"].items()))' "$r/r${round}_$p.json" 2>&1 | tail -1)"
+            done
+        done
+        tar -C "$r" -czf "$out/dask${TAG:-}.tgz" .
         ;;
     ab)
         [ -f .devkit/alt/ALT ] || { echo "machine.sh ab: no .devkit/alt (benchmarks/gpu/alt_tree.sh)" >&2; exit 2; }
