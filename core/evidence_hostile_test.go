@@ -140,21 +140,14 @@ func TestEvidenceCloseRacesMatchedHeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	settle(t, server)
-	entered, done := make(chan struct{}), make(chan struct{})
-	_ = server.submit(submission{op: opCall, call: func() {
-		close(entered)
-		deadline := time.Now().Add(3 * time.Second)
-		for len(server.worker.Events()) == 0 && time.Now().Before(deadline) {
-			server.worker.Progress()
-		}
-		server.teardown(server.eps.get(sep), ucxx.StatusOK, false) // what CloseEndpoint does
-		close(done)
-	}})
-	<-entered
 	frame := bytes.Repeat([]byte("x"), 400<<10)
-	send := startSendFrames(t, client, cep, endpointInfo(t, client, cep).SendTag, frame)
-	<-done
+	var send uint64
+	afterWire(t, server, func() { send = startSendFrames(t, client, cep, endpointInfo(t, client, cep).SendTag, frame) },
+		func() { server.teardown(server.eps.get(sep), ucxx.StatusOK, false) }) // what CloseEndpoint does
 	c := sc.wait(recv, 5*time.Second)
+	if st := ucxx.Status(c.Status); st == ucxx.StatusOK {
+		t.Fatal("the receive ended OK on an endpoint the application closed")
+	}
 	t.Logf("receive: %v", ucxx.Status(c.Status))
 	_, _ = cc, send
 }
