@@ -25,6 +25,7 @@ import time
 from _bench_common import serve_one_client
 
 os.environ.setdefault("UCX_NET_DEVICES", "lo")
+os.environ.setdefault("UCXGO_ONE_SIDED", "1")  # one-sided transfers are off by default
 
 MiB = 1 << 20
 AREA = 64 * MiB

@@ -29,6 +29,7 @@ import time
 from _bench_common import await_window, device_copy_MBps, parse_bytes, serve_one_client
 
 os.environ.setdefault("UCX_NET_DEVICES", "lo")
+os.environ.setdefault("UCXGO_ONE_SIDED", "1")  # one-sided transfers are off by default
 
 DEFAULT_SIZES = [1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30]
 

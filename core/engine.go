@@ -92,6 +92,15 @@ type Options struct {
 	// it as soon as it has started, in the background (see Engine.WarmUp). "": no
 	// warm-up.
 	WarmUp string
+	// OneSided turns on one-sided transfers: UCX's remote memory access in the
+	// engine's context (ucxx.FeatureRMA), PackRegion, UnpackKey, Put, Get, PutMany,
+	// NewSemaphore and Signal, which fail with ErrOneSidedOff without it. Off by
+	// default because UCX serves the puts and gets of a context with RMA that go by its
+	// software emulation (over TCP, for one) at any address the peer names, checked
+	// against no key: with it on, every peer with an endpoint to this engine can read
+	// and write any of the process's memory (README, "What UCX itself trusts"). Both
+	// ends of a one-sided transfer need it.
+	OneSided bool
 }
 
 // DefaultMaxOutstandingBytes is the default Options.MaxOutstandingBytes.

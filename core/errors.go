@@ -41,4 +41,8 @@ var (
 	// ErrNotCUDA: a buffer submitted as CUDA memory is not device memory the driver
 	// knows.
 	ErrNotCUDA = errors.New("core: buffer is not CUDA device memory")
+
+	// ErrOneSidedOff: a one-sided operation on an engine started without
+	// Options.OneSided.
+	ErrOneSidedOff = fmt.Errorf("one-sided transfers are off in this engine: %w", ucxx.StatusUnsupported)
 )

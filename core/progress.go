@@ -57,7 +57,7 @@ func (e *Engine) run(started chan<- error) {
 }
 
 func (e *Engine) setup() (err error) {
-	if e.ctx, err = newContext(e.opts.Mode, e.opts.UCXOptions); err != nil {
+	if e.ctx, err = newContext(e.opts.Mode, e.opts.UCXOptions, e.features()); err != nil {
 		return err
 	}
 	e.rma.ctx = e.ctx

@@ -64,8 +64,12 @@ func (e *Engine) ReleaseMemory(id uint64) (err error) {
 // PackRegion returns the packed key (packedkey.go) of length bytes at addr, which
 // must lie within region id, for a peer to pass to UnpackKey.
 //
-// Errors: ErrEngineClosed, ErrNoRegion, ErrBadRange, UCX's status for ucp_rkey_pack.
+// Errors: ErrOneSidedOff, ErrEngineClosed, ErrNoRegion, ErrBadRange, UCX's status for
+// ucp_rkey_pack.
 func (e *Engine) PackRegion(id uint64, addr uintptr, length uint64) (packed []byte, err error) {
+	if err := e.oneSided("PackRegion"); err != nil {
+		return nil, err
+	}
 	if ferr := e.onThread(func() { packed, err = e.rma.pack(id, addr, length) }); ferr != nil {
 		return nil, ferr
 	}

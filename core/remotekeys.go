@@ -44,9 +44,12 @@ type RemoteKeyInfo struct {
 // UnpackKey unpacks a packed key from the peer of endpoint ep: n bytes at addr, read
 // during the call. The endpoint must be connected (its handshake done).
 //
-// Errors: ErrEngineClosed, ErrEndpointClosed, the endpoint's failure, ErrBadKey (a
-// malformed key, or one UCX refuses).
+// Errors: ErrOneSidedOff, ErrEngineClosed, ErrEndpointClosed, the endpoint's failure,
+// ErrBadKey (a malformed key, or one UCX refuses).
 func (e *Engine) UnpackKey(ep uint64, addr uintptr, n int) (info RemoteKeyInfo, err error) {
+	if err := e.oneSided("UnpackKey"); err != nil {
+		return info, err
+	}
 	if n < packedKeyHeader || n > MaxPackedKey || addr == 0 {
 		return info, fmt.Errorf("UnpackKey: %w", ErrBadKey)
 	}

@@ -48,7 +48,7 @@ type rmaOp struct {
 // Put writes t to its remote key's range on endpoint ep. For CUDA memory it starts
 // once the work queued on stream before the call is done, as TagSend does.
 //
-// Errors: ErrEngineClosed, ErrEndpointClosed, the endpoint's failure, CUDA errors.
+// Errors: ErrOneSidedOff, ErrEngineClosed, ErrEndpointClosed, the endpoint's failure, CUDA errors.
 // A transfer outside its key's range, or a key of another endpoint, completes with
 // StatusInvalidParam before anything moves.
 func (e *Engine) Put(ep uint64, t Transfer, stream uintptr) (uint64, error) {
@@ -99,6 +99,13 @@ func (e *Engine) PutMany(ep uint64, addr uintptr, count int) (uint64, error) {
 }
 
 func (e *Engine) transfer(ep uint64, ts []Transfer, get bool, stream uintptr, inline bool, sink *Sink) (Ticket, error) {
+	name := "Put"
+	if get {
+		name = "Get"
+	}
+	if err := e.oneSided(name); err != nil {
+		return Ticket{}, err
+	}
 	live, err := e.eps.live(ep)
 	if err != nil {
 		return Ticket{}, err

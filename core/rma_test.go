@@ -23,7 +23,7 @@ type rmaPair struct {
 
 func newRMAPair(t *testing.T) *rmaPair {
 	t.Helper()
-	p := &rmaPair{client: newTestEngine(t, Options{}), server: newTestEngine(t, Options{})}
+	p := &rmaPair{client: newTestEngine(t, Options{OneSided: true}), server: newTestEngine(t, Options{OneSided: true})}
 	p.cep, p.sep, p.cc, p.sc = pair(t, p.client, p.server)
 	return p
 }
@@ -180,7 +180,7 @@ func TestTransfersOutOfRange(t *testing.T) {
 }
 
 func TestRegistrationCache(t *testing.T) {
-	e := newTestEngine(t, Options{})
+	e := newTestEngine(t, Options{OneSided: true})
 	buf := make([]byte, 1<<20)
 	a, err := e.RegisterMemory(addr(buf), uint64(len(buf)), MemHost)
 	if err != nil {

@@ -54,9 +54,12 @@ const semaphoreMemory = 8
 
 // NewSemaphore makes a semaphore at 0 on endpoint ep, for its peer to signal.
 //
-// Errors: ErrEngineClosed, ErrEndpointClosed, the endpoint's failure, UCX's status
-// for ucp_mem_map.
+// Errors: ErrOneSidedOff, ErrEngineClosed, ErrEndpointClosed, the endpoint's failure,
+// UCX's status for ucp_mem_map.
 func (e *Engine) NewSemaphore(ep uint64) (id uint64, err error) {
+	if err := e.oneSided("NewSemaphore"); err != nil {
+		return 0, err
+	}
 	if ferr := e.onThread(func() { id, err = e.rma.newSemaphore(ep) }); ferr != nil {
 		return 0, ferr
 	}
@@ -106,13 +109,16 @@ func (e *Engine) waitSemaphore(id uint64, value uint64, sink *Sink) (uint64, err
 
 // Signal adds n to the peer's semaphore named by remote key key on endpoint ep.
 //
-// Errors: ErrEngineClosed, ErrEndpointClosed, the endpoint's failure. A key that is
-// not a semaphore's of this endpoint completes with StatusInvalidParam.
+// Errors: ErrOneSidedOff, ErrEngineClosed, ErrEndpointClosed, the endpoint's failure.
+// A key that is not a semaphore's of this endpoint completes with StatusInvalidParam.
 func (e *Engine) Signal(ep uint64, key uint64, n uint64) (uint64, error) {
 	return e.signal(ep, key, n, nil)
 }
 
 func (e *Engine) signal(ep uint64, key uint64, n uint64, sink *Sink) (uint64, error) {
+	if err := e.oneSided("Signal"); err != nil {
+		return 0, err
+	}
 	if _, err := e.eps.live(ep); err != nil {
 		return 0, err
 	}

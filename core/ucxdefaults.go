@@ -69,6 +69,17 @@ import (
 //     little faster, within the noise of Dask's runs. Intra-node endpoints (shared
 //     memory, loopback) keep UCX's threshold (benchmarks/ucx_settings.md).
 //
+//   - TCP_PUT_ENABLE=n: the TCP transport does not offer its zero-copy put. That put
+//     lands at whatever address the peer's request names, and UCX's TCP transport
+//     serves such requests from any peer whatever this side offers (UCX 1.22,
+//     uct_tcp_ep_handle_put_req); offered, any peer's UCX takes it for a put on an
+//     endpoint without error handling, and writes anywhere in this process. Not
+//     offered, a peer's stock UCX emulates the put in software, which a context
+//     without RMA (Options.OneSided off) drops. Our endpoints all have error handling,
+//     which keeps TCP out of UCX's RMA and rendezvous lanes, so nothing of ours used
+//     it. (A peer running a UCX changed to send the request anyway still can: README,
+//     "What UCX itself trusts".)
+//
 // RNDV_SCHEME=put_zcopy, as fast over TCP, is not among them: with shared memory and
 // no CMA it leaves UCX no rendezvous protocol, so every message is sent eagerly.
 var UCXDefaults = map[string]string{
@@ -81,6 +92,7 @@ var UCXDefaults = map[string]string{
 	"CMA_MEMORY_INVALIDATE": "y",
 	"CMA_BW":                "2000MBs",
 	"RNDV_THRESH":           "auto,inter:256K",
+	"TCP_PUT_ENABLE":        "n",
 }
 
 // LoopUCXDefaults are UCXDefaults for an engine in Loop mode, where the process's
@@ -113,19 +125,19 @@ func loopUCXDefaults() map[string]string {
 	return d
 }
 
-// newContext makes an engine's UCX context: with LoopUCXDefaults in Loop mode unless
-// the context so made supports CUDA memory (then it is made again with UCXDefaults),
-// with UCXDefaults otherwise; options and the environment win over both.
-func newContext(mode ProgressMode, options map[string]string) (*ucxx.Context, error) {
+// newContext makes an engine's UCX context with features: with LoopUCXDefaults in Loop
+// mode unless the context so made supports CUDA memory (then it is made again with
+// UCXDefaults), with UCXDefaults otherwise; options and the environment win over both.
+func newContext(mode ProgressMode, options map[string]string, features ucxx.Features) (*ucxx.Context, error) {
 	if mode != Loop {
-		return ucxx.NewContextWithDefaults(UCXDefaults, options)
+		return ucxx.NewContextWithDefaults(UCXDefaults, options, features)
 	}
-	ctx, err := ucxx.NewContextWithDefaults(LoopUCXDefaults, options)
+	ctx, err := ucxx.NewContextWithDefaults(LoopUCXDefaults, options, features)
 	if err != nil || !ctx.HandlesCUDA() {
 		return ctx, err
 	}
 	ctx.Close()
-	return ucxx.NewContextWithDefaults(UCXDefaults, options)
+	return ucxx.NewContextWithDefaults(UCXDefaults, options, features)
 }
 
 // UCXLoadDefaults are UCX settings read when the UCX libraries load, before any

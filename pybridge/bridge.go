@@ -85,11 +85,12 @@ func current() (*core.Engine, error) {
 // a local IP address or "", is core.Options.WarmUp: the engine warms up through it
 // in the background. It returns "ring_address ring_size eventfd queue_id" for the
 // completion queue that Python reads in place; queue_id names the queue to
-// NotifierWait, ConsumeWake and FreeQueue.
-func Start(options string, mode string, delayedSubmission bool, limits string, warmUp string) (res string, err error) {
+// NotifierWait, ConsumeWake and FreeQueue. oneSided is core.Options.OneSided.
+func Start(options string, mode string, delayedSubmission bool, limits string, warmUp string, oneSided bool) (res string, err error) {
 	defer guard(&err)
 	opts := core.Options{
 		WarmUp:              warmUp,
+		OneSided:            oneSided,
 		NoDelayedSubmission: !delayedSubmission,
 		CaptureUCXLog:       true, // Python logs it (the "ucx" logger): TakeUCXLog
 		SpinBeforeSleep:     microsecondsFromEnv("UCXGO_SPIN_US", defaultSpin),

@@ -293,14 +293,14 @@ func TestStartRejectsBadArguments(t *testing.T) {
 		{"option not a string", `{"TLS": 5}`, "blocking", ""},
 		{"unknown mode", "", "turbo", ""},
 	} {
-		_, err := Start(c.options, c.mode, true, c.limits, "")
+		_, err := Start(c.options, c.mode, true, c.limits, "", false)
 		wantStatusError(t, err, ucxx.StatusInvalidParam)
 		if engine.Load() != nil {
 			t.Fatalf("%s: Start failed but left an engine", c.name)
 		}
 	}
 
-	_, err := Start(`{"NO_SUCH_OPTION": "1"}`, "blocking", true, "", "")
+	_, err := Start(`{"NO_SUCH_OPTION": "1"}`, "blocking", true, "", "", false)
 	closed, st, text := parseBridgeError(t, err)
 	if closed || st == ucxx.StatusOK || !regexp.MustCompile(`ucp_config_modify`).MatchString(text) {
 		t.Fatalf("Start with an unknown UCX option: %q; want a UCS status and ucp_config_modify in the text", err)

@@ -2,6 +2,7 @@ package pybridge
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 
 	"github.com/ucxx-go/ucxx-go/core"
@@ -10,6 +11,15 @@ import (
 // One-sided transfers and semaphores (core/regions.go, remotekeys.go, rma.go,
 // semaphores.go). Packed keys travel to and from Python hex-encoded; memory types are
 // core's (core.MemHost, core.MemCUDA).
+
+// oneSidedHint adds to an ErrOneSidedOff how a Python program turns one-sided
+// transfers on. Deferred after guard, so that it runs first, on core's error
+// (guard's makes it the bridge's status error).
+func oneSidedHint(err *error) {
+	if *err != nil && errors.Is(*err, core.ErrOneSidedOff) {
+		*err = fmt.Errorf("%w; turn them on before ucxx_go's first call: ucxx_go.init(one_sided=True) or UCXGO_ONE_SIDED=1", *err)
+	}
+}
 
 // RegisterMemory registers n bytes at addr (or takes a reference on a region that
 // covers them) and returns the region's id.
@@ -35,6 +45,7 @@ func ReleaseMemory(id uint64) (ok bool, err error) {
 // PackRegion returns the packed key, hex-encoded, of n bytes at addr in region id.
 func PackRegion(id uint64, addr uintptr, n uint64) (packed string, err error) {
 	defer guard(&err)
+	defer oneSidedHint(&err)
 	e, err := current()
 	if err != nil {
 		return "", err
@@ -47,6 +58,7 @@ func PackRegion(id uint64, addr uintptr, n uint64) (packed string, err error) {
 // "id kind memtype address length", kind being "region" or "semaphore".
 func UnpackKey(ep uint64, addr uintptr, n int) (res string, err error) {
 	defer guard(&err)
+	defer oneSidedHint(&err)
 	e, err := current()
 	if err != nil {
 		return "", err
@@ -79,12 +91,14 @@ func ReleaseKey(id uint64) (ok bool, err error) {
 // other work ready): the completion always comes through the queue.
 func Put(ep uint64, key uint64, offset uint64, addr uintptr, n uint64, memType int, region uint64, stream uint64, wait int) (res uint64, err error) {
 	defer guard(&err)
+	defer oneSidedHint(&err)
 	return rma(ep, core.Transfer{Key: key, Offset: offset, Addr: addr, Size: n, MemType: uint8(memType), Region: region}, false, stream, wait != 0)
 }
 
 // Get reads into n bytes at addr from offset of remote key key; as Put.
 func Get(ep uint64, key uint64, offset uint64, addr uintptr, n uint64, memType int, region uint64, stream uint64, wait int) (res uint64, err error) {
 	defer guard(&err)
+	defer oneSidedHint(&err)
 	return rma(ep, core.Transfer{Key: key, Offset: offset, Addr: addr, Size: n, MemType: uint8(memType), Region: region}, true, stream, wait != 0)
 }
 
@@ -110,6 +124,7 @@ func rma(ep uint64, t core.Transfer, get bool, stream uint64, wait bool) (uint64
 // during the call) on endpoint ep with one request.
 func PutMany(ep uint64, desc uintptr, count int) (id uint64, err error) {
 	defer guard(&err)
+	defer oneSidedHint(&err)
 	e, err := current()
 	if err != nil {
 		return 0, err
@@ -131,6 +146,7 @@ func Flush(ep uint64) (id uint64, err error) {
 // NewSemaphore makes a semaphore on endpoint ep and returns its id.
 func NewSemaphore(ep uint64) (id uint64, err error) {
 	defer guard(&err)
+	defer oneSidedHint(&err)
 	e, err := current()
 	if err != nil {
 		return 0, err
@@ -174,6 +190,7 @@ func WaitSemaphore(id uint64, value uint64) (rid uint64, err error) {
 // the request id.
 func Signal(ep uint64, key uint64, n uint64) (id uint64, err error) {
 	defer guard(&err)
+	defer oneSidedHint(&err)
 	e, err := current()
 	if err != nil {
 		return 0, err

@@ -29,7 +29,7 @@ import (
 func startBridge(t *testing.T, limits string) string {
 	t.Helper()
 	t.Setenv("UCX_NET_DEVICES", "lo")
-	res, err := Start("", "blocking", true, limits, "")
+	res, err := Start("", "blocking", true, limits, "", false)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -225,7 +225,7 @@ func TestBridgeRoundTrip(t *testing.T) {
 	if s, err := Settings(); err != nil || s != "blocking true" {
 		t.Fatalf("Settings = %q, %v; want \"blocking true\"", s, err)
 	}
-	if _, err := Start("", "blocking", true, "", ""); err == nil {
+	if _, err := Start("", "blocking", true, "", "", false); err == nil {
 		t.Fatal("a second Start succeeded")
 	} else {
 		wantStatusError(t, err, ucxx.StatusAlreadyExists)

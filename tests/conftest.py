@@ -23,6 +23,13 @@ def fresh_context():
 
 
 @pytest.fixture
+def one_sided(monkeypatch):
+    """One-sided transfers on (they are off by default): for the engine the test starts
+    and for the processes it starts."""
+    monkeypatch.setenv("UCXGO_ONE_SIDED", "1")
+
+
+@pytest.fixture
 def echo_listener():
     """A listener whose handler echoes one message of the size it is told, then closes.
 

@@ -17,6 +17,8 @@ import pytest
 import ucxx_go
 from _support import PROMPT, TIMEOUT, block_until, refuse_submissions, wait_in_flight
 from ucxx_go import ExecutionContext, VertexFailedError
+
+pytestmark = pytest.mark.usefixtures("one_sided")  # transfers between engines are one-sided
 from ucxx_go._bridge import ext
 from ucxx_go._execution import Kernel, pack_arguments
 

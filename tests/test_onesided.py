@@ -16,6 +16,8 @@ from _support import STARTUP, TIMEOUT, mp, queue_get, start, wait_for_condition
 
 MiB = 1 << 20
 
+pytestmark = pytest.mark.usefixtures("one_sided")
+
 
 async def shared(owner, user, nbytes, fill=0):
     """A buffer of `owner`'s side registered and known to `user`'s as a RemoteRegion."""

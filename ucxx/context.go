@@ -23,21 +23,39 @@ type Context struct {
 	// unified: UCX's unified mode (UCX_UNIFIED_MODE), where worker addresses carry
 	// resource indices in place of lengths (parseWorkerAddress).
 	unified bool
+	// features: what NewContext was asked for (Features).
+	features Features
 }
 
+// Features reports the features the context was made with.
+func (c *Context) Features() Features { return c.features }
+
+// Features are the UCX features a context offers beyond tags, streams, active
+// messages and wake-ups, which every context has.
+type Features uint
+
+// FeatureRMA is UCX's remote memory access (UCP_FEATURE_RMA): ucp_put and ucp_get on
+// the context's endpoints, and, as their target, serving the puts and gets of peers
+// that go by UCX's software emulation (transports without RMA of their own, such as
+// TCP). Those UCX serves at whatever address the peer names, checked against no key
+// (UCX 1.22, src/ucp/rma/rma_sw.c): a context with it lets every peer with an endpoint
+// to it read and write any of the process's memory.
+const FeatureRMA Features = 1
+
 // NewContext reads UCX's configuration from the environment, applies options (keys
-// without the UCX_ prefix, e.g. "TLS": "tcp,self"), and creates a context.
+// without the UCX_ prefix, e.g. "TLS": "tcp,self"), and creates a context with
+// features.
 //
 // Errors: *Error with StatusNoElem-like statuses for an unknown option key or value,
 // or the status of ucp_init.
-func NewContext(options map[string]string) (*Context, error) {
-	return NewContextWithDefaults(nil, options)
+func NewContext(options map[string]string, features Features) (*Context, error) {
+	return NewContextWithDefaults(nil, options, features)
 }
 
 // NewContextWithDefaults is NewContext with defaults applied first: each default whose
 // UCX_<KEY> environment variable is unset and which options do not name. A default
 // this UCX does not know, or whose value it rejects, is left out.
-func NewContextWithDefaults(defaults, options map[string]string) (*Context, error) {
+func NewContextWithDefaults(defaults, options map[string]string, features Features) (*Context, error) {
 	var cfg *C.ucp_config_t
 	if st := Status(C.ucp_config_read(nil, nil, &cfg)); st != StatusOK {
 		return nil, st.Err("ucp_config_read")
@@ -60,8 +78,12 @@ func NewContextWithDefaults(defaults, options map[string]string) (*Context, erro
 			return nil, &Error{Op: fmt.Sprintf("ucp_config_modify(%s=%s)", k, options[k]), Status: st}
 		}
 	}
-	c := &Context{cfg: cfg, ipv6: tcpPrefersIPv6(options)}
-	if st := Status(C.ucxx_context_create(cfg, &c.h)); st != StatusOK {
+	c := &Context{cfg: cfg, ipv6: tcpPrefersIPv6(options), features: features}
+	rma := C.int(0)
+	if features&FeatureRMA != 0 {
+		rma = 1
+	}
+	if st := Status(C.ucxx_context_create(cfg, rma, &c.h)); st != StatusOK {
 		return nil, st.Err("ucp_init")
 	}
 	keep = true

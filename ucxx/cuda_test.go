@@ -172,7 +172,7 @@ func TestCUDALoadChild(t *testing.T) {
 	}
 	// UCX itself may load it, when its CUDA transports are installed and a driver is
 	// there: not this package's doing, but worth knowing.
-	ctx, err := NewContext(nil)
+	ctx, err := NewContext(nil, 0)
 	if err != nil {
 		t.Fatalf("NewContext: %v", err)
 	}

@@ -27,7 +27,7 @@ func TestCaptureLog(t *testing.T) {
 	if err := syscall.Dup2(int(w.Fd()), 1); err != nil {
 		t.Fatal(err)
 	}
-	ctx, err := NewContext(map[string]string{"NET_DEVICES": "no_such_device0", "TLS": "tcp"})
+	ctx, err := NewContext(map[string]string{"NET_DEVICES": "no_such_device0", "TLS": "tcp"}, 0)
 	if err == nil {
 		if wk, werr := ctx.NewWorker(false); werr == nil {
 			wk.Close()

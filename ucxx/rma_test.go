@@ -14,7 +14,7 @@ import (
 func TestOneSided(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	ctx, err := NewContext(nil)
+	ctx, err := NewContext(nil, FeatureRMA)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestOneSided(t *testing.T) {
 // BenchmarkMemMap: ucp_mem_map of distinct 1 MiB host buffers (touched, as an
 // application's are), each op one registration; unmapped after the timer stops.
 func BenchmarkMemMap(b *testing.B) {
-	ctx, err := NewContext(nil)
+	ctx, err := NewContext(nil, FeatureRMA)
 	if err != nil {
 		b.Fatal(err)
 	}

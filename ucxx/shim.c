@@ -71,12 +71,14 @@ static void conn_cb(ucp_conn_request_h conn, void *arg) {
     push(UCXX_EVENT_CONN_REQUEST, (uint64_t)(uintptr_t)arg, UCS_OK, 0, 0, conn);
 }
 
-ucs_status_t ucxx_context_create(ucp_config_t *config, ucp_context_h *out) {
+ucs_status_t ucxx_context_create(ucp_config_t *config, int rma, ucp_context_h *out) {
     ucp_params_t p;
     memset(&p, 0, sizeof(p));
     p.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-    p.features = UCP_FEATURE_TAG | UCP_FEATURE_STREAM | UCP_FEATURE_AM | UCP_FEATURE_RMA |
-                 UCP_FEATURE_WAKEUP;
+    p.features = UCP_FEATURE_TAG | UCP_FEATURE_STREAM | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+    if (rma) {
+        p.features |= UCP_FEATURE_RMA;
+    }
     p.mt_workers_shared = 0;
     return ucp_init(&p, config, out);
 }

@@ -52,7 +52,9 @@ void ucxx_events_attach(ucxx_events_t *events);
 ucxx_events_t *ucxx_events_new(void);
 void ucxx_events_free(ucxx_events_t *events);
 
-ucs_status_t ucxx_context_create(ucp_config_t *config, ucp_context_h *out);
+// ucxx_context_create makes a context with tags, streams, active messages and wake-ups,
+// and UCX's remote memory access (UCP_FEATURE_RMA) when rma is not 0.
+ucs_status_t ucxx_context_create(ucp_config_t *config, int rma, ucp_context_h *out);
 ucs_status_t ucxx_worker_create(ucp_context_h ctx, int multi_thread, ucp_worker_h *out);
 
 ucs_status_t ucxx_listener_create(ucp_worker_h w, const struct sockaddr *addr, socklen_t len,

@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 // test's cleanup (the worker first).
 func newContextWorker(tb testing.TB, opts map[string]string) *Worker {
 	tb.Helper()
-	ctx, err := NewContext(opts)
+	ctx, err := NewContext(opts, 0)
 	if err != nil {
 		tb.Fatalf("NewContext(%v): %v", opts, err)
 	}
@@ -88,7 +88,7 @@ func TestVersionAndStatus(t *testing.T) {
 }
 
 func TestUnknownOption(t *testing.T) {
-	_, err := NewContext(map[string]string{"NO_SUCH_OPTION": "1"})
+	_, err := NewContext(map[string]string{"NO_SUCH_OPTION": "1"}, 0)
 	var e *Error
 	if !errors.As(err, &e) || e.Status == StatusOK {
 		t.Fatalf("NewContext with an unknown option: %v", err)
@@ -105,7 +105,7 @@ func TestDefaultsGiveWay(t *testing.T) {
 		"TCP_TX_SEG_SIZE":   "256K", // the option wins
 		"NO_SUCH_OPTION":    "1",    // unknown: left out
 	}
-	ctx, err := NewContextWithDefaults(defaults, map[string]string{"UCX_TCP_TX_SEG_SIZE": "32K"})
+	ctx, err := NewContextWithDefaults(defaults, map[string]string{"UCX_TCP_TX_SEG_SIZE": "32K"}, 0)
 	if err != nil {
 		t.Fatalf("NewContextWithDefaults: %v", err)
 	}

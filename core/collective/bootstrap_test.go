@@ -405,11 +405,11 @@ func TestBootstrapRecords(t *testing.T) {
 		b    []byte
 		size int
 	}{
-		"wrong size":   {table, 3},
-		"truncated":    {table[:len(table)-1], 2},
-		"trailing":     {append(append([]byte(nil), table...), 0), 2},
-		"failed":       {encodeTable(tableDuplicateRank, 1, nil), 2},
-		"no CPUs":      {zeroCPUs, 2},
+		"wrong size": {table, 3},
+		"truncated":  {table[:len(table)-1], 2},
+		"trailing":   {append(append([]byte(nil), table...), 0), 2},
+		"failed":     {encodeTable(tableDuplicateRank, 1, nil), 2},
+		"no CPUs":    {zeroCPUs, 2},
 	} {
 		if _, _, err := decodeTable(c.b, c.size); !errors.Is(err, ErrBootstrap) {
 			t.Errorf("%s table: %v", name, err)

@@ -53,11 +53,12 @@ func queueWait(t *testing.T, e *core.Engine, id uint64) notifier.Completion {
 	return notifier.Completion{}
 }
 
-// enginePair starts two engines connected over loopback; the test shuts them down.
+// enginePair starts two engines with one-sided transfers on, connected over loopback;
+// the test shuts them down.
 func enginePair(t *testing.T) (client, server *core.Engine, cep, sep uint64) {
 	t.Helper()
 	start := func() *core.Engine {
-		e, err := core.New(core.Options{})
+		e, err := core.New(core.Options{OneSided: true})
 		if err != nil {
 			t.Fatalf("core.New: %v", err)
 		}

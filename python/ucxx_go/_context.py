@@ -49,15 +49,16 @@ class Context:
     """The running engine. Use the module functions rather than this class."""
 
     def __init__(self, options, progress_mode, delayed_submission, completion_mode, connect_timeout, limits,
-                 warm_up="", engine_progress="thread"):
+                 warm_up="", engine_progress="thread", one_sided=False):
         self.progress_mode = progress_mode
+        self.one_sided = one_sided
         self.engine_progress = engine_progress
         self.connect_timeout = connect_timeout
         self.limits = limits
         engine_mode = "loop" if engine_progress == "loop" else PROGRESS_MODES[progress_mode]
         try:
             res = call(ext.pybridge_Start, json.dumps(options), engine_mode, delayed_submission, json.dumps(limits),
-                       warm_up)
+                       warm_up, one_sided)
         finally:
             _ucx_log.forward()  # what UCX said while starting (why it refused), now
         address, size, fd, queue = (int(x) for x in res.split())
@@ -145,6 +146,7 @@ def init(
     keepalive_timeout=None,
     warm_up=None,
     engine_progress=None,
+    one_sided=None,
 ):
     """Initialise ucxx_go's UCX context and progress engine.
 
@@ -200,6 +202,14 @@ def init(
         initialised drives the worker, for processes with fewer cores than busy
         threads) or "auto" (see ``choose_engine_progress``); also
         ``UCXGO_PROGRESS_MODE``. Loop mode forces completion_mode "reader".
+    one_sided : bool
+        Turn on one-sided transfers (``register``, ``Region.pack``, ``put``, ``get``,
+        semaphores, the execution context's transfers), which both ends need; also
+        ``UCXGO_ONE_SIDED`` ("1"). Off by default: with it on, UCX serves the puts and
+        gets it emulates in software (over TCP, for one) at whatever address the peer
+        names, so every peer with an endpoint to this process can read and write any of
+        its memory (README, "What UCX itself trusts"). Off, those operations raise
+        UCXUnsupportedError.
 
     Raises
     ------
@@ -252,8 +262,10 @@ def init(
             limits["keepalive_timeout_ms"] = int(keepalive_timeout * 1000) if keepalive_timeout > 0 else -1
         if warm_up is None:
             warm_up = os.environ.get("UCXGO_WARM_UP", "")
+        if one_sided is None:
+            one_sided = _env_flag("UCXGO_ONE_SIDED", False)
         _context = Context(options, progress_mode, bool(enable_delayed_submission), completion_mode, connect_timeout, limits,
-                           warm_up_address(warm_up), engine_progress)
+                           warm_up_address(warm_up), engine_progress, bool(one_sided))
         # As UCXX, say on its "ucx" logger how progress runs.
         logging.getLogger("ucx").info(
             "Starting progress in '%s' mode (ucxx_go: %s, completions by %s)",

@@ -1,6 +1,7 @@
 """One-sided transfers and semaphores: registered memory, the peer's memory, put, get,
 flush, and semaphores (the Go core's regions.go, remotekeys.go, rma.go, semaphores.go).
 
+    ucxx_go.init(one_sided=True)               # both processes; off by default
     region = ucxx_go.register(buffer)          # host or CUDA memory
     data = region.pack()                        # bytes for the peer
     remote = ep.unpack_remote(data)             # on the peer's side of the connection

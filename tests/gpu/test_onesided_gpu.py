@@ -20,6 +20,8 @@ from _support import GPU_TIMEOUT, Server  # noqa: E402
 
 SIZES = [8, 1 << 20, 64 << 20]
 
+pytestmark = pytest.mark.usefixtures("one_sided")
+
 
 async def test_put_get_signal_cuda_between_processes():
     server = Server()

@@ -17,6 +17,8 @@ import ucxx_go  # noqa: E402
 from ucxx_go.exceptions import UCXNoElemError  # noqa: E402
 from _support import GPU_TIMEOUT, Server  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("one_sided")
+
 
 async def _synchronize(stream):
     await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(None, stream.synchronize), 30)

@@ -1,0 +1,180 @@
+package core
+
+import (
+	"bytes"
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/ucxx-go/ucxx-go/ucxx"
+)
+
+// An engine started without Options.OneSided refuses every one-sided operation, on
+// either side, with ErrOneSidedOff (StatusUnsupported); registering memory for its own
+// use is still allowed.
+func TestOneSidedOffRefuses(t *testing.T) {
+	client, server := newTestEngine(t, Options{}), newTestEngine(t, Options{})
+	cep, sep, _, _ := pair(t, client, server)
+	buf := make([]byte, 64)
+	region, err := server.RegisterMemory(addr(buf), uint64(len(buf)), MemHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.ReleaseMemory(region)
+	desc := make([]byte, TransferDescriptorSize) // one transfer of host memory
+	desc[24], desc[32] = 8, MemHost
+	junk := make([]byte, MaxPackedKey)
+	for name, call := range map[string]func() error{
+		"PackRegion":   func() error { _, err := server.PackRegion(region, addr(buf), 8); return err },
+		"UnpackKey":    func() error { _, err := client.UnpackKey(cep, addr(junk), packedKeyHeader); return err },
+		"Put":          func() error { _, err := client.Put(cep, Transfer{Key: 1, Addr: addr(buf), Size: 8}, 0); return err },
+		"Get":          func() error { _, err := client.Get(cep, Transfer{Key: 1, Addr: addr(buf), Size: 8}, 0); return err },
+		"PutMany":      func() error { _, err := client.PutMany(cep, addr(desc), 1); return err },
+		"NewSemaphore": func() error { _, err := server.NewSemaphore(sep); return err },
+		"Signal":       func() error { _, err := client.Signal(cep, 1, 1); return err },
+	} {
+		if err := call(); !errors.Is(err, ErrOneSidedOff) || ucxx.StatusOf(err) != ucxx.StatusUnsupported {
+			t.Errorf("%s: %v, want ErrOneSidedOff", name, err)
+		}
+	}
+}
+
+// A peer's own UCX, given an endpoint to an engine over TCP and a key of its own
+// memory, puts 64 KiB at an address of the engine's process that was never
+// registered. Without Options.OneSided nothing lands, whether the peer's endpoint
+// has error handling or not and whichever rendezvous scheme it asks for: the put goes
+// by UCX's software emulation (the engine's TCP transport does not offer its own
+// put, TCP_PUT_ENABLE=n), which a context without RMA drops. With it, the put lands:
+// the hazard the README names ("What UCX itself trusts"); were UCX to check such
+// puts one day, this case fails and the README should say so.
+func TestPeersCannotWriteAnEngineWithoutOneSided(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		oneSided bool
+		mode     ucxx.ErrHandling
+		scheme   string
+		lands    bool
+	}{
+		{"off, peer with error handling", false, ucxx.ErrHandlingPeer, "", false},
+		{"off, peer without error handling", false, ucxx.ErrHandlingNone, "", false},
+		{"off, peer without error handling asking for put rendezvous", false, ucxx.ErrHandlingNone, "put_zcopy", false},
+		{"on: any peer writes anywhere", true, ucxx.ErrHandlingPeer, "", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			victim := newTestEngine(t, Options{UCXOptions: map[string]string{"TLS": "tcp"}, OneSided: c.oneSided})
+			secret := bytes.Repeat([]byte("s"), 1<<20) // never registered
+			var pin runtime.Pinner
+			defer pin.Unpin()
+			pin.Pin(&secret[0])
+			target := uint64(uintptr(unsafe.Pointer(&secret[4096])))
+			written := peerPutsAt(t, victim, target, 64<<10, c.mode, c.scheme)
+			landed := bytes.Contains(secret, []byte("WWWWWWWW"))
+			if landed != c.lands {
+				t.Fatalf("the peer's put landed: %v, want %v", landed, c.lands)
+			}
+			if landed && !bytes.Equal(secret[4096:4096+len(written)], written) {
+				t.Fatal("the put landed elsewhere")
+			}
+			runtime.KeepAlive(secret)
+		})
+	}
+}
+
+// peerPutsAt is a peer with a UCX context of its own (RMA on, TCP only, the
+// rendezvous scheme given): it connects to victim's worker address with error
+// handling mode, proves the connection with a tag message, puts n bytes of 'W' at
+// address target of the victim's process with a key to its own memory, then sends a
+// second tag message after it on the same endpoint. It returns once the victim has
+// received that second message (the put, on the same lane, was handled before it),
+// with the bytes it put.
+func peerPutsAt(t *testing.T, victim *Engine, target uint64, n int, mode ucxx.ErrHandling, scheme string) []byte {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	vaddr, err := victim.WorkerAddress()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := map[string]string{"TLS": "tcp"}
+	if scheme != "" {
+		opts["RNDV_SCHEME"] = scheme
+	}
+	ctx, err := ucxx.NewContext(opts, ucxx.FeatureRMA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctx.Close()
+	w, err := ctx.NewWorker(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	w.AttachEvents()
+	ep, err := w.ConnectAddressWith(vaddr, 1, mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if req, st := ep.Close(true, 4); st == ucxx.StatusInProgress {
+			for !w.Progress() {
+			}
+			ucxx.FreeRequest(req)
+		}
+	}()
+	const tag = 0x5eed
+	inbox := make([]byte, 8)
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	pin.Pin(&inbox[0])
+	vc := newCollector(t, victim)
+	// message sends a tag message to the victim, progressing this worker until the
+	// victim's worker-level receive of it has completed.
+	message := func(text string) {
+		t.Helper()
+		msg := []byte(text)
+		pin.Pin(&msg[0])
+		id, err := victim.TagRecv(0, addr(inbox), uint64(len(inbox)), tag, ^uint64(0), ucxx.MemoryHost, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ep.TagSend(uintptr(unsafe.Pointer(&msg[0])), uint64(len(msg)), tag, ucxx.MemoryHost, 2)
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+			w.Progress()
+			w.ResetEvents()
+			for i, n := 0, vc.q.Pop(vc.buf[:]); i < n; i++ {
+				if comp := vc.buf[i]; comp.ID == id {
+					if st := ucxx.Status(comp.Status); st != ucxx.StatusOK {
+						t.Fatalf("the victim's receive of %q: %v", text, st)
+					}
+					return
+				}
+			}
+		}
+		t.Fatalf("the victim did not receive %q", text)
+	}
+	message("hello")
+	mine := bytes.Repeat([]byte("W"), n)
+	pin.Pin(&mine[0])
+	mh, err := ctx.MemMap(uintptr(unsafe.Pointer(&mine[0])), uint64(n), ucxx.MemoryHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mh.Unmap()
+	packed, err := mh.PackRKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	padded := make([]byte, len(packed)+64<<10) // UCX reads a key without a length
+	copy(padded, packed)
+	key, err := ep.UnpackRKey(unsafe.Pointer(&padded[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer key.Destroy()
+	ep.Put(uintptr(unsafe.Pointer(&mine[0])), uint64(n), mh, ucxx.MemoryHost, target, key, 3)
+	message("after")
+	runtime.KeepAlive(padded)
+	return mine
+}
