@@ -98,8 +98,8 @@ type Options struct {
 	// default because UCX serves the puts and gets of a context with RMA that go by its
 	// software emulation (over TCP, for one) at any address the peer names, checked
 	// against no key: with it on, every peer with an endpoint to this engine can read
-	// and write any of the process's memory (README, "What UCX itself trusts"). Both
-	// ends of a one-sided transfer need it.
+	// and write any of the process's memory (README, "What UCX itself trusts", which
+	// also says what stays open without it). Both ends of a one-sided transfer need it.
 	OneSided bool
 }
 

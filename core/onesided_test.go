@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -43,36 +44,49 @@ func TestOneSidedOffRefuses(t *testing.T) {
 
 // A peer's own UCX, given an endpoint to an engine over TCP and a key of its own
 // memory, puts 64 KiB at an address of the engine's process that was never
-// registered. Without Options.OneSided nothing lands, whether the peer's endpoint
-// has error handling or not and whichever rendezvous scheme it asks for: the put goes
-// by UCX's software emulation (the engine's TCP transport does not offer its own
-// put, TCP_PUT_ENABLE=n), which a context without RMA drops. With it, the put lands:
-// the hazard the README names ("What UCX itself trusts"); were UCX to check such
-// puts one day, this case fails and the README should say so.
+// registered. Without Options.OneSided nothing lands, whether the peer's endpoint has
+// error handling or not: the put goes by UCX's software emulation (the engine's TCP
+// transport does not offer its own put, TCP_PUT_ENABLE=n), and the engine's UCX, a
+// context without RMA, drops it (its log says so, which shows the put reached it).
+// Offering TCP's put again lets a peer without error handling write anywhere; with
+// one-sided transfers on, any peer does: the hazards the README names ("What UCX
+// itself trusts"); were UCX to check such puts one day, those cases fail and the
+// README should say so.
 func TestPeersCannotWriteAnEngineWithoutOneSided(t *testing.T) {
+	ucxx.CaptureLog() // UCX's warnings into ucxx's buffer, where the cases look for the drop
 	for _, c := range []struct {
-		name     string
-		oneSided bool
-		mode     ucxx.ErrHandling
-		scheme   string
-		lands    bool
+		name         string
+		oneSided     bool
+		tcpPut       bool // UCX_TCP_PUT_ENABLE=y on the engine
+		mode         ucxx.ErrHandling
+		lands, drops bool
 	}{
-		{"off, peer with error handling", false, ucxx.ErrHandlingPeer, "", false},
-		{"off, peer without error handling", false, ucxx.ErrHandlingNone, "", false},
-		{"off, peer without error handling asking for put rendezvous", false, ucxx.ErrHandlingNone, "put_zcopy", false},
-		{"on: any peer writes anywhere", true, ucxx.ErrHandlingPeer, "", true},
+		{"off, peer with error handling", false, false, ucxx.ErrHandlingPeer, false, true},
+		{"off, peer without error handling", false, false, ucxx.ErrHandlingNone, false, true},
+		{"off, TCP put offered, peer without error handling", false, true, ucxx.ErrHandlingNone, true, false},
+		{"on: any peer writes anywhere", true, false, ucxx.ErrHandlingPeer, true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			victim := newTestEngine(t, Options{UCXOptions: map[string]string{"TLS": "tcp"}, OneSided: c.oneSided})
+			opts := map[string]string{"TLS": "tcp"}
+			if c.tcpPut {
+				opts["TCP_PUT_ENABLE"] = "y"
+			}
+			victim := newTestEngine(t, Options{UCXOptions: opts, OneSided: c.oneSided})
 			secret := bytes.Repeat([]byte("s"), 1<<20) // never registered
 			var pin runtime.Pinner
 			defer pin.Unpin()
 			pin.Pin(&secret[0])
 			target := uint64(uintptr(unsafe.Pointer(&secret[4096])))
-			written := peerPutsAt(t, victim, target, 64<<10, c.mode, c.scheme)
+			ucxx.TakeLog()
+			written := peerPutsAt(t, victim, target, 64<<10, c.mode)
+			records, _ := ucxx.TakeLog()
+			dropped := false
+			for _, r := range records {
+				dropped = dropped || strings.Contains(r.Text, "no handler installed")
+			}
 			landed := bytes.Contains(secret, []byte("WWWWWWWW"))
-			if landed != c.lands {
-				t.Fatalf("the peer's put landed: %v, want %v", landed, c.lands)
+			if landed != c.lands || dropped != c.drops {
+				t.Fatalf("the peer's put landed: %v, dropped by UCX: %v; want %v, %v", landed, dropped, c.lands, c.drops)
 			}
 			if landed && !bytes.Equal(secret[4096:4096+len(written)], written) {
 				t.Fatal("the put landed elsewhere")
@@ -82,14 +96,13 @@ func TestPeersCannotWriteAnEngineWithoutOneSided(t *testing.T) {
 	}
 }
 
-// peerPutsAt is a peer with a UCX context of its own (RMA on, TCP only, the
-// rendezvous scheme given): it connects to victim's worker address with error
-// handling mode, proves the connection with a tag message, puts n bytes of 'W' at
-// address target of the victim's process with a key to its own memory, then sends a
-// second tag message after it on the same endpoint. It returns once the victim has
-// received that second message (the put, on the same lane, was handled before it),
-// with the bytes it put.
-func peerPutsAt(t *testing.T, victim *Engine, target uint64, n int, mode ucxx.ErrHandling, scheme string) []byte {
+// peerPutsAt is a peer with a UCX context of its own (RMA on, TCP only): it connects
+// to victim's worker address with error handling mode, proves the connection with a
+// tag message, puts n bytes of 'W' at address target of the victim's process with a
+// key to its own memory, then sends a second tag message after it on the same
+// endpoint. It returns once the victim has received that second message (the put, on
+// the same connection, was handled before it), with the bytes it put.
+func peerPutsAt(t *testing.T, victim *Engine, target uint64, n int, mode ucxx.ErrHandling) []byte {
 	t.Helper()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -97,11 +110,7 @@ func peerPutsAt(t *testing.T, victim *Engine, target uint64, n int, mode ucxx.Er
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := map[string]string{"TLS": "tcp"}
-	if scheme != "" {
-		opts["RNDV_SCHEME"] = scheme
-	}
-	ctx, err := ucxx.NewContext(opts, ucxx.FeatureRMA)
+	ctx, err := ucxx.NewContext(map[string]string{"TLS": "tcp"}, ucxx.FeatureRMA)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,7 +56,16 @@ async def test_turned_on(off, monkeypatch, server, how):
         client.abort()
 
 
-def test_env_zero_is_off(monkeypatch):
-    monkeypatch.setenv("UCXGO_ONE_SIDED", "0")
+@pytest.mark.parametrize("value", ["0", "n", "off", ""])
+def test_env_off_values(monkeypatch, value):
+    monkeypatch.setenv("UCXGO_ONE_SIDED", value)
     with pytest.raises(ucxx_go.exceptions.UCXUnsupportedError):
         ucxx_go.register(np.zeros(8, dtype="u1")).pack()
+
+
+@pytest.mark.parametrize("value", ["none", "disable", "2"])
+def test_env_unknown_value_is_refused(monkeypatch, value):
+    """A misspelt value neither turns one-sided transfers on nor passes in silence."""
+    monkeypatch.setenv("UCXGO_ONE_SIDED", value)
+    with pytest.raises(ValueError, match="UCXGO_ONE_SIDED"):
+        ucxx_go.init()

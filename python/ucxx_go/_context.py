@@ -45,6 +45,19 @@ def _env_flag(name, default):
     return v.strip().lower() not in ("0", "false", "no", "off")
 
 
+def _env_switch(name):
+    """A switch that is off unless the environment turns it on: "1", "true", "yes", "on"
+    or "y" (any case); unset, "", "0", "false", "no", "off" or "n" leave it off, and
+    anything else is refused, so that a misspelt value cannot turn on what is off by
+    default for safety."""
+    v = os.environ.get(name, "").strip().lower()
+    if v in ("1", "true", "yes", "on", "y"):
+        return True
+    if v in ("", "0", "false", "no", "off", "n"):
+        return False
+    raise ValueError(f"{name}={os.environ[name]!r}: use 1 or 0")
+
+
 class Context:
     """The running engine. Use the module functions rather than this class."""
 
@@ -263,7 +276,7 @@ def init(
         if warm_up is None:
             warm_up = os.environ.get("UCXGO_WARM_UP", "")
         if one_sided is None:
-            one_sided = _env_flag("UCXGO_ONE_SIDED", False)
+            one_sided = _env_switch("UCXGO_ONE_SIDED")
         _context = Context(options, progress_mode, bool(enable_delayed_submission), completion_mode, connect_timeout, limits,
                            warm_up_address(warm_up), engine_progress, bool(one_sided))
         # As UCXX, say on its "ucx" logger how progress runs.
