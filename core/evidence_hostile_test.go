@@ -132,24 +132,15 @@ func TestEvidencePartialLiarsPinUnexpectedMemory(t *testing.T) {
 // teardown's failWaiting ran: it ends with the endpoint's status rather than wait
 // for room for good.
 func TestEvidenceCloseRacesMatchedHeader(t *testing.T) {
-	client := newTestEngine(t, Options{})
-	server := newTestEngine(t, Options{MaxOutstandingBytes: 1 << 20})
-	cep, sep, cc, sc := pair(t, client, server)
-	recv, err := server.RecvMulti(sep, endpointInfo(t, server, sep).RecvTag)
-	if err != nil {
-		t.Fatal(err)
-	}
-	settle(t, server)
+	r := newCloseRace(t)
 	frame := bytes.Repeat([]byte("x"), 400<<10)
-	var send uint64
-	afterWire(t, server, func() { send = startSendFrames(t, client, cep, endpointInfo(t, client, cep).SendTag, frame) },
-		func() { server.teardown(server.eps.get(sep), ucxx.StatusOK, false) }) // what CloseEndpoint does
-	c := sc.wait(recv, 5*time.Second)
+	afterWire(t, r.server, func() { startSendFrames(t, r.client, r.cep, endpointInfo(t, r.client, r.cep).SendTag, frame) },
+		func() { r.server.teardown(r.server.eps.get(r.sep), ucxx.StatusOK, false) }) // what CloseEndpoint does
+	c := r.sc.wait(r.recv, 5*time.Second)
 	if st := ucxx.Status(c.Status); st == ucxx.StatusOK {
 		t.Fatal("the receive ended OK on an endpoint the application closed")
 	}
 	t.Logf("receive: %v", ucxx.Status(c.Status))
-	_, _ = cc, send
 }
 
 // A worker stream's drop of a rejected message whose frame never comes: the stop

@@ -127,7 +127,7 @@ func peerPutsAt(t *testing.T, victim *Engine, target uint64, n int, mode ucxx.Er
 	}
 	defer func() {
 		if req, st := ep.Close(true, 4); st == ucxx.StatusInProgress {
-			for !w.Progress() {
+			for deadline := time.Now().Add(5 * time.Second); !w.Progress() && time.Now().Before(deadline); {
 			}
 			ucxx.FreeRequest(req)
 		}

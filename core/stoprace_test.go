@@ -191,19 +191,36 @@ func TestMultiCloseAfterGoodbyeLeavesNothingHeld(t *testing.T) {
 // which nothing would cancel, is not posted, and the receive ends (it never did
 // before).
 func TestMultiCloseRacesFirstOfTwoHeaders(t *testing.T) {
-	client := newTestEngine(t, Options{})
-	server := newTestEngine(t, Options{MaxOutstandingBytes: 1 << 20})
-	cep, sep, cc, sc := pair(t, client, server)
-	recv, err := server.RecvMulti(sep, endpointInfo(t, server, sep).RecvTag)
-	if err != nil {
+	r := newCloseRace(t)
+	afterWire(t, r.server, func() {
+		sendRaw(t, r.client, r.cep, r.cc, endpointInfo(t, r.client, r.cep).SendTag, firstOfTwoHeaders())
+	}, func() {
+		r.server.closeEndpoint(&submission{op: opCloseEndpoint, ep: r.sep, timeout: int64(time.Second)}) // what CloseEndpoint does
+	})
+	c := r.sc.wait(r.recv, 5*time.Second) // fails the test if the receive never ends
+	t.Logf("receive: %v", ucxx.Status(c.Status))
+}
+
+// closeRace is a server with a 1 MiB multi-buffer budget and a client connected to it,
+// with a multi-buffer receive posted on the server's endpoint and the server settled:
+// the set-up of the tests that race an endpoint's close against the wire (afterWire).
+type closeRace struct {
+	client, server *Engine
+	cep, sep       uint64
+	cc, sc         *collector
+	recv           uint64 // the server's receive
+}
+
+func newCloseRace(t *testing.T) *closeRace {
+	t.Helper()
+	r := &closeRace{client: newTestEngine(t, Options{}), server: newTestEngine(t, Options{MaxOutstandingBytes: 1 << 20})}
+	r.cep, r.sep, r.cc, r.sc = pair(t, r.client, r.server)
+	var err error
+	if r.recv, err = r.server.RecvMulti(r.sep, endpointInfo(t, r.server, r.sep).RecvTag); err != nil {
 		t.Fatal(err)
 	}
-	settle(t, server)
-	afterWire(t, server, func() { sendRaw(t, client, cep, cc, endpointInfo(t, client, cep).SendTag, firstOfTwoHeaders()) }, func() {
-		server.closeEndpoint(&submission{op: opCloseEndpoint, ep: sep, timeout: int64(time.Second)}) // what CloseEndpoint does
-	})
-	c := sc.wait(recv, 5*time.Second) // fails the test if the receive never ends
-	t.Logf("receive: %v", ucxx.Status(c.Status))
+	settle(t, r.server)
+	return r
 }
 
 // goodbyeRace is a server with a 2 MiB multi-buffer budget (1 MiB an endpoint, 256 KiB

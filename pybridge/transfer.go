@@ -142,8 +142,8 @@ func Cancel(id uint64) (ok bool, err error) {
 }
 
 // ConsumeWake acknowledges a wake-up of the eventfd of the completion queue whose id
-// is queue (Start's fourth word), for an event loop that watches it: one call per wake-up, before draining
-// the ring. A freed queue has nothing pending.
+// is queue (Start's fourth word), for an event loop that watches it: one call per
+// wake-up, before draining the ring. A freed queue has nothing pending.
 func ConsumeWake(queue uint64) (pending bool, err error) {
 	defer guard(&err)
 	e := queues.get(queue)

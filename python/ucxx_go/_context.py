@@ -64,7 +64,6 @@ class Context:
     def __init__(self, options, progress_mode, delayed_submission, completion_mode, connect_timeout, limits,
                  warm_up="", engine_progress="thread", one_sided=False):
         self.progress_mode = progress_mode
-        self.one_sided = one_sided
         self.engine_progress = engine_progress
         self.connect_timeout = connect_timeout
         self.limits = limits
