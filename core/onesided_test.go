@@ -106,88 +106,127 @@ func peerPutsAt(t *testing.T, victim *Engine, target uint64, n int, mode ucxx.Er
 	t.Helper()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	p := newUCXPeer(t, victim, map[string]string{"TLS": "tcp"}, mode)
+	defer p.close()
+	p.message("hello")
+	mine := bytes.Repeat([]byte("W"), n)
+	mh, key := p.ownKey(mine)
+	// The put goes out (a put refused here would leave nothing to land, and the cases
+	// that expect nothing would pass for that reason).
+	if _, st := p.ep.Put(addr(mine), uint64(n), mh, ucxx.MemoryHost, target, key, 3); st != ucxx.StatusOK && st != ucxx.StatusInProgress {
+		t.Fatalf("the peer's put: %v", st)
+	}
+	p.message("after")
+	return mine
+}
+
+// ucxPeer is a peer running UCX as it comes, in a context of its own (RMA on, UCX's
+// defaults but opts), with an endpoint to a victim engine's worker address. Its
+// worker is progressed by the test's goroutine, which stays locked to its OS thread
+// from newUCXPeer to close.
+type ucxPeer struct {
+	t        *testing.T
+	victim   *Engine
+	ctx      *ucxx.Context
+	w        *ucxx.Worker
+	ep       *ucxx.Endpoint
+	vc       *collector
+	inbox    []byte
+	pin      runtime.Pinner
+	cleanups []func()
+}
+
+func newUCXPeer(t *testing.T, victim *Engine, opts map[string]string, mode ucxx.ErrHandling) *ucxPeer {
+	t.Helper()
+	p := &ucxPeer{t: t, victim: victim, vc: newCollector(t, victim), inbox: make([]byte, 8)}
+	p.pin.Pin(&p.inbox[0])
+	p.cleanups = append(p.cleanups, p.pin.Unpin)
 	vaddr, err := victim.WorkerAddress()
 	if err != nil {
+		p.close()
 		t.Fatal(err)
 	}
-	ctx, err := ucxx.NewContext(map[string]string{"TLS": "tcp"}, ucxx.FeatureRMA)
-	if err != nil {
+	if p.ctx, err = ucxx.NewContext(opts, ucxx.FeatureRMA); err != nil {
+		p.close()
 		t.Fatal(err)
 	}
-	defer ctx.Close()
-	w, err := ctx.NewWorker(false)
-	if err != nil {
+	p.cleanups = append(p.cleanups, p.ctx.Close)
+	if p.w, err = p.ctx.NewWorker(false); err != nil {
+		p.close()
 		t.Fatal(err)
 	}
-	defer w.Close()
-	w.AttachEvents()
-	ep, err := w.ConnectAddressWith(vaddr, 1, mode)
-	if err != nil {
+	p.cleanups = append(p.cleanups, p.w.Close)
+	p.w.AttachEvents()
+	if p.ep, err = p.w.ConnectAddressWith(vaddr, 1, mode); err != nil {
+		p.close()
 		t.Fatal(err)
 	}
-	defer func() {
-		if req, st := ep.Close(true, 4); st == ucxx.StatusInProgress {
-			for deadline := time.Now().Add(5 * time.Second); !w.Progress() && time.Now().Before(deadline); {
+	p.cleanups = append(p.cleanups, func() {
+		if req, st := p.ep.Close(true, 4); st == ucxx.StatusInProgress {
+			for deadline := time.Now().Add(5 * time.Second); !p.w.Progress() && time.Now().Before(deadline); {
 			}
 			ucxx.FreeRequest(req)
 		}
-	}()
+	})
+	return p
+}
+
+// close releases what newUCXPeer and ownKey made, last first.
+func (p *ucxPeer) close() {
+	for i := len(p.cleanups) - 1; i >= 0; i-- {
+		p.cleanups[i]()
+	}
+	p.cleanups = nil
+}
+
+// message sends a tag message to the victim, progressing the peer's worker until the
+// victim's worker-level receive of it has completed.
+func (p *ucxPeer) message(text string) {
+	p.t.Helper()
 	const tag = 0x5eed
-	inbox := make([]byte, 8)
-	var pin runtime.Pinner
-	defer pin.Unpin()
-	pin.Pin(&inbox[0])
-	vc := newCollector(t, victim)
-	// message sends a tag message to the victim, progressing this worker until the
-	// victim's worker-level receive of it has completed.
-	message := func(text string) {
-		t.Helper()
-		msg := []byte(text)
-		pin.Pin(&msg[0])
-		id, err := victim.TagRecv(0, addr(inbox), uint64(len(inbox)), tag, ^uint64(0), ucxx.MemoryHost, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ep.TagSend(uintptr(unsafe.Pointer(&msg[0])), uint64(len(msg)), tag, ucxx.MemoryHost, 2)
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-			w.Progress()
-			w.ResetEvents()
-			for i, n := 0, vc.q.Pop(vc.buf[:]); i < n; i++ {
-				if comp := vc.buf[i]; comp.ID == id {
-					if st := ucxx.Status(comp.Status); st != ucxx.StatusOK {
-						t.Fatalf("the victim's receive of %q: %v", text, st)
-					}
-					return
+	msg := []byte(text)
+	p.pin.Pin(&msg[0])
+	id, err := p.victim.TagRecv(0, addr(p.inbox), uint64(len(p.inbox)), tag, ^uint64(0), ucxx.MemoryHost, 0)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.ep.TagSend(addr(msg), uint64(len(msg)), tag, ucxx.MemoryHost, 2)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		p.w.Progress()
+		p.w.ResetEvents()
+		for i, n := 0, p.vc.q.Pop(p.vc.buf[:]); i < n; i++ {
+			if comp := p.vc.buf[i]; comp.ID == id {
+				if st := ucxx.Status(comp.Status); st != ucxx.StatusOK {
+					p.t.Fatalf("the victim's receive of %q: %v", text, st)
 				}
+				return
 			}
 		}
-		t.Fatalf("the victim did not receive %q", text)
 	}
-	message("hello")
-	mine := bytes.Repeat([]byte("W"), n)
-	pin.Pin(&mine[0])
-	mh, err := ctx.MemMap(uintptr(unsafe.Pointer(&mine[0])), uint64(n), ucxx.MemoryHost)
+	p.t.Fatalf("the victim did not receive %q", text)
+}
+
+// ownKey registers mine, the peer's own host memory (pinned here), and returns its
+// registration and its key unpacked on the peer's endpoint: a key a peer may well
+// have, pointing at nothing of the victim's.
+func (p *ucxPeer) ownKey(mine []byte) (*ucxx.MemHandle, *ucxx.RKey) {
+	p.t.Helper()
+	p.pin.Pin(&mine[0])
+	mh, err := p.ctx.MemMap(addr(mine), uint64(len(mine)), ucxx.MemoryHost)
 	if err != nil {
-		t.Fatal(err)
+		p.t.Fatal(err)
 	}
-	defer mh.Unmap()
+	p.cleanups = append(p.cleanups, func() { mh.Unmap() })
 	packed, err := mh.PackRKey()
 	if err != nil {
-		t.Fatal(err)
+		p.t.Fatal(err)
 	}
 	padded := make([]byte, len(packed)+64<<10) // UCX reads a key without a length
 	copy(padded, packed)
-	key, err := ep.UnpackRKey(unsafe.Pointer(&padded[0]))
+	key, err := p.ep.UnpackRKey(unsafe.Pointer(&padded[0]))
 	if err != nil {
-		t.Fatal(err)
+		p.t.Fatal(err)
 	}
-	defer key.Destroy()
-	// The put goes out (a put refused here would leave nothing to land, and the cases
-	// that expect nothing would pass for that reason).
-	if _, st := ep.Put(uintptr(unsafe.Pointer(&mine[0])), uint64(n), mh, ucxx.MemoryHost, target, key, 3); st != ucxx.StatusOK && st != ucxx.StatusInProgress {
-		t.Fatalf("the peer's put: %v", st)
-	}
-	message("after")
-	runtime.KeepAlive(padded)
-	return mine
+	p.cleanups = append(p.cleanups, key.Destroy)
+	return mh, key
 }

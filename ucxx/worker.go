@@ -18,6 +18,8 @@ type Worker struct {
 	unified bool
 	// shapes: its own address's transports (connectable), made at the first use
 	shapes map[uint16]addrShape
+	// guardSlot: its slot with the RMA guard (rmaguard.go), -1 for none
+	guardSlot int
 }
 
 // Handle is UCX's ucp_worker_h as a number, for diagnostics and for UCXX's
@@ -42,9 +44,15 @@ type Event struct {
 }
 
 // NewWorker creates a worker. multiThread selects UCS_THREAD_MODE_MULTI; the engine
-// uses single-thread mode because only its progress thread touches the worker.
+// uses single-thread mode because only its progress thread touches the worker. A
+// worker of a context without FeatureRMA is registered with the RMA guard
+// (rmaguard.go): peers cannot start one-sided rendezvous on it.
+//
+// Errors: the status of ucp_worker_create; StatusNoResource when the guard has no
+// slot left (1,024 such workers at once).
 func (c *Context) NewWorker(multiThread bool) (*Worker, error) {
-	w := &Worker{events: C.ucxx_events_new(), ipv6: c.ipv6, unified: c.unified}
+	installRMAGuard() // before UCX reads its handlers for the worker's interfaces
+	w := &Worker{events: C.ucxx_events_new(), ipv6: c.ipv6, unified: c.unified, guardSlot: -1}
 	mt := C.int(0)
 	if multiThread {
 		mt = 1
@@ -52,6 +60,14 @@ func (c *Context) NewWorker(multiThread bool) (*Worker, error) {
 	if st := Status(C.ucxx_worker_create(c.h, mt, &w.h)); st != StatusOK {
 		C.ucxx_events_free(w.events)
 		return nil, st.Err("ucp_worker_create")
+	}
+	if c.features&FeatureRMA == 0 {
+		slot, err := guardWorker(w.h)
+		if err != nil {
+			w.Close()
+			return nil, err
+		}
+		w.guardSlot = slot
 	}
 	return w, nil
 }
@@ -145,6 +161,8 @@ func (w *Worker) Close() {
 		C.ucp_worker_destroy(w.h)
 		w.h = nil
 	}
+	unguardWorker(w.guardSlot) // after the destroy: no message reaches it unguarded
+	w.guardSlot = -1
 	C.ucxx_events_free(w.events)
 	w.events = nil
 }

@@ -1,0 +1,61 @@
+package ucxx
+
+// The RMA guard (rmaguard.h). A context without FeatureRMA refuses a peer's
+// software-emulated puts and gets (their handlers are not installed), but UCX 1.22
+// serves one-sided rendezvous in any context with tag or active messages: a peer's
+// stock UCX with UCX_RMA_PPLN_ENABLE=y takes it for a put or get of GPU memory, and
+// it writes into or reads from the address the peer names (seen on one H200:
+// benchmarks/results/session42). Every worker of a context without FeatureRMA is
+// registered with the guard, which drops those requests for it.
+
+// #cgo LDFLAGS: -ldl
+// #include "rmaguard.h"
+// #include "shim.h"
+import "C"
+
+import (
+	"sync"
+	"unsafe"
+)
+
+var rmaGuard struct {
+	once   sync.Once
+	active bool
+}
+
+// installRMAGuard puts the filter in place, once per process, before the first
+// worker is made; it reports whether the filter is in place.
+func installRMAGuard() bool {
+	rmaGuard.once.Do(func() { rmaGuard.active = C.ucxx_rma_guard_install() == 1 })
+	return rmaGuard.active
+}
+
+// RMAGuardActive puts the guard in place if it is not yet, and reports whether it is:
+// true with a UCX whose handler table is laid out as 1.19 to 1.22 lay it out. Workers
+// of contexts without FeatureRMA made while it is are protected from a peer's one-sided
+// rendezvous.
+func RMAGuardActive() bool { return installRMAGuard() }
+
+// RMAGuardDropped counts the one-sided rendezvous requests the guard dropped in this
+// process (for tests and diagnostics).
+func RMAGuardDropped() uint64 { return uint64(C.ucxx_rma_guard_dropped()) }
+
+// guardWorker registers h with the guard; it returns the slot, or -1 when the guard
+// is not in place. Errors: StatusNoResource when every slot is taken.
+func guardWorker(h C.ucp_worker_h) (int, error) {
+	if !installRMAGuard() {
+		return -1, nil
+	}
+	slot := int(C.ucxx_rma_guard_add(unsafe.Pointer(h)))
+	if slot < 0 {
+		return -1, StatusNoResource.Err("the RMA guard's worker slots")
+	}
+	return slot, nil
+}
+
+// unguardWorker frees a slot of guardWorker (-1: none).
+func unguardWorker(slot int) {
+	if slot >= 0 {
+		C.ucxx_rma_guard_remove(C.int(slot))
+	}
+}
