@@ -68,6 +68,14 @@ def test_environment_selects_modes(monkeypatch):
     assert ucxx_go.progress_mode() == "thread-polling"
 
 
+@pytest.mark.parametrize("value, on", [("1", True), ("n", True), ("yes", True), ("0", False), ("off", False)])
+def test_delayed_submission_read_as_ucxx_reads_it(monkeypatch, value, on):
+    # UCXX turns it off only for "0" (application_context.py); "n" stays on there too.
+    monkeypatch.setenv("UCXPY_ENABLE_DELAYED_SUBMISSION", value)
+    ucxx_go.init()
+    assert ucxx_go.info()["delayed_submission"] is on
+
+
 @pytest.mark.parametrize("value", ["thread", "loop", "auto"])
 def test_environment_selects_engine_progress(monkeypatch, value):
     monkeypatch.setenv("UCXGO_PROGRESS_MODE", value)

@@ -39,6 +39,9 @@ _context = None
 
 
 def _env_flag(name, default):
+    """A UCXX variable read as UCXX reads it: set to anything but "0", it is on
+    (`UCXPY_ENABLE_DELAYED_SUBMISSION=n` is on there, and here); we also take "false",
+    "no" and "off" (any case) for off. Our own switches use _env_switch."""
     v = os.environ.get(name)
     if v is None or v == "":
         return default
