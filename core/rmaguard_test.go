@@ -50,7 +50,7 @@ func TestPeersCannotStartOneSidedRendezvous(t *testing.T) {
 			defer pin.Unpin()
 			pin.Pin(&secret[0])
 			before := ucxx.RMAGuardDropped()
-			got := peerRendezvous(t, d, victim, uint64(uintptr(unsafe.Pointer(&secret[4096]))), 64<<10, c.get)
+			got, ended := peerRendezvous(t, d, victim, uint64(uintptr(unsafe.Pointer(&secret[4096]))), 64<<10, c.get)
 			dropped := ucxx.RMAGuardDropped() - before
 			landed := bytes.Contains(secret, []byte("WWWWWWWW"))
 			read := bytes.Contains(got, []byte("TOPSECRET"))
@@ -58,8 +58,8 @@ func TestPeersCannotStartOneSidedRendezvous(t *testing.T) {
 			if c.get {
 				reached = read
 			}
-			if reached != c.oneSided || landed && read || (dropped == 0) != c.oneSided {
-				t.Fatalf("landed %v, secret read %v, dropped by the guard %d", landed, read, dropped)
+			if reached != c.oneSided || landed && read || (dropped == 0) != c.oneSided || ended != c.oneSided {
+				t.Fatalf("landed %v, secret read %v, dropped by the guard %d, the peer's request ended %v", landed, read, dropped, ended)
 			}
 			runtime.KeepAlive(secret)
 		})
@@ -69,11 +69,11 @@ func TestPeersCannotStartOneSidedRendezvous(t *testing.T) {
 // peerRendezvous is a peer (ucxPeer, UCX_RMA_PPLN_ENABLE=y) that puts n bytes of 'W'
 // from GPU memory at target, or gets n bytes from there into GPU memory, then waits
 // until its flush ends or the guard has dropped a request, and sends a tag message
-// after. It returns what its GPU buffer holds then. It runs with device 0's primary
-// context current (UCX copies the GPU memory on the peer's thread).
-func peerRendezvous(t *testing.T, d *ucxx.CUDADriver, victim *Engine, target uint64, n int, get bool) []byte {
+// after. It returns what its GPU buffer holds then, and whether its put or get ended
+// (a dropped one never does). It runs with device 0's primary context current (UCX
+// copies the GPU memory on the peer's thread).
+func peerRendezvous(t *testing.T, d *ucxx.CUDADriver, victim *Engine, target uint64, n int, get bool) (got []byte, ended bool) {
 	t.Helper()
-	var got []byte
 	if err := heldPrimary(t, d).Use(func() error {
 		dev, err := d.MemAlloc(uint64(n))
 		if err != nil {
@@ -92,32 +92,41 @@ func peerRendezvous(t *testing.T, d *ucxx.CUDADriver, victim *Engine, target uin
 		if get {
 			op = p.ep.Get
 		}
-		if _, st := op(dev, uint64(n), nil, ucxx.MemoryCUDA, target, key, 3); st != ucxx.StatusOK && st != ucxx.StatusInProgress {
+		_, st := op(dev, uint64(n), nil, ucxx.MemoryCUDA, target, key, 3)
+		if st != ucxx.StatusOK && st != ucxx.StatusInProgress {
 			t.Fatalf("the peer's request: %v", st)
 		}
-		_, st := p.ep.Flush(5)
+		ended = st == ucxx.StatusOK
+		_, st = p.ep.Flush(5)
 		done := st != ucxx.StatusInProgress
-		for deadline := time.Now().Add(10 * time.Second); !done && time.Now().Before(deadline); {
+		progress := func() { // one pass of the peer's worker, noting what ended
 			p.w.Progress()
 			for _, ev := range p.w.Events() {
 				if ev.Kind == ucxx.EventCompletion {
 					ucxx.FreeRequest(ev.Ptr)
 					done = done || ev.ID == 5
+					ended = ended || ev.ID == 3 && ev.Status == ucxx.StatusOK
 				}
 			}
 			p.w.ResetEvents()
+		}
+		for deadline := time.Now().Add(10 * time.Second); !done && time.Now().Before(deadline); {
+			progress()
 			done = done || ucxx.RMAGuardDropped() > before
 		}
 		if !done {
 			t.Fatal("the peer's flush did not end, and the guard dropped nothing")
 		}
 		p.message("after")
+		for range 100 { // a late end of the request would show here
+			progress()
+		}
 		got = make([]byte, n)
 		return d.CopyFromDevice(got, dev)
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return got
+	return got, ended
 }
 
 var primary struct {

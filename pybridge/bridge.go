@@ -241,6 +241,13 @@ func Version() (v string, err error) {
 	return ucxx.Version(), nil
 }
 
+// RMAGuard reports whether UCX's one-sided rendezvous is filtered for workers without
+// one-sided transfers (ucxx.RMAGuardActive; false with a UCX the guard does not know).
+func RMAGuard() (active bool, err error) {
+	defer guard(&err)
+	return ucxx.RMAGuardActive(), nil
+}
+
 // Settings returns "progress_mode delayed_submission" of the running engine.
 func Settings() (s string, err error) {
 	defer guard(&err)

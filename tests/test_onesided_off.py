@@ -37,6 +37,9 @@ async def test_off_by_default(off, pair):
     await client.send(msg)
     await srv.recv(got)
     assert (got == msg).all()
+    # Peers' one-sided rendezvous is dropped too (the RMA guard; its GPU test is Go's
+    # TestPeersCannotStartOneSidedRendezvous).
+    assert ucxx_go.info()["rma_guard"] is True
 
 
 @pytest.mark.parametrize("how", ["init", "env"])

@@ -31,10 +31,14 @@ func installRMAGuard() bool {
 }
 
 // RMAGuardActive puts the guard in place if it is not yet, and reports whether it is:
-// true with a UCX whose handler table is laid out as 1.19 to 1.22 lay it out. Workers
-// of contexts without FeatureRMA made while it is are protected from a peer's one-sided
-// rendezvous.
+// true with UCX 1.19 to 1.22 whose handler objects are laid out and named as those
+// versions have them. Workers of contexts without FeatureRMA made while it is are
+// protected from a peer's one-sided rendezvous; with any other UCX they are not.
 func RMAGuardActive() bool { return installRMAGuard() }
+
+// rmaGuardSelfTest runs the filters' decisions on made-up messages (rmaguard.h): 0, or
+// the first case that failed.
+func rmaGuardSelfTest() int { return int(C.ucxx_rma_guard_selftest()) }
 
 // RMAGuardDropped counts the one-sided rendezvous requests the guard dropped in this
 // process (for tests and diagnostics).

@@ -209,7 +209,9 @@ def info():
     link between each pair of GPUs: "NVLINK", "PIX", "PHB", "SYS"..., "+p2p" when
     peer reads work); ``progress_thread`` (the CPUs it may run on, and whether it was
     pinned near the GPU it drives); ``transports``: for each open endpoint (by uid),
-    the transports UCX uses, e.g. ``["tcp:lo"]``, ``["posix:memory", "cuda_ipc:cuda"]``.
+    the transports UCX uses, e.g. ``["tcp:lo"]``, ``["posix:memory", "cuda_ipc:cuda"]``;
+    ``rma_guard``: whether peers' one-sided rendezvous is dropped while one-sided
+    transfers are off (README, "What UCX itself trusts").
     """
     ctx = _context.get()
     mode, delayed = call(ext.pybridge_Settings).split()
@@ -232,6 +234,7 @@ def info():
         "gpu_topology": gpu["topology"],
         "progress_thread": json.loads(call(ext.pybridge_ProgressCPUs)),
         "transports": transports,
+        "rma_guard": bool(call(ext.pybridge_RMAGuard)),
     }
 
 

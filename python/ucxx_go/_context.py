@@ -281,6 +281,11 @@ def init(
             one_sided = _env_switch("UCXGO_ONE_SIDED")
         _context = Context(options, progress_mode, bool(enable_delayed_submission), completion_mode, connect_timeout, limits,
                            warm_up_address(warm_up), engine_progress, bool(one_sided))
+        if not one_sided and not call(ext.pybridge_RMAGuard):
+            logging.getLogger("ucx").warning(
+                "ucxx_go: UCX %s is not one the RMA guard knows: peers whose UCX uses one-sided rendezvous "
+                "(UCX_RMA_PPLN_ENABLE=y, GPU memory) can read and write this process's memory; README, "
+                "'What UCX itself trusts'", call(ext.pybridge_Version))
         # As UCXX, say on its "ucx" logger how progress runs.
         logging.getLogger("ucx").info(
             "Starting progress in '%s' mode (ucxx_go: %s, completions by %s)",
