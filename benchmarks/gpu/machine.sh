@@ -151,10 +151,7 @@ for step in "$@"; do
             for p in $order; do
                 timeout 280 python3 benchmarks/dask_bench.py --protocols "$p" --workers "${DASK_WORKERS:-4}" \
                     --gib "${DASK_GIB:-1.5}" --json "$r/r${round}_$p.json" > "$r/r${round}_$p.log" 2>&1
-                echo "dask round $round $p rc=$?: $(python3 -c 'import json, sys
-d = json.load(open(sys.argv[1]))["results"][0]
-print(" ".join(f"{k}={v:.3f}" for k, v in d.items() if k.endswith("_s")),
-      "net", " ".join(f"{k}={v:.0f}" for k, v in d["network_MBps"].items()))' "$r/r${round}_$p.json" 2>&1 | tail -1)"
+                echo "dask round $round $p rc=$?: $(python3 benchmarks/gpu/dask_summary.py "$r/r${round}_$p.json" 2>&1 | tail -1)"
             done
         done
         tar -C "$r" -czf "$out/dask${TAG:-}.tgz" .

@@ -23,9 +23,6 @@ for round in $(seq "${ROUNDS:-2}"); do
         envs=(UCXGO_AB=1); [ "$v" = ucxgo-cma ] && envs=(UCX_CMA_BW=11145MBs)
         env "${envs[@]}" timeout 250 python3 benchmarks/dask_bench.py --protocols "${v%-cma}" --workers 4 --gib 1.5 \
             --json "$out/cma_r${round}_$v.json" > "$out/cma_r${round}_$v.log" 2>&1
-        echo "dask round $round $v rc=$?: $(python3 -c 'import json, sys
-d = json.load(open(sys.argv[1]))["results"][0]
-print(" ".join(f"{k}={v:.3f}" for k, v in d.items() if k.endswith("_s")),
-      "net", " ".join(f"{k}={v:.0f}" for k, v in d["network_MBps"].items()))' "$out/cma_r${round}_$v.json" 2>&1 | tail -1)"
+        echo "dask round $round $v rc=$?: $(python3 benchmarks/gpu/dask_summary.py "$out/cma_r${round}_$v.json" 2>&1 | tail -1)"
     done
 done
