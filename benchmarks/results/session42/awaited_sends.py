@@ -1,7 +1,7 @@
 # Session 42: N awaited ep.send calls of SIZE bytes (default 3,000 of 1 MiB) from one process to a
 # sinking peer; p50/p90 of a call (first 10 % left out) and the mean over all. TAG labels the line.
 #   UCX_NET_DEVICES=lo python awaited_sends.py
-import asyncio, multiprocessing as mp, os, statistics, sys, time
+import asyncio, multiprocessing as mp, os, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from _bench_common import serve_one_client
 N = int(os.environ.get("N", "3000")); SIZE = int(os.environ.get("SIZE", str(1 << 20)))
