@@ -11,9 +11,10 @@ import (
 // serves the puts and gets UCX emulates in software (every transport without RMA of
 // its own: TCP, and shared memory without CMA) at any address the peer names,
 // checked against no key. Without it, UCX installs no handler for them and drops
-// them (with a warning in its log). UCX's rendezvous for puts and gets of GPU memory
-// is served with tags and active messages alone, so this closes the paths a peer's
-// UCX takes by default, not every one (README, "What UCX itself trusts").
+// them (with a warning in its log). UCX's rendezvous for puts and gets (of GPU memory)
+// is served with tags and active messages alone: the RMA guard (ucxx/rmaguard.go)
+// drops it for the workers of a context without RMA. README, "What UCX itself trusts",
+// says what stays open.
 
 // features are the UCX features the engine's context is made with.
 func (e *Engine) features() ucxx.Features {

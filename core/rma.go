@@ -99,12 +99,12 @@ func (e *Engine) PutMany(ep uint64, addr uintptr, count int) (uint64, error) {
 }
 
 func (e *Engine) transfer(ep uint64, ts []Transfer, get bool, stream uintptr, inline bool, sink *Sink) (Ticket, error) {
-	name := "Put"
-	if get {
-		name = "Get"
-	}
-	if err := e.oneSided(name); err != nil {
-		return Ticket{}, err
+	if !e.opts.OneSided {
+		name := "Put"
+		if get {
+			name = "Get"
+		}
+		return Ticket{}, e.oneSided(name)
 	}
 	live, err := e.eps.live(ep)
 	if err != nil {

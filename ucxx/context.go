@@ -27,9 +27,6 @@ type Context struct {
 	features Features
 }
 
-// Features reports the features the context was made with.
-func (c *Context) Features() Features { return c.features }
-
 // Features are the UCX features a context offers beyond tags, streams, active
 // messages and wake-ups, which every context has.
 type Features uint

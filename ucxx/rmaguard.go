@@ -23,18 +23,16 @@ var rmaGuard struct {
 	active bool
 }
 
-// installRMAGuard puts the filter in place, once per process, before the first
-// worker is made; it reports whether the filter is in place.
-func installRMAGuard() bool {
+// RMAGuardActive puts the guard in place if it is not yet (once per process; NewWorker
+// calls it before UCX reads its handlers for the worker's interfaces), and reports
+// whether it is: true with UCX 1.19 to 1.22 whose handler objects are laid out and
+// named as those versions have them. Workers of contexts without FeatureRMA made while
+// it is are protected from a peer's one-sided rendezvous; with any other UCX they are
+// not.
+func RMAGuardActive() bool {
 	rmaGuard.once.Do(func() { rmaGuard.active = C.ucxx_rma_guard_install() == 1 })
 	return rmaGuard.active
 }
-
-// RMAGuardActive puts the guard in place if it is not yet, and reports whether it is:
-// true with UCX 1.19 to 1.22 whose handler objects are laid out and named as those
-// versions have them. Workers of contexts without FeatureRMA made while it is are
-// protected from a peer's one-sided rendezvous; with any other UCX they are not.
-func RMAGuardActive() bool { return installRMAGuard() }
 
 // rmaGuardSelfTest runs the filters' decisions on made-up messages (rmaguard.h): 0, or
 // the first case that failed.
@@ -44,12 +42,9 @@ func rmaGuardSelfTest() int { return int(C.ucxx_rma_guard_selftest()) }
 // process (for tests and diagnostics).
 func RMAGuardDropped() uint64 { return uint64(C.ucxx_rma_guard_dropped()) }
 
-// guardWorker registers h with the guard; it returns the slot, or -1 when the guard
-// is not in place. Errors: StatusNoResource when every slot is taken.
+// guardWorker registers h with the guard, which is in place, and returns its slot.
+// Errors: StatusNoResource when every slot is taken.
 func guardWorker(h C.ucp_worker_h) (int, error) {
-	if !installRMAGuard() {
-		return -1, nil
-	}
 	slot := int(C.ucxx_rma_guard_add(unsafe.Pointer(h)))
 	if slot < 0 {
 		return -1, StatusNoResource.Err("the RMA guard's worker slots")

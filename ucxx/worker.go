@@ -51,7 +51,7 @@ type Event struct {
 // Errors: the status of ucp_worker_create; StatusNoResource when the guard has no
 // slot left (1,024 such workers at once).
 func (c *Context) NewWorker(multiThread bool) (*Worker, error) {
-	installRMAGuard() // before UCX reads its handlers for the worker's interfaces
+	guarded := c.features&FeatureRMA == 0 && RMAGuardActive() // before the worker's interfaces
 	w := &Worker{events: C.ucxx_events_new(), ipv6: c.ipv6, unified: c.unified, guardSlot: -1}
 	mt := C.int(0)
 	if multiThread {
@@ -61,7 +61,7 @@ func (c *Context) NewWorker(multiThread bool) (*Worker, error) {
 		C.ucxx_events_free(w.events)
 		return nil, st.Err("ucp_worker_create")
 	}
-	if c.features&FeatureRMA == 0 {
+	if guarded {
 		slot, err := guardWorker(w.h)
 		if err != nil {
 			w.Close()

@@ -218,8 +218,9 @@ def init(
         threads) or "auto" (see ``choose_engine_progress``); also
         ``UCXGO_PROGRESS_MODE``. Loop mode forces completion_mode "reader".
     one_sided : bool
-        Turn on one-sided transfers (``register``, ``Region.pack``, ``put``, ``get``,
-        semaphores, the execution context's transfers), which both ends need; also
+        Turn on one-sided transfers (``Region.pack``, ``unpack_remote``, ``put``,
+        ``get``, semaphores, the execution context's transfers; ``register`` for the
+        process's own use works either way), which both ends need; also
         ``UCXGO_ONE_SIDED`` ("1"). Off by default: with it on, UCX serves the puts and
         gets it emulates in software (over TCP, for one) at whatever address the peer
         names, so every peer with an endpoint to this process can read and write any of
