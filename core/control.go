@@ -9,8 +9,8 @@ import (
 
 // The control channel: once the tag handshake is done, every endpoint with peer error
 // handling keeps one 8-byte receive posted, and the two engines of a connection
-// exchange control words on it: keepalives (keepalive.go) and the goodbye of a
-// graceful close (goodbye.go). Through UCX's connection manager the words are stream
+// exchange control words on it: keepalives (keepalive.go), the goodbye of a graceful
+// close (goodbye.go), and flow control's pings and pongs (flowcontrol.go). Through UCX's connection manager the words are stream
 // messages, which travel on the lane that carries the tagged messages' eager data and
 // rendezvous control; on a connection made from addresses (direct.go) they are tagged
 // messages on the receiver's control tag, matched in the order sent. Either way a
@@ -28,11 +28,13 @@ const (
 	controlKeepalive  controlWord = 0x7563_7878_676f_6b61 // "ucxxgoka": I am alive
 	controlGoodbye    controlWord = 0x7563_7878_676f_6279 // "ucxxgoby": I sent all I will send
 	controlGoodbyeAck controlWord = 0x7563_7878_676f_6f6b // "ucxxgook": I have it all; close
+	controlPing       controlWord = 0x7563_7878_676f_7069 // "ucxxgopi": a chunk of messages came before this
+	controlPong       controlWord = 0x7563_7878_676f_706f // "ucxxgopo": I took in a chunk; send on
 )
 
 // controlWords are the words an endpoint sends, each from its own slot of the
 // endpoint's C memory (its index here), so a send in flight never sees its word change.
-var controlWords = [...]controlWord{controlKeepalive, controlGoodbye, controlGoodbyeAck}
+var controlWords = [...]controlWord{controlKeepalive, controlGoodbye, controlGoodbyeAck, controlPing, controlPong}
 
 // controlSlot is w's slot in the endpoint's C memory, or -1 for a word not sent.
 func controlSlot(w controlWord) int {
@@ -57,6 +59,9 @@ func (e *Engine) startControl(ep *endpoint) {
 		binary.LittleEndian.PutUint64(slot, uint64(w))
 	}
 	ep.controlOn = true
+	if ep.peerChunkLog2 != 0 && !e.unpaced { // the peer answers pings, and pongs reach us here: paced
+		ep.peerChunk = 1 << ep.peerChunkLog2
+	}
 	e.postControlRecv(ep)
 }
 
@@ -90,8 +95,11 @@ func (e *Engine) sendControl(ep *endpoint, w controlWord) {
 func (e *Engine) onControl(r *request, st ucxx.Status, length uint64) {
 	ep := r.ep
 	if r.internal == stepControlSend {
-		if r.word == controlKeepalive {
+		switch r.word {
+		case controlKeepalive:
 			ep.kaSending = false
+		case controlPong:
+			e.pongSent(ep)
 		}
 		return
 	}
@@ -120,6 +128,10 @@ func (e *Engine) onControl(r *request, st ucxx.Status, length uint64) {
 		e.onGoodbye(ep)
 	case controlGoodbyeAck:
 		e.onGoodbyeAck(ep)
+	case controlPing:
+		e.onPing(ep)
+	case controlPong:
+		e.onPong(ep)
 	}
 	if !ep.ucxClosing { // the goodbye's answer closes it: UCX would never end another receive
 		e.postControlRecv(ep)

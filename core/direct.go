@@ -90,6 +90,10 @@ const (
 	helloMagic = 0x7563_7878_676f_2d62
 	// helloFlagKeepalive: the sender keeps connections alive (keepalive.go).
 	helloFlagKeepalive = 1
+	// helloChunkShift: bits 8-15 of the flags hold the base-2 logarithm of the chunk
+	// after which the sender answers pings (flowcontrol.go), 0 for none. Flags this
+	// version does not know are ignored, as older peers ignore these.
+	helloChunkShift = 8
 	// helloHeaderSize: magic, flags, receive tag, control tag (8 bytes each), the
 	// place (boot id, network namespace: 16 bytes each), then the lengths of the worker
 	// address and of the network address (4 bytes each); the two addresses follow.
@@ -102,6 +106,7 @@ const (
 // hello is what one side of a connection tells the other.
 type hello struct {
 	keepalive bool
+	chunkLog2 uint8  // its flow-control chunk's base-2 logarithm; 0: it answers no pings
 	recvTag   uint64 // its receive tag: our messages carry it
 	ctlTag    uint64 // its control tag: our control words carry it
 	place     place  // where it runs
@@ -140,6 +145,7 @@ func (h *hello) encode() []byte {
 	if h.keepalive {
 		flags |= helloFlagKeepalive
 	}
+	flags |= uint64(h.chunkLog2) << helloChunkShift
 	binary.LittleEndian.PutUint64(b[8:], flags)
 	binary.LittleEndian.PutUint64(b[16:], h.recvTag)
 	binary.LittleEndian.PutUint64(b[24:], h.ctlTag)
@@ -177,8 +183,10 @@ func readHello(r io.Reader) (*hello, error) {
 // decodeHelloHeader checks a hello's header and returns the hello with its addresses
 // sized but not read (body).
 func decodeHelloHeader(head []byte) (*hello, error) {
+	flags := binary.LittleEndian.Uint64(head[8:])
 	h := &hello{
-		keepalive: binary.LittleEndian.Uint64(head[8:])&helloFlagKeepalive != 0,
+		keepalive: flags&helloFlagKeepalive != 0,
+		chunkLog2: uint8(flags >> helloChunkShift),
 		recvTag:   binary.LittleEndian.Uint64(head[16:]),
 		ctlTag:    binary.LittleEndian.Uint64(head[24:]),
 	}
@@ -194,6 +202,8 @@ func decodeHelloHeader(head []byte) (*hello, error) {
 		return nil, fmt.Errorf("%w: worker address of %d bytes", errHello, n)
 	case nn > maxHelloAddress:
 		return nil, fmt.Errorf("%w: network address of %d bytes", errHello, nn)
+	case h.chunkLog2 != 0 && !validChunkLog2(h.chunkLog2):
+		return nil, fmt.Errorf("%w: flow-control chunk 2^%d", errHello, h.chunkLog2)
 	}
 	h.address, h.networkAddress = make([]byte, n), make([]byte, nn) // sizes for body
 	return h, nil
@@ -316,9 +326,13 @@ func (e *Engine) ownHello(ep *endpoint) (*hello, error) {
 		na, _ := e.worker.NetworkAddress()
 		e.address, e.networkAddress = a, na
 	}
-	return &hello{keepalive: e.ka.timeout > 0 && ep.errMode == ucxx.ErrHandlingPeer,
+	h := &hello{keepalive: e.ka.timeout > 0 && ep.errMode == ucxx.ErrHandlingPeer,
 		recvTag: ep.recvTag, ctlTag: ep.ctlTag, place: ownPlace(), address: e.address,
-		networkAddress: e.networkAddress}, nil
+		networkAddress: e.networkAddress}
+	if ep.errMode == ucxx.ErrHandlingPeer { // its control channel will answer pings
+		h.chunkLog2 = flowChunkLog2(e.unexpected.max)
+	}
+	return h, nil
 }
 
 // checkIP refuses what is not a numeric IP address ("" too, unless empty is), as
@@ -483,6 +497,7 @@ func (e *Engine) joinPeer(ep *endpoint, conn net.Conn, ends socketEnds, peer *he
 	}
 	ep.u, ep.conn = u, conn
 	ep.sendTag, ep.peerCtlTag, ep.peerKeepalive = peer.recvTag, peer.ctlTag, peer.keepalive
+	ep.peerChunkLog2 = peer.chunkLog2
 	ep.local, ep.remote = ends.local, ends.remote
 	ep.hs = ucxx.CAlloc(controlMemorySize)
 	return nil

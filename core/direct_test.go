@@ -49,13 +49,13 @@ func addressPair(t *testing.T, client, server *Engine) (cep, sep uint64, cc, sc 
 func TestHelloRoundTrip(t *testing.T) {
 	at := place{boot: [16]byte{1, 2}, netNS: [16]byte{3, 4}}
 	for _, net := range [][]byte{[]byte("network address"), {}} {
-		h := &hello{keepalive: true, recvTag: 5 << UserTagBits, ctlTag: 9 << UserTagBits, place: at,
+		h := &hello{keepalive: true, chunkLog2: 22, recvTag: 5 << UserTagBits, ctlTag: 9 << UserTagBits, place: at,
 			address: []byte("worker address"), networkAddress: net}
 		got, err := readHello(bytes.NewReader(h.encode()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !got.keepalive || got.recvTag != h.recvTag || got.ctlTag != h.ctlTag || got.place != at ||
+		if !got.keepalive || got.chunkLog2 != 22 || got.recvTag != h.recvTag || got.ctlTag != h.ctlTag || got.place != at ||
 			!bytes.Equal(got.address, h.address) || !bytes.Equal(got.networkAddress, net) {
 			t.Fatalf("read %+v; want %+v", got, h)
 		}
@@ -132,6 +132,8 @@ func malformedHellos() map[string][]byte {
 		"no-address":  with(func(b []byte) []byte { binary.LittleEndian.PutUint32(b[64:], 0); return b }),
 		"huge":        with(func(b []byte) []byte { binary.LittleEndian.PutUint32(b[64:], maxHelloAddress+1); return b }),
 		"huge-net":    with(func(b []byte) []byte { binary.LittleEndian.PutUint32(b[68:], maxHelloAddress+1); return b }),
+		"chunk-small": with(func(b []byte) []byte { b[9] = 11; return b }), // flow-control chunk 2^11
+		"chunk-huge":  with(func(b []byte) []byte { b[9] = 63; return b }),
 		"short":       good[:helloHeaderSize-1],
 		"short-addr":  with(func(b []byte) []byte { binary.LittleEndian.PutUint32(b[64:], 100); return b }),
 		"short-net":   with(func(b []byte) []byte { binary.LittleEndian.PutUint32(b[68:], 100); return b }),

@@ -64,8 +64,21 @@ type endpoint struct {
 
 	unexpectedBytes int64 // charge of its held unexpected messages (unexpected.go)
 	claimedBytes    int64 // of that, the charge of frames a waiting message claimed (exempt)
+	heldNoted       bool  // in heldChanged, for settleHeld (flowcontrol.go)
 	remoteKeys      int   // remote keys unpacked on it (remotekeys.go)
 	semaphores      int   // its semaphores (semaphores.go)
+
+	// Flow control (flowcontrol.go). As sender: the peer's chunk (0: it does not
+	// answer pings: not paced), the charge sent since the last ping, the pings
+	// unanswered, and the sends held back, oldest first. As receiver: the pongs owed
+	// and those being sent.
+	peerChunkLog2 uint8 // the peer's chunk as its handshake named it (0: none)
+	peerChunk     int64
+	sinceLastPing int64
+	pingsOut      int
+	stalled       []submission
+	pongsOwed     int
+	pongsSending  int
 
 	known bool // the application was given this endpoint
 	// info is what EndpointInfo reports of it, fixed when it is published (nothing in
@@ -85,6 +98,12 @@ type endpoint struct {
 	ctlTag, peerCtlTag uint64
 	local, remote      string
 	errMode            ucxx.ErrHandling
+}
+
+// takes reports whether work s may be posted on ep: it is ready, or s is a send flow
+// control held back that a graceful close waits for (flowcontrol.go).
+func (ep *endpoint) takes(s *submission) bool {
+	return ep != nil && (ep.phase == phaseReady || s.stalled && ep.flushing)
 }
 
 // describe is what EndpointInfo reports of ep. Progress thread.
@@ -200,7 +219,7 @@ func (e *Engine) teardown(ep *endpoint, st ucxx.Status, force bool) {
 	switch {
 	case force:
 		e.closeUCX(ep, true)
-	case ep.sends > 0:
+	case ep.sends > 0 || len(ep.stalled) > 0:
 		ep.flushing = true
 	default:
 		e.sayGoodbye(ep)
@@ -220,6 +239,7 @@ func (e *Engine) closeUCX(ep *endpoint, force bool) {
 	}
 	ep.flushing, ep.awaitingGoodbyeAck, ep.ucxClosing = false, false, true
 	e.eps.ucxClosing++
+	e.failStalled(ep)
 	if ep.u == nil { // a connection of ViaAddress that failed before its UCX endpoint
 		e.closed(ep)
 		return
@@ -235,9 +255,10 @@ func (e *Engine) closeUCX(ep *endpoint, force bool) {
 	r.track(ep.u.Close(force, r.id))
 }
 
-// sendEnded lets a flushing close go on once the endpoint's last send has ended.
+// sendEnded lets a flushing close go on once the endpoint's last send has ended,
+// flow control holding none back.
 func (e *Engine) sendEnded(ep *endpoint) {
-	if ep.flushing && ep.sends == 0 {
+	if ep.flushing && ep.sends == 0 && len(ep.stalled) == 0 {
 		e.sayGoodbye(ep)
 	}
 }

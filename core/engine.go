@@ -70,8 +70,9 @@ type Options struct {
 	// off.
 	KeepaliveTimeout time.Duration
 	// MaxUnexpectedBytes bounds, per endpoint, the messages it sent that no receive
-	// was posted for (unexpected.go); an endpoint over it fails with
-	// StatusExceedsLimit. Messages that name no endpoint share one such bound. Default
+	// (or am_recv) was posted for (unexpected.go, am.go); an endpoint over it fails
+	// with StatusExceedsLimit. Its peer's sends are paced to stay under half of it
+	// (flowcontrol.go). Messages that name no endpoint share one such bound. Default
 	// DefaultMaxUnexpectedBytes.
 	MaxUnexpectedBytes int64
 	// CaptureUCXLog routes UCX's log into ucxx's buffer (ucxx.CaptureLog) instead of
@@ -170,6 +171,10 @@ type Engine struct {
 	inProgress bool
 	timerMu    sync.Mutex // guards timerOff against the timer's callback
 	timerOff   bool       // the wake eventfd is closed: the timer must not kick it
+
+	// unpaced: tests set it before any connection, to send as a flooding peer would,
+	// ignoring its peers' flow control (flowcontrol.go).
+	unpaced bool
 }
 
 // New creates the context and worker on a new progress thread and starts it.
@@ -582,7 +587,11 @@ type Stats struct {
 	// InFlight counts the requests in flight, besides the control receive and
 	// keepalives of each connection that is up (control.go).
 	InFlight, Endpoints, Listeners int
-	UnexpectedBytes                int64 // charge of the held unexpected messages
+	// UnexpectedBytes: the charge of the held unexpected messages, tag and active
+	// (unexpected.go, am.go); StalledSends: sends flow control holds back
+	// (flowcontrol.go).
+	UnexpectedBytes int64
+	StalledSends    int
 }
 
 // Stats returns the engine's counters, read on the progress thread.
@@ -594,8 +603,12 @@ func (e *Engine) Stats() (s Stats, err error) {
 				inFlight++
 			}
 		}
+		held := e.unexpected.bytes()
+		for _, ep := range e.eps.byHandle {
+			held += ep.mailbox.charge
+		}
 		s = Stats{InFlight: inFlight, Endpoints: e.eps.len(), Listeners: len(e.listeners),
-			UnexpectedBytes: e.unexpected.bytes()}
+			UnexpectedBytes: held, StalledSends: e.stalledSends}
 	})
 	return s, err
 }

@@ -77,7 +77,7 @@ func TestEvidencePartialLiarsPinUnexpectedMemory(t *testing.T) {
 	const budget = 4 << 20 // endpoint 2 MiB; unexpected bound 256 KiB
 	server := newTestEngine(t, Options{MaxOutstandingBytes: budget, MaxUnexpectedBytes: 256 << 10})
 	sc := newCollector(t, server)
-	connect := clientsOf(t, server, sc)
+	connect := floodersOf(t, server, sc)
 	frames := make([][]byte, 56)
 	for i := range frames {
 		frames[i] = bytes.Repeat([]byte{byte(i)}, 32<<10)

@@ -22,6 +22,13 @@ const handshakeMagic = 0x7563_7878_676f_2d31 // "ucxxgo-1"
 // (keepalive.go): keepalive runs only where both sides do.
 const handshakeKeepalive = 1 << 63
 
+// handshakeChunkShift: bits 56-61 of the check word hold the base-2 logarithm of the
+// side's flow-control chunk (flowcontrol.go), 0 when it answers no pings.
+const (
+	handshakeChunkShift = 56
+	handshakeChunkMask  = 0x3f << handshakeChunkShift
+)
+
 // startHandshake sends our receive tag and receives the peer's, both at once, so the
 // exchange costs one one-way latency.
 func (e *Engine) startHandshake(ep *endpoint) {
@@ -31,6 +38,9 @@ func (e *Engine) startHandshake(ep *endpoint) {
 	check := ep.recvTag ^ handshakeMagic
 	if e.keepaliveWanted(ep) {
 		check ^= handshakeKeepalive
+	}
+	if ep.u.ErrHandling() == ucxx.ErrHandlingPeer { // its control channel will answer pings
+		check ^= uint64(flowChunkLog2(e.unexpected.max)) << handshakeChunkShift
 	}
 	binary.LittleEndian.PutUint64(out[8:], check)
 	e.eps.schedule(ep, ep.deadline)
@@ -58,14 +68,14 @@ func (e *Engine) onHandshakeStep(r *request, st ucxx.Status) {
 	} else {
 		in := unsafe.Slice((*byte)(unsafe.Add(ep.hs, handshakeSize)), handshakeSize)
 		tag := binary.LittleEndian.Uint64(in[0:])
-		switch binary.LittleEndian.Uint64(in[8:]) {
-		case tag ^ handshakeMagic:
-		case tag ^ handshakeMagic ^ handshakeKeepalive:
-			ep.peerKeepalive = true
-		default:
+		flags := binary.LittleEndian.Uint64(in[8:]) ^ tag ^ handshakeMagic
+		chunk := uint8((flags & handshakeChunkMask) >> handshakeChunkShift)
+		if flags&^(handshakeKeepalive|handshakeChunkMask) != 0 || (chunk != 0 && !validChunkLog2(chunk)) {
 			e.failHandshake(ep, ucxx.StatusIOError)
 			return
 		}
+		ep.peerKeepalive = flags&handshakeKeepalive != 0
+		ep.peerChunkLog2 = chunk
 		ep.sendTag = tag
 		ep.hsRecvd = true
 	}

@@ -122,6 +122,24 @@ func settle(t *testing.T, e *Engine) {
 // collector; sc is server's collector.
 func clientsOf(t *testing.T, server *Engine, sc *collector) func() (client *Engine, cep, sep uint64, cc *collector) {
 	t.Helper()
+	return clientsWith(t, server, sc, false)
+}
+
+// floodersOf is clientsOf for clients that send as flooding peers do, ignoring the
+// server's flow control (flowcontrol.go).
+func floodersOf(t *testing.T, server *Engine, sc *collector) func() (client *Engine, cep, sep uint64, cc *collector) {
+	t.Helper()
+	return clientsWith(t, server, sc, true)
+}
+
+// unpaced makes e, before its first connection, ignore its peers' flow control.
+func unpaced(e *Engine) *Engine {
+	e.unpaced = true
+	return e
+}
+
+func clientsWith(t *testing.T, server *Engine, sc *collector, flooding bool) func() (client *Engine, cep, sep uint64, cc *collector) {
+	t.Helper()
 	lh, port, err := server.Listen("127.0.0.1", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -129,6 +147,7 @@ func clientsOf(t *testing.T, server *Engine, sc *collector) func() (client *Engi
 	return func() (client *Engine, cep, sep uint64, cc *collector) {
 		t.Helper()
 		client = newTestEngine(t, Options{})
+		client.unpaced = flooding
 		cc = newCollector(t, client)
 		id, err := client.Connect("127.0.0.1", port, 5*time.Second)
 		if err != nil {

@@ -148,7 +148,7 @@ func (m *multiBuffers) beginMulti(s *submission) (*endpoint, bool) {
 	op := s.multi
 	var ep *endpoint
 	if s.ep != 0 || !op.recv {
-		if ep = m.eps.get(s.ep); ep == nil || ep.phase != phaseReady {
+		if ep = m.eps.get(s.ep); !ep.takes(s) {
 			st, drain := endpointStatus(ep), false
 			if op.recv {
 				st, drain = m.drainable(s.ep, ep, s.tag|MultiTagBit, ^uint64(0))

@@ -24,6 +24,7 @@ func (e *Engine) TagProbe(tag, mask uint64, remove bool) (res ProbeResult, err e
 			m := e.unexpected.held[i]
 			if remove {
 				m = e.unexpected.take(i)
+				e.noteHeld(m.owner) // settled after the pass: pings it owes may be answered
 			}
 			res.Found, res.SenderTag, res.Length, msg = true, m.tag, m.length, m.msg
 		} else {

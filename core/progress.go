@@ -144,15 +144,8 @@ func (e *Engine) post(s *submission) {
 
 func (e *Engine) dispatchOne(s *submission) {
 	switch s.op {
-	case opTagSend:
-		ep := e.readyEndpoint(s)
-		if ep == nil {
-			return
-		}
-		r := e.requests.add(s.id, opTagSend, ep)
-		r.slot, r.sent = s.slot, s.size
-		e.requests.markCUDA(r, s.memType)
-		r.track(ep.u.TagSend(s.addr, s.size, s.tag, s.memType, s.id))
+	case opTagSend, opSendMulti, opAMSend:
+		e.dispatchSend(s) // flowcontrol.go
 	case opTagRecv:
 		var ep *endpoint
 		if s.ep != 0 {
@@ -171,7 +164,9 @@ func (e *Engine) dispatchOne(s *submission) {
 	case opCancel:
 		r := e.requests.get(s.id)
 		switch {
-		case r == nil || r.canceled:
+		case r == nil:
+			e.cancelStalled(s.id) // a send flow control holds back, if it is one
+		case r.canceled:
 		case r.internal == notInternal:
 			r.canceled = true
 			e.worker.Cancel(r.ucp)
@@ -183,12 +178,8 @@ func (e *Engine) dispatchOne(s *submission) {
 		case r.internal == stepSemWait:
 			e.rma.cancelWait(r)
 		}
-	case opSendMulti:
-		e.multi.sendMulti(s)
 	case opRecvMulti:
 		e.multi.recvMulti(s)
-	case opAMSend:
-		e.am.amSend(s)
 	case opAMRecv:
 		e.am.amRecv(s)
 	case opRecvProbed:
@@ -214,6 +205,18 @@ func (e *Engine) dispatchOne(s *submission) {
 	}
 }
 
+// postTagSend posts s, a tag send.
+func (e *Engine) postTagSend(s *submission) {
+	ep := e.readyEndpoint(s)
+	if ep == nil {
+		return
+	}
+	r := e.requests.add(s.id, opTagSend, ep)
+	r.slot, r.sent = s.slot, s.size
+	e.requests.markCUDA(r, s.memType)
+	r.track(ep.u.TagSend(s.addr, s.size, s.tag, s.memType, s.id))
+}
+
 // drainable reports whether a receive on a broken endpoint may still be posted (on the
 // worker): its peer broke it, not the application, and a matching message already
 // waits. Otherwise it returns the status the receive fails with.
@@ -235,7 +238,7 @@ func (t *progressThread) drainable(handle uint64, ep *endpoint, tag, mask uint64
 // completes the submission with the endpoint's status and returns nil.
 func (t *progressThread) readyEndpoint(s *submission) *endpoint {
 	ep := t.eps.get(s.ep)
-	if ep == nil || ep.phase != phaseReady {
+	if !ep.takes(s) {
 		t.completeNow(s.id, endpointStatus(ep), 0)
 		return nil
 	}
@@ -273,6 +276,9 @@ func (e *Engine) progress() {
 	}
 	if e.unexpected.passes++; e.unexpected.passes >= drainEveryPasses {
 		e.drainUnexpected()
+	}
+	if len(e.heldChanged) > 0 {
+		e.settleHeld() // receives took held messages: pongs owed may go
 	}
 	if len(e.eps.timed) > 0 || e.ka.watched > 0 {
 		now := time.Now()

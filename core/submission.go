@@ -54,6 +54,7 @@ type submission struct {
 	rma     *rmaOp          // opRMA, opSignal
 	sink    *Sink           // where the completion goes instead of the queue (sink.go), or nil
 	posted  chan bool       // set when delayed submission is off: closed once posted
+	stalled bool            // a send flow control held back (flowcontrol.go)
 }
 
 // pool is the delayed-submission pool: application threads append, the progress thread

@@ -26,6 +26,10 @@ type progressThread struct {
 	inline inlineSlots
 	// routes holds the sinks of requests submitted through one (sink.go), by id.
 	routes map[uint64]*Sink
+	// heldChanged: endpoints whose held messages changed since settleHeld last ran;
+	// stalledSends: sends flow control holds back, on every endpoint (flowcontrol.go).
+	heldChanged  []*endpoint
+	stalledSends int
 }
 
 // multiBuffers is the multi-buffer component: the receive streams, admission of

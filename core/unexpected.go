@@ -16,7 +16,8 @@ import (
 // matched them.
 //
 // An endpoint whose held messages pass Options.MaxUnexpectedBytes fails with
-// StatusExceedsLimit, as if UCX had reported it, and its held messages are dropped.
+// StatusExceedsLimit, as if UCX had reported it, and its held messages are dropped
+// (flowcontrol.go: an honest ucxx-go sender is paced well before that).
 // Frames a multi-buffer message waiting for room claimed (evidence.go) count only
 // beyond what its headers announced, and beyond the outstanding-bytes bounds: it
 // receives them once admitted.
@@ -30,7 +31,9 @@ import (
 // at shutdown; those of an endpoint its peer broke stay, for receives that drain it.
 
 // DefaultMaxUnexpectedBytes is the default Options.MaxUnexpectedBytes.
-const DefaultMaxUnexpectedBytes = 32 << 20
+// Flow control asks senders to wait at half of it (flowcontrol.go): 32 MiB, where
+// the endpoint failed before there was flow control.
+const DefaultMaxUnexpectedBytes = 64 << 20
 
 // unexpectedLargeCharge is the most a held message is charged (see above), and
 // unexpectedOverhead what each costs besides its data.
@@ -158,7 +161,9 @@ func (t *progressThread) takeHeld(tag, mask uint64) unsafe.Pointer {
 		return nil
 	}
 	if i := t.unexpected.find(tag, mask); i >= 0 {
-		return t.unexpected.take(i).msg
+		m := t.unexpected.take(i)
+		t.noteHeld(m.owner) // less held: pings it owes may be answered
+		return m.msg
 	}
 	return nil
 }
@@ -200,11 +205,10 @@ func (t *progressThread) dropAllHeld() {
 }
 
 // drainUnexpected moves the messages in UCX's unexpected queue into the store,
-// failing endpoints over their bound.
+// failing endpoints over their bound (settleHeld).
 func (e *Engine) drainUnexpected() {
 	u := &e.unexpected
 	u.passes = 0
-	var over []*endpoint
 	var claimed []*multiOp
 	for range maxDrainPerPass {
 		found, tag, length, msg := e.worker.TagProbe(0, 0, true)
@@ -227,9 +231,7 @@ func (e *Engine) drainUnexpected() {
 		default:
 			u.hold(m)
 			claimed = e.multi.claimDrained(claimed)
-			if o := m.owner; o != nil && o.unexpectedBytes-o.claimedBytes > u.max && o.phase < phaseClosing {
-				over = append(over, o)
-			}
+			e.noteHeld(m.owner)
 		}
 	}
 	// The claimants settle before over-bound endpoints fail: failing one may end (and
@@ -237,12 +239,7 @@ func (e *Engine) drainUnexpected() {
 	if len(claimed) > 0 {
 		e.multi.settleClaims(claimed)
 	}
-	for _, ep := range over {
-		if ep.phase < phaseClosing {
-			e.onEndpointError(ep.handle, ucxx.StatusExceedsLimit)
-			e.dropHeld(ep.handle)
-		}
-	}
+	e.settleHeld()
 }
 
 // mayHold reports whether messages for ep may be held: it is open, or its peer broke

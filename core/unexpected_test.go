@@ -38,13 +38,13 @@ func unexpectedBytes(t *testing.T, e *Engine) int64 {
 	return s.UnexpectedBytes
 }
 
-// TestUnexpectedFloodFailsTheEndpoint: a peer sending messages nobody receives makes
-// the engine hold them only up to MaxUnexpectedBytes; past it the endpoint fails with
-// StatusExceedsLimit and what it held is freed. Before the bound, 40,000 such messages
-// of 8 KiB grew the receiver by 470 MB.
+// TestUnexpectedFloodFailsTheEndpoint: a peer sending messages nobody receives, and
+// ignoring flow control, makes the engine hold them only up to MaxUnexpectedBytes;
+// past it the endpoint fails with StatusExceedsLimit and what it held is freed. Before
+// the bound, 40,000 such messages of 8 KiB grew the receiver by 470 MB.
 func TestUnexpectedFloodFailsTheEndpoint(t *testing.T) {
 	const bound = 1 << 20
-	client, server := newTestEngine(t, Options{}), newTestEngine(t, Options{MaxUnexpectedBytes: bound})
+	client, server := unpaced(newTestEngine(t, Options{})), newTestEngine(t, Options{MaxUnexpectedBytes: bound})
 	cep, sep, cc, sc := pair(t, client, server)
 	floodTags(t, client, cep, cc, endpointInfo(t, client, cep).SendTag, 400, 8<<10) // 3.2 MiB
 	if c := sc.wait(EventEndpointError|sep, 10*time.Second); ucxx.Status(c.Status) != ucxx.StatusExceedsLimit {

@@ -146,7 +146,8 @@ func WorkerAddress() (addr string, err error) {
 	return hex.EncodeToString(b), err
 }
 
-// Stats returns "in_flight endpoints listeners" of the engine, for tests.
+// Stats returns "in_flight endpoints listeners unexpected_bytes stalled_sends" of the
+// engine (core.Stats), for tests.
 func Stats() (res string, err error) {
 	defer guard(&err)
 	e, err := current()
@@ -157,5 +158,5 @@ func Stats() (res string, err error) {
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("%d %d %d", s.InFlight, s.Endpoints, s.Listeners), nil
+	return fmt.Sprintf("%d %d %d %d %d", s.InFlight, s.Endpoints, s.Listeners, s.UnexpectedBytes, s.StalledSends), nil
 }

@@ -238,7 +238,7 @@ func TestBridgeRoundTrip(t *testing.T) {
 	if p.sLocal != p.cRemote || p.cLocal != p.sRemote || !strings.HasSuffix(p.sLocal, fmt.Sprintf(":%d", p.port)) {
 		t.Fatalf("addresses: client %s -> %s, server %s -> %s, listening on port %d", p.cLocal, p.cRemote, p.sLocal, p.sRemote, p.port)
 	}
-	if res, err := Stats(); err != nil || words(t, res, 3)[1] != 2 || words(t, res, 3)[2] != 1 {
+	if res, err := Stats(); err != nil || words(t, res, 5)[1] != 2 || words(t, res, 5)[2] != 1 {
 		t.Fatalf("Stats = %q, %v; want 2 endpoints and 1 listener", res, err)
 	}
 	// Through UCX's connection manager on loopback a tcp lane; made from addresses (the

@@ -96,8 +96,9 @@ async def started(*coros):
 
 
 def engine_stats():
-    """What the Go engine holds: (requests in flight, endpoints, listeners). The call
-    runs on the progress thread, after every submission made before it."""
+    """What the Go engine holds: (requests in flight, endpoints, listeners, bytes of held
+    unexpected messages, sends flow control holds back). The call runs on the progress
+    thread, after every submission made before it."""
     return tuple(int(x) for x in ucxx_go._bridge.ext.pybridge_Stats().split())
 
 

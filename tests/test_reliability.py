@@ -21,7 +21,20 @@ import numpy as np
 import pytest
 
 import ucxx_go
-from _support import STARTUP, TIMEOUT, Server, block_until, in_flight, mp, queue_get, start, started, wait_in_flight
+from _support import (
+    STARTUP,
+    TIMEOUT,
+    Server,
+    block_until,
+    engine_stats,
+    in_flight,
+    mp,
+    queue_get,
+    start,
+    started,
+    wait_for_condition,
+    wait_in_flight,
+)
 
 MiB = 1 << 20
 
@@ -34,26 +47,33 @@ def rss_bytes():
 # -- unexpected messages are bounded per endpoint -----------------------------------------
 
 
-async def test_unsolicited_flood_is_bounded_and_fails_the_endpoint(pair):
-    """40,000 messages of 8 KiB to tags nobody receives: before, the receiver's RSS grew
-    by ~470 MB and stayed. Now the engine holds at most max_unexpected_bytes (32 MiB) for
-    the endpoint, then fails it with UCXExceedsLimitError and frees what it held."""
+async def test_unsolicited_flood_is_paced_and_bounded(pair):
+    """20,000 messages of 8 KiB (160 MB) to tags nobody receives yet: before any bound,
+    the receiver's RSS grew by ~470 MB for 40,000 and stayed; with the bound alone, the
+    endpoint failed at max_unexpected_bytes. Now the sender is paced (flow control): its
+    sends are held back once the receiver holds half the bound, the receiver's memory
+    stays bounded, and every message arrives, in order, once it is received."""
     client, srv = pair
-    payload = np.ones(8 << 10, dtype="u1")
+    n, size = 20_000, 8 << 10
+    payloads = [np.full(size, i % 251, dtype="u1") for i in range(n)]
     pending = asyncio.ensure_future(srv.recv(bytearray(8), tag="never sent"))
     gc.collect()
     before = rss_bytes()
-    sent = 0
-    with pytest.raises(ucxx_go.UCXError):
-        for i in range(40_000):
-            await asyncio.wait_for(client.send(payload, tag=("flood", i)), TIMEOUT)
-            sent += 1
-    with pytest.raises(ucxx_go.UCXExceedsLimitError):
-        await asyncio.wait_for(pending, TIMEOUT)
-    assert sent < 40_000, "the flood was never refused"
+    sends = [asyncio.ensure_future(client.send(p, tag=("flood", i))) for i, p in enumerate(payloads)]
+    await wait_for_condition(lambda: engine_stats()[4] > 0, "sends held back", timeout=TIMEOUT)
+    held = engine_stats()[3]
+    assert 0 < held <= 64 * MiB, f"{held} bytes held"
     gc.collect()
     grown = rss_bytes() - before
-    assert grown < 64 * MiB, f"RSS grew by {grown / MiB:.0f} MiB after {sent} unsolicited messages"
+    assert grown < 160 * MiB, f"RSS grew by {grown / MiB:.0f} MiB with sends held back"
+    buf = np.empty(size, dtype="u1")
+    for i in range(n):
+        await asyncio.wait_for(srv.recv(buf, tag=("flood", i)), TIMEOUT)
+        assert buf[0] == buf[-1] == i % 251, f"message {i}"
+    await asyncio.wait_for(asyncio.gather(*sends), TIMEOUT)
+    assert engine_stats()[3:] == (0, 0)
+    assert not pending.done(), "the receive of a message never sent ended"
+    pending.cancel()
 
 
 async def test_unexpected_messages_within_the_bound_arrive_in_order(pair):
