@@ -16,7 +16,7 @@ cp, _GPUS = cupy_gpus()
 import ucxx_go  # noqa: E402
 from _cuda_spin import spin_on  # noqa: E402
 from _gpu_peers import ECHO_MULTI, ECHO_TAG, QUIT, serve  # noqa: E402
-from _support import GPU_TIMEOUT, started  # noqa: E402
+from _support import GPU_TIMEOUT, engine_stats, started, wait_for_condition  # noqa: E402
 
 
 def pattern(n, seed=0):
@@ -229,6 +229,26 @@ async def test_cancel_and_close_with_cuda_in_flight():
     finally:
         release.set()
         listener.close()
+
+
+async def test_cuda_sends_held_back_by_flow_control_arrive_in_order(server):
+    """CUDA sends that run ahead of their receiver (max_unexpected_bytes 1 MiB: flow
+    control holds sends back once 512 KiB are held) wait, in order, and each arrives
+    intact once received: a held-back send is posted later, in the CUDA context it
+    passed the stream gate in."""
+    ucxx_go.init(multi_buffer_limits={"max_unexpected_bytes": 1 << 20})
+    client, srv = await server.connect()
+    n, size = 64, 64 << 10
+    bufs = [pattern(size, seed=i) for i in range(n)]
+    sends = [asyncio.ensure_future(client.send(b, tag=7)) for b in bufs]
+    await wait_for_condition(lambda: engine_stats()[4] > 0, "sends held back", timeout=GPU_TIMEOUT)
+    assert engine_stats()[3] <= 1 << 20
+    out = cp.empty(size, dtype=cp.uint8)
+    for i in range(n):
+        await asyncio.wait_for(srv.recv(out, tag=7), GPU_TIMEOUT)
+        assert bool(cp.array_equal(out, bufs[i])), f"buffer {i}"
+    await asyncio.wait_for(asyncio.gather(*sends), GPU_TIMEOUT)
+    assert engine_stats()[3:] == (0, 0)
 
 
 async def test_device_memory_returned_after_1000_receives(gpu_peer):
