@@ -159,3 +159,18 @@ void ucxx_rma_guard_remove(int slot) {
 }
 
 uint64_t ucxx_rma_guard_dropped(void) { return atomic_load(&dropped); }
+
+static char stand_ins[GUARD_SLOTS]; // addresses standing in for workers (TestRMAGuardSlots)
+
+int ucxx_rma_guard_fill_for_test(void) {
+    int n = 0;
+    while (n < GUARD_SLOTS && ucxx_rma_guard_add(&stand_ins[n]) >= 0) n++;
+    return n;
+}
+
+void ucxx_rma_guard_unfill_for_test(void) {
+    for (int i = 0; i < GUARD_SLOTS; i++) {
+        char *p = atomic_load(&guarded[i]);
+        if (p >= stand_ins && p < stand_ins + GUARD_SLOTS) atomic_store(&guarded[i], NULL);
+    }
+}

@@ -38,6 +38,11 @@ func RMAGuardActive() bool {
 // the first case that failed.
 func rmaGuardSelfTest() int { return int(C.ucxx_rma_guard_selftest()) }
 
+// guardFillForTest takes every free slot of the guard and returns how many it took;
+// guardUnfillForTest frees them (rmaguard_test.go).
+func guardFillForTest() int { return int(C.ucxx_rma_guard_fill_for_test()) }
+func guardUnfillForTest()   { C.ucxx_rma_guard_unfill_for_test() }
+
 // RMAGuardDropped counts the one-sided rendezvous requests the guard dropped in this
 // process (for tests and diagnostics).
 func RMAGuardDropped() uint64 { return uint64(C.ucxx_rma_guard_dropped()) }

@@ -37,4 +37,10 @@ int ucxx_rma_guard_selftest(void);
 // started.
 uint64_t ucxx_rma_guard_dropped(void);
 
+// ucxx_rma_guard_fill_for_test takes every free slot with an address standing in for a
+// worker and returns how many it took; ucxx_rma_guard_unfill_for_test frees those
+// (rmaguard_test.go: what a worker made with no slot left gets).
+int ucxx_rma_guard_fill_for_test(void);
+void ucxx_rma_guard_unfill_for_test(void);
+
 #endif
