@@ -140,6 +140,10 @@ func (a *activeMessages) onAMData(r *request, st ucxx.Status, length uint64) {
 func (a *activeMessages) deliverAM(ep *endpoint, at *amArrival, block unsafe.Pointer, length uint64) {
 	if block != nil {
 		newBlockRecord(block, 1, ucxx.AMDataOffset+length).setFrame(0, ucxx.AMDataOffset, length, uint64(MemHost))
+		// Its data is here: it counts whole (a fetch an am_recv asked for had the
+		// rendezvous charge, and that am_recv may have been cancelled meanwhile).
+		ep.mailbox.recharge(at, flowCharge(length, true))
+		a.noteHeld(ep)
 	}
 	at.block, at.done = block, true
 	handed := false
@@ -151,7 +155,7 @@ func (a *activeMessages) deliverAM(ep *endpoint, at *amArrival, block unsafe.Poi
 		handed = true
 		a.finishAMWait(id, ucxx.StatusOK, uint64(uintptr(block)))
 	}
-	if handed {
+	if handed || block == nil {
 		a.noteHeld(ep)
 		a.fetchDeferred(ep)
 	}

@@ -161,6 +161,7 @@ func (m *multiBuffers) claim(h *heldMessage, op *multiOp) {
 	u.claimed += exempt
 	if o != nil {
 		o.claimedBytes += exempt
+		m.noteHeld(o) // it holds less against its bound: pings it owes may be answered
 	} else {
 		u.orphaned -= exempt
 	}

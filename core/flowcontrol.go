@@ -21,7 +21,8 @@ import (
 // flowWindow pings unanswered keeps the endpoint's further sends, in order, unposted
 // and pending (their awaits wait), until a pong comes. An honest sender's messages
 // held at once thus stay under half the bound plus flowWindow+1 chunks and one
-// message: under 11/16 of the bound.
+// message (a send_multi's frames, or an active message, count as one): 11/16 of the
+// bound and one message.
 //
 // It costs a control word each way per chunk (4 MiB at the default bound), and the
 // sender stalls only while its receiver is a window behind. Like TCP, and unlike
@@ -75,9 +76,6 @@ func sendCharge(s *submission) int64 {
 	}
 	return flowCharge(s.size, false)
 }
-
-// isPacedSend reports whether op sends messages flow control counts.
-func isPacedSend(op opKind) bool { return op == opTagSend || op == opSendMulti || op == opAMSend }
 
 // dispatchSend posts s, a send, unless its endpoint is paced and stalled: then s
 // waits, in order, behind the endpoint's stalled sends.
@@ -174,7 +172,9 @@ func (e *Engine) cancelStalled(id uint64) bool {
 				continue
 			}
 			s := ep.stalled[i]
-			ep.stalled = append(ep.stalled[:i], ep.stalled[i+1:]...)
+			n := copy(ep.stalled[i:], ep.stalled[i+1:])
+			ep.stalled[i+n] = submission{} // drop the references the moved-up tail left
+			ep.stalled = ep.stalled[:i+n]
 			e.stalledSends--
 			if s.multi != nil {
 				putMultiOp(s.multi)

@@ -53,7 +53,7 @@ type submission struct {
 	frames  []providedFrame // opProvideFrames: the frames the application allocated
 	rma     *rmaOp          // opRMA, opSignal
 	sink    *Sink           // where the completion goes instead of the queue (sink.go), or nil
-	posted  chan bool       // set when delayed submission is off: closed once posted
+	posted  chan bool       // set when delayed submission is off: closed once dispatched (posted, or held back by flow control)
 	stalled bool            // a send flow control held back (flowcontrol.go)
 }
 
