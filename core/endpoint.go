@@ -162,6 +162,11 @@ func (e *Engine) connect(s *submission) {
 // onEndpointError handles UCX's error callback for an endpoint.
 func (e *Engine) onEndpointError(handle uint64, st ucxx.Status) {
 	ep := e.eps.get(handle)
+	if ep != nil && ep.phase == phaseClosing && ep.flushing && len(ep.stalled) > 0 {
+		// A close waiting for sends flow control holds back: no pong will come now.
+		e.closeUCX(ep, true)
+		return
+	}
 	if ep == nil || ep.phase >= phaseClosing {
 		return
 	}
@@ -246,6 +251,7 @@ func (e *Engine) closeUCX(ep *endpoint, force bool) {
 	}
 	if ep.byAddress {
 		e.cancelControlRecv(ep)
+		e.dropHeldControl(ep) // no receive will take them now
 	}
 	if ep.u.ErrHandling() == ucxx.ErrHandlingNone {
 		force = true

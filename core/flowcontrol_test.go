@@ -249,8 +249,10 @@ func TestFlowControlCancelAndAbort(t *testing.T) {
 }
 
 // TestFlowControlCloseEndsWhenThePeerGoes: a graceful close waiting for held-back
-// sends ends as soon as its peer goes (aborts, or closes without receiving them), the
-// held-back sends failed, rather than at the close's timeout.
+// sends ends as soon as its peer goes, rather than at the close's timeout. A peer that
+// aborts leaves the held-back sends failed; one that closes gracefully without
+// receiving them may first answer the pings it owed (it holds nothing once closed), and
+// what it is sent then is dropped, as it always was.
 func TestFlowControlCloseEndsWhenThePeerGoes(t *testing.T) {
 	for _, via := range []ConnectVia{ViaAddress, ViaManager} {
 		for _, how := range []string{"abort", "close"} {
@@ -282,8 +284,8 @@ func TestFlowControlCloseEndsWhenThePeerGoes(t *testing.T) {
 						failed++
 					}
 				}
-				if failed == 0 {
-					t.Fatal("every send completed, though the peer went with sends held back")
+				if how == "abort" && failed == 0 {
+					t.Fatal("every send completed, though the peer aborted with sends held back")
 				}
 				runtime.KeepAlive(msgs)
 			})

@@ -187,11 +187,26 @@ func (t *progressThread) drop(m heldMessage) {
 	r.track(t.worker.TagMsgRecv(m.msg, 0, 0, int(ucxx.MemoryHost), r.id))
 }
 
-// dropHeld drops the held messages of the endpoint with handle h.
+// dropHeld drops the held messages of the endpoint with handle h, but the control
+// words its control receive will still take (a graceful close waits for them).
 func (t *progressThread) dropHeld(h uint64) {
 	u := &t.unexpected
 	for i := 0; i < len(u.held); {
-		if o := u.held[i].owner; o != nil && o.handle == h {
+		if o := u.held[i].owner; o != nil && o.handle == h && !o.awaitsControl(u.held[i].tag) {
+			t.drop(u.take(i))
+		} else {
+			i++
+		}
+	}
+}
+
+// dropHeldControl drops the held control words of ep, a connection by address
+// whose control receive is cancelled (its UCX endpoint closes); the rest of what it
+// holds stays as it was.
+func (t *progressThread) dropHeldControl(ep *endpoint) {
+	u := &t.unexpected
+	for i := 0; i < len(u.held); {
+		if u.held[i].owner == ep && u.held[i].tag == ep.ctlTag {
 			t.drop(u.take(i))
 		} else {
 			i++
@@ -226,7 +241,7 @@ func (e *Engine) drainUnexpected() {
 			// bound (dropping it would put the stream out of step), its claim exempt.
 			u.hold(m)
 			claimed = e.multi.claimDrained(claimed)
-		case m.owner != nil && !e.mayHold(m.owner):
+		case m.owner != nil && !e.mayHold(m.owner) && !m.owner.awaitsControl(m.tag):
 			e.drop(m) // its endpoint was closed, or failed for holding too much
 		case m.owner == nil && u.orphaned+m.charge > u.max:
 			e.drop(m) // nobody to fail: the message goes
@@ -242,6 +257,13 @@ func (e *Engine) drainUnexpected() {
 		e.multi.settleClaims(claimed)
 	}
 	e.settleHeld()
+}
+
+// awaitsControl reports whether a message on tag is a control word ep's control
+// receive will still take: a connection by address (direct.go) whose UCX endpoint is
+// not closing, so a close waiting for the peer's goodbye or pongs gets them.
+func (ep *endpoint) awaitsControl(tag uint64) bool {
+	return ep.byAddress && tag == ep.ctlTag && ep.controlOn && !ep.ucxClosing
 }
 
 // mayHold reports whether messages for ep may be held: it is open, or its peer broke
