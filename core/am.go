@@ -72,7 +72,7 @@ func (a *activeMessages) onAM(ev *ucxx.Event) {
 	case ev.Status == ucxx.StatusAMRendezvous && (ep == nil || ep.phase != phaseReady):
 		a.worker.AMRelease(ev.Ptr)
 	case ev.Status == ucxx.StatusAMRendezvous:
-		at := ep.mailbox.arrive(flowCharge(ev.Length, false)) // its place in arrival order
+		at := ep.mailbox.arrive(heldCharge(ev.Length, false)) // its place in arrival order
 		at.desc, at.length = ev.Ptr, ev.Length
 		ep.mailbox.deferred = append(ep.mailbox.deferred, at)
 		a.noteHeld(ep)
@@ -82,8 +82,7 @@ func (a *activeMessages) onAM(ev *ucxx.Event) {
 	case ep == nil || ep.phase != phaseReady:
 		ucxx.CFree(ev.Ptr)
 	default:
-		a.noteHeld(ep)
-		a.deliverAM(ep, ep.mailbox.arrive(flowCharge(ev.Length, true)), ev.Ptr, ev.Length)
+		a.deliverAM(ep, ep.mailbox.arrive(heldCharge(ev.Length, true)), ev.Ptr, ev.Length)
 	}
 }
 
@@ -96,7 +95,7 @@ func (a *activeMessages) fetchDeferred(ep *endpoint) {
 	for len(box.deferred) > 0 {
 		at := box.deferred[0]
 		asked := box.index(at) < len(box.waiting)
-		whole := flowCharge(at.length, true)
+		whole := heldCharge(at.length, true)
 		if !asked && ep.heldLevel()-at.charge+whole > a.unexpected.max/2 {
 			return
 		}
@@ -142,7 +141,7 @@ func (a *activeMessages) deliverAM(ep *endpoint, at *amArrival, block unsafe.Poi
 		newBlockRecord(block, 1, ucxx.AMDataOffset+length).setFrame(0, ucxx.AMDataOffset, length, uint64(MemHost))
 		// Its data is here: it counts whole (a fetch an am_recv asked for had the
 		// rendezvous charge, and that am_recv may have been cancelled meanwhile).
-		ep.mailbox.recharge(at, flowCharge(length, true))
+		ep.mailbox.recharge(at, heldCharge(length, true))
 		a.noteHeld(ep)
 	}
 	at.block, at.done = block, true

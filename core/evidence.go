@@ -152,7 +152,7 @@ func (m *multiBuffers) claim(h *heldMessage, op *multiOp) {
 	} else {
 		op.wrongFrame = true
 	}
-	exempt := min(h.charge, int64(min(want, unexpectedLargeCharge))+unexpectedOverhead)
+	exempt := min(h.charge, heldCharge(want, false))
 	u, o := &m.unexpected, h.owner
 	if u.claimed+exempt > m.admission.maxWorker || (o != nil && o.claimedBytes+exempt > m.admission.maxEndpoint) {
 		return

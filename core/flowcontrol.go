@@ -52,29 +52,19 @@ func flowChunkLog2(max int64) uint8 {
 // validChunkLog2 reports whether a peer's named chunk is one flowChunkLog2 could name.
 func validChunkLog2(k uint8) bool { return k >= 12 && k <= 62 }
 
-// flowCharge is what a message of size bytes is charged at its receiver: a held tag
-// message's charge (unexpected.go) for a tag message, the whole message for an active
-// message (the receiver may take its data in).
-func flowCharge(size uint64, whole bool) int64 {
-	if !whole {
-		size = min(size, unexpectedLargeCharge)
-	}
-	return int64(size) + unexpectedOverhead
-}
-
 // sendCharge is what s, a send, will be charged at its receiver.
 func sendCharge(s *submission) int64 {
 	switch s.op {
 	case opAMSend:
-		return flowCharge(s.size, true)
+		return heldCharge(s.size, true)
 	case opSendMulti:
-		c := flowCharge(MaxHeaderSize, false)
+		c := heldCharge(MaxHeaderSize, false)
 		for _, f := range s.multi.frames {
-			c += flowCharge(f.Size, false)
+			c += heldCharge(f.Size, false)
 		}
 		return c
 	}
-	return flowCharge(s.size, false)
+	return heldCharge(s.size, false)
 }
 
 // dispatchSend posts s, a send, unless its endpoint is paced and stalled: then s
@@ -82,7 +72,7 @@ func sendCharge(s *submission) int64 {
 func (e *Engine) dispatchSend(s *submission) {
 	ep := e.eps.get(s.ep)
 	if ep == nil || ep.peerChunk == 0 || ep.phase != phaseReady {
-		e.postSend(s, nil) // not paced; an endpoint not ready fails it
+		e.postSend(s, ep, false) // not paced; an endpoint not ready fails it
 		return
 	}
 	if len(ep.stalled) > 0 || ep.pingsOut >= flowWindow {
@@ -91,25 +81,26 @@ func (e *Engine) dispatchSend(s *submission) {
 		e.stalledSends++
 		return
 	}
-	e.postSend(s, ep)
+	e.postSend(s, ep, true)
 }
 
-// postSend posts s and, on a paced endpoint ep, counts its charge and pings after a
-// chunk (after posting: the ping goes behind the messages it counts).
-func (e *Engine) postSend(s *submission, ep *endpoint) {
+// postSend posts s on ep, its endpoint (nil: gone), and, if ep is paced, counts its
+// charge and pings after a chunk (after posting: the ping goes behind the messages it
+// counts).
+func (e *Engine) postSend(s *submission, ep *endpoint, paced bool) {
 	var charge int64
-	if ep != nil {
+	if paced {
 		charge = sendCharge(s) // before posting: a send_multi's op may be recycled by then
 	}
 	switch s.op {
 	case opTagSend:
-		e.postTagSend(s)
+		e.postTagSend(s, ep)
 	case opSendMulti:
 		e.multi.sendMulti(s)
 	case opAMSend:
 		e.am.amSend(s)
 	}
-	if ep == nil || ep.ucxClosing {
+	if !paced || ep.ucxClosing {
 		return
 	}
 	if ep.sinceLastPing += charge; ep.sinceLastPing >= ep.peerChunk {
@@ -141,7 +132,7 @@ func (e *Engine) releaseStalled(ep *endpoint) {
 		if s.cuda.device != 0 {
 			e.cuda.useDevice(s.cuda.device - 1) // current when it passed the gate; maybe not now
 		}
-		e.postSend(&s, ep)
+		e.postSend(&s, ep, true)
 	}
 	if len(ep.stalled) == 0 {
 		ep.stalled = nil
@@ -156,7 +147,7 @@ func (e *Engine) failStalled(ep *endpoint) {
 	e.stalledSends -= len(stalled)
 	for i := range stalled {
 		stalled[i].stalled = false
-		e.postSend(&stalled[i], nil) // the endpoint is not ready: each fails with its status
+		e.postSend(&stalled[i], ep, false) // the endpoint is not ready: each fails with its status
 	}
 }
 

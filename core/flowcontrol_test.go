@@ -109,7 +109,7 @@ func TestFlowControlPacesAStreamingSender(t *testing.T) {
 			waitFor(t, "the receiver holds half its bound", func() bool { return stats(t, server).UnexpectedBytes > flowBound/2 })
 			waitFor(t, "the sender holds sends back", func() bool { return stats(t, client).StalledSends > 0 })
 			// Under half the bound, three chunks (flowBound/16 each) and one message.
-			if held, most := stats(t, server).UnexpectedBytes, int64(flowBound*11/16)+flowCharge(8<<10, false); held > most {
+			if held, most := stats(t, server).UnexpectedBytes, int64(flowBound*11/16)+heldCharge(8<<10, false); held > most {
 				t.Fatalf("the receiver holds %d bytes, over %d", held, most)
 			}
 			recvInOrder(t, server, sep, sc, tag, msgs, nil)

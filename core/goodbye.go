@@ -38,10 +38,9 @@ func (e *Engine) onGoodbyeAck(ep *endpoint) {
 }
 
 // goodbyeLost: the control receive ended without a word (the endpoint failed or is
-// being forced closed); a close waiting for the peer's answer waits no more, nor one
-// waiting for the pongs that would let its held-back sends go (flowcontrol.go).
+// being forced closed); a close waiting for the peer's answer waits no more.
 func (e *Engine) goodbyeLost(ep *endpoint) {
-	if ep.awaitingGoodbyeAck || ep.flushing && len(ep.stalled) > 0 {
+	if ep.awaitingGoodbyeAck {
 		e.closeUCX(ep, true)
 	}
 }

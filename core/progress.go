@@ -205,10 +205,10 @@ func (e *Engine) dispatchOne(s *submission) {
 	}
 }
 
-// postTagSend posts s, a tag send.
-func (e *Engine) postTagSend(s *submission) {
-	ep := e.readyEndpoint(s)
-	if ep == nil {
+// postTagSend posts s, a tag send, on ep, its endpoint (nil: gone), or completes it
+// with the endpoint's status when ep takes no work.
+func (e *Engine) postTagSend(s *submission, ep *endpoint) {
+	if !e.accepts(ep, s) {
 		return
 	}
 	r := e.requests.add(s.id, opTagSend, ep)
@@ -238,11 +238,20 @@ func (t *progressThread) drainable(handle uint64, ep *endpoint, tag, mask uint64
 // completes the submission with the endpoint's status and returns nil.
 func (t *progressThread) readyEndpoint(s *submission) *endpoint {
 	ep := t.eps.get(s.ep)
-	if !ep.takes(s) {
-		t.completeNow(s.id, endpointStatus(ep), 0)
+	if !t.accepts(ep, s) {
 		return nil
 	}
 	return ep
+}
+
+// accepts reports whether s may be posted on ep, its endpoint (nil: gone), or
+// completes s with the endpoint's status.
+func (t *progressThread) accepts(ep *endpoint, s *submission) bool {
+	if !ep.takes(s) {
+		t.completeNow(s.id, endpointStatus(ep), 0)
+		return false
+	}
+	return true
 }
 
 // endpointStatus is the status work on a gone or unusable endpoint fails with.

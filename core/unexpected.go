@@ -44,6 +44,16 @@ const (
 	unexpectedOverhead    = 512
 )
 
+// heldCharge is what a held message of size bytes counts against its endpoint's
+// bound: whole (an active message whose data is here: am.go), or as a tag message, at
+// most unexpectedLargeCharge; and unexpectedOverhead.
+func heldCharge(size uint64, whole bool) int64 {
+	if !whole {
+		size = min(size, unexpectedLargeCharge)
+	}
+	return int64(size) + unexpectedOverhead
+}
+
 // drainEveryPasses is how often, under traffic, the progress thread takes what UCX
 // holds unexpected into the store; it also does before it sleeps. Between drains
 // messages stay in UCX's queue, newer than everything held, and receives still match
@@ -111,7 +121,7 @@ func (u *unexpectedStore) take(i int) heldMessage {
 // yet counted) for owner, the endpoint its tag names (nil: none).
 func heldOf(msg unsafe.Pointer, tag, length uint64, owner *endpoint) heldMessage {
 	return heldMessage{msg: msg, tag: tag, length: length, owner: owner,
-		charge: int64(min(length, unexpectedLargeCharge)) + unexpectedOverhead}
+		charge: heldCharge(length, false)}
 }
 
 // hold counts m's charge (its owner's, or the shared one) and keeps it, newest.
