@@ -168,7 +168,10 @@ func (m *multiBuffers) claim(h *heldMessage, op *multiOp) {
 }
 
 // unclaim gives back the claims of op, which ends without receiving those frames:
-// they count against their endpoint's unexpected bound again.
+// they count against their endpoint's unexpected bound again. The level is not noted
+// for settleHeld: op ends rejected, its frames dropped next (rejectWhole's discards),
+// or with its endpoint gone; a cancelled receive does not give its message's claims
+// back but hands them to the stream's next receive (cancelMulti).
 func (m *multiBuffers) unclaim(op *multiOp) {
 	for i := range m.unexpected.held {
 		if h := &m.unexpected.held[i]; h.claimedBy == op {

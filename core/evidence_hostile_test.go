@@ -159,3 +159,56 @@ func TestEvidenceShutdownWorkerDiscard(t *testing.T) {
 		t.Fatalf("Shutdown took %v: %v", d, err)
 	}
 }
+
+// A receive waiting for room on the evidence of its frames, cancelled, hands the
+// message and the frames it claimed to the stream's next receive: they do not count
+// against the sender's unexpected bound (its endpoint is not failed, though they hold
+// seven times it), and once the last frame comes the next receive gets the message.
+func TestEvidenceCancelledReceiveHandsItsClaimsOn(t *testing.T) {
+	server := newTestEngine(t, Options{MaxOutstandingBytes: 4 << 20, MaxUnexpectedBytes: 256 << 10})
+	sc := newCollector(t, server)
+	client, cep, sep, cc := clientsOf(t, server, sc)()
+	frames := make([][]byte, 56) // 1.75 MiB: past the unproven allowance, it waits for evidence
+	for i := range frames {
+		frames[i] = bytes.Repeat([]byte{byte(i)}, 32<<10)
+	}
+	recvTag := endpointInfo(t, server, sep).RecvTag
+	recv, err := server.RecvMulti(sep, recvTag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(t, server)
+	wire := wireMessages(frames, make([]uint8, len(frames)))
+	sendTag := endpointInfo(t, client, cep).SendTag
+	for _, m := range wire[:len(wire)-1] { // all but the last frame
+		sendRaw(t, client, cep, cc, sendTag, m)
+	}
+	exchange(t, client, cep, cc, server, sep, sc, []byte("barrier")) // every frame sent is in, claimed
+	if err := server.Cancel(recv); err != nil {
+		t.Fatal(err)
+	}
+	if c := sc.wait(recv, 5*time.Second); ucxx.Status(c.Status) != ucxx.StatusCanceled {
+		t.Fatalf("receive: %v, want StatusCanceled", ucxx.Status(c.Status))
+	}
+	next, err := server.RecvMulti(sep, recvTag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(t, server)
+	noCompletion(t, sc, EventEndpointError|sep)
+	sendRaw(t, client, cep, cc, sendTag, wire[len(wire)-1])
+	c := sc.wait(next, 10*time.Second)
+	if st := ucxx.Status(c.Status); st != ucxx.StatusOK {
+		t.Fatalf("next receive: %v", st)
+	}
+	got := takeBlock(t, c.Length)
+	if len(got) != len(frames) {
+		t.Fatalf("got %d frames, want %d", len(got), len(frames))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], frames[i]) {
+			t.Fatalf("frame %d: wrong bytes", i)
+		}
+	}
+	exchange(t, client, cep, cc, server, sep, sc, []byte("still open"))
+}
