@@ -76,7 +76,7 @@ type endpoint struct {
 	peerChunk     int64
 	sinceLastPing int64
 	pingsOut      int
-	stalled       []submission
+	stalled       stalledQueue
 	pongsOwed     int
 	pongsSending  int
 
@@ -162,7 +162,7 @@ func (e *Engine) connect(s *submission) {
 // onEndpointError handles UCX's error callback for an endpoint.
 func (e *Engine) onEndpointError(handle uint64, st ucxx.Status) {
 	ep := e.eps.get(handle)
-	if ep != nil && ep.phase == phaseClosing && ep.flushing && len(ep.stalled) > 0 {
+	if ep != nil && ep.phase == phaseClosing && ep.flushing && ep.stalled.len() > 0 {
 		// A close waiting for sends flow control holds back: no pong will come now.
 		e.closeUCX(ep, true)
 		return
@@ -224,7 +224,7 @@ func (e *Engine) teardown(ep *endpoint, st ucxx.Status, force bool) {
 	switch {
 	case force:
 		e.closeUCX(ep, true)
-	case ep.sends > 0 || len(ep.stalled) > 0:
+	case ep.sends > 0 || ep.stalled.len() > 0:
 		ep.flushing = true
 	default:
 		e.sayGoodbye(ep)
@@ -264,7 +264,7 @@ func (e *Engine) closeUCX(ep *endpoint, force bool) {
 // sendEnded lets a flushing close go on once the endpoint's last send has ended,
 // flow control holding none back.
 func (e *Engine) sendEnded(ep *endpoint) {
-	if ep.flushing && ep.sends == 0 && len(ep.stalled) == 0 {
+	if ep.flushing && ep.sends == 0 && ep.stalled.len() == 0 {
 		e.sayGoodbye(ep)
 	}
 }

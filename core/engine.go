@@ -608,7 +608,7 @@ func (e *Engine) Stats() (s Stats, err error) {
 			held += ep.mailbox.charge
 		}
 		s = Stats{InFlight: inFlight, Endpoints: e.eps.len(), Listeners: len(e.listeners),
-			UnexpectedBytes: held, StalledSends: e.stalledSends}
+			UnexpectedBytes: held, StalledSends: len(e.stalledAt)}
 	})
 	return s, err
 }

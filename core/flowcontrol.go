@@ -75,13 +75,20 @@ func (e *Engine) dispatchSend(s *submission) {
 		e.postSend(s, ep, false) // not paced; an endpoint not ready fails it
 		return
 	}
-	if len(ep.stalled) > 0 || ep.pingsOut >= flowWindow {
-		s.stalled = true
-		ep.stalled = append(ep.stalled, *s)
-		e.stalledSends++
+	if ep.stalled.len() > 0 || ep.pingsOut >= flowWindow {
+		if e.stalledAt == nil {
+			e.stalledAt = make(map[uint64]stalledPlace)
+		}
+		e.stalledAt[s.id] = stalledPlace{ep, ep.stalled.push(s)}
 		return
 	}
 	e.postSend(s, ep, true)
+}
+
+// stalledPlace is where a stalled send is: its endpoint and its sequence number there.
+type stalledPlace struct {
+	ep  *endpoint
+	seq uint64
 }
 
 // postSend posts s on ep, its endpoint (nil: gone), and, if ep is paced, counts its
@@ -124,28 +131,24 @@ func (e *Engine) onPong(ep *endpoint) {
 // flowWindow pings are unanswered. A graceful close waiting for them (flushing) lets
 // them go as the endpoint's other sends.
 func (e *Engine) releaseStalled(ep *endpoint) {
-	for len(ep.stalled) > 0 && ep.pingsOut < flowWindow && (ep.phase == phaseReady || ep.flushing) {
-		s := ep.stalled[0]
-		ep.stalled[0] = submission{}
-		ep.stalled = ep.stalled[1:]
-		e.stalledSends--
+	for ep.stalled.len() > 0 && ep.pingsOut < flowWindow && (ep.phase == phaseReady || ep.flushing) {
+		s, _ := ep.stalled.pop()
+		delete(e.stalledAt, s.id)
 		if s.cuda.device != 0 {
 			e.cuda.useDevice(s.cuda.device - 1) // current when it passed the gate; maybe not now
 		}
 		e.postSend(&s, ep, true)
 	}
-	if len(ep.stalled) == 0 {
-		ep.stalled = nil
+	if ep.stalled.len() == 0 {
 		e.sendEnded(ep) // a close waiting for them goes on once they end
 	}
 }
 
 // failStalled fails an endpoint's stalled sends with its status (UCX is closing it).
 func (e *Engine) failStalled(ep *endpoint) {
-	stalled := ep.stalled
-	ep.stalled = nil
-	e.stalledSends -= len(stalled)
+	stalled := ep.stalled.takeAll()
 	for i := range stalled {
+		delete(e.stalledAt, stalled[i].id)
 		stalled[i].stalled = false
 		e.postSend(&stalled[i], ep, false) // the endpoint is not ready: each fails with its status
 	}
@@ -154,30 +157,23 @@ func (e *Engine) failStalled(ep *endpoint) {
 // cancelStalled completes the stalled send with request id id as cancelled, if one
 // is: it never reached UCX.
 func (e *Engine) cancelStalled(id uint64) bool {
-	if e.stalledSends == 0 {
+	at, ok := e.stalledAt[id]
+	if !ok {
 		return false
 	}
-	for _, ep := range e.eps.byHandle {
-		for i := range ep.stalled {
-			if ep.stalled[i].id != id {
-				continue
-			}
-			s := ep.stalled[i]
-			n := copy(ep.stalled[i:], ep.stalled[i+1:])
-			ep.stalled[i+n] = submission{} // drop the references the moved-up tail left
-			ep.stalled = ep.stalled[:i+n]
-			e.stalledSends--
-			if s.multi != nil {
-				putMultiOp(s.multi)
-			}
-			e.completeNow(id, ucxx.StatusCanceled, 0)
-			if len(ep.stalled) == 0 {
-				e.sendEnded(ep)
-			}
-			return true
-		}
+	delete(e.stalledAt, id)
+	s, ok := at.ep.stalled.remove(at.seq, id)
+	if !ok {
+		return false
 	}
-	return false
+	if s.multi != nil {
+		putMultiOp(s.multi)
+	}
+	e.completeNow(id, ucxx.StatusCanceled, 0)
+	if at.ep.stalled.len() == 0 {
+		e.sendEnded(at.ep)
+	}
+	return true
 }
 
 // heldLevel is what ep's held messages count against its bound: tag messages beyond

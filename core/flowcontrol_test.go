@@ -401,3 +401,46 @@ func TestFlowChunk(t *testing.T) {
 		}
 	}
 }
+
+// TestFlowControlMassCancel: an application that cancels thousands of held-back sends
+// (its tasks cancelled, newest first) gets each completed as cancelled, and the sends
+// it kept arrive in order. Each cancel finds its send where it is: before, each
+// scanned the held-back sends and moved those after it (O(n²) for n cancels).
+func TestFlowControlMassCancel(t *testing.T) {
+	client, server := newTestEngine(t, Options{}), newTestEngine(t, Options{MaxUnexpectedBytes: flowBound})
+	cep, sep, cc, sc := pair(t, client, server)
+	tag := endpointInfo(t, client, cep).SendTag + 1
+	msgs := numbered(20000, 64) // each charged 576 bytes: about 11x the bound
+	defer runtime.KeepAlive(msgs)
+	ids := sendAll(t, client, cep, tag, msgs)
+	waitFor(t, "sends held back", func() bool { return stats(t, client).StalledSends > len(msgs)/2 })
+	held := stats(t, client).StalledSends
+	cancelled := map[int]bool{}
+	start := time.Now()
+	for i := len(ids) - 1; i >= len(ids)-held; i-- {
+		if i%1000 == 7 {
+			continue // kept: it must still arrive, in order
+		}
+		if err := client.Cancel(ids[i]); err != nil {
+			t.Fatal(err)
+		}
+		cancelled[i] = true
+	}
+	for i := range cancelled {
+		if c := cc.wait(ids[i], 10*time.Second); ucxx.Status(c.Status) != ucxx.StatusCanceled {
+			t.Fatalf("cancelled send %d: %v, want StatusCanceled", i, ucxx.Status(c.Status))
+		}
+	}
+	t.Logf("%d of %d held-back sends cancelled in %v", len(cancelled), held, time.Since(start))
+	recvInOrder(t, server, sep, sc, tag, msgs, cancelled)
+	for i, id := range ids {
+		if !cancelled[i] {
+			if c := cc.wait(id, 10*time.Second); c.Status != 0 {
+				t.Fatalf("send %d: %v", i, ucxx.Status(c.Status))
+			}
+		}
+	}
+	if s := stats(t, client); s.StalledSends != 0 {
+		t.Fatalf("%d sends still held back", s.StalledSends)
+	}
+}

@@ -27,9 +27,9 @@ type progressThread struct {
 	// routes holds the sinks of requests submitted through one (sink.go), by id.
 	routes map[uint64]*Sink
 	// heldChanged: endpoints whose held messages changed since settleHeld last ran;
-	// stalledSends: sends flow control holds back, on every endpoint (flowcontrol.go).
-	heldChanged  []*endpoint
-	stalledSends int
+	// stalledAt: where each send flow control holds back is, by request id (flowcontrol.go).
+	heldChanged []*endpoint
+	stalledAt   map[uint64]stalledPlace
 }
 
 // multiBuffers is the multi-buffer component: the receive streams, admission of
