@@ -330,7 +330,7 @@ func (e *Engine) ownHello(ep *endpoint) (*hello, error) {
 		recvTag: ep.recvTag, ctlTag: ep.ctlTag, place: ownPlace(), address: e.address,
 		networkAddress: e.networkAddress}
 	if ep.errMode == ucxx.ErrHandlingPeer { // its control channel will answer pings
-		h.chunkLog2 = flowChunkLog2(e.unexpected.max)
+		h.chunkLog2 = e.chunkNamed()
 	}
 	return h, nil
 }

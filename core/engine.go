@@ -175,6 +175,10 @@ type Engine struct {
 	// unpaced: tests set it before any connection, to send as a flooding peer would,
 	// ignoring its peers' flow control (flowcontrol.go).
 	unpaced bool
+	// namedChunk: tests set it before any connection to name this flow-control chunk
+	// (its base-2 logarithm) in the handshakes instead of the engine's own, as a peer
+	// that lies would (0: the engine's own).
+	namedChunk uint8
 }
 
 // New creates the context and worker on a new progress thread and starts it.

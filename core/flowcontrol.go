@@ -49,6 +49,14 @@ func flowChunkLog2(max int64) uint8 {
 	return uint8(bits.Len64(uint64(n)) - 1)
 }
 
+// chunkNamed is the chunk's base-2 logarithm e names in its handshakes.
+func (e *Engine) chunkNamed() uint8 {
+	if e.namedChunk != 0 {
+		return e.namedChunk
+	}
+	return flowChunkLog2(e.unexpected.max)
+}
+
 // validChunkLog2 reports whether a peer's named chunk is one flowChunkLog2 could name.
 func validChunkLog2(k uint8) bool { return k >= 12 && k <= 62 }
 

@@ -444,3 +444,49 @@ func TestFlowControlMassCancel(t *testing.T) {
 		t.Fatalf("%d sends still held back", s.StalledSends)
 	}
 }
+
+// TestFlowChunkOutOfRangeIsRefused: a peer whose handshake names a flow-control chunk
+// no ucxx-go could name (under 4 KiB, or 2^63) is refused, by either way of
+// connecting: it is never accepted, and its connection fails. The listener goes on
+// accepting honest peers.
+func TestFlowChunkOutOfRangeIsRefused(t *testing.T) {
+	for _, via := range []ConnectVia{ViaManager, ViaAddress} {
+		for _, chunk := range []uint8{11, 63} {
+			t.Run(fmt.Sprint(via, "/", chunk), func(t *testing.T) {
+				server := newTestEngine(t, Options{})
+				sc := newCollector(t, server)
+				opts := EndpointOptions{Via: via}
+				lh, port, err := server.ListenWith("127.0.0.1", 0, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				liar := newTestEngine(t, Options{})
+				liar.namedChunk = chunk
+				lc := newCollector(t, liar)
+				id, err := liar.ConnectWith("127.0.0.1", port, 5*time.Second, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c := lc.wait(id, 10*time.Second); c.Status == 0 {
+					// Its own half of the handshake done, it learns of the refusal as
+					// its endpoint's failure.
+					if c := lc.wait(EventEndpointError|c.Length, 10*time.Second); c.Status == 0 {
+						t.Fatal("the liar's endpoint ended without an error")
+					}
+				}
+				settle(t, server)
+				noCompletion(t, sc, EventListenerAccept|lh)
+				honest := newTestEngine(t, Options{})
+				hc := newCollector(t, honest)
+				if id, err = honest.ConnectWith("127.0.0.1", port, 5*time.Second, opts); err != nil {
+					t.Fatal(err)
+				}
+				c := hc.wait(id, 10*time.Second)
+				if c.Status != 0 {
+					t.Fatalf("honest connect: %v", ucxx.Status(c.Status))
+				}
+				exchange(t, honest, c.Length, hc, server, sc.wait(EventListenerAccept|lh, 10*time.Second).Length, sc, []byte("hello"))
+			})
+		}
+	}
+}

@@ -40,7 +40,7 @@ func (e *Engine) startHandshake(ep *endpoint) {
 		check ^= handshakeKeepalive
 	}
 	if ep.u.ErrHandling() == ucxx.ErrHandlingPeer { // its control channel will answer pings
-		check ^= uint64(flowChunkLog2(e.unexpected.max)) << handshakeChunkShift
+		check ^= uint64(e.chunkNamed()) << handshakeChunkShift
 	}
 	binary.LittleEndian.PutUint64(out[8:], check)
 	e.eps.schedule(ep, ep.deadline)
