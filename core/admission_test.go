@@ -110,15 +110,7 @@ func TestMultiEvidenceFramesAreNotChargedAsUnexpected(t *testing.T) {
 	if comp := cc.wait(send, 10*time.Second); comp.Status != 0 {
 		t.Fatalf("send: %v", ucxx.Status(comp.Status))
 	}
-	got := takeBlock(t, comp.Length)
-	if len(got) != len(frames) {
-		t.Fatalf("got %d frames, want %d", len(got), len(frames))
-	}
-	for i := range got {
-		if !bytes.Equal(got[i], frames[i]) {
-			t.Fatalf("frame %d: wrong bytes", i)
-		}
-	}
+	checkBlock(t, comp.Length, frames)
 	exchange(t, client, cep, cc, server, sep, sc, []byte("still open"))
 }
 

@@ -201,14 +201,6 @@ func TestEvidenceCancelledReceiveHandsItsClaimsOn(t *testing.T) {
 	if st := ucxx.Status(c.Status); st != ucxx.StatusOK {
 		t.Fatalf("next receive: %v", st)
 	}
-	got := takeBlock(t, c.Length)
-	if len(got) != len(frames) {
-		t.Fatalf("got %d frames, want %d", len(got), len(frames))
-	}
-	for i := range got {
-		if !bytes.Equal(got[i], frames[i]) {
-			t.Fatalf("frame %d: wrong bytes", i)
-		}
-	}
+	checkBlock(t, c.Length, frames)
 	exchange(t, client, cep, cc, server, sep, sc, []byte("still open"))
 }

@@ -525,6 +525,20 @@ func takeBlock(t *testing.T, block uint64) [][]byte {
 	return out
 }
 
+// checkBlock takes the frames of block and fails the test unless they are frames.
+func checkBlock(t *testing.T, block uint64, frames [][]byte) {
+	t.Helper()
+	got := takeBlock(t, block)
+	if len(got) != len(frames) {
+		t.Fatalf("got %d frames, want %d", len(got), len(frames))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], frames[i]) {
+			t.Fatalf("frame %d: wrong bytes", i)
+		}
+	}
+}
+
 // provideFrames hands frames to ProvideFrames, for the receive whose need id is
 // needID, as the array it reads.
 func provideFrames(e *Engine, needID uint64, frames []providedFrame) error {
