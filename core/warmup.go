@@ -162,7 +162,30 @@ func (e *Engine) warmUpByAddress(ip string) ucxx.Status {
 	}
 	// Forced: nothing was sent on it. A completion UCX reports later names no request.
 	u.Close(true, 0)
+	e.settleDiscards(warmUpSettle)
 	return ucxx.StatusOK
+}
+
+// warmUpSettle bounds how long the by-address warm-up waits for UCX to discard its
+// endpoint's transports before destroying the worker it connected to.
+const warmUpSettle = 100 * time.Millisecond
+
+// settleDiscards progresses the worker until UCX has finished discarding the
+// transports of endpoints closed by force (a worker flush ends after them), or until
+// d has passed. With UCX's TCP transport on a lane (UCX_TLS=tcp, hosts in network
+// namespaces) the warm-up's endpoint has a connection under way to its second worker:
+// destroyed before the discard ended, that worker's closed port made UCX retry the
+// connection and log "Connection refused" errors. The flush's completion event, drained
+// with the others, names no request.
+func (e *Engine) settleDiscards(d time.Duration) {
+	req, st := e.worker.Flush(0)
+	if st != ucxx.StatusInProgress || req == nil {
+		return
+	}
+	deadline := time.Now().Add(d)
+	for !ucxx.RequestDone(req) && time.Now().Before(deadline) {
+		e.worker.Progress()
+	}
 }
 
 // warmUpAccepted counts the warm-up's accepted endpoint.

@@ -733,6 +733,35 @@ def test_warm_up_makes_the_configuration_connections_by_address_use(then):
     assert configs == {"intra-node cfg#0"}, configs
 
 
+_WARM_UP_OVER_TCP = """
+import asyncio, ucxx_go
+async def main():
+    ucxx_go.init()
+    await ucxx_go.warm_up()
+    async def echo(ep):
+        b = bytearray(8); await ep.recv(b); await ep.send(b)
+    lf = ucxx_go.create_listener(echo)
+    for _ in range(20):  # progress passes after the warm-up, as any later work makes
+        ep = await ucxx_go.create_endpoint("127.0.0.1", lf.port)
+        b = bytearray(8); await ep.send(b); await ep.recv(b); await ep.close()
+    print("done", flush=True)
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("mode", ["thread", "loop"])
+def test_warm_up_over_tcp_leaves_no_connection_behind(mode):
+    # Over UCX's TCP transport the warm-up's endpoint connects to a second worker of its
+    # own, which the warm-up then destroys. It used to do so while UCX was still
+    # discarding the endpoint's connection: UCX retried it against the closed port and
+    # logged "Connection refused" errors (UCX_TLS=tcp, or hosts in network namespaces).
+    env = dict(os.environ, UCX_TLS="tcp", UCX_NET_DEVICES="lo", UCXGO_PROGRESS_MODE=mode)
+    out = subprocess.run([sys.executable, "-c", _WARM_UP_OVER_TCP], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and "done" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "refused" not in out.stderr and "somaxconn" not in out.stderr, out.stderr[-2000:]
+
+
 @pytest.mark.parametrize("given, address", [
     (False, ""), ("", ""), ("0", ""), ("off", ""), (True, "127.0.0.1"), ("1", "127.0.0.1"),
     ("yes", "127.0.0.1"), ("10.1.2.3", "10.1.2.3"),

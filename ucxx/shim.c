@@ -246,6 +246,16 @@ ucs_status_t ucxx_tag_recv(ucp_worker_h w, uintptr_t buf, size_t len, ucp_tag_t 
     return tag_recv_finish(ucp_tag_recv_nbx(w, (void *)buf, len, tag, mask, &p), &info, id, req);
 }
 
+ucs_status_t ucxx_worker_flush(ucp_worker_h w, uint64_t id, void **req) {
+    ucp_request_param_t p;
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.send = ucxx_send_cb;
+    p.user_data = (void *)(uintptr_t)id;
+    return ucxx_finish(ucp_worker_flush_nbx(w, &p), id, 0, 0, req);
+}
+
+int ucxx_request_done(void *req) { return ucp_request_check_status(req) != UCS_INPROGRESS; }
+
 ucs_status_t ucxx_stream_send(ucp_ep_h ep, const void *buf, size_t len, uint64_t id, void **req) {
     ucp_request_param_t p;
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |

@@ -56,6 +56,11 @@ void ucxx_events_free(ucxx_events_t *events);
 // and UCX's remote memory access (UCP_FEATURE_RMA) when rma is not 0.
 ucs_status_t ucxx_context_create(ucp_config_t *config, int rma, ucp_context_h *out);
 ucs_status_t ucxx_worker_create(ucp_context_h ctx, int multi_thread, ucp_worker_h *out);
+// ucxx_worker_flush starts flushing every endpoint of the worker, and the transports
+// of endpoints closed by force that UCX is still discarding; ucxx_request_done says
+// whether a request has completed (its callback has run).
+ucs_status_t ucxx_worker_flush(ucp_worker_h w, uint64_t id, void **req);
+int ucxx_request_done(void *req);
 
 ucs_status_t ucxx_listener_create(ucp_worker_h w, const struct sockaddr *addr, socklen_t len,
                                   uint64_t handle, ucp_listener_h *out);

@@ -148,6 +148,20 @@ func (w *Worker) Cancel(req unsafe.Pointer) {
 	}
 }
 
+// Flush starts flushing the worker: every endpoint's operations, and the transports of
+// endpoints closed by force that UCX is still discarding. Its completion comes as an
+// event with request id id (at once, pushed here, when nothing was outstanding); a
+// pending request is returned for RequestDone.
+func (w *Worker) Flush(id uint64) (unsafe.Pointer, Status) {
+	var req unsafe.Pointer
+	st := Status(C.ucxx_worker_flush(w.h, C.uint64_t(id), &req))
+	return req, st
+}
+
+// RequestDone reports whether a pending request has completed: its callback has run,
+// and its completion event waits to be drained (which frees it).
+func RequestDone(req unsafe.Pointer) bool { return C.ucxx_request_done(req) != 0 }
+
 // FreeRequest returns a request to UCX after its completion event was drained.
 func FreeRequest(req unsafe.Pointer) {
 	if req != nil {
