@@ -414,8 +414,10 @@ func TestFlowControlMassCancel(t *testing.T) {
 	defer runtime.KeepAlive(msgs)
 	ids := sendAll(t, client, cep, tag, msgs)
 	waitFor(t, "sends held back", func() bool { return stats(t, client).StalledSends > len(msgs)/2 })
+	// The newest held are held back now; a pong on its way may still release a few of
+	// them before their cancel comes: those are sent (StatusOK) and arrive.
 	held := stats(t, client).StalledSends
-	cancelled := map[int]bool{}
+	tried := map[int]bool{}
 	start := time.Now()
 	for i := len(ids) - 1; i >= len(ids)-held; i-- {
 		if i%1000 == 7 {
@@ -424,17 +426,25 @@ func TestFlowControlMassCancel(t *testing.T) {
 		if err := client.Cancel(ids[i]); err != nil {
 			t.Fatal(err)
 		}
-		cancelled[i] = true
+		tried[i] = true
 	}
-	for i := range cancelled {
-		if c := cc.wait(ids[i], 10*time.Second); ucxx.Status(c.Status) != ucxx.StatusCanceled {
-			t.Fatalf("cancelled send %d: %v, want StatusCanceled", i, ucxx.Status(c.Status))
+	cancelled := map[int]bool{}
+	for i := range tried {
+		switch c := cc.wait(ids[i], 10*time.Second); ucxx.Status(c.Status) {
+		case ucxx.StatusCanceled:
+			cancelled[i] = true
+		case ucxx.StatusOK: // released before its cancel came
+		default:
+			t.Fatalf("cancelled send %d: %v", i, ucxx.Status(c.Status))
 		}
 	}
 	t.Logf("%d of %d held-back sends cancelled in %v", len(cancelled), held, time.Since(start))
+	if len(cancelled) < len(tried)*9/10 {
+		t.Fatalf("only %d of %d held-back sends cancelled", len(cancelled), len(tried))
+	}
 	recvInOrder(t, server, sep, sc, tag, msgs, cancelled)
 	for i, id := range ids {
-		if !cancelled[i] {
+		if !tried[i] {
 			if c := cc.wait(id, 10*time.Second); c.Status != 0 {
 				t.Fatalf("send %d: %v", i, ucxx.Status(c.Status))
 			}
