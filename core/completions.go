@@ -73,7 +73,7 @@ func (e *Engine) onInternal(r *request, st ucxx.Status, length uint64) {
 		e.onControl(r, st, length)
 	case stepRMAPart:
 		e.rma.onPart(r, st)
-	case stepDropUnexpected:
+	case stepDropUnexpected, stepWorkerFlush:
 	case stepClose:
 		e.closed(r.ep)
 	}

@@ -99,6 +99,15 @@ type stalledPlace struct {
 	seq uint64
 }
 
+// unindexStalled forgets where the stalled send with request id id was; the index's
+// storage goes with its last entry (a Go map never shrinks).
+func (e *Engine) unindexStalled(id uint64) {
+	delete(e.stalledAt, id)
+	if len(e.stalledAt) == 0 {
+		e.stalledAt = nil
+	}
+}
+
 // postSend posts s on ep, its endpoint (nil: gone), and, if ep is paced, counts its
 // charge and pings after a chunk (after posting: the ping goes behind the messages it
 // counts).
@@ -141,7 +150,7 @@ func (e *Engine) onPong(ep *endpoint) {
 func (e *Engine) releaseStalled(ep *endpoint) {
 	for ep.stalled.len() > 0 && ep.pingsOut < flowWindow && (ep.phase == phaseReady || ep.flushing) {
 		s, _ := ep.stalled.pop()
-		delete(e.stalledAt, s.id)
+		e.unindexStalled(s.id)
 		if s.cuda.device != 0 {
 			e.cuda.useDevice(s.cuda.device - 1) // current when it passed the gate; maybe not now
 		}
@@ -156,7 +165,7 @@ func (e *Engine) releaseStalled(ep *endpoint) {
 func (e *Engine) failStalled(ep *endpoint) {
 	stalled := ep.stalled.takeAll()
 	for i := range stalled {
-		delete(e.stalledAt, stalled[i].id)
+		e.unindexStalled(stalled[i].id)
 		stalled[i].stalled = false
 		e.postSend(&stalled[i], ep, false) // the endpoint is not ready: each fails with its status
 	}
@@ -169,7 +178,7 @@ func (e *Engine) cancelStalled(id uint64) bool {
 	if !ok {
 		return false
 	}
-	delete(e.stalledAt, id)
+	e.unindexStalled(id)
 	s, ok := at.ep.stalled.remove(at.seq, id)
 	if !ok {
 		return false

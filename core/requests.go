@@ -60,6 +60,7 @@ const (
 	stepDropUnexpected // receives a held message into nothing (unexpected.go)
 	stepRMAPart        // one put or get of an application's transfer request (rma.go)
 	stepSemWait        // an application's semaphore wait (no UCX request)
+	stepWorkerFlush    // the warm-up's flush of the worker (warmup.go: settleDiscards)
 )
 
 // requestTable maps request ids to requests in flight. It belongs to the progress

@@ -56,3 +56,46 @@ func TestStalledQueue(t *testing.T) {
 		t.Fatalf("gaps only: len %d, %d items", q.len(), len(q.items))
 	}
 }
+
+// An endpoint that stays stalled while its application cancels send after send (each
+// a timeout, oldest first or anywhere) keeps storage for about twice the sends it
+// holds, not one slot per send ever cancelled.
+func TestStalledQueueCancelsDoNotAccumulate(t *testing.T) {
+	for _, which := range []string{"oldest", "middle"} {
+		var q stalledQueue
+		var seqs []uint64
+		id := uint64(1)
+		for ; id <= 3; id++ { // held throughout
+			q.push(&submission{id: id})
+		}
+		for n := 0; n < 100_000; n++ {
+			seqs = append(seqs, q.push(&submission{id: id}))
+			id++
+			if len(seqs) < 8 {
+				continue
+			}
+			k := 0
+			if which == "middle" {
+				k = len(seqs) / 2
+			}
+			if _, ok := q.remove(seqs[k], seqs[k]+1); !ok { // ids 1, 2, ... as sequence numbers 0, 1, ...
+				t.Fatalf("%s: cancel %d failed", which, n)
+			}
+			seqs = append(seqs[:k], seqs[k+1:]...)
+		}
+		if q.len() != 3+len(seqs) {
+			t.Fatalf("%s: len %d, want %d", which, q.len(), 3+len(seqs))
+		}
+		if n := len(q.items); n > 2*q.len()+compactMin {
+			t.Fatalf("%s: %d slots for %d held sends", which, n, q.len())
+		}
+		// Order kept: the three first, then the rest by id.
+		last := uint64(0)
+		for s, ok := q.pop(); ok; s, ok = q.pop() {
+			if s.id <= last {
+				t.Fatalf("%s: id %d after %d", which, s.id, last)
+			}
+			last = s.id
+		}
+	}
+}

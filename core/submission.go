@@ -26,7 +26,7 @@ const (
 	opProvideFrames
 	opControl // a control word's send or receive (requests only, never submitted)
 	opRMA     // puts and gets (rma.go)
-	opFlush   // a flush of an endpoint's one-sided operations
+	opFlush   // a flush of an endpoint's one-sided operations (and, a request only, the warm-up's of the worker)
 	opSignal  // a semaphore signal (semaphores.go)
 	opSemWait // a wait on a semaphore
 )

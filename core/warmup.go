@@ -175,12 +175,16 @@ const warmUpSettle = 100 * time.Millisecond
 // d has passed. With UCX's TCP transport on a lane (UCX_TLS=tcp, hosts in network
 // namespaces) the warm-up's endpoint has a connection under way to its second worker:
 // destroyed before the discard ended, that worker's closed port made UCX retry the
-// connection and log "Connection refused" errors. The flush's completion event, drained
-// with the others, names no request.
+// connection and log "Connection refused" errors. The flush is a request in flight
+// until its completion event is drained (a shutdown waits for it); a flush still
+// running at d leaves the retries possible, and is not waited for here.
 func (e *Engine) settleDiscards(d time.Duration) {
-	req, st := e.worker.Flush(0)
+	r := e.requests.add(e.newID(), opFlush, nil)
+	r.internal = stepWorkerFlush
+	req, st := e.worker.Flush(r.id)
+	r.track(req, st)
 	if st != ucxx.StatusInProgress || req == nil {
-		return
+		return // ended at once: its completion event was pushed
 	}
 	deadline := time.Now().Add(d)
 	for !ucxx.RequestDone(req) && time.Now().Before(deadline) {
