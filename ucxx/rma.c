@@ -49,8 +49,6 @@ ucs_status_t ucxx_get(ucp_ep_h ep, uintptr_t buf, size_t len, uint64_t remote, u
 
 ucs_status_t ucxx_ep_flush(ucp_ep_h ep, uint64_t id, void **req) {
     ucp_request_param_t p;
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    p.cb.send = ucxx_send_cb;
-    p.user_data = (void *)(uintptr_t)id;
+    ucxx_send_param(&p, id);
     return ucxx_finish(ucp_ep_flush_nbx(ep, &p), id, 0, 0, req);
 }

@@ -211,9 +211,7 @@ void ucxx_set_memtype(ucp_request_param_t *p, int memtype) {
 ucs_status_t ucxx_tag_send(ucp_ep_h ep, uintptr_t buf, size_t len, ucp_tag_t tag,
                            uint64_t id, int memtype, void **req) {
     ucp_request_param_t p;
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    p.cb.send = ucxx_send_cb;
-    p.user_data = (void *)(uintptr_t)id;
+    ucxx_send_param(&p, id);
     ucxx_set_memtype(&p, memtype);
     return ucxx_finish(ucp_tag_send_nbx(ep, (const void *)buf, len, tag, &p), id, len, tag, req);
 }
@@ -248,9 +246,7 @@ ucs_status_t ucxx_tag_recv(ucp_worker_h w, uintptr_t buf, size_t len, ucp_tag_t 
 
 ucs_status_t ucxx_worker_flush(ucp_worker_h w, uint64_t id, void **req) {
     ucp_request_param_t p;
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    p.cb.send = ucxx_send_cb;
-    p.user_data = (void *)(uintptr_t)id;
+    ucxx_send_param(&p, id);
     return ucxx_finish(ucp_worker_flush_nbx(w, &p), id, 0, 0, req);
 }
 
@@ -403,9 +399,7 @@ static void set_iov(ucp_request_param_t *p) {
 ucs_status_t ucxx_tag_send_iov(ucp_ep_h ep, uintptr_t iov, size_t iovcnt, size_t len, ucp_tag_t tag,
                                uint64_t id, void **req) {
     ucp_request_param_t p;
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    p.cb.send = ucxx_send_cb;
-    p.user_data = (void *)(uintptr_t)id;
+    ucxx_send_param(&p, id);
     set_iov(&p);
     ucxx_set_memtype(&p, UCS_MEMORY_TYPE_HOST);
     return ucxx_finish(ucp_tag_send_nbx(ep, (const void *)iov, iovcnt, tag, &p), id, len, tag, req);

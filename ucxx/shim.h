@@ -140,6 +140,13 @@ int ucxx_sockaddr_fill(const char *ip, int port, struct sockaddr_storage *ss, so
 // through *req, or the completion event pushed now), and a memory type setting (-1:
 // UCX detects it).
 void ucxx_send_cb(void *req, ucs_status_t status, void *user_data);
+// ucxx_send_param sets up a send-like operation's parameters (a send, a flush, a
+// close): ucxx_send_cb as its callback, id as its user data, nothing else.
+static inline void ucxx_send_param(ucp_request_param_t *p, uint64_t id) {
+    p->op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p->cb.send = ucxx_send_cb;
+    p->user_data = (void *)(uintptr_t)id;
+}
 ucs_status_t ucxx_finish(ucs_status_ptr_t sp, uint64_t id, uint64_t length, uint64_t tag, void **req);
 void ucxx_set_memtype(ucp_request_param_t *p, int memtype);
 
