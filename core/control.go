@@ -10,11 +10,12 @@ import (
 // The control channel: once the tag handshake is done, every endpoint with peer error
 // handling keeps one 8-byte receive posted, and the two engines of a connection
 // exchange control words on it: keepalives (keepalive.go), the goodbye of a graceful
-// close (goodbye.go), and flow control's pings and pongs (flowcontrol.go). Through UCX's connection manager the words are stream
-// messages, which travel on the lane that carries the tagged messages' eager data and
-// rendezvous control; on a connection made from addresses (direct.go) they are tagged
-// messages on the receiver's control tag, matched in the order sent. Either way a
-// control word arrives after everything its sender sent before it. (UCX never ends a
+// close (goodbye.go), and flow control's pings and pongs (flowcontrol.go). Through
+// UCX's connection manager the words are stream messages, which travel on the lane
+// that carries the tagged messages' eager data and rendezvous control; on a connection
+// made from addresses (direct.go) they are tagged messages on the receiver's control
+// tag, matched in the order sent. Either way a control word arrives after everything
+// its sender sent before it. (UCX never ends a
 // stream receive of an endpoint without error handling that it force-closes, and
 // those endpoints are force-closed anyway.)
 

@@ -326,13 +326,9 @@ func (e *Engine) ownHello(ep *endpoint) (*hello, error) {
 		na, _ := e.worker.NetworkAddress()
 		e.address, e.networkAddress = a, na
 	}
-	h := &hello{keepalive: e.ka.timeout > 0 && ep.errMode == ucxx.ErrHandlingPeer,
-		recvTag: ep.recvTag, ctlTag: ep.ctlTag, place: ownPlace(), address: e.address,
-		networkAddress: e.networkAddress}
-	if ep.errMode == ucxx.ErrHandlingPeer { // its control channel will answer pings
-		h.chunkLog2 = e.chunkNamed()
-	}
-	return h, nil
+	return &hello{keepalive: e.ka.timeout > 0 && ep.errMode == ucxx.ErrHandlingPeer,
+		chunkLog2: e.chunkNamed(ep.errMode), recvTag: ep.recvTag, ctlTag: ep.ctlTag,
+		place: ownPlace(), address: e.address, networkAddress: e.networkAddress}, nil
 }
 
 // checkIP refuses what is not a numeric IP address ("" too, unless empty is), as

@@ -49,9 +49,14 @@ func flowChunkLog2(max int64) uint8 {
 	return uint8(bits.Len64(uint64(n)) - 1)
 }
 
-// chunkNamed is the chunk's base-2 logarithm e names in its handshakes.
-func (e *Engine) chunkNamed() uint8 {
-	if e.namedChunk != 0 {
+// chunkNamed is the chunk's base-2 logarithm e names in the handshake of an endpoint
+// with error handling mode: 0 (it answers no pings) without peer error handling, which
+// leaves it no control channel.
+func (e *Engine) chunkNamed(mode ucxx.ErrHandling) uint8 {
+	switch {
+	case mode != ucxx.ErrHandlingPeer:
+		return 0
+	case e.namedChunk != 0:
 		return e.namedChunk
 	}
 	return flowChunkLog2(e.unexpected.max)

@@ -30,29 +30,6 @@ func numbered(n, size int) [][]byte {
 	return msgs
 }
 
-// stats is Stats that fails the test on error.
-func stats(t *testing.T, e *Engine) Stats {
-	t.Helper()
-	s, err := e.Stats()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// waitFor polls cond (each call a round trip to a progress thread) until it holds,
-// failing the test after 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		runtime.Gosched()
-	}
-}
-
 // sendAll queues every message as a tag send on tag, none waited for, and returns
 // the request ids.
 func sendAll(t *testing.T, e *Engine, ep, tag uint64, msgs [][]byte) []uint64 {

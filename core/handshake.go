@@ -39,9 +39,7 @@ func (e *Engine) startHandshake(ep *endpoint) {
 	if e.keepaliveWanted(ep) {
 		check ^= handshakeKeepalive
 	}
-	if ep.u.ErrHandling() == ucxx.ErrHandlingPeer { // its control channel will answer pings
-		check ^= uint64(e.chunkNamed()) << handshakeChunkShift
-	}
+	check ^= uint64(e.chunkNamed(ep.u.ErrHandling())) << handshakeChunkShift
 	binary.LittleEndian.PutUint64(out[8:], check)
 	e.eps.schedule(ep, ep.deadline)
 

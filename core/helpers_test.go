@@ -258,6 +258,29 @@ func exchange(t *testing.T, from *Engine, fromEP uint64, fc *collector, to *Engi
 	runtime.KeepAlive(buf)
 }
 
+// stats is Stats that fails the test on error.
+func stats(t *testing.T, e *Engine) Stats {
+	t.Helper()
+	s, err := e.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// waitFor polls cond (each call a round trip to a progress thread) until it holds,
+// failing the test after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		runtime.Gosched()
+	}
+}
+
 // waitIdle waits until e has freed every endpoint and has no request in flight: a
 // close runs in the background, so this polls, for a bounded time.
 func waitIdle(t *testing.T, e *Engine) {

@@ -10,7 +10,7 @@ import "sort"
 // queue's storage stays within about twice what it holds, however many sends are
 // cancelled while the endpoint stays stalled.
 type stalledQueue struct {
-	items []stalledItem // in sequence order; a gap has stalled false
+	items []stalledItem // in sequence order; a gap has stalled false, and items[0] is none
 	next  uint64        // the next push's sequence number
 	live  int           // items that are not gaps
 }
@@ -39,7 +39,6 @@ func (q *stalledQueue) push(s *submission) uint64 {
 
 // pop takes the oldest send held; ok is false when none is.
 func (q *stalledQueue) pop() (s submission, ok bool) {
-	q.trimFront()
 	if len(q.items) == 0 {
 		return submission{}, false
 	}

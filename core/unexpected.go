@@ -200,23 +200,24 @@ func (t *progressThread) drop(m heldMessage) {
 // dropHeld drops the held messages of the endpoint with handle h, but the control
 // words its control receive will still take (a graceful close waits for them).
 func (t *progressThread) dropHeld(h uint64) {
-	u := &t.unexpected
-	for i := 0; i < len(u.held); {
-		if o := u.held[i].owner; o != nil && o.handle == h && !o.awaitsControl(u.held[i].tag) {
-			t.drop(u.take(i))
-		} else {
-			i++
-		}
-	}
+	t.dropHeldIf(func(m *heldMessage) bool {
+		o := m.owner
+		return o != nil && o.handle == h && !o.awaitsControl(m.tag)
+	})
 }
 
 // dropHeldControl drops the held control words of ep, a connection by address
 // whose control receive is cancelled (its UCX endpoint closes); the rest of what it
 // holds stays as it was.
 func (t *progressThread) dropHeldControl(ep *endpoint) {
+	t.dropHeldIf(func(m *heldMessage) bool { return m.owner == ep && m.tag == ep.ctlTag })
+}
+
+// dropHeldIf drops the held messages for which drop reports true.
+func (t *progressThread) dropHeldIf(drop func(m *heldMessage) bool) {
 	u := &t.unexpected
 	for i := 0; i < len(u.held); {
-		if u.held[i].owner == ep && u.held[i].tag == ep.ctlTag {
+		if drop(&u.held[i]) {
 			t.drop(u.take(i))
 		} else {
 			i++

@@ -31,11 +31,7 @@ func floodTags(t *testing.T, e *Engine, ep uint64, c *collector, base uint64, n,
 
 func unexpectedBytes(t *testing.T, e *Engine) int64 {
 	t.Helper()
-	s, err := e.Stats()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s.UnexpectedBytes
+	return stats(t, e).UnexpectedBytes
 }
 
 // TestUnexpectedFloodFailsTheEndpoint: a peer sending messages nobody receives, and
